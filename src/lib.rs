@@ -1,0 +1,17 @@
+//! A low-latency client for the Redlock distributed lock over N independent
+//! Redis masters.
+//!
+//! The crate is layered so that each part can be read, tested and fuzzed
+//! on its own:
+//!
+//! - [`resp`]: the RESP2/RESP3 codec. Incremental, allocation-free and
+//!   strict, with hard limits on nesting and lengths. It never touches a
+//!   socket.
+//!
+//! The Redlock rules (quorum, validity, retries) as a sans-IO state machine
+//! and the `mio` driver that sends each round to all masters in one
+//! event-loop tick are built on top of it.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod resp;
