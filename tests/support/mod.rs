@@ -1,0 +1,8 @@
+//! Shared support code for the integration tests.
+//!
+//! Each test binary declares `mod support;` and uses only part of it, so
+//! unused items are expected; and since `support` is a private module of a
+//! test crate, its `pub` items are not reachable from outside by design.
+#![allow(dead_code, unreachable_pub)]
+
+pub mod cluster;
