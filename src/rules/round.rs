@@ -1,0 +1,461 @@
+//! One round of the algorithm over N nodes.
+
+use std::fmt;
+use std::io;
+use std::time::{Duration, Instant};
+
+use smallvec::SmallVec;
+
+use super::{quorum, validity};
+use crate::resp;
+
+/// What a round asks of every node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// `SET resource token NX PX ttl`.
+    Acquire,
+    /// The compare-and-`PEXPIRE` script.
+    Extend,
+    /// The compare-and-delete script.
+    Release,
+}
+
+impl Op {
+    fn name(self) -> &'static str {
+        match self {
+            Op::Acquire => "acquire",
+            Op::Extend => "extend",
+            Op::Release => "release",
+        }
+    }
+}
+
+/// A node's answer, classified by the driver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reply {
+    /// The node did what was asked: acquired (`+OK`), extended or released
+    /// (`:1`).
+    Ok,
+    /// The node refused: the resource is held by another token (a null
+    /// reply to `SET NX`), or the token no longer owns it (`:0` from a
+    /// script).
+    Refused,
+}
+
+/// The first bytes of an error reply from a server, kept inline so that
+/// reporting an error allocates nothing.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ServerError {
+    text: [u8; ServerError::CAPACITY],
+    len: u8,
+}
+
+impl ServerError {
+    /// How many bytes of the message are kept.
+    pub const CAPACITY: usize = 64;
+
+    /// Keeps the first [`CAPACITY`](Self::CAPACITY) bytes of `message`.
+    pub fn new(message: &[u8]) -> ServerError {
+        let len = message.len().min(Self::CAPACITY);
+        let mut text = [0u8; Self::CAPACITY];
+        text[..len].copy_from_slice(&message[..len]);
+        ServerError {
+            text,
+            len: len as u8,
+        }
+    }
+
+    /// The kept bytes of the message, such as `b"OOM command not allowed…"`.
+    pub fn message(&self) -> &[u8] {
+        &self.text[..usize::from(self.len)]
+    }
+
+    /// The error code: the message's first word, such as `ERR`, `NOSCRIPT`
+    /// or `READONLY`.
+    pub fn code(&self) -> &[u8] {
+        let message = self.message();
+        let end = message
+            .iter()
+            .position(|&b| b == b' ')
+            .unwrap_or(message.len());
+        &message[..end]
+    }
+}
+
+impl fmt::Debug for ServerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ServerError(\"{}\")", self.message().escape_ascii())
+    }
+}
+
+impl fmt::Display for ServerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.message().escape_ascii())
+    }
+}
+
+/// Why a node failed in a round. Small and `Copy`: it never allocates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NodeError {
+    /// Connecting failed (refused, unreachable, or no answer within the
+    /// connect timeout: [`io::ErrorKind::TimedOut`]).
+    Connect(io::ErrorKind),
+    /// The connection is down and its reconnect back-off has not expired.
+    Disconnected,
+    /// Reading or writing the socket failed.
+    Io(io::ErrorKind),
+    /// The server closed the connection.
+    Closed,
+    /// The server broke the protocol; the connection was dropped.
+    Protocol(resp::Error),
+    /// The server sent a reply that makes no sense for the request (a wrong
+    /// type, a reply to nothing, a wrong script SHA1); the connection was
+    /// dropped.
+    UnexpectedReply,
+    /// The handshake (`AUTH`, `SELECT`, `SCRIPT LOAD`) was refused.
+    Handshake(ServerError),
+    /// The server answered with an error.
+    Server(ServerError),
+    /// The connection stopped answering: requests older than the stall
+    /// limit went unanswered, so it was dropped.
+    Stalled,
+}
+
+impl fmt::Display for NodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NodeError::Connect(kind) => write!(f, "connect failed: {kind}"),
+            NodeError::Disconnected => f.write_str("disconnected, waiting to reconnect"),
+            NodeError::Io(kind) => write!(f, "I/O error: {kind}"),
+            NodeError::Closed => f.write_str("connection closed by the server"),
+            NodeError::Protocol(error) => write!(f, "protocol error: {error}"),
+            NodeError::UnexpectedReply => f.write_str("unexpected reply"),
+            NodeError::Handshake(error) => write!(f, "handshake refused: {error}"),
+            NodeError::Server(error) => write!(f, "server error: {error}"),
+            NodeError::Stalled => f.write_str("connection stalled"),
+        }
+    }
+}
+
+/// Where one node stands in a round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeState {
+    /// No answer yet.
+    Pending,
+    /// The node did what was asked.
+    Ok,
+    /// The node refused (held by another, or not held by this token).
+    Refused,
+    /// The node failed.
+    Failed(NodeError),
+    /// The node did not answer before the round's deadline.
+    TimedOut,
+}
+
+/// How a round ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// A quorum agreed while validity was left. For a release, `validity`
+    /// is zero.
+    Quorum {
+        /// What is left of the lock's validity at the decision.
+        validity: Duration,
+    },
+    /// A quorum agreed, but the round took so long that no validity is left.
+    TooSlow,
+    /// So many nodes refused or failed that a quorum can no longer agree.
+    NoQuorum,
+}
+
+/// Nodes per round kept inline; more spill to the heap.
+const INLINE_NODES: usize = 8;
+
+/// What each node did in a round: the detail behind a [`Decision`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    op: Op,
+    quorum: usize,
+    elapsed: Duration,
+    nodes: SmallVec<[NodeState; INLINE_NODES]>,
+}
+
+impl Report {
+    /// The operation of the round.
+    pub fn op(&self) -> Op {
+        self.op
+    }
+
+    /// How many nodes had to agree.
+    pub fn quorum(&self) -> usize {
+        self.quorum
+    }
+
+    /// How long the round took until it was decided.
+    pub fn elapsed(&self) -> Duration {
+        self.elapsed
+    }
+
+    /// Each node's state, in the order the servers were configured.
+    pub fn nodes(&self) -> &[NodeState] {
+        &self.nodes
+    }
+
+    /// How many nodes did what was asked.
+    pub fn ok(&self) -> usize {
+        self.count(|s| matches!(s, NodeState::Ok))
+    }
+
+    /// How many nodes refused (held by another, or not held by the token).
+    pub fn refused(&self) -> usize {
+        self.count(|s| matches!(s, NodeState::Refused))
+    }
+
+    /// How many nodes failed or timed out.
+    pub fn unreachable(&self) -> usize {
+        self.count(|s| matches!(s, NodeState::Failed(_) | NodeState::TimedOut))
+    }
+
+    fn count(&self, f: impl Fn(&NodeState) -> bool) -> usize {
+        self.nodes.iter().filter(|s| f(s)).count()
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (ok, refused) = match self.op {
+            Op::Acquire => ("acquired", "held by another"),
+            Op::Extend => ("extended", "not held"),
+            Op::Release => ("released", "not held"),
+        };
+        write!(
+            f,
+            "{} on {} nodes (quorum {}) in {:?}:",
+            self.op.name(),
+            self.nodes.len(),
+            self.quorum,
+            self.elapsed
+        )?;
+        for (i, state) in self.nodes.iter().enumerate() {
+            let sep = if i == 0 { " " } else { ", " };
+            match state {
+                NodeState::Pending => write!(f, "{sep}#{i} pending")?,
+                NodeState::Ok => write!(f, "{sep}#{i} {ok}")?,
+                NodeState::Refused => write!(f, "{sep}#{i} {refused}")?,
+                NodeState::Failed(error) => write!(f, "{sep}#{i} {error}")?,
+                NodeState::TimedOut => write!(f, "{sep}#{i} timed out")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One round over N nodes: told what each node did and what time it is,
+/// it decides as soon as the outcome is certain.
+///
+/// The round decides early both ways: as soon as a quorum agreed, or as
+/// soon as so many nodes refused or failed that a quorum no longer can.
+/// What nodes report after the decision still updates the
+/// [`report`](Round::report) but never the decision. Reports about nodes
+/// outside the round, or about a node that already has a final state, are
+/// ignored.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use redlock_mio::rules::{Decision, Op, Reply, Round, drift};
+///
+/// let t0 = Instant::now();
+/// let ttl = Duration::from_secs(10);
+/// let mut round = Round::new(Op::Acquire, 5, ttl, drift(ttl, 0.01), Duration::from_millis(50), t0);
+/// round.handle_reply(0, Reply::Ok, t0 + Duration::from_millis(1));
+/// round.handle_reply(3, Reply::Ok, t0 + Duration::from_millis(1));
+/// assert_eq!(round.decision(), None);
+/// round.handle_reply(4, Reply::Ok, t0 + Duration::from_millis(2));
+/// // ttl - elapsed - (ttl * 0.01 + 2 ms)
+/// assert_eq!(round.decision(), Some(Decision::Quorum { validity: Duration::from_millis(9_896) }));
+/// ```
+#[derive(Debug, Clone)]
+pub struct Round {
+    op: Op,
+    quorum: usize,
+    started: Instant,
+    deadline: Instant,
+    ttl: Duration,
+    drift: Duration,
+    nodes: SmallVec<[NodeState; INLINE_NODES]>,
+    ok: usize,
+    failed: usize,
+    decision: Option<Decision>,
+    decided_at: Option<Instant>,
+}
+
+impl Round {
+    /// A round of `op` over `nodes` nodes for a lock of `ttl`, started at
+    /// `now`; nodes that have not answered by `now + timeout` count as
+    /// failed. With zero nodes the round is decided at once: no quorum.
+    pub fn new(
+        op: Op,
+        nodes: usize,
+        ttl: Duration,
+        drift: Duration,
+        timeout: Duration,
+        now: Instant,
+    ) -> Round {
+        let mut round = Round {
+            op,
+            quorum: quorum(nodes),
+            started: now,
+            deadline: now,
+            ttl,
+            drift,
+            nodes: SmallVec::new(),
+            ok: 0,
+            failed: 0,
+            decision: None,
+            decided_at: None,
+        };
+        round.restart(op, nodes, ttl, drift, timeout, now);
+        round
+    }
+
+    /// Starts a new round in place, reusing this one's storage.
+    pub fn restart(
+        &mut self,
+        op: Op,
+        nodes: usize,
+        ttl: Duration,
+        drift: Duration,
+        timeout: Duration,
+        now: Instant,
+    ) {
+        self.op = op;
+        self.quorum = quorum(nodes);
+        self.started = now;
+        self.deadline = now.checked_add(timeout).unwrap_or(now);
+        self.ttl = ttl;
+        self.drift = drift;
+        self.nodes.clear();
+        self.nodes.resize(nodes, NodeState::Pending);
+        self.ok = 0;
+        self.failed = 0;
+        self.decision = None;
+        self.decided_at = None;
+        if nodes == 0 {
+            self.decide(Decision::NoQuorum, now);
+        }
+    }
+
+    /// The operation of this round.
+    pub fn op(&self) -> Op {
+        self.op
+    }
+
+    /// When the round started (`t0`).
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
+    /// When nodes that have not answered count as failed.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Until when a lock won in this round is valid: `t0 + ttl - drift`.
+    /// Meaningful once the decision is [`Decision::Quorum`].
+    pub fn valid_until(&self) -> Instant {
+        let keep = self.ttl.saturating_sub(self.drift);
+        self.started.checked_add(keep).unwrap_or(self.started)
+    }
+
+    /// The decision, once there is one.
+    pub fn decision(&self) -> Option<Decision> {
+        self.decision
+    }
+
+    /// Each node's state so far.
+    pub fn nodes(&self) -> &[NodeState] {
+        &self.nodes
+    }
+
+    /// `true` while some node has not answered, failed or timed out.
+    pub fn has_pending(&self) -> bool {
+        self.ok + self.failed < self.nodes.len()
+    }
+
+    /// A copy of the per-node detail, for an error or a log.
+    pub fn report(&self) -> Report {
+        let end = self.decided_at.unwrap_or(self.deadline);
+        Report {
+            op: self.op,
+            quorum: self.quorum,
+            elapsed: end.saturating_duration_since(self.started),
+            nodes: self.nodes.clone(),
+        }
+    }
+
+    /// Node `node` answered.
+    pub fn handle_reply(&mut self, node: usize, reply: Reply, now: Instant) {
+        let state = match reply {
+            Reply::Ok => NodeState::Ok,
+            Reply::Refused => NodeState::Refused,
+        };
+        self.settle(node, state, now);
+    }
+
+    /// Node `node` failed.
+    pub fn handle_failure(&mut self, node: usize, error: NodeError, now: Instant) {
+        self.settle(node, NodeState::Failed(error), now);
+    }
+
+    /// The time is `now`: once the deadline has passed, nodes that have not
+    /// answered count as timed out.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if now < self.deadline {
+            return;
+        }
+        for node in 0..self.nodes.len() {
+            self.settle(node, NodeState::TimedOut, now);
+        }
+    }
+
+    fn settle(&mut self, node: usize, state: NodeState, now: Instant) {
+        let Some(slot) = self.nodes.get_mut(node) else {
+            return;
+        };
+        if *slot != NodeState::Pending {
+            return;
+        }
+        *slot = state;
+        if state == NodeState::Ok {
+            self.ok += 1;
+        } else {
+            self.failed += 1;
+        }
+        if self.decision.is_some() {
+            return;
+        }
+        let n = self.nodes.len();
+        if self.ok >= self.quorum {
+            let decision = match self.op {
+                Op::Release => Decision::Quorum {
+                    validity: Duration::ZERO,
+                },
+                Op::Acquire | Op::Extend => {
+                    let elapsed = now.saturating_duration_since(self.started);
+                    match validity(self.ttl, elapsed, self.drift) {
+                        Some(validity) => Decision::Quorum { validity },
+                        None => Decision::TooSlow,
+                    }
+                }
+            };
+            self.decide(decision, now);
+        } else if self.failed > n - self.quorum {
+            self.decide(Decision::NoQuorum, now);
+        }
+    }
+
+    fn decide(&mut self, decision: Decision, now: Instant) {
+        self.decision = Some(decision);
+        self.decided_at = Some(now);
+    }
+}

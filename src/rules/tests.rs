@@ -1,0 +1,279 @@
+use super::*;
+use std::io;
+use std::time::Instant;
+
+const MS: Duration = Duration::from_millis(1);
+const TTL: Duration = Duration::from_secs(10);
+const TIMEOUT: Duration = Duration::from_millis(50);
+
+fn acquire(n: usize, t0: Instant) -> Round {
+    Round::new(Op::Acquire, n, TTL, drift(TTL, 0.01), TIMEOUT, t0)
+}
+
+#[test]
+fn formulas() {
+    assert_eq!(
+        (1..=8).map(quorum).collect::<Vec<_>>(),
+        [1, 2, 2, 3, 3, 4, 4, 5]
+    );
+    assert_eq!(drift(TTL, 0.01), 102 * MS);
+    assert_eq!(drift(TTL, 0.0), 2 * MS);
+    // Out-of-range factors are clamped, never a panic.
+    assert_eq!(drift(TTL, -1.0), 2 * MS);
+    assert_eq!(drift(TTL, f64::NAN), 2 * MS);
+    assert_eq!(drift(TTL, 7.0), TTL + 2 * MS);
+    assert_eq!(drift(Duration::MAX, 1.0), Duration::MAX);
+    assert_eq!(
+        drift(Duration::MAX, 0.5),
+        Duration::from_secs(1 << 63) + 2 * MS
+    );
+
+    assert_eq!(validity(TTL, 5 * MS, 102 * MS), Some(9_893 * MS));
+    assert_eq!(
+        validity(TTL, TTL - 102 * MS, 102 * MS),
+        None,
+        "zero is not valid"
+    );
+    assert_eq!(validity(TTL, TTL - 103 * MS, 102 * MS), Some(MS));
+    assert_eq!(validity(TTL, TTL + MS, 102 * MS), None);
+    assert_eq!(validity(MS, Duration::MAX, Duration::MAX), None);
+}
+
+#[test]
+fn retry_delay_stays_in_its_window() {
+    let base = 200 * MS;
+    let jitter = 100 * MS;
+    assert_eq!(retry_delay(base, jitter, 0.0), 100 * MS);
+    assert_eq!(retry_delay(base, jitter, 0.5), 200 * MS);
+    assert_eq!(retry_delay(base, jitter, 1.0), 300 * MS);
+    assert_eq!(retry_delay(base, jitter, f64::NAN), 200 * MS);
+    assert_eq!(retry_delay(base, jitter, 9.0), 300 * MS);
+    assert_eq!(retry_delay(base, Duration::ZERO, 0.3), base);
+    // Jitter larger than the base floors at zero.
+    assert_eq!(retry_delay(10 * MS, 100 * MS, 0.0), Duration::ZERO);
+    assert_eq!(retry_delay(Duration::MAX, MS, 1.0), Duration::MAX);
+    // Different draws give different delays: contenders desynchronise.
+    assert_ne!(
+        retry_delay(base, jitter, 0.1),
+        retry_delay(base, jitter, 0.9)
+    );
+}
+
+#[test]
+fn exactly_quorum_of_five_decides_early() {
+    let t0 = Instant::now();
+    let mut round = acquire(5, t0);
+    round.handle_reply(4, Reply::Ok, t0 + MS);
+    round.handle_reply(2, Reply::Refused, t0 + MS);
+    round.handle_reply(1, Reply::Ok, t0 + 2 * MS);
+    assert_eq!(round.decision(), None);
+    assert!(round.has_pending());
+    round.handle_reply(0, Reply::Ok, t0 + 3 * MS);
+    let validity = TTL - 3 * MS - 102 * MS;
+    assert_eq!(round.decision(), Some(Decision::Quorum { validity }));
+    assert!(round.has_pending(), "node 3 never answered, and need not");
+    assert_eq!(round.valid_until(), t0 + TTL - 102 * MS);
+    assert_eq!(round.report().elapsed(), 3 * MS);
+}
+
+#[test]
+fn failures_beyond_n_minus_quorum_decide_early() {
+    let t0 = Instant::now();
+    let mut round = acquire(5, t0);
+    round.handle_reply(0, Reply::Refused, t0 + MS);
+    round.handle_failure(
+        1,
+        NodeError::Connect(io::ErrorKind::ConnectionRefused),
+        t0 + MS,
+    );
+    assert_eq!(
+        round.decision(),
+        None,
+        "two failures of five still allow a quorum"
+    );
+    round.handle_failure(2, NodeError::Closed, t0 + MS);
+    assert_eq!(round.decision(), Some(Decision::NoQuorum));
+}
+
+#[test]
+fn even_n_needs_more_than_half() {
+    let t0 = Instant::now();
+    let mut round = acquire(4, t0);
+    round.handle_reply(0, Reply::Ok, t0 + MS);
+    round.handle_reply(1, Reply::Ok, t0 + MS);
+    assert_eq!(round.decision(), None, "2 of 4 is not a quorum");
+    round.handle_reply(2, Reply::Refused, t0 + MS);
+    round.handle_reply(3, Reply::Refused, t0 + MS);
+    assert_eq!(round.decision(), Some(Decision::NoQuorum));
+
+    let mut round = acquire(4, t0);
+    round.handle_reply(0, Reply::Refused, t0 + MS);
+    assert_eq!(round.decision(), None);
+    round.handle_reply(1, Reply::Refused, t0 + MS);
+    assert_eq!(
+        round.decision(),
+        Some(Decision::NoQuorum),
+        "3 of 4 is now impossible"
+    );
+}
+
+#[test]
+fn single_node() {
+    let t0 = Instant::now();
+    let mut round = acquire(1, t0);
+    round.handle_reply(0, Reply::Ok, t0 + MS);
+    assert!(matches!(round.decision(), Some(Decision::Quorum { .. })));
+    let mut round = acquire(1, t0);
+    round.handle_reply(0, Reply::Refused, t0 + MS);
+    assert_eq!(round.decision(), Some(Decision::NoQuorum));
+}
+
+#[test]
+fn zero_nodes_is_no_quorum_at_once() {
+    let round = acquire(0, Instant::now());
+    assert_eq!(round.decision(), Some(Decision::NoQuorum));
+}
+
+#[test]
+fn all_fail() {
+    let t0 = Instant::now();
+    let mut round = acquire(3, t0);
+    for node in 0..3 {
+        round.handle_failure(node, NodeError::Io(io::ErrorKind::BrokenPipe), t0 + MS);
+    }
+    assert_eq!(round.decision(), Some(Decision::NoQuorum));
+    let report = round.report();
+    assert_eq!(
+        (report.ok(), report.refused(), report.unreachable()),
+        (0, 0, 3)
+    );
+    assert!(
+        report.to_string().contains("#2 I/O error: broken pipe"),
+        "{report}"
+    );
+}
+
+#[test]
+fn deadline_times_out_silent_nodes() {
+    let t0 = Instant::now();
+    let mut round = acquire(5, t0);
+    round.handle_reply(0, Reply::Ok, t0 + MS);
+    round.handle_reply(1, Reply::Ok, t0 + MS);
+    round.handle_timeout(t0 + TIMEOUT - MS);
+    assert_eq!(round.decision(), None, "not yet the deadline");
+    round.handle_timeout(t0 + TIMEOUT);
+    assert_eq!(round.decision(), Some(Decision::NoQuorum));
+    assert_eq!(
+        round.nodes(),
+        [
+            NodeState::Ok,
+            NodeState::Ok,
+            NodeState::TimedOut,
+            NodeState::TimedOut,
+            NodeState::TimedOut
+        ]
+    );
+    assert!(!round.has_pending());
+    assert_eq!(round.report().elapsed(), TIMEOUT);
+}
+
+#[test]
+fn validity_exhausted_by_a_slow_round() {
+    let t0 = Instant::now();
+    let ttl = 100 * MS;
+    let d = drift(ttl, 0.01); // 3 ms
+    // A round whose deadline is past the TTL: a quorum arrives too late.
+    let mut round = Round::new(Op::Acquire, 3, ttl, d, Duration::from_secs(1), t0);
+    round.handle_reply(0, Reply::Ok, t0 + 10 * MS);
+    round.handle_reply(1, Reply::Ok, t0 + 97 * MS);
+    assert_eq!(round.decision(), Some(Decision::TooSlow));
+    // One millisecond earlier, one millisecond is left.
+    let mut round = Round::new(Op::Acquire, 3, ttl, d, Duration::from_secs(1), t0);
+    round.handle_reply(0, Reply::Ok, t0 + 10 * MS);
+    round.handle_reply(1, Reply::Ok, t0 + 96 * MS);
+    assert_eq!(round.decision(), Some(Decision::Quorum { validity: MS }));
+}
+
+#[test]
+fn late_replies_update_the_report_not_the_decision() {
+    let t0 = Instant::now();
+    let mut round = acquire(3, t0);
+    round.handle_reply(0, Reply::Refused, t0 + MS);
+    round.handle_reply(1, Reply::Refused, t0 + MS);
+    assert_eq!(round.decision(), Some(Decision::NoQuorum));
+    round.handle_reply(2, Reply::Ok, t0 + 2 * MS);
+    assert_eq!(round.decision(), Some(Decision::NoQuorum));
+    assert_eq!(round.nodes()[2], NodeState::Ok);
+    assert_eq!(
+        round.report().elapsed(),
+        MS,
+        "elapsed stops at the decision"
+    );
+    // After the deadline, even a late success cannot turn it around.
+    let mut round = acquire(3, t0);
+    round.handle_reply(0, Reply::Ok, t0 + MS);
+    round.handle_timeout(t0 + TIMEOUT);
+    round.handle_reply(1, Reply::Ok, t0 + TIMEOUT + MS);
+    assert_eq!(round.decision(), Some(Decision::NoQuorum));
+    assert_eq!(round.nodes()[1], NodeState::TimedOut);
+}
+
+#[test]
+fn duplicate_and_unknown_nodes_are_ignored() {
+    let t0 = Instant::now();
+    let mut round = acquire(3, t0);
+    round.handle_reply(0, Reply::Ok, t0 + MS);
+    round.handle_reply(0, Reply::Ok, t0 + MS);
+    round.handle_reply(7, Reply::Ok, t0 + MS);
+    round.handle_failure(usize::MAX, NodeError::Closed, t0 + MS);
+    assert_eq!(round.decision(), None, "one node counted once");
+    round.handle_failure(0, NodeError::Closed, t0 + MS);
+    assert_eq!(round.nodes()[0], NodeState::Ok, "a final state stays");
+}
+
+#[test]
+fn release_and_extend() {
+    let t0 = Instant::now();
+    let mut round = Round::new(Op::Release, 5, TTL, drift(TTL, 0.01), TIMEOUT, t0);
+    for node in 0..3 {
+        round.handle_reply(node, Reply::Ok, t0 + TTL * 2);
+    }
+    // A release has no validity to run out of.
+    assert_eq!(
+        round.decision(),
+        Some(Decision::Quorum {
+            validity: Duration::ZERO
+        })
+    );
+    let mut round = Round::new(Op::Extend, 5, TTL, drift(TTL, 0.01), TIMEOUT, t0);
+    for node in 0..3 {
+        round.handle_reply(node, Reply::Refused, t0 + MS);
+    }
+    assert_eq!(round.decision(), Some(Decision::NoQuorum));
+    assert!(round.report().to_string().contains("#0 not held"));
+}
+
+#[test]
+fn restart_reuses_the_round() {
+    let t0 = Instant::now();
+    let mut round = acquire(5, t0);
+    for node in 0..5 {
+        round.handle_reply(node, Reply::Refused, t0 + MS);
+    }
+    let t1 = t0 + Duration::from_secs(1);
+    round.restart(Op::Release, 3, TTL, 2 * MS, TIMEOUT, t1);
+    assert_eq!(round.decision(), None);
+    assert_eq!(round.nodes(), [NodeState::Pending; 3]);
+    assert_eq!(round.started(), t1);
+    assert_eq!(round.deadline(), t1 + TIMEOUT);
+}
+
+#[test]
+fn server_error_keeps_a_prefix_inline() {
+    let error = ServerError::new(b"NOSCRIPT No matching script. Please use EVAL.");
+    assert_eq!(error.code(), b"NOSCRIPT");
+    let long = vec![b'x'; 1000];
+    let error = ServerError::new(&long);
+    assert_eq!(error.message().len(), ServerError::CAPACITY);
+    assert_eq!(ServerError::new(b"").code(), b"");
+}
