@@ -14,5 +14,15 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod addr;
+mod client;
+mod commands;
+mod driver;
+mod error;
 pub mod resp;
 pub mod rules;
+
+pub use addr::{AddrError, Endpoint, ServerAddr};
+pub use client::{Builder, Lock, LockGuard, MAX_RESOURCE_LEN, MAX_TTL, Redlock, TOKEN_LEN};
+pub use commands::{EXTEND_SCRIPT, EXTEND_SHA1, RELEASE_SCRIPT, RELEASE_SHA1};
+pub use error::{ConfigError, Error};

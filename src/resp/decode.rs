@@ -205,8 +205,9 @@ pub enum Error {
     UnexpectedChunk,
     /// Something other than a chunk inside a streamed string.
     ExpectedChunk,
-    /// An end marker (`.`) outside a streamed aggregate, or after a key of
-    /// a streamed map with no value.
+    /// An end marker (`.`) outside a streamed aggregate, after a key of a
+    /// streamed map with no value, or after an attribute, which must be
+    /// followed by the value it annotates.
     UnexpectedEnd,
 }
 
@@ -402,6 +403,8 @@ pub struct Decoder {
     stack: Vec<Level>,
     phase: Phase,
     failed: Option<Error>,
+    /// An attribute has ended and the value it annotates has not begun.
+    annotating: bool,
     /// Bytes of the current token examined so far.
     pos: usize,
     // Number state.
@@ -438,6 +441,7 @@ impl Decoder {
             stack: Vec::with_capacity(limits.max_depth.min(PREALLOCATED_DEPTH)),
             phase: Phase::Start,
             failed: None,
+            annotating: false,
             pos: 0,
             acc: 0,
             digits: 0,
@@ -461,10 +465,13 @@ impl Decoder {
         self.stack.len()
     }
 
-    /// `true` between replies: no aggregate is open and no token is half
-    /// read.
+    /// `true` between replies: no aggregate is open, no token is half read
+    /// and no attribute waits for the value it annotates.
     pub fn is_idle(&self) -> bool {
-        self.stack.is_empty() && self.phase == Phase::Start && self.failed.is_none()
+        self.stack.is_empty()
+            && !self.annotating
+            && self.phase == Phase::Start
+            && self.failed.is_none()
     }
 
     /// The error that failed this decoder, if any.
@@ -476,6 +483,7 @@ impl Decoder {
     pub fn reset(&mut self) {
         self.stack.clear();
         self.failed = None;
+        self.annotating = false;
         self.restart_token();
     }
 
@@ -575,7 +583,9 @@ impl Decoder {
             b';' if in_string => Phase::Number(Num::Length(Body::Chunk)),
             b';' => return Err(Error::UnexpectedChunk),
             b'.' => match self.stack.last() {
-                Some(Level::Streamed { seen, pairs }) if !*pairs || seen % 2 == 0 => {
+                Some(Level::Streamed { seen, pairs })
+                    if (!*pairs || seen % 2 == 0) && !self.annotating =>
+                {
                     Phase::Line(Line::End)
                 }
                 _ => return Err(Error::UnexpectedEnd),
@@ -702,9 +712,19 @@ impl Decoder {
                 if body == Body::Verbatim && self.acc < 4 {
                     return Err(Error::InvalidVerbatim);
                 }
-                self.body_len = usize::try_from(self.acc).map_err(|_| Error::BulkTooLong {
-                    limit: self.limits.max_bulk_len,
-                })?;
+                // A payload (and its CRLF) whose end is past `usize::MAX`
+                // can never arrive; this also keeps `finish_body` from
+                // overflowing when `max_bulk_len` is that large.
+                self.body_len = usize::try_from(self.acc)
+                    .ok()
+                    .filter(|&len| {
+                        end.checked_add(len)
+                            .and_then(|e| e.checked_add(2))
+                            .is_some()
+                    })
+                    .ok_or(Error::BulkTooLong {
+                        limit: self.limits.max_bulk_len,
+                    })?;
                 self.body_start = end;
                 self.phase = Phase::Body(body);
                 self.finish_body(buf, body)
@@ -739,6 +759,7 @@ impl Decoder {
                 if values == 0 {
                     if agg == Agg::Attribute {
                         // An empty attribute annotates the value after it.
+                        self.annotating = true;
                         return Ok(Some(self.open(token, end)));
                     }
                     return self.value(token, end).map(Some);
@@ -858,6 +879,9 @@ impl Decoder {
                 limit: self.limits.max_depth,
             });
         }
+        // An aggregate opening is the annotated value, or (for another
+        // attribute) annotates it in turn.
+        self.annotating = false;
         self.stack.push(level);
         Ok(())
     }
@@ -874,6 +898,7 @@ impl Decoder {
     /// A token that completes a value: count it in the enclosing
     /// aggregates, closing those it fills.
     fn value<'a>(&mut self, token: Token<'a>, len: usize) -> Result<Decoded<'a>, Error> {
+        self.annotating = false;
         let frame_end = loop {
             match self.stack.last_mut() {
                 None => break true,
@@ -890,6 +915,7 @@ impl Decoder {
                     if *left == 0 {
                         // The annotated value comes next.
                         self.stack.pop();
+                        self.annotating = true;
                     }
                     break false;
                 }

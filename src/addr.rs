@@ -1,0 +1,369 @@
+//! Server addresses: `redis://[[user]:password@]host[:port][/db]` and
+//! `unix:///path/to/redis.sock[?db=N&user=U&pass=P]`.
+
+use std::fmt;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::str::FromStr;
+
+/// Where a server listens.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    /// TCP, resolved when the address was parsed.
+    Tcp(SocketAddr),
+    /// A Unix domain socket.
+    Unix(PathBuf),
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Endpoint::Tcp(addr) => write!(f, "redis://{addr}"),
+            Endpoint::Unix(path) => write!(f, "unix://{}", path.display()),
+        }
+    }
+}
+
+/// Why a server address was refused. Never contains the password.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AddrError {
+    /// The scheme is not `redis://` or `unix://` (`rediss://`, TLS, is not
+    /// supported).
+    UnsupportedScheme,
+    /// No host in a `redis://` address, or no path in a `unix://` one.
+    MissingHost,
+    /// The port is not a number from 1 to 65535.
+    InvalidPort,
+    /// The database is not a number.
+    InvalidDb,
+    /// A percent-escape in the user or password is malformed.
+    InvalidEscape,
+    /// Something after the host that is not `/db`, or an unknown query key.
+    Unexpected,
+    /// The host name did not resolve (the error kind of the look-up).
+    Resolve(std::io::ErrorKind),
+}
+
+impl fmt::Display for AddrError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AddrError::UnsupportedScheme => {
+                f.write_str("unsupported scheme: use redis://host:port or unix:///path")
+            }
+            AddrError::MissingHost => f.write_str("no host or socket path"),
+            AddrError::InvalidPort => f.write_str("port must be a number from 1 to 65535"),
+            AddrError::InvalidDb => f.write_str("database must be a non-negative number"),
+            AddrError::InvalidEscape => f.write_str("malformed percent-escape"),
+            AddrError::Unexpected => f.write_str("unexpected text after the host"),
+            AddrError::Resolve(kind) => write!(f, "host name did not resolve: {kind}"),
+        }
+    }
+}
+
+impl std::error::Error for AddrError {}
+
+/// One Redis master: where it listens and how to log in.
+///
+/// `Debug` and `Display` never show the password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ServerAddr {
+    endpoint: Endpoint,
+    user: Option<String>,
+    password: Option<String>,
+    db: u32,
+}
+
+impl ServerAddr {
+    /// Parses and resolves an address (see the [module docs](self)). A host
+    /// name is resolved here, once.
+    ///
+    /// # Errors
+    ///
+    /// [`AddrError`] says what is wrong, without echoing the password.
+    pub fn parse(url: &str) -> Result<ServerAddr, AddrError> {
+        if let Some(rest) = url.strip_prefix("redis://") {
+            parse_tcp(rest)
+        } else if let Some(rest) = url
+            .strip_prefix("unix://")
+            .or_else(|| url.strip_prefix("redis+unix://"))
+        {
+            parse_unix(rest)
+        } else {
+            Err(AddrError::UnsupportedScheme)
+        }
+    }
+
+    /// A TCP server with no password on database 0.
+    pub fn tcp(addr: SocketAddr) -> ServerAddr {
+        ServerAddr {
+            endpoint: Endpoint::Tcp(addr),
+            user: None,
+            password: None,
+            db: 0,
+        }
+    }
+
+    /// Where the server listens.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// The ACL user, if any.
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
+    }
+
+    /// The database number.
+    pub fn db(&self) -> u32 {
+        self.db
+    }
+
+    /// Whether a password is set (the password itself is not exposed).
+    pub fn has_password(&self) -> bool {
+        self.password.is_some()
+    }
+
+    pub(crate) fn password(&self) -> Option<&str> {
+        self.password.as_deref()
+    }
+}
+
+impl FromStr for ServerAddr {
+    type Err = AddrError;
+
+    fn from_str(url: &str) -> Result<ServerAddr, AddrError> {
+        ServerAddr::parse(url)
+    }
+}
+
+impl fmt::Display for ServerAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.endpoint {
+            Endpoint::Tcp(addr) => {
+                f.write_str("redis://")?;
+                match (&self.user, self.password.is_some()) {
+                    (Some(user), true) => write!(f, "{user}:***@")?,
+                    (None, true) => f.write_str(":***@")?,
+                    (Some(user), false) => write!(f, "{user}@")?,
+                    (None, false) => {}
+                }
+                write!(f, "{addr}")?;
+                if self.db != 0 {
+                    write!(f, "/{}", self.db)?;
+                }
+                Ok(())
+            }
+            Endpoint::Unix(path) => write!(f, "unix://{}", path.display()),
+        }
+    }
+}
+
+impl fmt::Debug for ServerAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ServerAddr({self})")
+    }
+}
+
+fn parse_tcp(rest: &str) -> Result<ServerAddr, AddrError> {
+    let (auth, rest) = match rest.rsplit_once('@') {
+        Some((auth, rest)) => (Some(auth), rest),
+        None => (None, rest),
+    };
+    let (hostport, db) = match rest.split_once('/') {
+        Some((hostport, "")) => (hostport, 0),
+        Some((hostport, db)) => (hostport, db.parse().map_err(|_| AddrError::InvalidDb)?),
+        None => (rest, 0),
+    };
+    let (host, port) = split_host_port(hostport)?;
+    if host.is_empty() {
+        return Err(AddrError::MissingHost);
+    }
+    let endpoint = match host.parse::<IpAddr>() {
+        Ok(ip) => Endpoint::Tcp(SocketAddr::new(ip, port)),
+        Err(_) => {
+            let mut addrs = (host, port)
+                .to_socket_addrs()
+                .map_err(|e| AddrError::Resolve(e.kind()))?;
+            let addr = addrs
+                .next()
+                .ok_or(AddrError::Resolve(std::io::ErrorKind::NotFound))?;
+            Endpoint::Tcp(addr)
+        }
+    };
+    let (user, password) = match auth {
+        None => (None, None),
+        Some(auth) => {
+            let (user, password) = match auth.split_once(':') {
+                Some((user, password)) => (user, Some(password)),
+                None => (auth, None),
+            };
+            let user = Some(percent_decode(user)?).filter(|u| !u.is_empty());
+            let password = password.map(percent_decode).transpose()?;
+            (user, password)
+        }
+    };
+    Ok(ServerAddr {
+        endpoint,
+        user,
+        password,
+        db,
+    })
+}
+
+/// Splits `host[:port]`, with IPv6 hosts in brackets; the port defaults to
+/// 6379.
+fn split_host_port(hostport: &str) -> Result<(&str, u16), AddrError> {
+    let (host, port) = if let Some(rest) = hostport.strip_prefix('[') {
+        let (host, after) = rest.split_once(']').ok_or(AddrError::MissingHost)?;
+        match after {
+            "" => (host, None),
+            _ => (
+                host,
+                Some(after.strip_prefix(':').ok_or(AddrError::Unexpected)?),
+            ),
+        }
+    } else {
+        match hostport.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (hostport, None),
+        }
+    };
+    let port = match port {
+        None => 6379,
+        Some(text) => match text.parse::<u16>() {
+            Ok(port) if port != 0 && text.bytes().all(|b| b.is_ascii_digit()) => port,
+            _ => return Err(AddrError::InvalidPort),
+        },
+    };
+    Ok((host, port))
+}
+
+fn parse_unix(rest: &str) -> Result<ServerAddr, AddrError> {
+    let (path, query) = match rest.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (rest, None),
+    };
+    if path.is_empty() {
+        return Err(AddrError::MissingHost);
+    }
+    let mut addr = ServerAddr {
+        endpoint: Endpoint::Unix(PathBuf::from(path)),
+        user: None,
+        password: None,
+        db: 0,
+    };
+    for pair in query.into_iter().flat_map(|q| q.split('&')) {
+        let (key, value) = pair.split_once('=').ok_or(AddrError::Unexpected)?;
+        match key {
+            "db" => addr.db = value.parse().map_err(|_| AddrError::InvalidDb)?,
+            "user" => addr.user = Some(percent_decode(value)?),
+            "pass" | "password" => addr.password = Some(percent_decode(value)?),
+            _ => return Err(AddrError::Unexpected),
+        }
+    }
+    Ok(addr)
+}
+
+fn percent_decode(text: &str) -> Result<String, AddrError> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes.get(i + 1..i + 3).ok_or(AddrError::InvalidEscape)?;
+            let hex = std::str::from_utf8(hex).map_err(|_| AddrError::InvalidEscape)?;
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| AddrError::InvalidEscape)?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| AddrError::InvalidEscape)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tcp(url: &str) -> (SocketAddr, Option<String>, Option<String>, u32) {
+        let addr = ServerAddr::parse(url).unwrap_or_else(|e| panic!("{url}: {e}"));
+        let Endpoint::Tcp(sock) = addr.endpoint else {
+            panic!("{url} is not TCP")
+        };
+        (sock, addr.user, addr.password, addr.db)
+    }
+
+    #[test]
+    fn tcp_forms() {
+        let local = |port| SocketAddr::from(([127, 0, 0, 1], port));
+        assert_eq!(tcp("redis://127.0.0.1:7000"), (local(7000), None, None, 0));
+        assert_eq!(tcp("redis://127.0.0.1"), (local(6379), None, None, 0));
+        assert_eq!(tcp("redis://127.0.0.1:7000/"), (local(7000), None, None, 0));
+        assert_eq!(
+            tcp("redis://:s%40cret@127.0.0.1:7000/3"),
+            (local(7000), None, Some("s@cret".into()), 3)
+        );
+        assert_eq!(
+            tcp("redis://alice:pw@127.0.0.1:7000"),
+            (local(7000), Some("alice".into()), Some("pw".into()), 0)
+        );
+        assert_eq!(
+            tcp("redis://[::1]:7000").0,
+            "[::1]:7000".parse().ok().unwrap_or(local(0))
+        );
+        assert_eq!(tcp("redis://[::1]").0.port(), 6379);
+        assert!(tcp("redis://localhost:7000").0.ip().is_loopback());
+    }
+
+    #[test]
+    fn unix_forms() {
+        let addr = ServerAddr::parse("unix:///tmp/r.sock?db=2&pass=p%26w&user=bob")
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(addr.endpoint, Endpoint::Unix("/tmp/r.sock".into()));
+        assert_eq!(
+            (addr.db, addr.user(), addr.password()),
+            (2, Some("bob"), Some("p&w"))
+        );
+        assert!(ServerAddr::parse("redis+unix:///tmp/r.sock").is_ok());
+    }
+
+    #[test]
+    fn bad_addresses() {
+        for (url, error) in [
+            ("http://127.0.0.1:7000", AddrError::UnsupportedScheme),
+            ("rediss://127.0.0.1:7000", AddrError::UnsupportedScheme),
+            ("127.0.0.1:7000", AddrError::UnsupportedScheme),
+            ("", AddrError::UnsupportedScheme),
+            ("redis://", AddrError::MissingHost),
+            ("redis://:7000", AddrError::MissingHost),
+            ("redis://127.0.0.1:0", AddrError::InvalidPort),
+            ("redis://127.0.0.1:65536", AddrError::InvalidPort),
+            ("redis://127.0.0.1:-1", AddrError::InvalidPort),
+            ("redis://127.0.0.1:+80", AddrError::InvalidPort),
+            ("redis://127.0.0.1:", AddrError::InvalidPort),
+            ("redis://127.0.0.1:7000/x", AddrError::InvalidDb),
+            ("redis://127.0.0.1:7000/-1", AddrError::InvalidDb),
+            ("redis://[::1:7000", AddrError::MissingHost),
+            ("redis://[::1]x", AddrError::Unexpected),
+            ("redis://:pw%zz@127.0.0.1", AddrError::InvalidEscape),
+            ("unix://", AddrError::MissingHost),
+            ("unix:///tmp/s?verbose=1", AddrError::Unexpected),
+            ("unix:///tmp/s?db", AddrError::Unexpected),
+        ] {
+            assert_eq!(ServerAddr::parse(url), Err(error), "{url}");
+        }
+    }
+
+    #[test]
+    fn password_never_shown() {
+        let addr = ServerAddr::parse("redis://alice:hunter2@127.0.0.1:7000/1")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let shown = format!("{addr} {addr:?}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert_eq!(addr.to_string(), "redis://alice:***@127.0.0.1:7000/1");
+        let error = ServerAddr::parse("redis://alice:hunter2@127.0.0.1:99999").err();
+        assert!(!format!("{error:?}").contains("hunter2"));
+    }
+}

@@ -1,0 +1,498 @@
+//! One connection to one master: non-blocking connect, pipelined
+//! handshake, request queue, reply matching, back-off.
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::time::{Duration, Instant};
+
+use mio::event::{Event, Source};
+use mio::net::{TcpStream, UnixStream};
+use mio::{Interest, Registry, Token as MioToken};
+
+use crate::addr::{Endpoint, ServerAddr};
+use crate::commands::{self, Command, Outcome, Step};
+use crate::resp::{Decoder, Limits, Status, Token};
+use crate::rules::{NodeError, Op};
+
+/// The decoder limits for replies to lock commands: all are tiny, so a
+/// server that sends more is broken or hostile.
+pub(crate) const REPLY_LIMITS: Limits = Limits::DEFAULT
+    .with_max_depth(8)
+    .with_max_elements(1024)
+    .with_max_bulk_len(8 * 1024)
+    .with_max_line_len(8 * 1024);
+
+/// The read buffer holds the largest token the limits allow, plus its
+/// header and CRLF; it never grows.
+const READ_BUFFER: usize = 8 * 1024 + 64;
+
+/// Requests kept without reallocating the queue.
+const PENDING_CAPACITY: usize = 64;
+
+/// Timing of a connection.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ConnConfig {
+    pub(crate) connect_timeout: Duration,
+    pub(crate) stall_timeout: Duration,
+    pub(crate) backoff_min: Duration,
+    pub(crate) backoff_max: Duration,
+}
+
+enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    fn source(&mut self) -> &mut dyn Source {
+        match self {
+            Stream::Tcp(s) => s,
+            Stream::Unix(s) => s,
+        }
+    }
+
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.read(buf),
+            Stream::Unix(s) => s.read(buf),
+        }
+    }
+
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Tcp(s) => s.write(buf),
+            Stream::Unix(s) => s.write(buf),
+        }
+    }
+
+    /// `Ok(true)` once a non-blocking connect has completed.
+    fn connected(&mut self) -> io::Result<bool> {
+        let (error, peer) = match self {
+            Stream::Tcp(s) => (s.take_error()?, s.peer_addr().map(|_| ())),
+            Stream::Unix(s) => (s.take_error()?, s.peer_addr().map(|_| ())),
+        };
+        if let Some(error) = error {
+            return Err(error);
+        }
+        match peer {
+            Ok(()) => {
+                if let Stream::Tcp(s) = self {
+                    s.set_nodelay(true)?;
+                }
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// No socket; a new connect may start at `retry_at`.
+    Down { retry_at: Instant },
+    /// Connect in progress; the handshake waits in the output buffer.
+    Connecting { deadline: Instant },
+    /// Connected; handshake replies outstanding.
+    Handshaking { deadline: Instant },
+    /// Handshake done.
+    Ready,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Expect {
+    Step(Step),
+    Command { round: u64, op: Op },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    expect: Expect,
+    sent: Instant,
+}
+
+/// Tokens of a top-level frame that is not a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Skip {
+    No,
+    /// A push: skip to the frame's end.
+    Push,
+    /// An attribute: skip its pairs; the value after it is the reply.
+    Attribute,
+}
+
+pub(crate) struct Conn {
+    index: usize,
+    addr: ServerAddr,
+    config: ConnConfig,
+    state: State,
+    stream: Option<Stream>,
+    out: Vec<u8>,
+    written: usize,
+    input: Vec<u8>,
+    start: usize,
+    end: usize,
+    decoder: Decoder,
+    pending: VecDeque<Pending>,
+    steps: Vec<Step>,
+    skip: Skip,
+    backoff: Duration,
+    /// A `NOSCRIPT` reply to the current round's command.
+    noscript: Option<Op>,
+}
+
+impl Conn {
+    pub(crate) fn new(index: usize, addr: ServerAddr, config: ConnConfig, now: Instant) -> Conn {
+        Conn {
+            index,
+            addr,
+            config,
+            state: State::Down { retry_at: now },
+            stream: None,
+            out: Vec::with_capacity(1024),
+            written: 0,
+            input: vec![0; READ_BUFFER],
+            start: 0,
+            end: 0,
+            decoder: Decoder::with_limits(REPLY_LIMITS),
+            pending: VecDeque::with_capacity(PENDING_CAPACITY),
+            steps: Vec::with_capacity(4),
+            skip: Skip::No,
+            backoff: config.backoff_min,
+            noscript: None,
+        }
+    }
+
+    pub(crate) fn addr(&self) -> &ServerAddr {
+        &self.addr
+    }
+
+    pub(crate) fn is_ready(&self) -> bool {
+        self.state == State::Ready
+    }
+
+    pub(crate) fn is_down(&self) -> bool {
+        matches!(self.state, State::Down { .. })
+    }
+
+    /// Whether everything queued has been written to the socket.
+    pub(crate) fn is_flushed(&self) -> bool {
+        self.written == self.out.len()
+    }
+
+    /// Whether a request of `round` is still unanswered.
+    pub(crate) fn has_pending_for(&self, round: u64) -> bool {
+        self.pending
+            .iter()
+            .any(|p| matches!(p.expect, Expect::Command { round: r, .. } if r == round))
+    }
+
+    /// The `NOSCRIPT` reply to the current round, once.
+    pub(crate) fn take_noscript(&mut self) -> Option<Op> {
+        self.noscript.take()
+    }
+
+    /// Starts a non-blocking connect, with the handshake queued behind it.
+    pub(crate) fn connect(&mut self, registry: &Registry, now: Instant) -> Result<(), NodeError> {
+        let stream = match self.addr.endpoint() {
+            Endpoint::Tcp(addr) => TcpStream::connect(*addr).map(Stream::Tcp),
+            Endpoint::Unix(path) => UnixStream::connect(path).map(Stream::Unix),
+        };
+        let mut stream = stream.map_err(|e| NodeError::Connect(e.kind()))?;
+        registry
+            .register(
+                stream.source(),
+                MioToken(self.index),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .map_err(|e| NodeError::Connect(e.kind()))?;
+        self.stream = Some(stream);
+        self.clear_buffers();
+        commands::encode_handshake(
+            &mut self.out,
+            self.addr.user(),
+            self.addr.password(),
+            self.addr.db(),
+            &mut self.steps,
+        );
+        for &step in &self.steps {
+            self.pending.push_back(Pending {
+                expect: Expect::Step(step),
+                sent: now,
+            });
+        }
+        self.state = State::Connecting {
+            deadline: now + self.config.connect_timeout,
+        };
+        Ok(())
+    }
+
+    fn clear_buffers(&mut self) {
+        self.out.clear();
+        self.written = 0;
+        self.start = 0;
+        self.end = 0;
+        self.decoder.reset();
+        self.pending.clear();
+        self.skip = Skip::No;
+        self.noscript = None;
+    }
+
+    /// Drops the socket and everything in flight; a reconnect may start
+    /// after the back-off, which doubles up to its maximum.
+    pub(crate) fn close(&mut self, registry: &Registry, now: Instant) {
+        if let Some(mut stream) = self.stream.take() {
+            // Deregistering a socket that is about to close cannot fail in a
+            // way that matters: closing removes it from the poll set anyway.
+            let _ = registry.deregister(stream.source());
+        }
+        self.clear_buffers();
+        self.state = State::Down {
+            retry_at: now + self.backoff,
+        };
+        self.backoff = (self.backoff * 2).min(self.config.backoff_max);
+    }
+
+    /// Queues `command` for `round`, connecting first if the connection is
+    /// down and its back-off has expired. Nothing is written yet.
+    pub(crate) fn send(
+        &mut self,
+        registry: &Registry,
+        command: &Command<'_>,
+        round: u64,
+        now: Instant,
+    ) -> Result<(), NodeError> {
+        if let State::Down { retry_at } = self.state {
+            if now < retry_at {
+                return Err(NodeError::Disconnected);
+            }
+            self.connect(registry, now)?;
+        }
+        self.check_stall(now)?;
+        command.encode(&mut self.out);
+        self.pending.push_back(Pending {
+            expect: Expect::Command {
+                round,
+                op: command.op,
+            },
+            sent: now,
+        });
+        Ok(())
+    }
+
+    /// Writes queued bytes until done or the socket would block.
+    pub(crate) fn flush(&mut self) -> Result<(), NodeError> {
+        if !matches!(self.state, State::Handshaking { .. } | State::Ready) {
+            return Ok(());
+        }
+        let Some(stream) = self.stream.as_mut() else {
+            return Ok(());
+        };
+        while self.written < self.out.len() {
+            match stream.write(&self.out[self.written..]) {
+                Ok(0) => return Err(NodeError::Io(io::ErrorKind::WriteZero)),
+                Ok(n) => self.written += n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(NodeError::Io(e.kind())),
+            }
+        }
+        self.out.clear();
+        self.written = 0;
+        Ok(())
+    }
+
+    fn check_stall(&self, now: Instant) -> Result<(), NodeError> {
+        match self.pending.front() {
+            Some(oldest)
+                if now.saturating_duration_since(oldest.sent) > self.config.stall_timeout =>
+            {
+                Err(NodeError::Stalled)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Fails the connection whose connect or handshake ran out of time, or
+    /// whose oldest request went unanswered past the stall limit.
+    pub(crate) fn check_timers(&self, now: Instant) -> Result<(), NodeError> {
+        match self.state {
+            State::Connecting { deadline } | State::Handshaking { deadline } if now >= deadline => {
+                Err(NodeError::Connect(io::ErrorKind::TimedOut))
+            }
+            _ => self.check_stall(now),
+        }
+    }
+
+    /// The next instant at which [`check_timers`](Self::check_timers) may
+    /// fail.
+    pub(crate) fn next_timer(&self) -> Option<Instant> {
+        let stall = self
+            .pending
+            .front()
+            .map(|oldest| oldest.sent + self.config.stall_timeout);
+        let connect = match self.state {
+            State::Connecting { deadline } | State::Handshaking { deadline } => Some(deadline),
+            _ => None,
+        };
+        match (stall, connect) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Handles readiness: completes a connect, writes, and reads every
+    /// reply that arrived, passing the outcomes of `current`'s commands to
+    /// `on_reply`. Replies to earlier rounds are matched and dropped.
+    pub(crate) fn handle_event(
+        &mut self,
+        event: &Event,
+        now: Instant,
+        current: u64,
+        on_reply: &mut impl FnMut(Op, Outcome),
+    ) -> Result<(), NodeError> {
+        if let State::Connecting { .. } = self.state {
+            let Some(stream) = self.stream.as_mut() else {
+                return Ok(());
+            };
+            match stream.connected() {
+                Ok(true) => {
+                    self.state = State::Handshaking {
+                        deadline: now + self.config.connect_timeout,
+                    };
+                }
+                Ok(false) => return Ok(()),
+                Err(e) => return Err(NodeError::Connect(e.kind())),
+            }
+        }
+        self.flush()?;
+        if event.is_readable() || event.is_read_closed() || event.is_error() {
+            self.read(current, on_reply)?;
+        }
+        Ok(())
+    }
+
+    /// Reads until the socket would block, decoding as it goes.
+    fn read(
+        &mut self,
+        current: u64,
+        on_reply: &mut impl FnMut(Op, Outcome),
+    ) -> Result<(), NodeError> {
+        loop {
+            if self.end == self.input.len() {
+                if self.start == 0 {
+                    // Unreachable with REPLY_LIMITS: every token fits.
+                    return Err(NodeError::UnexpectedReply);
+                }
+                self.input.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            let Some(stream) = self.stream.as_mut() else {
+                return Ok(());
+            };
+            match stream.read(&mut self.input[self.end..]) {
+                Ok(0) => {
+                    self.process(current, on_reply)?;
+                    return Err(NodeError::Closed);
+                }
+                Ok(n) => {
+                    self.end += n;
+                    self.process(current, on_reply)?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(NodeError::Io(e.kind())),
+            }
+        }
+    }
+
+    /// Decodes and dispatches every complete token in the read buffer.
+    fn process(
+        &mut self,
+        current: u64,
+        on_reply: &mut impl FnMut(Op, Outcome),
+    ) -> Result<(), NodeError> {
+        loop {
+            let decoded = match self.decoder.decode(&self.input[self.start..self.end]) {
+                Ok(Status::Complete(decoded)) => decoded,
+                Ok(Status::Partial) => break,
+                Err(e) => return Err(NodeError::Protocol(e)),
+            };
+            let (token, len, frame_end) = (decoded.token, decoded.len, decoded.frame_end);
+            match self.skip {
+                Skip::Push => {
+                    if frame_end {
+                        self.skip = Skip::No;
+                    }
+                }
+                Skip::Attribute => {
+                    if self.decoder.depth() == 0 {
+                        self.skip = Skip::No;
+                    }
+                }
+                Skip::No => match token {
+                    Token::Push(_) if !frame_end => self.skip = Skip::Push,
+                    Token::Push(_) => {}
+                    Token::Attribute(_) if self.decoder.depth() > 0 => self.skip = Skip::Attribute,
+                    Token::Attribute(_) => {}
+                    _ => {
+                        let Some(pending) = self.pending.front() else {
+                            // A reply to a request never sent.
+                            return Err(NodeError::UnexpectedReply);
+                        };
+                        if !frame_end {
+                            // None of our commands is answered by an aggregate.
+                            return Err(NodeError::UnexpectedReply);
+                        }
+                        match pending.expect {
+                            Expect::Step(step) => match commands::handshake_ok(step, &token) {
+                                Ok(true) => {}
+                                Ok(false) => return Err(NodeError::UnexpectedReply),
+                                Err(error) => return Err(NodeError::Handshake(error)),
+                            },
+                            Expect::Command { round, op } => {
+                                let outcome = commands::classify(op, &token);
+                                if outcome == Outcome::Unexpected {
+                                    return Err(NodeError::UnexpectedReply);
+                                }
+                                if round == current {
+                                    if outcome == Outcome::NoScript {
+                                        self.noscript = Some(op);
+                                    } else {
+                                        on_reply(op, outcome);
+                                    }
+                                }
+                            }
+                        }
+                        self.pending.pop_front();
+                        self.handshake_progress();
+                    }
+                },
+            }
+            self.start += len;
+        }
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+        }
+        Ok(())
+    }
+
+    fn handshake_progress(&mut self) {
+        if let State::Handshaking { .. } = self.state {
+            let waiting = matches!(
+                self.pending.front(),
+                Some(Pending {
+                    expect: Expect::Step(_),
+                    ..
+                })
+            );
+            if !waiting {
+                self.state = State::Ready;
+                self.backoff = self.config.backoff_min;
+            }
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! The `mio` driver: one non-blocking connection per master, every round
+//! written to all of them in one event-loop tick, replies read as they
+//! arrive ("poor man's multiplexing").
+//!
+//! The driver moves bytes and keeps time; what the replies mean for the
+//! lock is decided by [`crate::rules::Round`], which it feeds.
+
+mod conn;
+
+use std::io;
+use std::time::Instant;
+
+use mio::{Events, Poll, Registry};
+
+use crate::addr::ServerAddr;
+use crate::commands::{Command, Outcome};
+use crate::rules::{NodeError, Round};
+
+pub(crate) use conn::{Conn, ConnConfig};
+
+/// Readiness events handled per poll.
+const EVENTS: usize = 64;
+
+pub(crate) struct Driver {
+    poll: Poll,
+    events: Events,
+    conns: Vec<Conn>,
+    next_round: u64,
+}
+
+impl Driver {
+    pub(crate) fn new(addrs: &[ServerAddr], config: ConnConfig) -> io::Result<Driver> {
+        let now = Instant::now();
+        Ok(Driver {
+            poll: Poll::new()?,
+            events: Events::with_capacity(EVENTS),
+            conns: addrs
+                .iter()
+                .enumerate()
+                .map(|(i, addr)| Conn::new(i, addr.clone(), config, now))
+                .collect(),
+            next_round: 1,
+        })
+    }
+
+    /// The number of masters.
+    pub(crate) fn len(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// The masters' addresses, in order.
+    pub(crate) fn addrs(&self) -> impl Iterator<Item = &ServerAddr> {
+        self.conns.iter().map(Conn::addr)
+    }
+
+    /// Connects every master that is down and waits, until `deadline` at
+    /// the latest, for the handshakes.
+    pub(crate) fn connect_all(&mut self, deadline: Instant) -> io::Result<()> {
+        let now = Instant::now();
+        let registry = self.poll.registry();
+        for conn in &mut self.conns {
+            if conn.is_down() && conn.connect(registry, now).is_err() {
+                conn.close(registry, now);
+            }
+        }
+        let id = self.next_round();
+        self.wait(id, deadline, Until::Connected, None, None)
+    }
+
+    fn next_round(&mut self) -> u64 {
+        let id = self.next_round;
+        self.next_round += 1;
+        id
+    }
+
+    /// Runs one round: queues `command` on every connection, writes them
+    /// all in the same tick, then reads replies into `round` until it is
+    /// decided or its deadline passes. A `NOSCRIPT` reply is answered by
+    /// sending the script again as `EVAL` on that node, within the round.
+    pub(crate) fn run(&mut self, round: &mut Round, command: &Command<'_>) -> io::Result<()> {
+        let id = self.next_round();
+        let now = Instant::now();
+        let registry = self.poll.registry();
+        for (i, conn) in self.conns.iter_mut().enumerate() {
+            if let Err(error) = conn.send(registry, command, id, now) {
+                if !conn.is_down() {
+                    conn.close(registry, now);
+                }
+                round.handle_failure(i, error, now);
+            }
+        }
+        for (i, conn) in self.conns.iter_mut().enumerate() {
+            if let Err(error) = conn.flush() {
+                fail(conn, registry, i, id, error, now, Some(&mut *round));
+            }
+        }
+        let deadline = round.deadline();
+        self.wait(id, deadline, Until::Decided, Some(round), Some(command))
+    }
+
+    /// Queues `command` on every connection that is up and writes it,
+    /// waiting until `deadline` at most for the writes to leave, but not
+    /// for replies: they are matched and dropped by later rounds.
+    pub(crate) fn send_only(&mut self, command: &Command<'_>, deadline: Instant) -> io::Result<()> {
+        let id = self.next_round();
+        let now = Instant::now();
+        let registry = self.poll.registry();
+        for conn in &mut self.conns {
+            if conn.is_down() {
+                continue;
+            }
+            let sent = conn
+                .send(registry, command, id, now)
+                .and_then(|()| conn.flush());
+            if sent.is_err() {
+                conn.close(registry, now);
+            }
+        }
+        self.wait(id, deadline, Until::Flushed, None, None)
+    }
+
+    /// Polls and dispatches readiness until `until` holds or `deadline`
+    /// passes. Outcomes of round `id` go to `round`; a connection that
+    /// fails is closed, and a request of round `id` it had counts as failed.
+    fn wait(
+        &mut self,
+        id: u64,
+        deadline: Instant,
+        until: Until,
+        mut round: Option<&mut Round>,
+        command: Option<&Command<'_>>,
+    ) -> io::Result<()> {
+        loop {
+            let now = Instant::now();
+            let registry = self.poll.registry();
+            for (i, conn) in self.conns.iter_mut().enumerate() {
+                if let Err(error) = conn.check_timers(now) {
+                    fail(conn, registry, i, id, error, now, round.as_deref_mut());
+                }
+            }
+            if let Some(round) = round.as_deref_mut() {
+                round.handle_timeout(now);
+            }
+            let done = match until {
+                Until::Decided => round.as_deref().is_none_or(|r| r.decision().is_some()),
+                Until::Flushed => self.conns.iter().all(Conn::is_flushed),
+                Until::Connected => self.conns.iter().all(|c| c.is_ready() || c.is_down()),
+            };
+            if done || now >= deadline {
+                return Ok(());
+            }
+            let wake = self
+                .conns
+                .iter()
+                .filter_map(Conn::next_timer)
+                .fold(deadline, Instant::min);
+            match self
+                .poll
+                .poll(&mut self.events, Some(wake.saturating_duration_since(now)))
+            {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            let now = Instant::now();
+            let registry = self.poll.registry();
+            for event in self.events.iter() {
+                let i = event.token().0;
+                let Some(conn) = self.conns.get_mut(i) else {
+                    continue;
+                };
+                let mut target = round.as_deref_mut();
+                let result = conn.handle_event(event, now, id, &mut |_, outcome| {
+                    if let Some(round) = target.as_deref_mut() {
+                        deliver(round, i, outcome, now);
+                    }
+                });
+                if let Err(error) = result {
+                    fail(conn, registry, i, id, error, now, round.as_deref_mut());
+                    continue;
+                }
+                if let (Some(op), Some(command)) = (conn.take_noscript(), command) {
+                    let again = Command {
+                        op,
+                        eval: true,
+                        ..*command
+                    };
+                    let resent = conn
+                        .send(registry, &again, id, now)
+                        .and_then(|()| conn.flush());
+                    if let Err(error) = resent {
+                        fail(conn, registry, i, id, error, now, round.as_deref_mut());
+                        if let Some(round) = round.as_deref_mut() {
+                            round.handle_failure(i, error, now);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What [`Driver::wait`] waits for.
+#[derive(Debug, Clone, Copy)]
+enum Until {
+    /// The round is decided.
+    Decided,
+    /// Every connection has written all it queued.
+    Flushed,
+    /// Every connection is ready or down.
+    Connected,
+}
+
+fn deliver(round: &mut Round, i: usize, outcome: Outcome, now: Instant) {
+    match outcome {
+        Outcome::Reply(reply) => round.handle_reply(i, reply, now),
+        Outcome::Server(error) => round.handle_failure(i, NodeError::Server(error), now),
+        Outcome::NoScript | Outcome::Unexpected => {}
+    }
+}
+
+/// Closes `conn` after `error`; if it owed round `id` a reply, `round`
+/// learns that node `i` failed.
+fn fail(
+    conn: &mut Conn,
+    registry: &Registry,
+    i: usize,
+    id: u64,
+    error: NodeError,
+    now: Instant,
+    round: Option<&mut Round>,
+) {
+    let owed = conn.has_pending_for(id);
+    conn.close(registry, now);
+    if let (true, Some(round)) = (owed, round) {
+        round.handle_failure(i, error, now);
+    }
+}

@@ -1,0 +1,161 @@
+//! Errors of the public API.
+
+use std::fmt;
+use std::io;
+use std::time::Duration;
+
+use crate::addr::AddrError;
+use crate::rules::Report;
+
+/// Why [`Builder::build`](crate::Builder::build) refused a configuration.
+/// Never contains a password.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The server list is empty.
+    NoServers,
+    /// Server number `index` (from 0) has a bad address.
+    InvalidAddr {
+        /// Position in the server list.
+        index: usize,
+        /// What is wrong with it.
+        error: AddrError,
+    },
+    /// Server number `index` is the same master as server number `first`.
+    /// Redlock needs independent masters.
+    DuplicateServer {
+        /// Position of the duplicate.
+        index: usize,
+        /// Position of its first occurrence.
+        first: usize,
+    },
+    /// A timeout that must be positive is zero; the field is named.
+    ZeroTimeout(&'static str),
+    /// The stall timeout is shorter than the request timeout.
+    StallBeforeRequestTimeout,
+    /// The drift factor is not a number from 0 (inclusive) to 1
+    /// (exclusive).
+    InvalidDriftFactor,
+    /// The operating system refused to create the event poller.
+    Io(io::ErrorKind),
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::NoServers => f.write_str("no servers given"),
+            ConfigError::InvalidAddr { index, error } => write!(f, "server #{index}: {error}"),
+            ConfigError::DuplicateServer { index, first } => {
+                write!(f, "server #{index} is the same master as server #{first}")
+            }
+            ConfigError::ZeroTimeout(name) => write!(f, "{name} must be greater than zero"),
+            ConfigError::StallBeforeRequestTimeout => {
+                f.write_str("stall_timeout must not be shorter than request_timeout")
+            }
+            ConfigError::InvalidDriftFactor => {
+                f.write_str("drift_factor must be a number from 0 up to (not including) 1")
+            }
+            ConfigError::Io(kind) => write!(f, "cannot create the event poller: {kind}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Why a lock operation failed.
+///
+/// The round outcomes carry a [`Report`] of what every node did, so that a
+/// caller can tell a contended resource ([`Error::Contended`]) from an
+/// unreachable majority ([`Error::Unavailable`]) from a round that took too
+/// long ([`Error::TooSlow`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// The TTL cannot be used: zero, too long, not longer than the request
+    /// timeout, or no longer than its own drift.
+    InvalidTtl {
+        /// The TTL given.
+        ttl: Duration,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// The resource name is empty or longer than
+    /// [`MAX_RESOURCE_LEN`](crate::MAX_RESOURCE_LEN).
+    InvalidResource {
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// No quorum: other clients hold the resource on some nodes (the
+    /// unreachable nodes alone would not have prevented a quorum).
+    Contended(Box<Report>),
+    /// No quorum: so many nodes failed or timed out that a majority is
+    /// unreachable.
+    Unavailable(Box<Report>),
+    /// A quorum agreed, but the round took so long that no validity was
+    /// left (the partial lock was released).
+    TooSlow(Box<Report>),
+    /// Extend or unlock: the token does not own the resource on a quorum
+    /// (it expired, or was released).
+    NotHeld(Box<Report>),
+    /// Extend: the lock's validity had already run out; the servers were
+    /// not asked, because the lock may already belong to someone else.
+    Expired,
+    /// Extend: the lock was already extended as often as
+    /// [`Builder::max_extensions`](crate::Builder::max_extensions) allows.
+    ExtensionLimit {
+        /// The limit.
+        limit: u32,
+    },
+    /// The event poller failed.
+    Io(io::ErrorKind),
+}
+
+impl Error {
+    /// The per-node report, for errors that come from a round.
+    pub fn report(&self) -> Option<&Report> {
+        match self {
+            Error::Contended(report)
+            | Error::Unavailable(report)
+            | Error::TooSlow(report)
+            | Error::NotHeld(report) => Some(report),
+            _ => None,
+        }
+    }
+
+    /// `true` when trying again later may succeed: contention, an
+    /// unreachable majority or a slow round.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            Error::Contended(_) | Error::Unavailable(_) | Error::TooSlow(_)
+        )
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidTtl { ttl, reason } => write!(f, "invalid TTL {ttl:?}: {reason}"),
+            Error::InvalidResource { len } => write!(
+                f,
+                "invalid resource name of {len} bytes: it must have 1 to {} bytes",
+                crate::MAX_RESOURCE_LEN
+            ),
+            Error::Contended(report) => write!(f, "resource held by another client: {report}"),
+            Error::Unavailable(report) => write!(f, "majority of masters unreachable: {report}"),
+            Error::TooSlow(report) => write!(f, "round too slow, no validity left: {report}"),
+            Error::NotHeld(report) => write!(f, "lock not held: {report}"),
+            Error::Expired => f.write_str("lock expired before it could be extended"),
+            Error::ExtensionLimit { limit } => write!(f, "lock already extended {limit} times"),
+            Error::Io(kind) => write!(f, "event poller failed: {kind}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<io::Error> for Error {
+    fn from(error: io::Error) -> Error {
+        Error::Io(error.kind())
+    }
+}
