@@ -75,8 +75,10 @@ pub struct ServerAddr {
 }
 
 impl ServerAddr {
-    /// Parses and resolves an address (see the [module docs](self)). A host
-    /// name is resolved here, once.
+    /// Parses and resolves an address:
+    /// `redis://[[user]:password@]host[:port][/db]` (port 6379 by default) or
+    /// `unix:///path/to/redis.sock[?db=N&user=U&pass=P]`. A host name is
+    /// resolved here, once.
     ///
     /// # Errors
     ///

@@ -1,16 +1,82 @@
-//! A low-latency client for the Redlock distributed lock over N independent
+//! A low-latency client for Redlock, the distributed lock over N independent
 //! Redis masters.
 //!
-//! The crate is layered so that each part can be read, tested and fuzzed
-//! on its own:
+//! ```no_run
+//! use std::time::Duration;
+//! use redlock_mio::Redlock;
+//!
+//! let redlock = Redlock::builder([
+//!     "redis://127.0.0.1:7000",
+//!     "redis://127.0.0.1:7001",
+//!     "redis://127.0.0.1:7002",
+//! ])
+//! .request_timeout(Duration::from_millis(50))
+//! .build()?;
+//!
+//! let mut lock = redlock.lock("invoice:42", Duration::from_secs(10))?;
+//! // Work only while the lock is valid, and check before each step.
+//! assert!(lock.validity() > Duration::from_secs(9));
+//! redlock.extend(&mut lock, Duration::from_secs(10))?;
+//! redlock.unlock(&lock)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Layers
+//!
+//! The crate is three layers, each readable and testable on its own:
 //!
 //! - [`resp`]: the RESP2/RESP3 codec. Incremental, allocation-free and
 //!   strict, with hard limits on nesting and lengths. It never touches a
 //!   socket.
+//! - [`rules`]: the Redlock rules (quorum, drift, validity, retry delay)
+//!   and the state machine of one round, free of I/O and driven by the
+//!   caller's clock.
+//! - the `mio` driver (private): one non-blocking connection per master;
+//!   each round's command is written to all masters in the same event-loop
+//!   tick and the replies are read as they arrive. It feeds the round and
+//!   never decides quorum itself.
 //!
-//! The Redlock rules (quorum, validity, retries) as a sans-IO state machine
-//! and the `mio` driver that sends each round to all masters in one
-//! event-loop tick are built on top of it.
+//! [`Redlock`] is the blocking API on top, for callers' own threads.
+//!
+//! # The algorithm
+//!
+//! Acquiring takes `t0` from the monotonic clock, sends
+//! `SET resource token NX PX ttl` to all masters at once and reads the
+//! replies until a quorum (`N / 2 + 1`) has agreed, a quorum has become
+//! impossible, or the request timeout has passed. The lock is held if a
+//! quorum agreed and `ttl - elapsed - drift > 0`, where
+//! `drift = ttl * drift_factor + 2 ms`. Otherwise it is released on every
+//! master (also those that seemed to fail: a reply can be lost after the
+//! server set the key), and [`Redlock::lock`] tries again after a random
+//! delay. Release and extend are Lua scripts that act only if the key still
+//! holds the lock's token, sent by SHA1 (`EVALSHA`) and sent again as `EVAL`
+//! on a `NOSCRIPT` reply within the same call.
+//!
+//! # What the lock guarantees, and what it does not
+//!
+//! - **Mutual exclusion holds only while the holder finishes within the
+//!   lock's validity** ([`Lock::validity`]), and only if the clocks of the
+//!   processes involved drift apart by less than the drift allowance. The
+//!   client measures time with [`std::time::Instant`] (monotonic).
+//! - **A pause can outlive the lock.** A process pause (GC, page fault,
+//!   scheduling, swapping) or a network delay after the lock was granted
+//!   can let a holder act on a lock that has already expired. Redlock
+//!   cannot prevent this. Only the protected resource can, by checking a
+//!   token with each write.
+//! - **What this crate offers for that:** every lock carries a unique,
+//!   unpredictable [token](Lock::token) (20 bytes from a generator seeded by
+//!   the operating system, new for every acquisition). A resource that
+//!   stores the token of the last writer and refuses writes with another
+//!   token uses it as a compare-and-set guard. That detects a holder whose
+//!   lock was taken over, but it does not order holders: it cannot tell an
+//!   old token from a new one. A monotonic fencing token (a counter that
+//!   grows with every acquisition, which the resource can compare with
+//!   "greater than") is stronger; this crate does not provide one yet.
+//! - **Masters must not forget locks.** A master that crashes and restarts
+//!   with an empty dataset can grant a lock that another client still holds
+//!   on it. Operators must run the masters with persistence
+//!   (`appendonly yes`, `appendfsync always`), or keep a crashed master down
+//!   for longer than the longest TTL in use before it rejoins.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 

@@ -29,6 +29,15 @@ const READ_BUFFER: usize = 8 * 1024 + 64;
 /// Requests kept without reallocating the queue.
 const PENDING_CAPACITY: usize = 64;
 
+/// Unanswered requests after which a connection counts as stalled. A
+/// healthy connection has the handshake and a round or two in flight; a
+/// stopped server would otherwise collect a request per round until the
+/// stall timer fires.
+const MAX_PENDING: usize = 32;
+
+/// Unwritten bytes after which a connection counts as stalled.
+const MAX_UNWRITTEN: usize = 64 * 1024;
+
 /// Timing of a connection.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ConnConfig {
@@ -304,6 +313,9 @@ impl Conn {
     }
 
     fn check_stall(&self, now: Instant) -> Result<(), NodeError> {
+        if self.pending.len() >= MAX_PENDING || self.out.len() - self.written > MAX_UNWRITTEN {
+            return Err(NodeError::Stalled);
+        }
         match self.pending.front() {
             Some(oldest)
                 if now.saturating_duration_since(oldest.sent) > self.config.stall_timeout =>

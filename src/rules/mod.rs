@@ -1,6 +1,6 @@
 //! The Redlock rules, free of I/O.
 //!
-//! Everything here is arithmetic on [`Duration`]s and [`Instant`]s that the
+//! Everything here is arithmetic on [`Duration`]s and [`Instant`](std::time::Instant)s that the
 //! caller passes in, so every branch can be tested with a fake clock:
 //!
 //! - [`quorum`], [`drift`], [`validity`] and [`retry_delay`] are the pure
