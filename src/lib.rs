@@ -92,3 +92,8 @@ pub use addr::{AddrError, Endpoint, ServerAddr};
 pub use client::{Builder, Lock, LockGuard, MAX_RESOURCE_LEN, MAX_TTL, Redlock, TOKEN_LEN};
 pub use commands::{EXTEND_SCRIPT, EXTEND_SHA1, RELEASE_SCRIPT, RELEASE_SHA1};
 pub use error::{ConfigError, Error};
+
+/// The README's Rust examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
