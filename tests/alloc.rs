@@ -1,0 +1,187 @@
+//! Steady-state heap allocations of the lock's hot paths, against five real
+//! masters: acquire + release and extend must allocate nothing; a contended
+//! acquire that fails allocates exactly its error's boxed report.
+//!
+//! A counting global allocator counts the allocations made by the thread
+//! that has switched counting on, so the test harness's own threads (and
+//! the set-up) never pollute the count. This binary has one test function
+//! on purpose: nothing else runs while it measures.
+
+#![allow(clippy::expect_used, reason = "a test fails loudly on broken set-up")]
+
+mod support;
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use redlock_mio::rules::Report;
+use redlock_mio::{Error, Redlock};
+use support::cluster::Cluster;
+
+/// [`System`], counting `alloc`, `alloc_zeroed` and `realloc` calls (and
+/// the bytes they ask for) made on a thread while that thread's
+/// [`COUNTING`] flag is on.
+struct CountingAlloc;
+
+/// Allocations counted so far.
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+/// Bytes those allocations asked for (the new size, for a `realloc`).
+static BYTES: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// Whether this thread's allocations are counted. A `const` initialiser
+    /// and a type without `Drop` keep the thread-local itself from
+    /// allocating or registering a destructor, so the allocator may use it.
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+}
+
+fn count(size: usize) {
+    // `try_with`: the slot may be gone while a thread is being torn down.
+    if COUNTING.try_with(Cell::get).unwrap_or(false) {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        BYTES.fetch_add(size as u64, Ordering::Relaxed);
+    }
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments
+// unchanged, so `System`'s guarantees are the caller's; counting touches
+// only an atomic and a `const`-initialised thread-local, and never
+// allocates.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        count(layout.size());
+        // SAFETY: forwarded as is; the caller upholds `alloc`'s contract.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        count(layout.size());
+        // SAFETY: forwarded as is; the caller upholds `alloc_zeroed`'s contract.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        count(new_size);
+        // SAFETY: forwarded as is; `ptr` came from `System` through this
+        // allocator, and the caller upholds `realloc`'s contract.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded as is; `ptr` came from `System` through this
+        // allocator with this `layout`.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
+
+/// The heap allocations `f` makes on the current thread, and the bytes
+/// they ask for.
+fn allocations(f: impl FnOnce()) -> (u64, u64) {
+    let before = (
+        ALLOCATIONS.load(Ordering::Relaxed),
+        BYTES.load(Ordering::Relaxed),
+    );
+    COUNTING.with(|c| c.set(true));
+    f();
+    COUNTING.with(|c| c.set(false));
+    (
+        ALLOCATIONS.load(Ordering::Relaxed) - before.0,
+        BYTES.load(Ordering::Relaxed) - before.1,
+    )
+}
+
+const TTL: Duration = Duration::from_secs(10);
+const WARM_UP: u32 = 100;
+const CYCLES: u32 = 1000;
+/// 29 bytes: stored inline in the `Lock` (up to 64).
+const RESOURCE: &str = "redlock-mio:alloc-test:orders";
+
+fn acquire_release(client: &Redlock) {
+    let lock = client.try_lock(RESOURCE, TTL).expect("acquire");
+    client.unlock(&lock).expect("release");
+}
+
+#[test]
+fn hot_paths_do_not_allocate() {
+    let cluster = Cluster::start(5);
+    let holder = Redlock::builder(cluster.urls())
+        .retry_count(0)
+        .build()
+        .expect("build the holder");
+    let other = Redlock::builder(cluster.urls())
+        .retry_count(0)
+        .build()
+        .expect("build the contender");
+
+    // Acquire + release.
+    for _ in 0..WARM_UP {
+        acquire_release(&holder);
+    }
+    let (cycle, _) = allocations(|| {
+        for _ in 0..CYCLES {
+            acquire_release(&holder);
+        }
+    });
+    println!(
+        "try_lock + unlock: {cycle} allocations in {CYCLES} cycles ({:.3} per cycle)",
+        cycle as f64 / f64::from(CYCLES)
+    );
+
+    // Extend a held lock.
+    let mut lock = holder.try_lock(RESOURCE, TTL).expect("acquire to extend");
+    for _ in 0..WARM_UP {
+        holder.extend(&mut lock, TTL).expect("extend");
+    }
+    let (extend, _) = allocations(|| {
+        for _ in 0..CYCLES {
+            holder.extend(&mut lock, TTL).expect("extend");
+        }
+    });
+    println!(
+        "extend: {extend} allocations in {CYCLES} calls ({:.3} per call)",
+        extend as f64 / f64::from(CYCLES)
+    );
+
+    // A contended acquire, while `holder` still holds the lock.
+    let contend = || match other.try_lock(RESOURCE, TTL) {
+        Err(Error::Contended(_)) => {}
+        Err(error) => panic!("expected Contended, got {error}"),
+        Ok(_) => panic!("the contender won a held lock"),
+    };
+    for _ in 0..WARM_UP {
+        contend();
+    }
+    let (contended, contended_bytes) = allocations(|| {
+        for _ in 0..CYCLES {
+            contend();
+        }
+    });
+    println!(
+        "contended try_lock (fails): {contended} allocations ({contended_bytes} bytes) \
+         in {CYCLES} attempts ({:.3} per attempt; size_of::<Report>() = {})",
+        contended as f64 / f64::from(CYCLES),
+        size_of::<Report>()
+    );
+    holder.unlock(&lock).expect("final release");
+
+    assert_eq!(cycle, 0, "try_lock + unlock allocated");
+    assert_eq!(extend, 0, "extend allocated");
+    // Exactly one per failed attempt, of exactly `size_of::<Report>()`
+    // bytes: the `Box<Report>` inside `Error::Contended` (made by
+    // `Redlock::report` in src/client.rs, for errors only). The round, the
+    // per-node states (an inline `SmallVec` for up to 8 nodes) and the
+    // release-everywhere `EVAL` sent after the failure allocate nothing.
+    assert_eq!(
+        (contended, contended_bytes),
+        (
+            u64::from(CYCLES),
+            u64::from(CYCLES) * size_of::<Report>() as u64
+        ),
+        "a failed acquire should allocate exactly its boxed report"
+    );
+}
