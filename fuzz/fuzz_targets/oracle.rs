@@ -1,0 +1,4 @@
+//! Fuzz target: see [`redlock_mio_fuzz::oracle`].
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| redlock_mio_fuzz::oracle(data));
