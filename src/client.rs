@@ -29,7 +29,9 @@ const INLINE_RESOURCE: usize = 64;
 pub const TOKEN_LEN: usize = 20;
 
 /// Configures and builds a [`Redlock`]. Made by [`Redlock::builder`].
-#[derive(Debug, Clone)]
+///
+/// `Debug` shows the server addresses with their passwords masked.
+#[derive(Clone)]
 pub struct Builder {
     servers: Vec<String>,
     request_timeout: Duration,
@@ -41,6 +43,57 @@ pub struct Builder {
     retry_jitter: Duration,
     drift_factor: f64,
     max_extensions: Option<u32>,
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let servers: Vec<String> = self.servers.iter().map(|s| redact(s)).collect();
+        f.debug_struct("Builder")
+            .field("servers", &servers)
+            .field("request_timeout", &self.request_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("stall_timeout", &self.stall_timeout)
+            .field("max_backoff", &self.backoff_max)
+            .field("retry_count", &self.retry_count)
+            .field("retry_delay", &self.retry_delay)
+            .field("retry_jitter", &self.retry_jitter)
+            .field("drift_factor", &self.drift_factor)
+            .field("max_extensions", &self.max_extensions)
+            .finish()
+    }
+}
+
+/// An address as given, with any password (after `user:` before `@`, or a
+/// `pass=`/`password=` parameter) replaced by `***`. Textual only: it
+/// resolves nothing, and it masks even what does not parse.
+fn redact(url: &str) -> String {
+    let (head, query) = match url.split_once('?') {
+        Some((head, query)) => (head, Some(query)),
+        None => (url, None),
+    };
+    let mut out = match head.split_once("://") {
+        Some((scheme, rest)) => match rest.rsplit_once('@') {
+            Some((userinfo, host)) => {
+                let user = userinfo.split_once(':').map_or("", |(user, _)| user);
+                format!("{scheme}://{user}:***@{host}")
+            }
+            None => head.to_owned(),
+        },
+        None if head.contains('@') => "***".to_owned(),
+        None => head.to_owned(),
+    };
+    if let Some(query) = query {
+        out.push('?');
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((key @ ("pass" | "password"), _)) => format!("{key}=***"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        out.push_str(&pairs.join("&"));
+    }
+    out
 }
 
 impl Builder {
@@ -287,7 +340,7 @@ impl Redlock {
     pub fn try_lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
         let resource = resource.as_ref();
         let ttl_ms = self.check(resource, ttl)?;
-        self.attempt(resource, ttl_ms, None)
+        self.attempt(resource, ttl_ms)
     }
 
     /// Acquires `resource` for `ttl`, trying again up to the configured
@@ -301,7 +354,7 @@ impl Redlock {
         let ttl_ms = self.check(resource, ttl)?;
         let mut attempts_left = self.config.retry_count;
         loop {
-            match self.attempt(resource, ttl_ms, None) {
+            match self.attempt(resource, ttl_ms) {
                 Err(error) if error.is_retryable() && attempts_left > 0 => {
                     attempts_left -= 1;
                     std::thread::sleep(self.retry_delay());
@@ -311,8 +364,13 @@ impl Redlock {
         }
     }
 
-    /// Acquires `resource` for `ttl`, trying again after random delays until
-    /// `deadline`; the last attempt's rounds end by the deadline too.
+    /// Acquires `resource` for `ttl`, trying again after random delays
+    /// until `deadline`.
+    ///
+    /// Every attempt gets the full request timeout: a retry is only started
+    /// if it can finish by the deadline. The first attempt always runs, so
+    /// with a deadline closer than one request timeout the call may end up
+    /// to one request timeout late.
     ///
     /// # Errors
     ///
@@ -326,11 +384,10 @@ impl Redlock {
         let resource = resource.as_ref();
         let ttl_ms = self.check(resource, ttl)?;
         loop {
-            match self.attempt(resource, ttl_ms, Some(deadline)) {
+            match self.attempt(resource, ttl_ms) {
                 Err(error) if error.is_retryable() => {
                     let delay = self.retry_delay();
-                    let now = Instant::now();
-                    if now + delay >= deadline {
+                    if Instant::now() + delay + self.config.request_timeout > deadline {
                         return Err(error);
                     }
                     std::thread::sleep(delay);
@@ -385,7 +442,7 @@ impl Redlock {
             ttl_ms,
             eval: false,
         };
-        let (decision, valid_until) = self.round(&command, None)?;
+        let (decision, valid_until) = self.round(&command)?;
         match decision {
             Decision::Quorum { .. } => {
                 lock.valid_until = valid_until;
@@ -415,7 +472,7 @@ impl Redlock {
             ttl_ms: 0,
             eval: false,
         };
-        let (decision, _) = self.round(&command, None)?;
+        let (decision, _) = self.round(&command)?;
         match decision {
             Decision::Quorum { .. } => Ok(()),
             Decision::TooSlow | Decision::NoQuorum => {
@@ -455,12 +512,7 @@ impl Redlock {
     }
 
     /// One acquire attempt; on failure, releases everywhere at once.
-    fn attempt(
-        &self,
-        resource: &[u8],
-        ttl_ms: u64,
-        deadline: Option<Instant>,
-    ) -> Result<Lock, Error> {
+    fn attempt(&self, resource: &[u8], ttl_ms: u64) -> Result<Lock, Error> {
         let token: [u8; TOKEN_LEN] = self.inner.borrow_mut().rng.random();
         let command = Command {
             op: Op::Acquire,
@@ -469,7 +521,7 @@ impl Redlock {
             ttl_ms,
             eval: false,
         };
-        let (decision, valid_until) = self.round(&command, deadline)?;
+        let (decision, valid_until) = self.round(&command)?;
         if let Decision::Quorum { .. } = decision {
             return Ok(Lock {
                 resource: SmallVec::from_slice(resource),
@@ -498,19 +550,12 @@ impl Redlock {
         })
     }
 
-    /// Runs one round of `command`, ending by `deadline` at the latest.
-    fn round(
-        &self,
-        command: &Command<'_>,
-        deadline: Option<Instant>,
-    ) -> Result<(Decision, Instant), Error> {
+    /// Runs one round of `command`.
+    fn round(&self, command: &Command<'_>) -> Result<(Decision, Instant), Error> {
         let mut inner = self.inner.borrow_mut();
         let Inner { driver, round, .. } = &mut *inner;
         let now = Instant::now();
-        let mut timeout = self.config.request_timeout;
-        if let Some(deadline) = deadline {
-            timeout = timeout.min(deadline.saturating_duration_since(now));
-        }
+        let timeout = self.config.request_timeout;
         let ttl = Duration::from_millis(command.ttl_ms);
         let drift = rules::drift(ttl, self.config.drift_factor);
         round.restart(command.op, driver.len(), ttl, drift, timeout, now);
@@ -657,6 +702,36 @@ impl Drop for LockGuard<'_> {
         if !self.released {
             // Best effort: a lock that cannot be released expires at its TTL.
             let _ = self.client.unlock(&self.lock);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn redact_masks_every_password_form() {
+        for (given, shown) in [
+            ("redis://127.0.0.1:7000", "redis://127.0.0.1:7000"),
+            (
+                "redis://:pw@127.0.0.1:7000/2",
+                "redis://:***@127.0.0.1:7000/2",
+            ),
+            ("redis://alice:pw@h:1", "redis://alice:***@h:1"),
+            ("redis://alice@h:1", "redis://:***@h:1"),
+            ("redis://a:p@w@h:1", "redis://a:***@h:1"),
+            (
+                "unix:///s.sock?db=1&pass=pw",
+                "unix:///s.sock?db=1&pass=***",
+            ),
+            (
+                "unix:///s.sock?password=pw&user=u",
+                "unix:///s.sock?password=***&user=u",
+            ),
+            ("junk:pw@host", "***"),
+        ] {
+            assert_eq!(redact(given), shown, "{given}");
         }
     }
 }

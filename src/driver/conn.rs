@@ -12,7 +12,7 @@ use mio::{Interest, Registry, Token as MioToken};
 use crate::addr::{Endpoint, ServerAddr};
 use crate::commands::{self, Command, Outcome, Step};
 use crate::resp::{Decoder, Limits, Status, Token};
-use crate::rules::{NodeError, Op};
+use crate::rules::{NodeError, Op, ServerError};
 
 /// The decoder limits for replies to lock commands: all are tiny, so a
 /// server that sends more is broken or hostile.
@@ -112,7 +112,17 @@ enum State {
 #[derive(Debug, Clone, Copy)]
 enum Expect {
     Step(Step),
-    Command { round: u64, op: Op },
+    /// A lock command. A script command's resource and token wait in the
+    /// replay arena, `resource + token` bytes, so that a `NOSCRIPT` reply,
+    /// however late, can be answered with `EVAL`.
+    Command {
+        round: u64,
+        op: Op,
+        resource: u32,
+        token: u8,
+        ttl_ms: u64,
+        eval: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -147,8 +157,15 @@ pub(crate) struct Conn {
     steps: Vec<Step>,
     skip: Skip,
     backoff: Duration,
-    /// A `NOSCRIPT` reply to the current round's command.
-    noscript: Option<Op>,
+    /// Commands queued while the handshake is under way: written only once
+    /// it has succeeded, so that nothing runs on a connection whose `AUTH`
+    /// or `SELECT` failed.
+    held: Vec<u8>,
+    /// Resource and token of every script command in flight, in order.
+    replay: Vec<u8>,
+    replay_start: usize,
+    /// Why the connection last went down.
+    last_error: Option<NodeError>,
 }
 
 impl Conn {
@@ -169,7 +186,10 @@ impl Conn {
             steps: Vec::with_capacity(4),
             skip: Skip::No,
             backoff: config.backoff_min,
-            noscript: None,
+            held: Vec::with_capacity(1024),
+            replay: Vec::with_capacity(1024),
+            replay_start: 0,
+            last_error: None,
         }
     }
 
@@ -185,7 +205,8 @@ impl Conn {
         matches!(self.state, State::Down { .. })
     }
 
-    /// Whether everything queued has been written to the socket.
+    /// Whether everything queued has been written to the socket (commands
+    /// held back for the handshake do not count).
     pub(crate) fn is_flushed(&self) -> bool {
         self.written == self.out.len()
     }
@@ -195,11 +216,6 @@ impl Conn {
         self.pending
             .iter()
             .any(|p| matches!(p.expect, Expect::Command { round: r, .. } if r == round))
-    }
-
-    /// The `NOSCRIPT` reply to the current round, once.
-    pub(crate) fn take_noscript(&mut self) -> Option<Op> {
-        self.noscript.take()
     }
 
     /// Starts a non-blocking connect, with the handshake queued behind it.
@@ -245,12 +261,15 @@ impl Conn {
         self.decoder.reset();
         self.pending.clear();
         self.skip = Skip::No;
-        self.noscript = None;
+        self.held.clear();
+        self.replay.clear();
+        self.replay_start = 0;
     }
 
-    /// Drops the socket and everything in flight; a reconnect may start
-    /// after the back-off, which doubles up to its maximum.
-    pub(crate) fn close(&mut self, registry: &Registry, now: Instant) {
+    /// Drops the socket and everything in flight after `error`; a reconnect
+    /// may start after the back-off, which doubles up to its maximum.
+    pub(crate) fn close(&mut self, registry: &Registry, error: NodeError, now: Instant) {
+        self.last_error = Some(error);
         if let Some(mut stream) = self.stream.take() {
             // Deregistering a socket that is about to close cannot fail in a
             // way that matters: closing removes it from the poll set anyway.
@@ -274,16 +293,33 @@ impl Conn {
     ) -> Result<(), NodeError> {
         if let State::Down { retry_at } = self.state {
             if now < retry_at {
-                return Err(NodeError::Disconnected);
+                // Say why it is down (a refused handshake, say), not just that.
+                return Err(self.last_error.unwrap_or(NodeError::Disconnected));
             }
             self.connect(registry, now)?;
         }
         self.check_stall(now)?;
-        command.encode(&mut self.out);
+        let target = if self.state == State::Ready {
+            &mut self.out
+        } else {
+            &mut self.held
+        };
+        command.encode(target);
+        let (resource, token) = if command.op == Op::Acquire {
+            (0, 0)
+        } else {
+            self.replay.extend_from_slice(command.resource);
+            self.replay.extend_from_slice(command.token);
+            (command.resource.len() as u32, command.token.len() as u8)
+        };
         self.pending.push_back(Pending {
             expect: Expect::Command {
                 round,
                 op: command.op,
+                resource,
+                token,
+                ttl_ms: command.ttl_ms,
+                eval: command.eval,
             },
             sent: now,
         });
@@ -313,7 +349,8 @@ impl Conn {
     }
 
     fn check_stall(&self, now: Instant) -> Result<(), NodeError> {
-        if self.pending.len() >= MAX_PENDING || self.out.len() - self.written > MAX_UNWRITTEN {
+        let unwritten = self.out.len() - self.written + self.held.len();
+        if self.pending.len() >= MAX_PENDING || unwritten > MAX_UNWRITTEN {
             return Err(NodeError::Stalled);
         }
         match self.pending.front() {
@@ -381,6 +418,9 @@ impl Conn {
         self.flush()?;
         if event.is_readable() || event.is_read_closed() || event.is_error() {
             self.read(current, on_reply)?;
+            // Reading may have finished the handshake or answered a
+            // NOSCRIPT: write what that queued.
+            self.flush()?;
         }
         Ok(())
     }
@@ -464,17 +504,64 @@ impl Conn {
                                 Ok(false) => return Err(NodeError::UnexpectedReply),
                                 Err(error) => return Err(NodeError::Handshake(error)),
                             },
-                            Expect::Command { round, op } => {
-                                let outcome = commands::classify(op, &token);
-                                if outcome == Outcome::Unexpected {
+                            Expect::Command {
+                                round,
+                                op,
+                                resource,
+                                token: token_len,
+                                ttl_ms,
+                                eval,
+                            } => {
+                                let mut outcome = commands::classify(op, &token);
+                                let args = self.replay_start
+                                    ..self.replay_start
+                                        + resource as usize
+                                        + usize::from(token_len);
+                                let Some(arg_bytes) = self.replay.get(args.clone()) else {
                                     return Err(NodeError::UnexpectedReply);
+                                };
+                                if outcome == Outcome::NoScript && eval {
+                                    // EVAL carries the script: it cannot be missing.
+                                    outcome = Outcome::Server(ServerError::new(b"NOSCRIPT"));
                                 }
-                                if round == current {
-                                    if outcome == Outcome::NoScript {
-                                        self.noscript = Some(op);
-                                    } else {
-                                        on_reply(op, outcome);
+                                match outcome {
+                                    Outcome::Unexpected => return Err(NodeError::UnexpectedReply),
+                                    Outcome::NoScript => {
+                                        // The script cache was emptied: send the
+                                        // same request again with the script, for
+                                        // this round or a finished one alike.
+                                        let (res, tok) = arg_bytes.split_at(resource as usize);
+                                        Command {
+                                            op,
+                                            resource: res,
+                                            token: tok,
+                                            ttl_ms,
+                                            eval: true,
+                                        }
+                                        .encode(&mut self.out);
+                                        self.replay.extend_from_within(args.clone());
+                                        self.pending.push_back(Pending {
+                                            expect: Expect::Command {
+                                                round,
+                                                op,
+                                                resource,
+                                                token: token_len,
+                                                ttl_ms,
+                                                eval: true,
+                                            },
+                                            sent: self
+                                                .pending
+                                                .front()
+                                                .map_or_else(Instant::now, |p| p.sent),
+                                        });
                                     }
+                                    _ if round == current => on_reply(op, outcome),
+                                    _ => {}
+                                }
+                                self.replay_start = args.end;
+                                if self.replay_start == self.replay.len() {
+                                    self.replay.clear();
+                                    self.replay_start = 0;
                                 }
                             }
                         }
@@ -504,6 +591,9 @@ impl Conn {
             if !waiting {
                 self.state = State::Ready;
                 self.backoff = self.config.backoff_min;
+                self.last_error = None;
+                self.out.extend_from_slice(&self.held);
+                self.held.clear();
             }
         }
     }

@@ -59,12 +59,14 @@ impl Driver {
         let now = Instant::now();
         let registry = self.poll.registry();
         for conn in &mut self.conns {
-            if conn.is_down() && conn.connect(registry, now).is_err() {
-                conn.close(registry, now);
+            if conn.is_down() {
+                if let Err(error) = conn.connect(registry, now) {
+                    conn.close(registry, error, now);
+                }
             }
         }
         let id = self.next_round();
-        self.wait(id, deadline, Until::Connected, None, None)
+        self.wait(id, deadline, Until::Connected, None)
     }
 
     fn next_round(&mut self) -> u64 {
@@ -75,8 +77,8 @@ impl Driver {
 
     /// Runs one round: queues `command` on every connection, writes them
     /// all in the same tick, then reads replies into `round` until it is
-    /// decided or its deadline passes. A `NOSCRIPT` reply is answered by
-    /// sending the script again as `EVAL` on that node, within the round.
+    /// decided or its deadline passes. (A `NOSCRIPT` reply is answered by
+    /// the connection itself, with `EVAL`, within the round.)
     pub(crate) fn run(&mut self, round: &mut Round, command: &Command<'_>) -> io::Result<()> {
         let id = self.next_round();
         let now = Instant::now();
@@ -84,7 +86,7 @@ impl Driver {
         for (i, conn) in self.conns.iter_mut().enumerate() {
             if let Err(error) = conn.send(registry, command, id, now) {
                 if !conn.is_down() {
-                    conn.close(registry, now);
+                    conn.close(registry, error, now);
                 }
                 round.handle_failure(i, error, now);
             }
@@ -95,7 +97,7 @@ impl Driver {
             }
         }
         let deadline = round.deadline();
-        self.wait(id, deadline, Until::Decided, Some(round), Some(command))
+        self.wait(id, deadline, Until::Decided, Some(round))
     }
 
     /// Queues `command` on every connection that is up and writes it,
@@ -112,11 +114,11 @@ impl Driver {
             let sent = conn
                 .send(registry, command, id, now)
                 .and_then(|()| conn.flush());
-            if sent.is_err() {
-                conn.close(registry, now);
+            if let Err(error) = sent {
+                conn.close(registry, error, now);
             }
         }
-        self.wait(id, deadline, Until::Flushed, None, None)
+        self.wait(id, deadline, Until::Flushed, None)
     }
 
     /// Polls and dispatches readiness until `until` holds or `deadline`
@@ -128,7 +130,6 @@ impl Driver {
         deadline: Instant,
         until: Until,
         mut round: Option<&mut Round>,
-        command: Option<&Command<'_>>,
     ) -> io::Result<()> {
         loop {
             let now = Instant::now();
@@ -177,23 +178,6 @@ impl Driver {
                 });
                 if let Err(error) = result {
                     fail(conn, registry, i, id, error, now, round.as_deref_mut());
-                    continue;
-                }
-                if let (Some(op), Some(command)) = (conn.take_noscript(), command) {
-                    let again = Command {
-                        op,
-                        eval: true,
-                        ..*command
-                    };
-                    let resent = conn
-                        .send(registry, &again, id, now)
-                        .and_then(|()| conn.flush());
-                    if let Err(error) = resent {
-                        fail(conn, registry, i, id, error, now, round.as_deref_mut());
-                        if let Some(round) = round.as_deref_mut() {
-                            round.handle_failure(i, error, now);
-                        }
-                    }
                 }
             }
         }
@@ -231,7 +215,7 @@ fn fail(
     round: Option<&mut Round>,
 ) {
     let owed = conn.has_pending_for(id);
-    conn.close(registry, now);
+    conn.close(registry, error, now);
     if let (true, Some(round)) = (owed, round) {
         round.handle_failure(i, error, now);
     }
