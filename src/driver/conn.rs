@@ -163,7 +163,6 @@ pub(crate) struct Conn {
     held: Vec<u8>,
     /// Resource and token of every script command in flight, in order.
     replay: Vec<u8>,
-    replay_start: usize,
     /// Why the connection last went down.
     last_error: Option<NodeError>,
 }
@@ -188,7 +187,6 @@ impl Conn {
             backoff: config.backoff_min,
             held: Vec::with_capacity(1024),
             replay: Vec::with_capacity(1024),
-            replay_start: 0,
             last_error: None,
         }
     }
@@ -263,7 +261,6 @@ impl Conn {
         self.skip = Skip::No;
         self.held.clear();
         self.replay.clear();
-        self.replay_start = 0;
     }
 
     /// Drops the socket and everything in flight after `error`; a reconnect
@@ -513,10 +510,7 @@ impl Conn {
                                 eval,
                             } => {
                                 let mut outcome = commands::classify(op, &token);
-                                let args = self.replay_start
-                                    ..self.replay_start
-                                        + resource as usize
-                                        + usize::from(token_len);
+                                let args = 0..resource as usize + usize::from(token_len);
                                 let Some(arg_bytes) = self.replay.get(args.clone()) else {
                                     return Err(NodeError::UnexpectedReply);
                                 };
@@ -558,11 +552,12 @@ impl Conn {
                                     _ if round == current => on_reply(op, outcome),
                                     _ => {}
                                 }
-                                self.replay_start = args.end;
-                                if self.replay_start == self.replay.len() {
-                                    self.replay.clear();
-                                    self.replay_start = 0;
-                                }
+                                // Drop the consumed arguments now: with early
+                                // decision a connection may never be idle, so
+                                // waiting for an empty arena could grow it
+                                // without bound. What is left is a request or
+                                // two, cheap to move.
+                                self.replay.drain(..args.end);
                             }
                         }
                         self.pending.pop_front();
