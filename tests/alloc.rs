@@ -1,6 +1,7 @@
 //! Steady-state heap allocations of the lock's hot paths, against five real
 //! masters: acquire + release and extend must allocate nothing; a contended
-//! acquire that fails allocates exactly its error's boxed report.
+//! acquire that fails allocates exactly its error's boxed report. The RESP
+//! decoder allocates nothing per reply, whatever counts the replies declare.
 //!
 //! A counting global allocator counts the allocations made by the thread
 //! that has switched counting on, so the test harness's own threads (and
@@ -16,6 +17,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use redlock_mio::resp::{Decoder, Status};
 use redlock_mio::rules::Report;
 use redlock_mio::{Error, Redlock};
 use support::cluster::Cluster;
@@ -184,4 +186,43 @@ fn hot_paths_do_not_allocate() {
         ),
         "a failed acquire should allocate exactly its boxed report"
     );
+
+    decoder_allocates_nothing();
+}
+
+/// Decodes a stream of every reply type, nested aggregates with large
+/// declared counts among them, with one decoder made beforehand.
+fn decoder_allocates_nothing() {
+    let mut stream = Vec::new();
+    for reply in [
+        &b"+OK\r\n$-1\r\n_\r\n:1\r\n-NOSCRIPT No matching script\r\n"[..],
+        b"$40\r\n0123456789012345678901234567890123456789\r\n",
+        b"%2\r\n+a\r\n*3\r\n:1\r\n,1.5\r\n#t\r\n+b\r\n~1\r\n(123\r\n",
+        b"|1\r\n+ttl\r\n:3\r\n>2\r\n$7\r\nmessage\r\n=8\r\ntxt:text\r\n",
+        b"$?\r\n;2\r\nab\r\n;0\r\n*?\r\n:1\r\n.\r\n!3\r\nERR\r\n",
+    ] {
+        stream.extend_from_slice(reply);
+    }
+    // A deep nest, within the default depth limit.
+    stream.extend(b"*1\r\n".repeat(100));
+    stream.extend_from_slice(b":0\r\n");
+    // A declared count of 4 billion, then fed a single element: nothing is
+    // reserved from the count.
+    stream.extend_from_slice(b"*4000000000\r\n:1\r\n");
+    let mut decoder = Decoder::new();
+    let mut tokens = 0u32;
+    let (count, bytes) = allocations(|| {
+        for _ in 0..100 {
+            decoder.reset();
+            let mut rest = &stream[..];
+            while let Ok(Status::Complete(item)) = decoder.decode(rest) {
+                rest = &rest[item.len..];
+                tokens += 1;
+            }
+            assert!(rest.is_empty(), "the whole stream decodes");
+        }
+    });
+    println!("decoder: {count} allocations ({bytes} bytes) for {tokens} tokens");
+    assert!(tokens > 100 * 120, "decoded {tokens} tokens");
+    assert_eq!(count, 0, "the decoder allocated");
 }
