@@ -187,6 +187,37 @@ fn hot_paths_do_not_allocate() {
         "a failed acquire should allocate exactly its boxed report"
     );
 
+    // A master that stops answering in the middle of the steady state: its
+    // connection collects requests up to the stall limit, is dropped and
+    // reconnected, and none of that allocates. It is paused from another
+    // thread (allocations are counted on this one only), a few cycles into
+    // the measurement, after a warm-up with every master healthy.
+    let mut held = holder
+        .try_lock("redlock-mio:alloc-test:held", TTL)
+        .expect("acquire the lock to extend");
+    for _ in 0..WARM_UP {
+        acquire_release(&holder);
+        holder.extend(&mut held, TTL).expect("extend");
+    }
+    let (paused, _) = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            std::thread::sleep(Duration::from_millis(20));
+            cluster.pause(4);
+        });
+        allocations(|| {
+            for _ in 0..CYCLES {
+                acquire_release(&holder);
+                holder
+                    .extend(&mut held, TTL)
+                    .expect("extend with a master paused");
+            }
+        })
+    });
+    assert!(cluster.is_paused(4), "the master was paused during the run");
+    cluster.resume(4);
+    println!("a master paused mid-run: {paused} allocations in {CYCLES} cycles and extends");
+    assert_eq!(paused, 0, "a paused master made the client allocate");
+
     decoder_allocates_nothing();
 }
 

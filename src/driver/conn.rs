@@ -35,6 +35,19 @@ const PENDING_CAPACITY: usize = 64;
 /// stall timer fires.
 const MAX_PENDING: usize = 32;
 
+/// Room for the arguments of [`MAX_PENDING`] script commands on resources
+/// stored inline in a `Lock` (64 bytes) with 20-byte tokens: a lagging
+/// master never makes the replay arena grow in steady state.
+const REPLAY_CAPACITY: usize = 4096;
+const _: () = assert!(REPLAY_CAPACITY >= MAX_PENDING * (64 + crate::TOKEN_LEN));
+
+/// Room in the output and held-back buffers for the handshake and
+/// [`MAX_PENDING`] commands (an `EVAL` of the extend script on a 64-byte
+/// resource is about 260 bytes): a master that stops answering never makes
+/// them grow before the stall limit drops the connection.
+const OUTPUT_CAPACITY: usize = 12 * 1024;
+const _: () = assert!(OUTPUT_CAPACITY >= 512 + MAX_PENDING * 320);
+
 /// Unwritten bytes after which a connection counts as stalled.
 const MAX_UNWRITTEN: usize = 64 * 1024;
 
@@ -175,7 +188,7 @@ impl Conn {
             config,
             state: State::Down { retry_at: now },
             stream: None,
-            out: Vec::with_capacity(1024),
+            out: Vec::with_capacity(OUTPUT_CAPACITY),
             written: 0,
             input: vec![0; READ_BUFFER],
             start: 0,
@@ -185,8 +198,8 @@ impl Conn {
             steps: Vec::with_capacity(4),
             skip: Skip::No,
             backoff: config.backoff_min,
-            held: Vec::with_capacity(1024),
-            replay: Vec::with_capacity(1024),
+            held: Vec::with_capacity(OUTPUT_CAPACITY),
+            replay: Vec::with_capacity(REPLAY_CAPACITY),
             last_error: None,
         }
     }
@@ -217,19 +230,30 @@ impl Conn {
     }
 
     /// Starts a non-blocking connect, with the handshake queued behind it.
+    /// A connect that fails at once leaves the connection down, with its
+    /// back-off doubled like any other failure.
     pub(crate) fn connect(&mut self, registry: &Registry, now: Instant) -> Result<(), NodeError> {
         let stream = match self.addr.endpoint() {
             Endpoint::Tcp(addr) => TcpStream::connect(*addr).map(Stream::Tcp),
             Endpoint::Unix(path) => UnixStream::connect(path).map(Stream::Unix),
         };
-        let mut stream = stream.map_err(|e| NodeError::Connect(e.kind()))?;
-        registry
-            .register(
-                stream.source(),
-                MioToken(self.index),
-                Interest::READABLE | Interest::WRITABLE,
-            )
-            .map_err(|e| NodeError::Connect(e.kind()))?;
+        let registered = stream.and_then(|mut stream| {
+            registry
+                .register(
+                    stream.source(),
+                    MioToken(self.index),
+                    Interest::READABLE | Interest::WRITABLE,
+                )
+                .map(|()| stream)
+        });
+        let stream = match registered {
+            Ok(stream) => stream,
+            Err(e) => {
+                let error = NodeError::Connect(e.kind());
+                self.close(registry, error, now);
+                return Err(error);
+            }
+        };
         self.stream = Some(stream);
         self.clear_buffers();
         commands::encode_handshake(

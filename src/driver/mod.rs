@@ -60,9 +60,8 @@ impl Driver {
         let registry = self.poll.registry();
         for conn in &mut self.conns {
             if conn.is_down() {
-                if let Err(error) = conn.connect(registry, now) {
-                    conn.close(registry, error, now);
-                }
+                // A failure leaves it down, with its back-off started.
+                let _ = conn.connect(registry, now);
             }
         }
         let id = self.next_round();
