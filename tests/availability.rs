@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use redlock_mio::rules::{self, NodeError, NodeState};
 use redlock_mio::{Error, Lock, RELEASE_SHA1, Redlock};
+use support::check::{command_stats, eventually, pttl};
 use support::cluster::Cluster;
 
 const N: usize = 5;
@@ -32,21 +33,6 @@ fn client(cluster: &Cluster) -> Redlock {
         .retry_count(0)
         .build()
         .expect("build a client")
-}
-
-/// Polls `check` until it holds or `within` has passed; returns whether it
-/// held.
-fn eventually(within: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if check() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// Nodes among `nodes` that hold `key` with `token`.
@@ -76,36 +62,6 @@ fn assert_gone(cluster: &Cluster, nodes: &[usize], key: &[u8], within: Duration)
         "key \"{}\" still on nodes {left:?} after {within:?}",
         key.escape_ascii()
     );
-}
-
-/// Parses an integer reply `:N\r\n`.
-fn integer(reply: &[u8]) -> i64 {
-    let text = std::str::from_utf8(reply).expect("utf-8 reply");
-    text.strip_prefix(':')
-        .and_then(|t| t.trim_end().parse().ok())
-        .unwrap_or_else(|| panic!("not an integer reply: {text:?}"))
-}
-
-fn pttl(cluster: &Cluster, i: usize, key: &[u8]) -> i64 {
-    integer(&cluster.command(i, &[b"PTTL", key]))
-}
-
-/// `(calls, failed_calls)` of `command` in `INFO commandstats` of node `i`.
-fn command_stats(cluster: &Cluster, i: usize, command: &str) -> (u64, u64) {
-    let reply = cluster.command(i, &[b"INFO", b"commandstats"]);
-    let text = String::from_utf8_lossy(&reply);
-    let prefix = format!("cmdstat_{command}:");
-    let Some(line) = text.lines().find(|l| l.starts_with(&prefix)) else {
-        return (0, 0);
-    };
-    let field = |name: &str| -> u64 {
-        line[prefix.len()..]
-            .split(',')
-            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no {name} in {line:?}"))
-    };
-    (field("calls"), field("failed_calls"))
 }
 
 fn reset_stats(cluster: &Cluster) {

@@ -14,6 +14,7 @@ use redlock_mio::rules::{NodeError, NodeState};
 use redlock_mio::{
     AddrError, Builder, ConfigError, Error, MAX_RESOURCE_LEN, MAX_TTL, Redlock, ServerAddr,
 };
+use support::check::eventually;
 use support::cluster::Cluster;
 
 const TTL: Duration = Duration::from_secs(10);
@@ -38,20 +39,6 @@ where
     Redlock::builder(servers)
         .build()
         .expect_err("the configuration must be refused")
-}
-
-/// Polls `check` until it holds or `within` has passed.
-fn eventually(within: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if check() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// `calls` of `command` in `INFO commandstats` of node `i`.

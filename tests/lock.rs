@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use redlock_mio::rules::{NodeError, NodeState};
 use redlock_mio::{Error, Lock, MAX_TTL, Redlock, TOKEN_LEN};
+use support::check::{command_stats, eventually, pttl};
 use support::cluster::{Cluster, ClusterOptions};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -34,21 +35,6 @@ fn holders(cluster: &Cluster, key: &[u8], token: &[u8]) -> usize {
     (0..cluster.len())
         .filter(|&i| cluster.get(i, key).as_deref() == Some(token))
         .count()
-}
-
-/// Polls `check` until it holds or `within` has passed; returns whether it
-/// held.
-fn eventually(within: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if check() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// Waits until no node has `key`; panics naming the nodes that keep it.
@@ -75,38 +61,6 @@ fn assert_held_everywhere(cluster: &Cluster, key: &[u8], token: &[u8]) {
         holders(cluster, key, token),
         cluster.len()
     );
-}
-
-/// Parses an integer reply `:N\r\n`.
-fn integer(reply: &[u8]) -> i64 {
-    let text = std::str::from_utf8(reply).expect("utf-8 reply");
-    text.strip_prefix(':')
-        .and_then(|t| t.trim_end().parse().ok())
-        .unwrap_or_else(|| panic!("not an integer reply: {text:?}"))
-}
-
-/// `PTTL key` on node `i`, in milliseconds (-2: no key, -1: no expiry).
-fn pttl(cluster: &Cluster, i: usize, key: &[u8]) -> i64 {
-    integer(&cluster.command(i, &[b"PTTL", key]))
-}
-
-/// `(calls, failed_calls)` of `command` (lower case, e.g. `evalsha`) in
-/// `INFO commandstats` of node `i`; `(0, 0)` if never called.
-fn command_stats(cluster: &Cluster, i: usize, command: &str) -> (u64, u64) {
-    let reply = cluster.command(i, &[b"INFO", b"commandstats"]);
-    let text = String::from_utf8_lossy(&reply);
-    let prefix = format!("cmdstat_{command}:");
-    let Some(line) = text.lines().find(|l| l.starts_with(&prefix)) else {
-        return (0, 0);
-    };
-    let field = |name: &str| -> u64 {
-        line[prefix.len()..]
-            .split(',')
-            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no {name} in {line:?}"))
-    };
-    (field("calls"), field("failed_calls"))
 }
 
 fn acquire_release_cycle(n: usize) {

@@ -5,4 +5,5 @@
 //! test crate, its `pub` items are not reachable from outside by design.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod check;
 pub mod cluster;

@@ -1,0 +1,55 @@
+//! Small checks shared by the integration tests: polling with a deadline,
+//! and reading a node's state (TTLs, command statistics).
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::cluster::Cluster;
+
+/// Polls `check` every 5 ms until it holds or `within` has passed; returns
+/// whether it held. For "eventually on every node" checks: a lock call
+/// returns at quorum, before the last nodes have answered.
+pub fn eventually(within: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Parses an integer reply `:N\r\n`.
+pub fn integer(reply: &[u8]) -> i64 {
+    let text = std::str::from_utf8(reply).expect("utf-8 reply");
+    text.strip_prefix(':')
+        .and_then(|t| t.trim_end().parse().ok())
+        .unwrap_or_else(|| panic!("not an integer reply: {text:?}"))
+}
+
+/// `PTTL key` on node `i`, in milliseconds (-2: no key, -1: no expiry).
+pub fn pttl(cluster: &Cluster, i: usize, key: &[u8]) -> i64 {
+    integer(&cluster.command(i, &[b"PTTL", key]))
+}
+
+/// `(calls, failed_calls)` of `command` (lower case, e.g. `evalsha`) in
+/// `INFO commandstats` of node `i`; `(0, 0)` if never called.
+pub fn command_stats(cluster: &Cluster, i: usize, command: &str) -> (u64, u64) {
+    let reply = cluster.command(i, &[b"INFO", b"commandstats"]);
+    let text = String::from_utf8_lossy(&reply);
+    let prefix = format!("cmdstat_{command}:");
+    let Some(line) = text.lines().find(|l| l.starts_with(&prefix)) else {
+        return (0, 0);
+    };
+    let field = |name: &str| -> u64 {
+        line[prefix.len()..]
+            .split(',')
+            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {line:?}"))
+    };
+    (field("calls"), field("failed_calls"))
+}
