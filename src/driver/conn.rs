@@ -455,7 +455,8 @@ impl Conn {
         loop {
             if self.end == self.input.len() {
                 if self.start == 0 {
-                    // Unreachable with REPLY_LIMITS: every token fits.
+                    // Unreachable: under REPLY_LIMITS every token fits in
+                    // the buffer. A typed error all the same.
                     return Err(NodeError::UnexpectedReply);
                 }
                 self.input.copy_within(self.start..self.end, 0);

@@ -8,7 +8,7 @@
 mod conn;
 
 use std::io;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Registry};
 
@@ -78,8 +78,15 @@ impl Driver {
     /// all in the same tick, then reads replies into `round` until it is
     /// decided or its deadline passes. (A `NOSCRIPT` reply is answered by
     /// the connection itself, with `EVAL`, within the round.)
+    ///
+    /// First it reads, without waiting, whatever arrived while the client
+    /// was idle: late replies to earlier rounds, so that their requests do
+    /// not look stalled, and anything unprompted, so that a reply to
+    /// nothing fails its connection before a new request could be matched
+    /// to it.
     pub(crate) fn run(&mut self, round: &mut Round, command: &Command<'_>) -> io::Result<()> {
         let id = self.next_round();
+        self.poll_once(Duration::ZERO, id, None)?;
         let now = Instant::now();
         let registry = self.poll.registry();
         for (i, conn) in self.conns.iter_mut().enumerate() {
@@ -154,32 +161,46 @@ impl Driver {
                 .iter()
                 .filter_map(Conn::next_timer)
                 .fold(deadline, Instant::min);
-            match self
-                .poll
-                .poll(&mut self.events, Some(wake.saturating_duration_since(now)))
-            {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            }
-            let now = Instant::now();
-            let registry = self.poll.registry();
-            for event in self.events.iter() {
-                let i = event.token().0;
-                let Some(conn) = self.conns.get_mut(i) else {
-                    continue;
-                };
-                let mut target = round.as_deref_mut();
-                let result = conn.handle_event(event, now, id, &mut |_, outcome| {
-                    if let Some(round) = target.as_deref_mut() {
-                        deliver(round, i, outcome, now);
-                    }
-                });
-                if let Err(error) = result {
-                    fail(conn, registry, i, id, error, now, round.as_deref_mut());
+            self.poll_once(
+                wake.saturating_duration_since(now),
+                id,
+                round.as_deref_mut(),
+            )?;
+        }
+    }
+
+    /// Waits up to `timeout` for readiness and handles every event:
+    /// outcomes of round `id` go to `round`; a connection that fails is
+    /// closed, and a request of round `id` it had counts as failed.
+    fn poll_once(
+        &mut self,
+        timeout: Duration,
+        id: u64,
+        mut round: Option<&mut Round>,
+    ) -> io::Result<()> {
+        match self.poll.poll(&mut self.events, Some(timeout)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        let now = Instant::now();
+        let registry = self.poll.registry();
+        for event in self.events.iter() {
+            let i = event.token().0;
+            let Some(conn) = self.conns.get_mut(i) else {
+                continue;
+            };
+            let mut target = round.as_deref_mut();
+            let result = conn.handle_event(event, now, id, &mut |_, outcome| {
+                if let Some(round) = target.as_deref_mut() {
+                    deliver(round, i, outcome, now);
                 }
+            });
+            if let Err(error) = result {
+                fail(conn, registry, i, id, error, now, round.as_deref_mut());
             }
         }
+        Ok(())
     }
 }
 

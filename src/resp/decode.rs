@@ -170,7 +170,8 @@ pub enum Error {
         /// The limit in force.
         limit: u64,
     },
-    /// A simple line (string, error, double, …) is longer than
+    /// A line (simple string or error, double, big number, or the number
+    /// after `:`, `$`, `*` and the like) is longer than
     /// [`Limits::max_line_len`], or has no CRLF within it.
     LineTooLong {
         /// The limit in force.
@@ -631,6 +632,12 @@ impl Decoder {
                     self.digits += 1;
                     if self.acc > self.number_limit(num) {
                         return Err(self.number_too_large(num));
+                    }
+                    // Leading zeros keep the value small: bound the line.
+                    if i - 1 > self.limits.max_line_len {
+                        return Err(Error::LineTooLong {
+                            limit: self.limits.max_line_len,
+                        });
                     }
                 }
                 b'-' if i == 2 && may_be_negative => self.negative = true,

@@ -7,3 +7,4 @@
 
 pub mod check;
 pub mod cluster;
+pub mod hostile;

@@ -489,6 +489,16 @@ fn line_limit() {
         pieces(limits, b"+abcdefgh", &[1, 2, 3, 4, 5, 6]).1,
         Some(Error::LineTooLong { limit: 4 })
     );
+    // Number lines too: leading zeros never overflow, so only the length
+    // bounds them.
+    assert_eq!(whole(limits, b":0001\r\n").1, None);
+    assert_eq!(
+        error(limits, b":00001\r\n"),
+        Error::LineTooLong { limit: 4 }
+    );
+    assert_eq!(error(limits, b"$00000"), Error::LineTooLong { limit: 4 });
+    let zeros = [&b":"[..], &[b'0'; 70_000][..]].concat();
+    assert_eq!(err(&zeros), Error::LineTooLong { limit: 64 * 1024 });
     let endless = vec![b'x'; 64 * 1024 + 2];
     let mut input = b"+".to_vec();
     input.extend_from_slice(&endless);
