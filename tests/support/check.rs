@@ -24,7 +24,7 @@ pub fn eventually(within: Duration, mut check: impl FnMut() -> bool) -> bool {
 
 /// Parses an integer reply `:N\r\n`.
 pub fn integer(reply: &[u8]) -> i64 {
-    let text = std::str::from_utf8(reply).expect("utf-8 reply");
+    let text = String::from_utf8_lossy(reply);
     text.strip_prefix(':')
         .and_then(|t| t.trim_end().parse().ok())
         .unwrap_or_else(|| panic!("not an integer reply: {text:?}"))
