@@ -200,6 +200,7 @@ impl Builder {
             return Err(ConfigError::InvalidDriftFactor);
         }
         let conn = ConnConfig {
+            request_timeout: self.request_timeout,
             connect_timeout: self.connect_timeout,
             stall_timeout: self.stall_timeout,
             backoff_min: Duration::from_millis(10).min(self.backoff_max),

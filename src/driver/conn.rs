@@ -35,18 +35,23 @@ const PENDING_CAPACITY: usize = 64;
 /// stall timer fires.
 const MAX_PENDING: usize = 32;
 
-/// Room for the arguments of [`MAX_PENDING`] script commands on resources
+/// Requests beyond [`MAX_PENDING`] that releases may still queue.
+const RELEASE_HEADROOM: usize = 8;
+
+/// Room for the arguments of the most script commands in flight on resources
 /// stored inline in a `Lock` (64 bytes) with 20-byte tokens: a lagging
 /// master never makes the replay arena grow in steady state.
 const REPLAY_CAPACITY: usize = 4096;
-const _: () = assert!(REPLAY_CAPACITY >= MAX_PENDING * (64 + crate::TOKEN_LEN));
+const _: () =
+    assert!(REPLAY_CAPACITY >= (MAX_PENDING + RELEASE_HEADROOM) * (64 + crate::TOKEN_LEN));
+const _: () = assert!(PENDING_CAPACITY >= MAX_PENDING + RELEASE_HEADROOM);
 
-/// Room in the output and held-back buffers for the handshake and
-/// [`MAX_PENDING`] commands (an `EVAL` of the extend script on a 64-byte
+/// Room in the output and held-back buffers for the handshake and the most
+/// commands in flight (an `EVAL` of the extend script on a 64-byte
 /// resource is about 260 bytes): a master that stops answering never makes
 /// them grow before the stall limit drops the connection.
-const OUTPUT_CAPACITY: usize = 12 * 1024;
-const _: () = assert!(OUTPUT_CAPACITY >= 512 + MAX_PENDING * 320);
+const OUTPUT_CAPACITY: usize = 16 * 1024;
+const _: () = assert!(OUTPUT_CAPACITY >= 512 + (MAX_PENDING + RELEASE_HEADROOM) * 320);
 
 /// Unwritten bytes after which a connection counts as stalled.
 const MAX_UNWRITTEN: usize = 64 * 1024;
@@ -54,6 +59,7 @@ const MAX_UNWRITTEN: usize = 64 * 1024;
 /// Timing of a connection.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ConnConfig {
+    pub(crate) request_timeout: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) stall_timeout: Duration,
     pub(crate) backoff_min: Duration,
@@ -178,6 +184,13 @@ pub(crate) struct Conn {
     replay: Vec<u8>,
     /// Why the connection last went down.
     last_error: Option<NodeError>,
+    /// Since when the connection has kept missing round deadlines: set by
+    /// a round that timed out on it, cleared by any reply that arrives
+    /// within the request timeout of its request. A
+    /// connection that lost replies (a broken proxy) matches every reply to
+    /// an older request of the same kind and so never answers in time;
+    /// after the stall timeout it is re-made.
+    late_since: Option<Instant>,
 }
 
 impl Conn {
@@ -201,6 +214,7 @@ impl Conn {
             held: Vec::with_capacity(OUTPUT_CAPACITY),
             replay: Vec::with_capacity(REPLAY_CAPACITY),
             last_error: None,
+            late_since: None,
         }
     }
 
@@ -216,10 +230,19 @@ impl Conn {
         matches!(self.state, State::Down { .. })
     }
 
-    /// Whether everything queued has been written to the socket (commands
-    /// held back for the handshake do not count).
+    /// Whether everything queued has been written to the socket, commands
+    /// held back for the handshake included.
     pub(crate) fn is_flushed(&self) -> bool {
-        self.written == self.out.len()
+        self.written == self.out.len() && self.held.is_empty()
+    }
+
+    /// Whether the connection is up, or down with its back-off expired (so
+    /// that [`send`](Self::send) would reconnect).
+    pub(crate) fn may_send(&self, now: Instant) -> bool {
+        match self.state {
+            State::Down { retry_at } => now >= retry_at,
+            _ => true,
+        }
     }
 
     /// Whether a request of `round` is still unanswered.
@@ -285,6 +308,7 @@ impl Conn {
         self.skip = Skip::No;
         self.held.clear();
         self.replay.clear();
+        self.late_since = None;
     }
 
     /// Drops the socket and everything in flight after `error`; a reconnect
@@ -296,11 +320,30 @@ impl Conn {
             // way that matters: closing removes it from the poll set anyway.
             let _ = registry.deregister(stream.source());
         }
-        self.clear_buffers();
-        self.state = State::Down {
-            retry_at: now + self.backoff,
+        // A healthy connection that was closed, reset or stalled is re-made
+        // at once (the next round reconnects and waits for the handshake):
+        // servers restart, middleboxes drop idle connections. A server
+        // that broke the protocol, and repeated failures, back off,
+        // doubling up to the maximum.
+        let benign = matches!(
+            error,
+            NodeError::Closed | NodeError::Io(_) | NodeError::Stalled
+        );
+        let retry_at = if self.state == State::Ready && benign {
+            now
+        } else {
+            let at = now + self.backoff;
+            self.backoff = (self.backoff * 2).min(self.config.backoff_max);
+            at
         };
-        self.backoff = (self.backoff * 2).min(self.config.backoff_max);
+        self.clear_buffers();
+        self.state = State::Down { retry_at };
+    }
+
+    /// The round that started at `started` reached its deadline without a
+    /// reply from this connection.
+    pub(crate) fn note_late(&mut self, started: Instant) {
+        self.late_since.get_or_insert(started);
     }
 
     /// Queues `command` for `round`, connecting first if the connection is
@@ -319,7 +362,14 @@ impl Conn {
             }
             self.connect(registry, now)?;
         }
-        self.check_stall(now)?;
+        if command.op == Op::Release {
+            // A release is queued even on a connection that looks stalled:
+            // written, it frees the key, if only once a paused server
+            // resumes; refused, the key would stay until its TTL.
+            self.check_limits(RELEASE_HEADROOM)?;
+        } else {
+            self.check_stall(now)?;
+        }
         let target = if self.state == State::Ready {
             &mut self.out
         } else {
@@ -369,11 +419,23 @@ impl Conn {
         Ok(())
     }
 
-    fn check_stall(&self, now: Instant) -> Result<(), NodeError> {
+    /// Fails a connection holding more requests or unwritten bytes than it
+    /// may: `headroom` more requests are allowed for releases.
+    fn check_limits(&self, headroom: usize) -> Result<(), NodeError> {
         let unwritten = self.out.len() - self.written + self.held.len();
-        if self.pending.len() >= MAX_PENDING || unwritten > MAX_UNWRITTEN {
+        if self.pending.len() >= MAX_PENDING + headroom || unwritten > MAX_UNWRITTEN {
             return Err(NodeError::Stalled);
         }
+        Ok(())
+    }
+
+    fn check_stall(&self, now: Instant) -> Result<(), NodeError> {
+        if let Some(since) = self.late_since {
+            if now.saturating_duration_since(since) > self.config.stall_timeout {
+                return Err(NodeError::Stalled);
+            }
+        }
+        self.check_limits(0)?;
         match self.pending.front() {
             Some(oldest)
                 if now.saturating_duration_since(oldest.sent) > self.config.stall_timeout =>
@@ -438,7 +500,7 @@ impl Conn {
         }
         self.flush()?;
         if event.is_readable() || event.is_read_closed() || event.is_error() {
-            self.read(current, on_reply)?;
+            self.read(now, current, on_reply)?;
             // Reading may have finished the handshake or answered a
             // NOSCRIPT: write what that queued.
             self.flush()?;
@@ -449,6 +511,7 @@ impl Conn {
     /// Reads until the socket would block, decoding as it goes.
     fn read(
         &mut self,
+        now: Instant,
         current: u64,
         on_reply: &mut impl FnMut(Op, Outcome),
     ) -> Result<(), NodeError> {
@@ -468,12 +531,12 @@ impl Conn {
             };
             match stream.read(&mut self.input[self.end..]) {
                 Ok(0) => {
-                    self.process(current, on_reply)?;
+                    self.process(now, current, on_reply)?;
                     return Err(NodeError::Closed);
                 }
                 Ok(n) => {
                     self.end += n;
-                    self.process(current, on_reply)?;
+                    self.process(now, current, on_reply)?;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -485,6 +548,7 @@ impl Conn {
     /// Decodes and dispatches every complete token in the read buffer.
     fn process(
         &mut self,
+        now: Instant,
         current: u64,
         on_reply: &mut impl FnMut(Op, Outcome),
     ) -> Result<(), NodeError> {
@@ -519,6 +583,10 @@ impl Conn {
                         if !frame_end {
                             // None of our commands is answered by an aggregate.
                             return Err(NodeError::UnexpectedReply);
+                        }
+                        if now <= pending.sent + self.config.request_timeout {
+                            // An answer in time: the connection keeps up.
+                            self.late_since = None;
                         }
                         match pending.expect {
                             Expect::Step(step) => match commands::handshake_ok(step, &token) {

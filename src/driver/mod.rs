@@ -14,7 +14,7 @@ use mio::{Events, Poll, Registry};
 
 use crate::addr::ServerAddr;
 use crate::commands::{Command, Outcome};
-use crate::rules::{NodeError, Round};
+use crate::rules::{NodeError, NodeState, Round};
 
 pub(crate) use conn::{Conn, ConnConfig};
 
@@ -103,25 +103,37 @@ impl Driver {
             }
         }
         let deadline = round.deadline();
-        self.wait(id, deadline, Until::Decided, Some(round))
+        self.wait(id, deadline, Until::Decided, Some(&mut *round))?;
+        for (conn, state) in self.conns.iter_mut().zip(round.nodes()) {
+            if *state == NodeState::TimedOut {
+                conn.note_late(round.started());
+            }
+        }
+        Ok(())
     }
 
-    /// Queues `command` on every connection that is up and writes it,
-    /// waiting until `deadline` at most for the writes to leave, but not
-    /// for replies: they are matched and dropped by later rounds.
+    /// Queues `command` on every connection that is up (or may reconnect at
+    /// once) and writes it, waiting until `deadline` at most for the writes
+    /// to leave (after a handshake, where one is needed), but not for
+    /// replies: they are matched and dropped by later rounds.
     pub(crate) fn send_only(&mut self, command: &Command<'_>, deadline: Instant) -> io::Result<()> {
         let id = self.next_round();
         let now = Instant::now();
         let registry = self.poll.registry();
         for conn in &mut self.conns {
-            if conn.is_down() {
+            // A connection dropped in the failed round (say, as stalled,
+            // after its SET went out) reconnects at once: the release waits
+            // for the handshake on the new one.
+            if !conn.may_send(now) {
                 continue;
             }
             let sent = conn
                 .send(registry, command, id, now)
                 .and_then(|()| conn.flush());
             if let Err(error) = sent {
-                conn.close(registry, error, now);
+                if !conn.is_down() {
+                    conn.close(registry, error, now);
+                }
             }
         }
         self.wait(id, deadline, Until::Flushed, None)

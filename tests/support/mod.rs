@@ -8,3 +8,4 @@
 pub mod check;
 pub mod cluster;
 pub mod hostile;
+pub mod proxy;
