@@ -15,8 +15,6 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::error::Error as StdError;
 use std::fmt::Write as _;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -32,56 +30,15 @@ use futures_util::future::join_all;
 use hdrhistogram::Histogram;
 use redlock_mio::{RELEASE_SCRIPT, RELEASE_SHA1, Redlock};
 use support::cluster::Cluster;
+use support::counting::CountingAlloc;
 
 // ---------------------------------------------------------------------------
 // Allocation counting, per thread
 // ---------------------------------------------------------------------------
 
-/// [`System`], counting `alloc`, `alloc_zeroed` and `realloc` calls of the
-/// calling thread.
-struct CountingAlloc;
-
-thread_local! {
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-}
-
-fn count_allocation() {
-    // `try_with`: the slot may be gone while a thread is torn down.
-    let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
-}
-
+/// This thread's allocations so far (`support::counting` counts per thread).
 fn allocations() -> u64 {
-    ALLOCATIONS.with(Cell::get)
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments
-// unchanged; counting only touches a const-initialised thread-local `Cell`
-// (no destructor, no lazy initialisation) and never allocates.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count_allocation();
-        // SAFETY: forwarded as is; the caller upholds `alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count_allocation();
-        // SAFETY: forwarded as is; the caller upholds `alloc_zeroed`'s contract.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count_allocation();
-        // SAFETY: forwarded as is; `ptr` came from `System` through this
-        // allocator, and the caller upholds `realloc`'s contract.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded as is; `ptr` came from `System` through this
-        // allocator with this `layout`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
+    support::counting::allocations().0
 }
 
 #[global_allocator]

@@ -14,52 +14,16 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::error::Error as StdError;
 use std::fmt::Write as _;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use redlock_mio::rules::{NodeState, Op, Report};
 use redlock_mio::{Error, Lock, Redlock};
 use support::cluster::Cluster;
-
-/// [`System`], counting `alloc`, `alloc_zeroed` and `realloc` calls. The
-/// demo is single-threaded, so every count is its own.
-struct CountingAlloc;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: every method forwards to `System` with the caller's arguments
-// unchanged; counting only increments an atomic and never allocates.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded as is; the caller upholds `alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded as is; the caller upholds `alloc_zeroed`'s contract.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded as is; `ptr` came from `System` through this
-        // allocator, and the caller upholds `realloc`'s contract.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded as is; `ptr` came from `System` through this
-        // allocator with this `layout`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use support::counting::{self, CountingAlloc};
 
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;
@@ -243,7 +207,7 @@ fn latency_run(client: &Redlock, cycles: u64) -> Result<()> {
     for n in 0..WARM_UP {
         one(n)?;
     }
-    let allocations = ALLOCATIONS.load(Ordering::Relaxed);
+    let allocations = counting::allocations().0;
     let started = Instant::now();
     for n in 0..cycles {
         let (acq, rel) = one(n)?;
@@ -252,7 +216,7 @@ fn latency_run(client: &Redlock, cycles: u64) -> Result<()> {
         cycle.saturating_record(nanos(acq + rel));
     }
     let wall = started.elapsed();
-    let allocations = ALLOCATIONS.load(Ordering::Relaxed) - allocations;
+    let allocations = counting::allocations().0 - allocations;
 
     println!(
         "\nlatency run: {cycles} try_lock + unlock cycles, one client, \"{BENCH_RESOURCE}\" \

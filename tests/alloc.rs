@@ -3,80 +3,21 @@
 //! acquire that fails allocates exactly its error's boxed report. The RESP
 //! decoder allocates nothing per reply, whatever counts the replies declare.
 //!
-//! A counting global allocator counts the allocations made by the thread
-//! that has switched counting on, so the test harness's own threads (and
-//! the set-up) never pollute the count. This binary has one test function
-//! on purpose: nothing else runs while it measures.
+//! A counting global allocator (`support::counting`) counts per thread, so
+//! the test harness's own threads, the set-up and the thread that pauses a
+//! master never pollute the count.
 
 #![allow(clippy::expect_used, reason = "a test fails loudly on broken set-up")]
 
 mod support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redlock_mio::resp::{Decoder, Status};
 use redlock_mio::rules::Report;
 use redlock_mio::{Error, Redlock};
 use support::cluster::Cluster;
-
-/// [`System`], counting `alloc`, `alloc_zeroed` and `realloc` calls (and
-/// the bytes they ask for) made on a thread while that thread's
-/// [`COUNTING`] flag is on.
-struct CountingAlloc;
-
-/// Allocations counted so far.
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-/// Bytes those allocations asked for (the new size, for a `realloc`).
-static BYTES: AtomicU64 = AtomicU64::new(0);
-
-thread_local! {
-    /// Whether this thread's allocations are counted. A `const` initialiser
-    /// and a type without `Drop` keep the thread-local itself from
-    /// allocating or registering a destructor, so the allocator may use it.
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-}
-
-fn count(size: usize) {
-    // `try_with`: the slot may be gone while a thread is being torn down.
-    if COUNTING.try_with(Cell::get).unwrap_or(false) {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        BYTES.fetch_add(size as u64, Ordering::Relaxed);
-    }
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments
-// unchanged, so `System`'s guarantees are the caller's; counting touches
-// only an atomic and a `const`-initialised thread-local, and never
-// allocates.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count(layout.size());
-        // SAFETY: forwarded as is; the caller upholds `alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count(layout.size());
-        // SAFETY: forwarded as is; the caller upholds `alloc_zeroed`'s contract.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count(new_size);
-        // SAFETY: forwarded as is; `ptr` came from `System` through this
-        // allocator, and the caller upholds `realloc`'s contract.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded as is; `ptr` came from `System` through this
-        // allocator with this `layout`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
+use support::counting::{CountingAlloc, counted};
 
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;
@@ -84,17 +25,8 @@ static GLOBAL: CountingAlloc = CountingAlloc;
 /// The heap allocations `f` makes on the current thread, and the bytes
 /// they ask for.
 fn allocations(f: impl FnOnce()) -> (u64, u64) {
-    let before = (
-        ALLOCATIONS.load(Ordering::Relaxed),
-        BYTES.load(Ordering::Relaxed),
-    );
-    COUNTING.with(|c| c.set(true));
-    f();
-    COUNTING.with(|c| c.set(false));
-    (
-        ALLOCATIONS.load(Ordering::Relaxed) - before.0,
-        BYTES.load(Ordering::Relaxed) - before.1,
-    )
+    let ((), count, bytes) = counted(f);
+    (count, bytes)
 }
 
 const TTL: Duration = Duration::from_secs(10);

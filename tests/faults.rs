@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use redlock_mio::rules::{NodeError, NodeState};
 use redlock_mio::{Error, Redlock};
+use support::check::{assert_gone, command_stats, eventually, holders, pttl, reset_stats};
 use support::cluster::{Cluster, ClusterOptions};
 use support::proxy::{Dir, Proxies};
 
@@ -40,82 +41,6 @@ fn client(proxies: &Proxies, request_timeout: Duration) -> Redlock {
 
 fn all() -> Vec<usize> {
     (0..N).collect()
-}
-
-/// Polls `check` until it holds or `within` has passed; returns whether it
-/// held.
-fn eventually(within: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if check() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// Nodes among `nodes` that hold `key` with `token`.
-fn holders(
-    cluster: &Cluster,
-    nodes: impl IntoIterator<Item = usize>,
-    key: &[u8],
-    token: &[u8],
-) -> Vec<usize> {
-    nodes
-        .into_iter()
-        .filter(|&i| cluster.get(i, key).as_deref() == Some(token))
-        .collect()
-}
-
-/// Waits until none of `nodes` has `key`; panics naming those that keep
-/// it.
-fn assert_gone(cluster: &Cluster, nodes: &[usize], key: &[u8], within: Duration) {
-    let gone = eventually(within, || nodes.iter().all(|&i| !cluster.exists(i, key)));
-    let left: Vec<usize> = nodes
-        .iter()
-        .copied()
-        .filter(|&i| cluster.exists(i, key))
-        .collect();
-    assert!(
-        gone,
-        "key \"{}\" still on nodes {left:?} after {within:?}",
-        key.escape_ascii()
-    );
-}
-
-fn pttl(cluster: &Cluster, i: usize, key: &[u8]) -> i64 {
-    let reply = cluster.command(i, &[b"PTTL", key]);
-    let text = String::from_utf8_lossy(&reply);
-    text.strip_prefix(':')
-        .and_then(|t| t.trim_end().parse().ok())
-        .unwrap_or_else(|| panic!("PTTL: not an integer reply: {text:?}"))
-}
-
-/// `(calls, failed_calls)` of `command` in `INFO commandstats` of node `i`.
-fn command_stats(cluster: &Cluster, i: usize, command: &str) -> (u64, u64) {
-    let reply = cluster.command(i, &[b"INFO", b"commandstats"]);
-    let text = String::from_utf8_lossy(&reply);
-    let prefix = format!("cmdstat_{command}:");
-    let Some(line) = text.lines().find(|l| l.starts_with(&prefix)) else {
-        return (0, 0);
-    };
-    let field = |name: &str| -> u64 {
-        line[prefix.len()..]
-            .split(',')
-            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or_else(|| panic!("no {name} in {line:?}"))
-    };
-    (field("calls"), field("failed_calls"))
-}
-
-fn reset_stats(cluster: &Cluster) {
-    for i in 0..cluster.len() {
-        cluster.command(i, &[b"CONFIG", b"RESETSTAT"]);
-    }
 }
 
 fn is_unreachable(state: &NodeState) -> bool {

@@ -20,8 +20,6 @@
 
 mod support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -29,81 +27,11 @@ use redlock_mio::resp::Error as RespError;
 use redlock_mio::rules::{NodeError, NodeState, Report};
 use redlock_mio::{Error, Lock, Redlock};
 use support::cluster::Cluster;
+use support::counting::{CountingAlloc, counted};
 use support::hostile::{Action, Handshake, Hostile, Request};
-
-// ---------------------------------------------------------------------------
-// Counting allocator (as in tests/alloc.rs), with per-thread counters:
-// tests run in parallel threads of this binary, and the fake server has
-// threads of its own; only what the measuring thread allocates counts.
-// ---------------------------------------------------------------------------
-
-struct CountingAlloc;
-
-thread_local! {
-    // `const` initialisers and types without `Drop`: the thread-locals
-    // neither allocate nor register destructors, so the allocator may use
-    // them.
-    /// Whether this thread's allocations are counted.
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    /// Allocations counted on this thread.
-    static ALLOCATIONS: Cell<u64> = const { Cell::new(0) };
-    /// Bytes they asked for (the new size, for a `realloc`).
-    static BYTES: Cell<u64> = const { Cell::new(0) };
-}
-
-fn count(size: usize) {
-    // `try_with`: the slots may be gone while a thread is being torn down.
-    if COUNTING.try_with(Cell::get).unwrap_or(false) {
-        let _ = ALLOCATIONS.try_with(|c| c.set(c.get() + 1));
-        let _ = BYTES.try_with(|c| c.set(c.get() + size as u64));
-    }
-}
-
-// SAFETY: every method forwards to `System` with the caller's arguments
-// unchanged; counting touches only `const`-initialised thread-local cells,
-// and never allocates.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count(layout.size());
-        // SAFETY: forwarded as is; the caller upholds `alloc`'s contract.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        count(layout.size());
-        // SAFETY: forwarded as is; the caller upholds `alloc_zeroed`'s contract.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count(new_size);
-        // SAFETY: forwarded as is; `ptr` came from `System` through this
-        // allocator, and the caller upholds `realloc`'s contract.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded as is; `ptr` came from `System` with `layout`.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
 
 #[global_allocator]
 static GLOBAL: CountingAlloc = CountingAlloc;
-
-/// `f`'s result, and the allocations and bytes counted on this thread
-/// while it ran.
-fn counted<T>(f: impl FnOnce() -> T) -> (T, u64, u64) {
-    let before = (ALLOCATIONS.with(Cell::get), BYTES.with(Cell::get));
-    COUNTING.with(|c| c.set(true));
-    let result = f();
-    COUNTING.with(|c| c.set(false));
-    (
-        result,
-        ALLOCATIONS.with(Cell::get) - before.0,
-        BYTES.with(Cell::get) - before.1,
-    )
-}
 
 // ---------------------------------------------------------------------------
 // The rig: four real masters and the fake, one client

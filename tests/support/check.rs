@@ -53,3 +53,40 @@ pub fn command_stats(cluster: &Cluster, i: usize, command: &str) -> (u64, u64) {
     };
     (field("calls"), field("failed_calls"))
 }
+
+/// Nodes among `nodes` that hold `key` with `token`.
+pub fn holders(
+    cluster: &Cluster,
+    nodes: impl IntoIterator<Item = usize>,
+    key: &[u8],
+    token: &[u8],
+) -> Vec<usize> {
+    nodes
+        .into_iter()
+        .filter(|&i| cluster.get(i, key).as_deref() == Some(token))
+        .collect()
+}
+
+/// Waits until none of `nodes` has `key`; panics naming those that keep
+/// it.
+pub fn assert_gone(cluster: &Cluster, nodes: &[usize], key: &[u8], within: Duration) {
+    let gone = eventually(within, || nodes.iter().all(|&i| !cluster.exists(i, key)));
+    let left: Vec<usize> = nodes
+        .iter()
+        .copied()
+        .filter(|&i| cluster.exists(i, key))
+        .collect();
+    assert!(
+        gone,
+        "key \"{}\" still on nodes {left:?} after {within:?}",
+        key.escape_ascii()
+    );
+}
+
+/// `CONFIG RESETSTAT` on every node, so that [`command_stats`] counts from
+/// zero.
+pub fn reset_stats(cluster: &Cluster) {
+    for i in 0..cluster.len() {
+        cluster.command(i, &[b"CONFIG", b"RESETSTAT"]);
+    }
+}

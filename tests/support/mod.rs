@@ -7,5 +7,6 @@
 
 pub mod check;
 pub mod cluster;
+pub mod counting;
 pub mod hostile;
 pub mod proxy;
