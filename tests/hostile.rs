@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use redlock_mio::resp::Error as RespError;
 use redlock_mio::rules::{NodeError, NodeState, Report};
 use redlock_mio::{Error, Lock, Redlock};
+use support::check::eventually;
 use support::cluster::Cluster;
 use support::counting::{CountingAlloc, counted};
 use support::hostile::{Action, Handshake, Hostile, Request};
@@ -196,19 +197,6 @@ fn holders(cluster: &Cluster, resource: &[u8], token: &[u8]) -> usize {
     (0..cluster.len())
         .filter(|&i| cluster.get(i, resource).as_deref() == Some(token))
         .count()
-}
-
-fn eventually(within: Duration, check: impl Fn() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if check() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(2));
-    }
 }
 
 /// Acquire (quorum on the real masters, checked on the servers), then
