@@ -39,6 +39,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redlock_mio::{Error, Redlock, TOKEN_LEN};
 use support::cluster::Cluster;
+use support::holdings::{Holding, overlaps};
 use support::proxy::{Dir, Proxies};
 
 const N: usize = 5;
@@ -59,18 +60,6 @@ const RECOVERY: Duration = Duration::from_secs(15);
 
 fn resource(r: usize) -> String {
     format!("chaos:{r}")
-}
-
-/// One reported holding of a resource.
-#[derive(Debug, Clone, Copy)]
-struct Holding {
-    resource: usize,
-    thread: usize,
-    token: [u8; TOKEN_LEN],
-    /// Right after the lock call returned.
-    start: Instant,
-    /// The earlier of the lock's validity end and right before unlock.
-    end: Instant,
 }
 
 /// What one client thread did.
@@ -97,10 +86,6 @@ fn kind(error: &Error) -> &'static str {
         Error::Io(_) => "io",
         _ => "other",
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Holds `resource` once, as a careful user would: a short piece of work,
@@ -330,33 +315,6 @@ fn chaos(seed: u64, cluster: &Cluster, proxies: &Proxies, until: Instant) -> Cha
     }
 }
 
-/// Every pair of holdings of the same resource that overlap.
-fn overlaps(holdings: &[Holding]) -> Vec<(Holding, Holding)> {
-    let mut found = Vec::new();
-    for r in 0..RESOURCES {
-        let mut of_r: Vec<Holding> = holdings
-            .iter()
-            .copied()
-            .filter(|h| h.resource == r)
-            .collect();
-        of_r.sort_by_key(|h| h.start);
-        let mut latest: Option<Holding> = None;
-        for h in of_r {
-            if let Some(prev) = latest {
-                if h.start < prev.end {
-                    found.push((prev, h));
-                }
-                if h.end > prev.end {
-                    latest = Some(h);
-                }
-            } else {
-                latest = Some(h);
-            }
-        }
-    }
-    found
-}
-
 fn add(into: &mut BTreeMap<&'static str, u64>, from: &BTreeMap<&'static str, u64>) {
     for (k, v) in from {
         *into.entry(k).or_default() += v;
@@ -462,22 +420,15 @@ fn chaos_campaign() {
         violations.len()
     );
 
-    let at = |i: Instant| i.saturating_duration_since(started);
     let described: Vec<String> = violations
         .iter()
         .take(10)
         .map(|(a, b)| {
             format!(
-                "resource {}: thread {} (token {}) held [{:?}, {:?}], thread {} (token {}) held [{:?}, {:?}]",
+                "resource {}: {}, {}",
                 a.resource,
-                a.thread,
-                hex(&a.token),
-                at(a.start),
-                at(a.end),
-                b.thread,
-                hex(&b.token),
-                at(b.start),
-                at(b.end)
+                a.describe(started),
+                b.describe(started)
             )
         })
         .collect();

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use redlock_mio::{Redlock, TOKEN_LEN};
 use support::cluster::Cluster;
+use support::holdings::{Holding, hex, overlaps};
 
 const THREADS: usize = 8;
 const ROUNDS: usize = 200;
@@ -22,30 +23,14 @@ const TTL: Duration = Duration::from_secs(2);
 /// The test fails, rather than hangs, if the work is not done by then.
 const OVERALL: Duration = Duration::from_secs(120);
 
-/// One holding of the lock, by one thread.
-#[derive(Debug, Clone, Copy)]
-struct Window {
-    thread: usize,
-    token: [u8; TOKEN_LEN],
-    /// Taken right after the lock call returned.
-    start: Instant,
-    /// The earlier of the lock's validity end and the moment just before
-    /// the unlock call.
-    end: Instant,
-}
-
 /// What one thread did.
 #[derive(Debug, Default)]
 struct Outcome {
-    windows: Vec<Window>,
+    windows: Vec<Holding>,
     unlock_errors: Vec<String>,
     /// Moments when the in-process witness saw another holder.
     violations: Vec<String>,
     lock_error: Option<String>,
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn worker(thread: usize, redlock: Redlock, deadline: Instant, inside: &AtomicUsize) -> Outcome {
@@ -68,7 +53,8 @@ fn worker(thread: usize, redlock: Redlock, deadline: Instant, inside: &AtomicUsi
         thread::sleep(Duration::from_micros(200));
         inside.fetch_sub(1, Ordering::SeqCst);
         let end = Instant::now().min(lock.valid_until());
-        outcome.windows.push(Window {
+        outcome.windows.push(Holding {
+            resource: 0,
             thread,
             token: *lock.token(),
             start,
@@ -89,23 +75,9 @@ fn worker(thread: usize, redlock: Redlock, deadline: Instant, inside: &AtomicUsi
     outcome
 }
 
-/// The first two windows that overlap, if any.
-fn first_overlap(windows: &mut [Window]) -> Option<(Window, Window)> {
-    windows.sort_by_key(|w| w.start);
-    let mut latest: Option<Window> = None;
-    for &w in windows.iter() {
-        if let Some(prev) = latest {
-            if w.start < prev.end {
-                return Some((prev, w));
-            }
-            if w.end > prev.end {
-                latest = Some(w);
-            }
-        } else {
-            latest = Some(w);
-        }
-    }
-    None
+/// The first two holdings that overlap, if any (one resource here).
+fn first_overlap(windows: &[Holding]) -> Option<(Holding, Holding)> {
+    overlaps(windows).into_iter().next()
 }
 
 #[test]
@@ -157,7 +129,7 @@ fn no_two_holders_overlap() {
     let violations: Vec<&String> = outcomes.iter().flat_map(|o| &o.violations).collect();
     assert!(violations.is_empty(), "{violations:#?}");
 
-    let mut windows: Vec<Window> = outcomes.iter().flat_map(|o| o.windows.clone()).collect();
+    let windows: Vec<Holding> = outcomes.iter().flat_map(|o| o.windows.clone()).collect();
     assert_eq!(windows.len(), THREADS * ROUNDS);
     for t in 0..THREADS {
         assert_eq!(windows.iter().filter(|w| w.thread == t).count(), ROUNDS);
@@ -171,19 +143,8 @@ fn no_two_holders_overlap() {
             w.thread
         );
     }
-    if let Some((a, b)) = first_overlap(&mut windows) {
-        let at = |i: Instant| i.saturating_duration_since(started);
-        panic!(
-            "overlap: thread {} (token {}) held [{:?}, {:?}], thread {} (token {}) held [{:?}, {:?}]",
-            a.thread,
-            hex(&a.token),
-            at(a.start),
-            at(a.end),
-            b.thread,
-            hex(&b.token),
-            at(b.start),
-            at(b.end),
-        );
+    if let Some((a, b)) = first_overlap(&windows) {
+        panic!("overlap: {}, {}", a.describe(started), b.describe(started));
     }
 
     // Unlock returns at quorum: the last nodes catch up shortly.
@@ -220,20 +181,21 @@ fn no_two_holders_overlap() {
 fn checker_finds_overlap() {
     let t0 = Instant::now();
     let ms = |n: u64| t0 + Duration::from_millis(n);
-    let window = |thread: usize, start: u64, end: u64| Window {
+    let window = |thread: usize, start: u64, end: u64| Holding {
+        resource: 0,
         thread,
         token: [thread as u8; TOKEN_LEN],
         start: ms(start),
         end: ms(end),
     };
-    let mut fine = vec![window(1, 10, 20), window(0, 0, 10), window(2, 20, 30)];
-    assert!(first_overlap(&mut fine).is_none());
+    let fine = vec![window(1, 10, 20), window(0, 0, 10), window(2, 20, 30)];
+    assert!(first_overlap(&fine).is_none());
     // A long window followed by a short one inside it, then another one
     // that starts before the long one ends.
-    let mut bad = vec![window(0, 0, 50), window(1, 60, 70), window(2, 10, 20)];
-    let (a, b) = first_overlap(&mut bad).expect("an overlap");
+    let bad = vec![window(0, 0, 50), window(1, 60, 70), window(2, 10, 20)];
+    let (a, b) = first_overlap(&bad).expect("an overlap");
     assert_eq!((a.thread, b.thread), (0, 2));
-    let mut nested = vec![window(0, 0, 50), window(1, 5, 10), window(2, 20, 60)];
-    let (a, b) = first_overlap(&mut nested).expect("an overlap");
+    let nested = vec![window(0, 0, 50), window(1, 5, 10), window(2, 20, 60)];
+    let (a, b) = first_overlap(&nested).expect("an overlap");
     assert_eq!((a.thread, b.thread), (0, 1));
 }

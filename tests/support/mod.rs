@@ -8,5 +8,6 @@
 pub mod check;
 pub mod cluster;
 pub mod counting;
+pub mod holdings;
 pub mod hostile;
 pub mod proxy;

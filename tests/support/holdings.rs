@@ -1,0 +1,65 @@
+//! The safety checker: every reported holding of a lock as a window on the
+//! monotonic clock, and the proof that no two holdings of one resource
+//! overlap.
+
+use std::time::Instant;
+
+use redlock_mio::TOKEN_LEN;
+
+/// One reported holding of a resource.
+#[derive(Debug, Clone, Copy)]
+pub struct Holding {
+    /// Which resource (an index the test chooses).
+    pub resource: usize,
+    /// Which client thread held it.
+    pub thread: usize,
+    /// The lock's token.
+    pub token: [u8; TOKEN_LEN],
+    /// Right after the lock call returned.
+    pub start: Instant,
+    /// The earlier of the lock's validity end and the moment right before
+    /// the unlock call.
+    pub end: Instant,
+}
+
+impl Holding {
+    /// "thread T (token …) held [from, to]", with times since `origin`.
+    pub fn describe(&self, origin: Instant) -> String {
+        format!(
+            "thread {} (token {}) held [{:?}, {:?}]",
+            self.thread,
+            hex(&self.token),
+            self.start.saturating_duration_since(origin),
+            self.end.saturating_duration_since(origin)
+        )
+    }
+}
+
+/// Every pair of holdings of the same resource that overlap, each resource
+/// in turn and in order of start. Back-to-back holdings (one ends when the
+/// next starts) do not overlap.
+pub fn overlaps(holdings: &[Holding]) -> Vec<(Holding, Holding)> {
+    let mut sorted = holdings.to_vec();
+    sorted.sort_by_key(|h| (h.resource, h.start));
+    let mut found = Vec::new();
+    let mut latest: Option<Holding> = None;
+    for h in sorted {
+        match latest {
+            Some(prev) if prev.resource == h.resource => {
+                if h.start < prev.end {
+                    found.push((prev, h));
+                }
+                if h.end > prev.end {
+                    latest = Some(h);
+                }
+            }
+            _ => latest = Some(h),
+        }
+    }
+    found
+}
+
+/// Lower-case hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
