@@ -347,7 +347,8 @@ impl Conn {
     }
 
     /// Queues `command` for `round`, connecting first if the connection is
-    /// down and its back-off has expired. Nothing is written yet.
+    /// down and its back-off has expired. Nothing is written yet. On error
+    /// the connection is down (closed, if it was up).
     pub(crate) fn send(
         &mut self,
         registry: &Registry,
@@ -362,13 +363,17 @@ impl Conn {
             }
             self.connect(registry, now)?;
         }
-        if command.op == Op::Release {
+        let healthy = if command.op == Op::Release {
             // A release is queued even on a connection that looks stalled:
             // written, it frees the key, if only once a paused server
             // resumes; refused, the key would stay until its TTL.
-            self.check_limits(RELEASE_HEADROOM)?;
+            self.check_limits(RELEASE_HEADROOM)
         } else {
-            self.check_stall(now)?;
+            self.check_stall(now)
+        };
+        if let Err(error) = healthy {
+            self.close(registry, error, now);
+            return Err(error);
         }
         let target = if self.state == State::Ready {
             &mut self.out

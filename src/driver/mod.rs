@@ -91,9 +91,6 @@ impl Driver {
         let registry = self.poll.registry();
         for (i, conn) in self.conns.iter_mut().enumerate() {
             if let Err(error) = conn.send(registry, command, id, now) {
-                if !conn.is_down() {
-                    conn.close(registry, error, now);
-                }
                 round.handle_failure(i, error, now);
             }
         }
@@ -127,11 +124,8 @@ impl Driver {
             if !conn.may_send(now) {
                 continue;
             }
-            let sent = conn
-                .send(registry, command, id, now)
-                .and_then(|()| conn.flush());
-            if let Err(error) = sent {
-                if !conn.is_down() {
+            if conn.send(registry, command, id, now).is_ok() {
+                if let Err(error) = conn.flush() {
                     conn.close(registry, error, now);
                 }
             }
