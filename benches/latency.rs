@@ -335,8 +335,8 @@ impl Variant for Mine {
     }
 
     fn release(&mut self) -> std::result::Result<(), String> {
-        let lock = self.held.take().ok_or("release without a lock")?;
-        self.client.unlock(&lock).map_err(|e| e.to_string())
+        let mut lock = self.held.take().ok_or("release without a lock")?;
+        self.client.unlock(&mut lock).map_err(|e| e.to_string())
     }
 }
 

@@ -164,14 +164,14 @@ fn walkthrough(a: &Redlock, b: &Redlock, urls: &[String]) -> Result<()> {
         ),
     );
 
-    let (released, took) = timed(|| a.unlock(&lock));
+    let (released, took) = timed(|| a.unlock(&mut lock));
     released.map_err(|e| format!("A unlock: {e}"))?;
     step(took, "A unlock", "released");
 
     let (lock, took) = timed(|| b.try_lock(RESOURCE, TTL));
-    let lock = lock.map_err(|e| format!("B try_lock after A released: {e}"))?;
+    let mut lock = lock.map_err(|e| format!("B try_lock after A released: {e}"))?;
     step(took, "B try_lock", &held(&lock));
-    let (released, took) = timed(|| b.unlock(&lock));
+    let (released, took) = timed(|| b.unlock(&mut lock));
     released.map_err(|e| format!("B unlock: {e}"))?;
     step(took, "B unlock", "released");
 
@@ -181,9 +181,9 @@ fn walkthrough(a: &Redlock, b: &Redlock, urls: &[String]) -> Result<()> {
     let ((), took) = timed(|| drop(guard));
     step(took, "drop(guard)", "released on drop");
     let (lock, took) = timed(|| b.try_lock(RESOURCE, TTL));
-    let lock = lock.map_err(|e| format!("B try_lock after the guard's drop: {e}"))?;
+    let mut lock = lock.map_err(|e| format!("B try_lock after the guard's drop: {e}"))?;
     step(took, "B try_lock", "acquired: the guard did release it");
-    b.unlock(&lock).map_err(|e| format!("B unlock: {e}"))?;
+    b.unlock(&mut lock).map_err(|e| format!("B unlock: {e}"))?;
     Ok(())
 }
 
@@ -195,12 +195,12 @@ fn latency_run(client: &Redlock, cycles: u64) -> Result<()> {
 
     let one = |n: u64| -> Result<(Duration, Duration)> {
         let t0 = Instant::now();
-        let lock = client
+        let mut lock = client
             .try_lock(BENCH_RESOURCE, TTL)
             .map_err(|e| format!("acquire of cycle {n}: {e}"))?;
         let t1 = Instant::now();
         client
-            .unlock(&lock)
+            .unlock(&mut lock)
             .map_err(|e| format!("release of cycle {n}: {e}"))?;
         Ok((t1 - t0, t1.elapsed()))
     };

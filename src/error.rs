@@ -31,6 +31,14 @@ pub enum ConfigError {
     },
     /// A timeout that must be positive is zero; the field is named.
     ZeroTimeout(&'static str),
+    /// A timeout or delay is longer than
+    /// [`MAX_TIMEOUT`](crate::MAX_TIMEOUT); the field is named.
+    TooLong {
+        /// The setting.
+        name: &'static str,
+        /// The longest value accepted.
+        max: Duration,
+    },
     /// The stall timeout is shorter than the request timeout.
     StallBeforeRequestTimeout,
     /// The drift factor is not a number from 0 (inclusive) to 1
@@ -49,6 +57,9 @@ impl fmt::Display for ConfigError {
                 write!(f, "server #{index} is the same master as server #{first}")
             }
             ConfigError::ZeroTimeout(name) => write!(f, "{name} must be greater than zero"),
+            ConfigError::TooLong { name, max } => {
+                write!(f, "{name} must not be longer than {max:?}")
+            }
             ConfigError::StallBeforeRequestTimeout => {
                 f.write_str("stall_timeout must not be shorter than request_timeout")
             }
@@ -106,7 +117,11 @@ pub enum Error {
         /// The limit.
         limit: u32,
     },
-    /// The event poller failed.
+    /// [`lock_until`](crate::Redlock::lock_until): the deadline had
+    /// already passed; the masters were not asked.
+    DeadlinePassed,
+    /// The event poller failed. If an acquire was under way, its release
+    /// was queued on every master.
     Io(io::ErrorKind),
 }
 
@@ -147,6 +162,9 @@ impl fmt::Display for Error {
             Error::NotHeld(report) => write!(f, "lock not held: {report}"),
             Error::Expired => f.write_str("lock expired before it could be extended"),
             Error::ExtensionLimit { limit } => write!(f, "lock already extended {limit} times"),
+            Error::DeadlinePassed => {
+                f.write_str("the deadline had passed before the first attempt")
+            }
             Error::Io(kind) => write!(f, "event poller failed: {kind}"),
         }
     }

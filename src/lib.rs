@@ -17,7 +17,8 @@
 //! // Work only while the lock is valid, and check before each step.
 //! assert!(lock.validity() > Duration::from_secs(9));
 //! redlock.extend(&mut lock, Duration::from_secs(10))?;
-//! redlock.unlock(&lock)?;
+//! redlock.unlock(&mut lock)?;
+//! assert!(lock.is_expired());
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
@@ -72,6 +73,10 @@
 //!   old token from a new one. A monotonic fencing token (a counter that
 //!   grows with every acquisition, which the resource can compare with
 //!   "greater than") is stronger; this crate does not provide one yet.
+//! - **Suspend stops the clock.** [`Instant`](std::time::Instant) does
+//!   not advance while the host or VM is suspended, so after a resume
+//!   [`Lock::validity`] overstates what is left by the length of the
+//!   suspension. Treat a resume as the loss of every lock.
 //! - **Masters must not forget locks.** A master that crashes and restarts
 //!   with an empty dataset can grant a lock that another client still holds
 //!   on it. Operators must run the masters with persistence
@@ -89,7 +94,9 @@ pub mod resp;
 pub mod rules;
 
 pub use addr::{AddrError, Endpoint, ServerAddr};
-pub use client::{Builder, Lock, LockGuard, MAX_RESOURCE_LEN, MAX_TTL, Redlock, TOKEN_LEN};
+pub use client::{
+    Builder, Lock, LockGuard, MAX_RESOURCE_LEN, MAX_TIMEOUT, MAX_TTL, Redlock, TOKEN_LEN,
+};
 pub use commands::{EXTEND_SCRIPT, EXTEND_SHA1, RELEASE_SCRIPT, RELEASE_SHA1};
 pub use error::{ConfigError, Error};
 

@@ -36,8 +36,8 @@ const CYCLES: u32 = 1000;
 const RESOURCE: &str = "redlock-mio:alloc-test:orders";
 
 fn acquire_release(client: &Redlock) {
-    let lock = client.try_lock(RESOURCE, TTL).expect("acquire");
-    client.unlock(&lock).expect("release");
+    let mut lock = client.try_lock(RESOURCE, TTL).expect("acquire");
+    client.unlock(&mut lock).expect("release");
 }
 
 #[test]
@@ -101,7 +101,7 @@ fn hot_paths_do_not_allocate() {
         contended as f64 / f64::from(CYCLES),
         size_of::<Report>()
     );
-    holder.unlock(&lock).expect("final release");
+    holder.unlock(&mut lock).expect("final release");
 
     assert_eq!(cycle, 0, "try_lock + unlock allocated");
     assert_eq!(extend, 0, "extend allocated");

@@ -74,7 +74,7 @@ fn minority_down() {
     cluster.kill(4);
 
     let before = Instant::now();
-    let lock = redlock.try_lock("res", TTL).expect("acquire with 3 of 5");
+    let mut lock = redlock.try_lock("res", TTL).expect("acquire with 3 of 5");
     assert_valid_for(&lock, TTL, before);
     assert_eq!(holders(&cluster, 0..3, b"res", lock.token()), [0, 1, 2]);
 
@@ -95,10 +95,10 @@ fn minority_down() {
     }
     assert_eq!(holders(&cluster, 0..3, b"res", lock.token()), [0, 1, 2]);
 
-    redlock.unlock(&lock).expect("release with 3 of 5");
+    redlock.unlock(&mut lock).expect("release with 3 of 5");
     assert_gone(&cluster, &[0, 1, 2], b"res", SETTLE);
-    let again = other.try_lock("res", TTL).expect("free again");
-    other.unlock(&again).expect("release");
+    let mut again = other.try_lock("res", TTL).expect("free again");
+    other.unlock(&mut again).expect("release");
 }
 
 /// Two masters frozen (SIGSTOP): the round does not wait for them, and
@@ -111,7 +111,7 @@ fn minority_paused() {
     cluster.pause(4);
 
     let started = Instant::now();
-    let lock = redlock
+    let mut lock = redlock
         .try_lock("res", SHORT_TTL)
         .expect("acquire with 3 of 5");
     assert_valid_for(&lock, SHORT_TTL, started);
@@ -123,7 +123,7 @@ fn minority_paused() {
     assert_eq!(holders(&cluster, 0..3, b"res", lock.token()), [0, 1, 2]);
 
     let started = Instant::now();
-    redlock.unlock(&lock).expect("release with 3 of 5");
+    redlock.unlock(&mut lock).expect("release with 3 of 5");
     assert!(
         started.elapsed() < REQUEST_TIMEOUT + MARGIN,
         "release took {:?}",
@@ -136,14 +136,14 @@ fn minority_paused() {
     cluster.resume(3);
     cluster.resume(4);
     assert_gone(&cluster, &[3, 4], b"res", SHORT_TTL + SETTLE);
-    let again = redlock.try_lock("res", TTL).expect("all nodes free");
+    let mut again = redlock.try_lock("res", TTL).expect("all nodes free");
     assert!(
         eventually(SETTLE, || holders(&cluster, 0..N, b"res", again.token())
             .len()
             == N),
         "held on all five again"
     );
-    redlock.unlock(&again).expect("release");
+    redlock.unlock(&mut again).expect("release");
 }
 
 /// Three masters down: `Unavailable`, quickly, and nothing left on the
@@ -202,8 +202,8 @@ fn majority_paused() {
         cluster.resume(i);
     }
     assert_gone(&cluster, &[0, 1, 2, 3, 4], b"res", SHORT_TTL + SETTLE);
-    let lock = redlock.try_lock("res", TTL).expect("all back");
-    redlock.unlock(&lock).expect("release");
+    let mut lock = redlock.try_lock("res", TTL).expect("all back");
+    redlock.unlock(&mut lock).expect("release");
 }
 
 /// An attempt that loses releases what it did win: the two nodes where
@@ -251,7 +251,7 @@ fn cycle_on_all(cluster: &Cluster, redlock: &Redlock, key: &[u8]) -> bool {
         holders(cluster, 0..N, key, lock.token()).len() == N
     });
     if !all {
-        let _ = redlock.unlock(&lock);
+        let _ = redlock.unlock(&mut lock);
         assert_gone(cluster, &(0..N).collect::<Vec<_>>(), key, SETTLE);
         return false;
     }
@@ -263,7 +263,7 @@ fn cycle_on_all(cluster: &Cluster, redlock: &Redlock, key: &[u8]) -> bool {
     redlock.extend(&mut lock, TTL + TTL).expect("extend on all");
     let extended = eventually(SETTLE, || (0..N).all(|i| pttl(cluster, i, key) > 11_000));
     assert!(extended, "extended on every node");
-    redlock.unlock(&lock).expect("unlock on all");
+    redlock.unlock(&mut lock).expect("unlock on all");
     assert_gone(cluster, &(0..N).collect::<Vec<_>>(), key, SETTLE);
     true
 }
@@ -284,10 +284,10 @@ fn nodes_restarted_empty() {
         );
         // The lock keeps working with one node restarting: the others are
         // a quorum.
-        let lock = redlock
+        let mut lock = redlock
             .try_lock("during", TTL)
             .expect("four of five are a quorum");
-        redlock.unlock(&lock).expect("unlock");
+        redlock.unlock(&mut lock).expect("unlock");
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut attempts = 0;
@@ -344,7 +344,7 @@ fn script_flush() {
     );
 
     flush_all();
-    redlock.unlock(&lock).expect("unlock after a flush");
+    redlock.unlock(&mut lock).expect("unlock after a flush");
     let released = fell_back(&|i| !cluster.exists(i, b"res"));
     assert!(
         released.len() >= 3,
@@ -353,13 +353,15 @@ fn script_flush() {
 
     // EVAL cached the release script again: the next release uses EVALSHA
     // only, and it succeeds.
-    let lock = redlock.try_lock("res", TTL).expect("acquire again");
+    let mut lock = redlock.try_lock("res", TTL).expect("acquire again");
     let cached: Vec<usize> = (0..N)
         .filter(|&i| release_script_cached(&cluster, i))
         .collect();
     assert!(cached.len() >= 3, "release script cached on {cached:?}");
     reset_stats(&cluster);
-    redlock.unlock(&lock).expect("unlock with cached scripts");
+    redlock
+        .unlock(&mut lock)
+        .expect("unlock with cached scripts");
     assert_gone(&cluster, &cached, b"res", SETTLE);
     for &i in &cached {
         let (calls, failed) = command_stats(&cluster, i, "evalsha");
@@ -381,7 +383,7 @@ fn late_replies_do_not_confuse_the_next_round() {
     }
     cluster.pause(3);
     cluster.pause(4);
-    let a = redlock.try_lock("a", TTL).expect("a on 0, 1 and 2");
+    let mut a = redlock.try_lock("a", TTL).expect("a on 0, 1 and 2");
     cluster.resume(3);
     cluster.resume(4);
     // Nodes 3 and 4 now answer `+OK` to the SET of "a", then `$-1` to the
@@ -402,7 +404,7 @@ fn late_replies_do_not_confuse_the_next_round() {
             == N),
         "the late SETs of \"a\" landed"
     );
-    redlock.unlock(&a).expect("unlock");
+    redlock.unlock(&mut a).expect("unlock");
     assert_gone(&cluster, &(0..N).collect::<Vec<_>>(), b"a", SETTLE);
 }
 
@@ -412,7 +414,7 @@ fn late_replies_do_not_confuse_the_next_round() {
 fn late_noscript_on_release() {
     let cluster = Cluster::start(N);
     let redlock = client(&cluster);
-    let lock = redlock.try_lock("res", TTL).expect("acquire");
+    let mut lock = redlock.try_lock("res", TTL).expect("acquire");
     for i in 0..N {
         // "other" is held elsewhere: trying it below runs a round that
         // uses no EVALSHA.
@@ -422,7 +424,7 @@ fn late_noscript_on_release() {
     reset_stats(&cluster);
     cluster.pause(3);
     cluster.pause(4);
-    redlock.unlock(&lock).expect("released on 3 of 5");
+    redlock.unlock(&mut lock).expect("released on 3 of 5");
     assert_gone(&cluster, &[0, 1, 2], b"res", SETTLE);
     cluster.resume(3);
     cluster.resume(4);
@@ -471,7 +473,7 @@ fn long_pause_then_reconnect() {
     let mut rounds = 0;
     let mut seen_stalled = false;
     while Instant::now() < paused_until || !seen_stalled {
-        let lock = redlock.try_lock("res", SHORT_TTL).expect("three of five");
+        let mut lock = redlock.try_lock("res", SHORT_TTL).expect("three of five");
         // A second attempt shows what the paused nodes are doing.
         let err = redlock.try_lock("res", SHORT_TTL).expect_err("held");
         let report = err.report().expect("report");
@@ -493,7 +495,7 @@ fn long_pause_then_reconnect() {
                 )
             );
         }
-        redlock.unlock(&lock).expect("unlock on three");
+        redlock.unlock(&mut lock).expect("unlock on three");
         rounds += 1;
         assert!(
             Instant::now() < paused_until + Duration::from_secs(10),
@@ -509,11 +511,11 @@ fn long_pause_then_reconnect() {
     assert_gone(&cluster, &[3, 4], b"res", SHORT_TTL + SETTLE);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let lock = redlock.try_lock("res", TTL).expect("all up");
+        let mut lock = redlock.try_lock("res", TTL).expect("all up");
         let on_all = eventually(Duration::from_millis(200), || {
             holders(&cluster, 0..N, b"res", lock.token()).len() == N
         });
-        redlock.unlock(&lock).expect("unlock");
+        redlock.unlock(&mut lock).expect("unlock");
         if on_all {
             break;
         }
@@ -530,7 +532,7 @@ fn killed_node_reconnects() {
     let cluster = Cluster::start(N);
     let redlock = client(&cluster);
     cluster.kill(2);
-    let lock = redlock.try_lock("res", TTL).expect("four of five");
+    let mut lock = redlock.try_lock("res", TTL).expect("four of five");
     assert!(
         eventually(SETTLE, || holders(
             &cluster,
@@ -542,10 +544,10 @@ fn killed_node_reconnects() {
             == 4),
         "held on the four live nodes"
     );
-    redlock.unlock(&lock).expect("unlock");
+    redlock.unlock(&mut lock).expect("unlock");
     // Down for a while: several rounds fail on it, so its back-off grows.
     for _ in 0..5 {
-        let lock = redlock.try_lock("res", TTL).expect("four of five");
+        let mut lock = redlock.try_lock("res", TTL).expect("four of five");
         let err = redlock.try_lock("res", TTL).expect_err("held");
         let report = err.report().expect("report");
         assert!(
@@ -561,16 +563,16 @@ fn killed_node_reconnects() {
             ),
             "{report}"
         );
-        redlock.unlock(&lock).expect("unlock");
+        redlock.unlock(&mut lock).expect("unlock");
     }
     cluster.restart(2);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let lock = redlock.try_lock("res", TTL).expect("a quorum is up");
+        let mut lock = redlock.try_lock("res", TTL).expect("a quorum is up");
         let on_all = eventually(Duration::from_millis(200), || {
             holders(&cluster, 0..N, b"res", lock.token()).len() == N
         });
-        redlock.unlock(&lock).expect("unlock");
+        redlock.unlock(&mut lock).expect("unlock");
         if on_all {
             break;
         }

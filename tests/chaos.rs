@@ -116,7 +116,7 @@ fn hold(
         start,
         end,
     });
-    match redlock.unlock(&lock) {
+    match redlock.unlock(&mut lock) {
         Ok(()) => work.released += 1,
         Err(e) => *work.release_failed.entry(kind(&e)).or_default() += 1,
     }

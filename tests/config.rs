@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 use redlock_mio::rules::{NodeError, NodeState};
 use redlock_mio::{
-    AddrError, Builder, ConfigError, Error, MAX_RESOURCE_LEN, MAX_TTL, Redlock, ServerAddr,
+    AddrError, Builder, ConfigError, Error, MAX_RESOURCE_LEN, MAX_TIMEOUT, MAX_TTL, Redlock,
+    ServerAddr,
 };
 use support::check::eventually;
 use support::cluster::Cluster;
@@ -233,6 +234,71 @@ fn zero_timeouts() {
     }
 }
 
+/// Every timeout and delay has a range: past `MAX_TIMEOUT` (say,
+/// `Duration::MAX`) it is a typed error, never a panic on `Instant`
+/// overflow; `MAX_TIMEOUT` itself is accepted.
+#[test]
+fn huge_timeouts_and_delays() {
+    let servers = dead_urls(1);
+    type Set = fn(Builder, Duration) -> Builder;
+    let cases: [(&str, Set); 6] = [
+        ("request_timeout", |b, d| {
+            b.request_timeout(d).stall_timeout(d)
+        }),
+        ("connect_timeout", |b, d| b.connect_timeout(d)),
+        ("stall_timeout", |b, d| b.stall_timeout(d)),
+        ("max_backoff", |b, d| b.max_backoff(d)),
+        ("retry_delay", |b, d| b.retry_delay(d)),
+        ("retry_jitter", |b, d| b.retry_jitter(d)),
+    ];
+    for (name, set) in cases {
+        for huge in [Duration::MAX, MAX_TIMEOUT + Duration::from_nanos(1)] {
+            let err = set(Redlock::builder(&servers), huge)
+                .build()
+                .expect_err("too long");
+            assert_eq!(
+                err,
+                ConfigError::TooLong {
+                    name,
+                    max: MAX_TIMEOUT
+                },
+                "{name} = {huge:?}"
+            );
+            assert!(err.to_string().contains(name), "{err}");
+        }
+        if name != "connect_timeout" {
+            // (An hour-long connect timeout would make build() wait an
+            // hour for the dead server.)
+            set(Redlock::builder(&servers), MAX_TIMEOUT)
+                .build()
+                .unwrap_or_else(|e| panic!("{name} = MAX_TIMEOUT: {e}"));
+        }
+    }
+}
+
+/// The largest accepted delays: no arithmetic on `Instant` overflows in
+/// a call (a retry an hour or two away does not fit before the deadline,
+/// so `lock_until` gives up at once).
+#[test]
+fn largest_delays_do_not_panic() {
+    let servers = dead_urls(3);
+    let redlock = Redlock::builder(&servers)
+        .request_timeout(Duration::from_millis(20))
+        .retry_delay(MAX_TIMEOUT)
+        .retry_jitter(MAX_TIMEOUT)
+        .max_backoff(MAX_TIMEOUT)
+        .build()
+        .expect("build");
+    let soon = Instant::now() + Duration::from_millis(500);
+    let err = redlock
+        .lock_until("r", Duration::from_secs(10), soon)
+        .expect_err("masters down");
+    assert!(matches!(err, Error::Unavailable(_)), "{err}");
+    assert!(Instant::now() < soon, "gave up at once");
+    let err = redlock.try_lock("r", MAX_TTL).expect_err("masters down");
+    assert!(matches!(err, Error::Unavailable(_)), "{err}");
+}
+
 #[test]
 fn drift_factor_range() {
     let servers = dead_urls(1);
@@ -365,10 +431,10 @@ fn call_time_errors() {
         assert_eq!(calls(&cluster, i, "eval"), 0, "node {i}");
     }
     assert_eq!(held.extensions(), 0);
-    let ok = drifty
+    let mut ok = drifty
         .try_lock("ok", Duration::from_millis(600))
         .expect("0.9 * 600 + 2 + 50 < 600");
-    drifty.unlock(&ok).expect("unlock");
+    drifty.unlock(&mut ok).expect("unlock");
 
     // The longest resource allowed works, end to end.
     let longest = vec![b'z'; MAX_RESOURCE_LEN];
@@ -382,8 +448,8 @@ fn call_time_errors() {
         );
     }
     redlock.extend(&mut lock, TTL).expect("extend");
-    redlock.unlock(&lock).expect("unlock");
-    redlock.unlock(&held).expect("unlock");
+    redlock.unlock(&mut lock).expect("unlock");
+    redlock.unlock(&mut held).expect("unlock");
     assert!(
         eventually(Duration::from_secs(5), || (0..5)
             .all(|i| !cluster.exists(i, &longest))),
@@ -397,7 +463,7 @@ fn call_time_errors() {
 fn retry_count() {
     let cluster = Cluster::start(5);
     let holder = Redlock::builder(cluster.urls()).build().expect("build");
-    let lock = holder.try_lock("held", TTL).expect("holder");
+    let mut lock = holder.try_lock("held", TTL).expect("holder");
     for (retries, delay) in [(0, Duration::from_secs(10)), (2, Duration::from_millis(20))] {
         let redlock = Redlock::builder(cluster.urls())
             .retry_count(retries)
@@ -427,7 +493,7 @@ fn retry_count() {
             assert_eq!(calls(&cluster, i, "set"), attempts, "node {i}");
         }
     }
-    holder.unlock(&lock).expect("unlock");
+    holder.unlock(&mut lock).expect("unlock");
 }
 
 /// The password given in a URL never shows in any `Debug` or `Display`.

@@ -36,7 +36,7 @@ struct Outcome {
 fn worker(thread: usize, redlock: Redlock, deadline: Instant, inside: &AtomicUsize) -> Outcome {
     let mut outcome = Outcome::default();
     while outcome.windows.len() < ROUNDS {
-        let lock = match redlock.lock_until(RESOURCE, TTL, deadline) {
+        let mut lock = match redlock.lock_until(RESOURCE, TTL, deadline) {
             Ok(lock) => lock,
             Err(err) => {
                 outcome.lock_error = Some(format!(
@@ -66,7 +66,7 @@ fn worker(thread: usize, redlock: Redlock, deadline: Instant, inside: &AtomicUsi
                 hex(lock.token())
             ));
         }
-        if let Err(err) = redlock.unlock(&lock) {
+        if let Err(err) = redlock.unlock(&mut lock) {
             outcome
                 .unlock_errors
                 .push(format!("thread {thread}: {err}"));

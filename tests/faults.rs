@@ -67,11 +67,11 @@ fn back_on_all(cluster: &Cluster, redlock: &Redlock, key: &[u8]) {
                     eventually(SETTLE, || (0..N).all(|i| pttl(cluster, i, key) > 11_000)),
                     "extended on every node"
                 );
-                redlock.unlock(&lock).expect("unlock with all five up");
+                redlock.unlock(&mut lock).expect("unlock with all five up");
                 assert_gone(cluster, &all(), key, SETTLE);
                 return;
             }
-            let _ = redlock.unlock(&lock);
+            let _ = redlock.unlock(&mut lock);
         }
         assert!(
             Instant::now() < deadline,
@@ -189,7 +189,7 @@ fn stalled_nodes() {
             proxies[i].stall(Dir::Both);
         }
         let started = Instant::now();
-        let lock = redlock.try_lock(&key, TTL).expect("a quorum is up");
+        let mut lock = redlock.try_lock(&key, TTL).expect("a quorum is up");
         let took = started.elapsed();
         assert!(took < REQUEST_TIMEOUT + MARGIN, "took {took:?}");
         assert!(
@@ -208,7 +208,9 @@ fn stalled_nodes() {
             "a stalled node got the SET"
         );
         let started = Instant::now();
-        redlock.unlock(&lock).expect("release on the healthy nodes");
+        redlock
+            .unlock(&mut lock)
+            .expect("release on the healthy nodes");
         assert!(started.elapsed() < REQUEST_TIMEOUT + MARGIN);
         assert_gone(
             &cluster,
@@ -256,7 +258,7 @@ fn stalled_node_heals_mid_round() {
     }
     let heal_after = Duration::from_millis(20);
     let started = Instant::now();
-    let lock = thread::scope(|s| {
+    let mut lock = thread::scope(|s| {
         s.spawn(|| {
             thread::sleep(heal_after);
             proxies[0].heal();
@@ -281,7 +283,7 @@ fn stalled_node_heals_mid_round() {
             == 3),
         "held on nodes 0, 3 and 4"
     );
-    redlock.unlock(&lock).expect("release on 0, 3 and 4");
+    redlock.unlock(&mut lock).expect("release on 0, 3 and 4");
     assert_gone(&cluster, &[0, 3, 4], b"res", SETTLE);
     proxies.heal_all();
     assert_gone(&cluster, &all(), b"res", SETTLE);
@@ -315,7 +317,7 @@ fn replies_after_the_deadline_are_not_counted_later() {
             cluster.set(i, &b, "someone else");
         }
         let started_a = Instant::now();
-        let lock_a = redlock.try_lock(&a, TTL).expect("a on nodes 0, 1 and 2");
+        let mut lock_a = redlock.try_lock(&a, TTL).expect("a on nodes 0, 1 and 2");
         // A's replies from nodes 3 and 4 arrive at started_a + 300 ms,
         // halfway through B's round.
         thread::sleep(
@@ -350,7 +352,7 @@ fn replies_after_the_deadline_are_not_counted_later() {
                 dir == Dir::ToClient && at >= started_b && at < b_deadline.min(ended_b)
             })
         });
-        redlock.unlock(&lock_a).expect("unlock a");
+        redlock.unlock(&mut lock_a).expect("unlock a");
         assert_gone(&cluster, &all(), a.as_bytes(), SETTLE);
         assert_gone(&cluster, &[0, 3, 4], b.as_bytes(), SETTLE);
         for i in [1, 2] {
@@ -380,8 +382,8 @@ fn probe_node_0(cluster: &Cluster, redlock: &Redlock) -> NodeState {
         cluster.set(i, "probe", "someone else");
     }
     match redlock.try_lock("probe", TTL) {
-        Ok(lock) => {
-            redlock.unlock(&lock).expect("unlock the probe");
+        Ok(mut lock) => {
+            redlock.unlock(&mut lock).expect("unlock the probe");
             NodeState::Ok
         }
         Err(err) => {
@@ -459,7 +461,7 @@ fn reset_during_release() {
     let cluster = Cluster::start(N);
     let proxies = Proxies::front(&cluster);
     let redlock = client(&proxies, REQUEST_TIMEOUT);
-    let lock = redlock.try_lock("res", SHORT_TTL).expect("acquire");
+    let mut lock = redlock.try_lock("res", SHORT_TTL).expect("acquire");
     assert!(
         eventually(SETTLE, || holders(&cluster, 0..N, b"res", lock.token())
             .len()
@@ -470,7 +472,7 @@ fn reset_during_release() {
         cluster.command(i, &[b"DEL", b"res"]);
     }
     proxies[0].reset_on_next_request(1);
-    let err = redlock.unlock(&lock).expect_err("no quorum released");
+    let err = redlock.unlock(&mut lock).expect_err("no quorum released");
     assert!(matches!(err, Error::NotHeld(_)), "{err}");
     let report = err.report().expect("report");
     assert!(is_reset(&report.nodes()[0]), "{report}");
@@ -554,7 +556,7 @@ fn servers_restarted_with_persistence() {
         let (_, failed) = command_stats(&cluster, i, "evalsha");
         assert_eq!(failed, 0, "node {i}: an EVALSHA failed (NOSCRIPT?)");
     }
-    redlock.unlock(&lock).expect("unlock");
+    redlock.unlock(&mut lock).expect("unlock");
     assert_gone(&cluster, &all(), b"res", SETTLE);
     back_on_all(&cluster, &redlock, b"after");
 }
@@ -587,7 +589,7 @@ fn servers_restarted_empty() {
         (3..N).all(|i| !cluster.exists(i, "res")),
         "an extend recreated the key"
     );
-    redlock.unlock(&lock).expect("unlock");
+    redlock.unlock(&mut lock).expect("unlock");
     assert_gone(&cluster, &all(), b"res", SETTLE);
     back_on_all(&cluster, &redlock, b"after");
     for i in 0..N {
@@ -613,12 +615,12 @@ fn client_paused_past_validity() {
     assert!(lock.is_expired());
     assert_eq!(lock.validity(), Duration::ZERO);
 
-    let taken = other.try_lock("res", TTL).expect("expired on the servers");
+    let mut taken = other.try_lock("res", TTL).expect("expired on the servers");
     assert_eq!(
         redlock.extend(&mut lock, TTL).expect_err("expired"),
         Error::Expired
     );
-    let err = redlock.unlock(&lock).expect_err("not held");
+    let err = redlock.unlock(&mut lock).expect_err("not held");
     assert!(matches!(err, Error::NotHeld(_)), "{err}");
     assert!(
         eventually(SETTLE, || holders(&cluster, 0..N, b"res", taken.token())
@@ -626,7 +628,7 @@ fn client_paused_past_validity() {
             == N),
         "the new owner's key stays on all five"
     );
-    other.unlock(&taken).expect("the new owner releases");
+    other.unlock(&mut taken).expect("the new owner releases");
     assert_gone(&cluster, &all(), b"res", SETTLE);
 }
 
@@ -663,10 +665,10 @@ fn one_byte_segments() {
             .all(|i| pttl(&cluster, i, b"res") > 11_000)),
         "extended on all five"
     );
-    redlock.unlock(&lock).expect("release");
+    redlock.unlock(&mut lock).expect("release");
     assert_gone(&cluster, &all(), b"res", SETTLE);
-    let again = other.try_lock("res", TTL).expect("free again");
-    other.unlock(&again).expect("release");
+    let mut again = other.try_lock("res", TTL).expect("free again");
+    other.unlock(&mut again).expect("release");
     assert_gone(&cluster, &all(), b"res", SETTLE);
     for i in 0..N {
         let stats = proxies[i].stats();
@@ -715,5 +717,5 @@ fn first_round_after_idle_connections_were_closed() {
     redlock
         .extend(&mut lock, TTL)
         .expect("every master still holds the lock");
-    redlock.unlock(&lock).expect("unlock");
+    redlock.unlock(&mut lock).expect("unlock");
 }

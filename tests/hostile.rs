@@ -187,7 +187,7 @@ fn acquire(client: &Redlock, resource: &[u8]) -> Lock {
     lock
 }
 
-fn release(client: &Redlock, lock: &Lock) {
+fn release(client: &Redlock, lock: &mut Lock) {
     timed("release", || client.unlock(lock))
         .unwrap_or_else(|e| panic!("release despite the hostile node: {e}"));
 }
@@ -207,12 +207,12 @@ fn works(rig: &Rig, resource: &[u8]) {
 
 /// [`works`], and the bytes the client allocated in its two calls.
 fn works_measured(rig: &Rig, resource: &[u8]) -> u64 {
-    let (lock, _, acquired) = counted(|| acquire(&rig.client, resource));
+    let (mut lock, _, acquired) = counted(|| acquire(&rig.client, resource));
     assert!(
         holders(&rig.cluster, resource, lock.token()) >= 3,
         "the lock is not on a quorum of real masters"
     );
-    let ((), _, released) = counted(|| release(&rig.client, &lock));
+    let ((), _, released) = counted(|| release(&rig.client, &mut lock));
     assert!(
         eventually(NOTICE, || holders(&rig.cluster, resource, lock.token())
             == 0),
@@ -379,12 +379,27 @@ fn bulk_at_the_limit_fits_the_read_buffer() {
         let resource = format!("hostile:max-push:{round}");
         block(&rig, resource.as_bytes());
         // Two real masters refuse: the acquire needs the hostile node.
-        let lock = acquire(&rig.client, resource.as_bytes());
-        release(&rig.client, &lock);
+        let mut lock = acquire(&rig.client, resource.as_bytes());
+        release(&rig.client, &mut lock);
         unblock(&rig, resource.as_bytes());
     }
     assert_eq!(rig.fake.accepted(), 1, "the connection was dropped");
     assert_eq!(rig.fake.peer_closed(), 0, "the connection was dropped");
+}
+
+/// A master that streams pushes without end (16 MiB per request, in one
+/// write after another) is dropped once it exceeds the client's budget
+/// for unsolicited data, and holds no call: each returns within the
+/// round's bounds.
+#[test]
+fn endless_pushes() {
+    let chunk = b">2\r\n+flood\r\n:1\r\n".repeat(4096);
+    check_failing(
+        "endless pushes",
+        Handshake::Correct,
+        move |_| vec![Action::Send(chunk.clone()); 256],
+        failed(NodeError::Unsolicited),
+    );
 }
 
 #[test]
@@ -516,8 +531,8 @@ fn ok_reply_to_evalsha() {
     // Held on the hostile node and two real masters; the other two real
     // masters hold another token, so the release needs the hostile node.
     block(&rig, resource);
-    let lock = acquire(&rig.client, resource);
-    let report = match timed("release", || rig.client.unlock(&lock)) {
+    let mut lock = acquire(&rig.client, resource);
+    let report = match timed("release", || rig.client.unlock(&mut lock)) {
         Err(Error::NotHeld(report)) => report,
         other => panic!("release: expected NotHeld, got {other:?}"),
     };
@@ -529,7 +544,7 @@ fn ok_reply_to_evalsha() {
     );
     assert!(rig.fake.wait_until(NOTICE, |f| f.peer_closed() >= 1));
     thread::sleep(BACKOFF_WAIT);
-    let lock = acquire(&rig.client, b"hostile:evalsha:2");
+    let mut lock = acquire(&rig.client, b"hostile:evalsha:2");
     assert!(
         rig.fake.wait_until(NOTICE, |f| f.accepted() >= 2),
         "no reconnect: {:?}",
@@ -537,7 +552,7 @@ fn ok_reply_to_evalsha() {
     );
     // The hostile node's `+OK` to the release fails it again; the four real
     // masters release.
-    release(&rig.client, &lock);
+    release(&rig.client, &mut lock);
     println!("+OK to EVALSHA: {report} / {:?}", rig.fake);
 }
 
@@ -578,8 +593,8 @@ fn pushes_before_every_reply_are_skipped() {
         // Two real masters hold it for another token: the acquire and the
         // release reach quorum only if the hostile node counts.
         block(&rig, resource.as_bytes());
-        let lock = acquire(&rig.client, resource.as_bytes());
-        release(&rig.client, &lock);
+        let mut lock = acquire(&rig.client, resource.as_bytes());
+        release(&rig.client, &mut lock);
         unblock(&rig, resource.as_bytes());
     }
     assert_eq!(rig.fake.accepted(), 1, "the connection was dropped");
@@ -600,7 +615,7 @@ fn extra_reply_within_a_round() {
     });
     let resource: &[u8] = b"hostile:extra";
     block(&rig, resource);
-    let lock = acquire(&rig.client, resource);
+    let mut lock = acquire(&rig.client, resource);
     assert!(
         rig.fake.wait_until(NOTICE, |f| f.peer_closed() >= 1),
         "the client kept a connection that answered nothing: {:?}",
@@ -609,7 +624,7 @@ fn extra_reply_within_a_round() {
     thread::sleep(BACKOFF_WAIT);
     // The release reconnects (the two blocked masters refuse it, the
     // hostile node and two real ones release it).
-    release(&rig.client, &lock);
+    release(&rig.client, &mut lock);
     unblock(&rig, resource);
     assert!(
         rig.fake.wait_until(NOTICE, |f| f.accepted() >= 2),
@@ -759,7 +774,7 @@ fn slow_node_is_not_stalled_after_an_idle_period() {
     });
     unblock(&rig, resource);
     match result {
-        Ok(lock) => release(&rig.client, &lock),
+        Ok(mut lock) => release(&rig.client, &mut lock),
         Err(error) => panic!(
             "a healthy (slow) node was dropped after the client sat idle for longer than \
              the stall timeout: {error}"
@@ -832,8 +847,8 @@ fn memory_bounded(name: &str, behaviour: fn(&Request<'_>) -> Vec<Action>) {
             "{name}: {report}"
         );
         thread::sleep(BACKOFF_WAIT);
-        let (lock, acquire_allocs, acquire_bytes) = counted(|| acquire(client, resource));
-        let ((), release_allocs, release_bytes) = counted(|| release(client, &lock));
+        let (mut lock, acquire_allocs, acquire_bytes) = counted(|| acquire(client, resource));
+        let ((), release_allocs, release_bytes) = counted(|| release(client, &mut lock));
         assert!(
             rig.fake.wait_until(NOTICE, |f| f.accepted() > accepted),
             "{name}: no reconnect in cycle {cycle}"
@@ -889,8 +904,8 @@ fn many_rounds_against_a_hostile_node() {
     for _ in 0..ROUNDS {
         thread::sleep(Duration::from_millis(12));
         let ((), allocations, bytes) = counted(|| {
-            let lock = acquire(client, b"hostile:many");
-            release(client, &lock);
+            let mut lock = acquire(client, b"hostile:many");
+            release(client, &mut lock);
         });
         per_round.push((allocations, bytes));
     }

@@ -56,6 +56,22 @@ const _: () = assert!(OUTPUT_CAPACITY >= 512 + (MAX_PENDING + RELEASE_HEADROOM) 
 /// Unwritten bytes after which a connection counts as stalled.
 const MAX_UNWRITTEN: usize = 64 * 1024;
 
+/// Bytes read from one connection per readiness event (or per
+/// [`Conn::read_more`]) before the driver gets control back to check its
+/// deadlines: a server that keeps sending cannot hold a call.
+const READ_BUDGET: usize = 8 * READ_BUFFER;
+
+/// Bytes of frames that answer nothing (pushes, attributes) accepted
+/// between two replies. The client never asks for pushes (it speaks
+/// RESP2), so a server that sends more is broken or hostile.
+const UNSOLICITED_BUDGET: usize = 16 * 1024;
+
+/// `now + d`, or `now` if that is beyond what an [`Instant`] can hold
+/// (unreachable with the builder's ranges; never a panic).
+pub(crate) fn after(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d).unwrap_or(now)
+}
+
 /// Timing of a connection.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ConnConfig {
@@ -191,6 +207,12 @@ pub(crate) struct Conn {
     /// an older request of the same kind and so never answers in time;
     /// after the stall timeout it is re-made.
     late_since: Option<Instant>,
+    /// The last read stopped at [`READ_BUDGET`] with more data possibly
+    /// waiting: under edge-triggered readiness no new event will say so,
+    /// so the driver calls [`read_more`](Self::read_more).
+    backlog: bool,
+    /// Bytes of unsolicited frames since the last reply.
+    unsolicited: usize,
 }
 
 impl Conn {
@@ -215,6 +237,8 @@ impl Conn {
             replay: Vec::with_capacity(REPLAY_CAPACITY),
             last_error: None,
             late_since: None,
+            backlog: false,
+            unsolicited: 0,
         }
     }
 
@@ -228,12 +252,6 @@ impl Conn {
 
     pub(crate) fn is_down(&self) -> bool {
         matches!(self.state, State::Down { .. })
-    }
-
-    /// Whether everything queued has been written to the socket, commands
-    /// held back for the handshake included.
-    pub(crate) fn is_flushed(&self) -> bool {
-        self.written == self.out.len() && self.held.is_empty()
     }
 
     /// Whether the connection is up, or down with its back-off expired (so
@@ -293,7 +311,7 @@ impl Conn {
             });
         }
         self.state = State::Connecting {
-            deadline: now + self.config.connect_timeout,
+            deadline: after(now, self.config.connect_timeout),
         };
         Ok(())
     }
@@ -309,6 +327,8 @@ impl Conn {
         self.held.clear();
         self.replay.clear();
         self.late_since = None;
+        self.backlog = false;
+        self.unsolicited = 0;
     }
 
     /// Drops the socket and everything in flight after `error`; a reconnect
@@ -332,7 +352,7 @@ impl Conn {
         let retry_at = if self.state == State::Ready && benign {
             now
         } else {
-            let at = now + self.backoff;
+            let at = after(now, self.backoff);
             self.backoff = (self.backoff * 2).min(self.config.backoff_max);
             at
         };
@@ -468,7 +488,7 @@ impl Conn {
         let stall = self
             .pending
             .front()
-            .map(|oldest| oldest.sent + self.config.stall_timeout);
+            .map(|oldest| after(oldest.sent, self.config.stall_timeout));
         let connect = match self.state {
             State::Connecting { deadline } | State::Handshaking { deadline } => Some(deadline),
             _ => None,
@@ -479,15 +499,21 @@ impl Conn {
         }
     }
 
-    /// Handles readiness: completes a connect, writes, and reads every
-    /// reply that arrived, passing the outcomes of `current`'s commands to
-    /// `on_reply`. Replies to earlier rounds are matched and dropped.
+    /// Whether the last read stopped at its budget with data possibly
+    /// left in the socket: then call [`read_more`](Self::read_more).
+    pub(crate) fn has_backlog(&self) -> bool {
+        self.backlog
+    }
+
+    /// Handles readiness: completes a connect, writes, and reads the
+    /// replies that arrived (up to [`READ_BUDGET`] bytes), passing the
+    /// outcomes of `current`'s commands to `on_reply` with the time they
+    /// were read. Replies to earlier rounds are matched and dropped.
     pub(crate) fn handle_event(
         &mut self,
         event: &Event,
-        now: Instant,
         current: u64,
-        on_reply: &mut impl FnMut(Op, Outcome),
+        on_reply: &mut (impl FnMut(Op, Outcome, Instant) + ?Sized),
     ) -> Result<(), NodeError> {
         if let State::Connecting { .. } = self.state {
             let Some(stream) = self.stream.as_mut() else {
@@ -496,7 +522,7 @@ impl Conn {
             match stream.connected() {
                 Ok(true) => {
                     self.state = State::Handshaking {
-                        deadline: now + self.config.connect_timeout,
+                        deadline: after(Instant::now(), self.config.connect_timeout),
                     };
                 }
                 Ok(false) => return Ok(()),
@@ -505,7 +531,7 @@ impl Conn {
         }
         self.flush()?;
         if event.is_readable() || event.is_read_closed() || event.is_error() {
-            self.read(now, current, on_reply)?;
+            self.read(current, on_reply)?;
             // Reading may have finished the handshake or answered a
             // NOSCRIPT: write what that queued.
             self.flush()?;
@@ -513,14 +539,32 @@ impl Conn {
         Ok(())
     }
 
-    /// Reads until the socket would block, decoding as it goes.
+    /// Goes on reading after a read that stopped at its budget, as
+    /// [`handle_event`](Self::handle_event) does for a readable event.
+    pub(crate) fn read_more(
+        &mut self,
+        current: u64,
+        on_reply: &mut (impl FnMut(Op, Outcome, Instant) + ?Sized),
+    ) -> Result<(), NodeError> {
+        self.backlog = false;
+        self.read(current, on_reply)?;
+        self.flush()
+    }
+
+    /// Reads until the socket would block or [`READ_BUDGET`] bytes were
+    /// read, decoding as it goes. The time is taken after each read, so
+    /// that a decision never uses a time from before its reply arrived.
     fn read(
         &mut self,
-        now: Instant,
         current: u64,
-        on_reply: &mut impl FnMut(Op, Outcome),
+        on_reply: &mut (impl FnMut(Op, Outcome, Instant) + ?Sized),
     ) -> Result<(), NodeError> {
+        let mut budget = READ_BUDGET;
         loop {
+            if budget == 0 {
+                self.backlog = true;
+                return Ok(());
+            }
             if self.end == self.input.len() {
                 if self.start == 0 {
                     // Unreachable: under REPLY_LIMITS every token fits in
@@ -536,12 +580,13 @@ impl Conn {
             };
             match stream.read(&mut self.input[self.end..]) {
                 Ok(0) => {
-                    self.process(now, current, on_reply)?;
+                    self.process(Instant::now(), current, on_reply)?;
                     return Err(NodeError::Closed);
                 }
                 Ok(n) => {
+                    budget = budget.saturating_sub(n);
                     self.end += n;
-                    self.process(now, current, on_reply)?;
+                    self.process(Instant::now(), current, on_reply)?;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -555,7 +600,7 @@ impl Conn {
         &mut self,
         now: Instant,
         current: u64,
-        on_reply: &mut impl FnMut(Op, Outcome),
+        on_reply: &mut (impl FnMut(Op, Outcome, Instant) + ?Sized),
     ) -> Result<(), NodeError> {
         loop {
             let decoded = match self.decoder.decode(&self.input[self.start..self.end]) {
@@ -564,6 +609,16 @@ impl Conn {
                 Err(e) => return Err(NodeError::Protocol(e)),
             };
             let (token, len, frame_end) = (decoded.token, decoded.len, decoded.frame_end);
+            let reply =
+                self.skip == Skip::No && !matches!(token, Token::Push(_) | Token::Attribute(_));
+            if reply {
+                self.unsolicited = 0;
+            } else {
+                self.unsolicited += len;
+                if self.unsolicited > UNSOLICITED_BUDGET {
+                    return Err(NodeError::Unsolicited);
+                }
+            }
             match self.skip {
                 Skip::Push => {
                     if frame_end {
@@ -589,7 +644,7 @@ impl Conn {
                             // None of our commands is answered by an aggregate.
                             return Err(NodeError::UnexpectedReply);
                         }
-                        if now <= pending.sent + self.config.request_timeout {
+                        if now <= after(pending.sent, self.config.request_timeout) {
                             // An answer in time: the connection keeps up.
                             self.late_since = None;
                         }
@@ -618,10 +673,22 @@ impl Conn {
                                 }
                                 match outcome {
                                     Outcome::Unexpected => return Err(NodeError::UnexpectedReply),
+                                    Outcome::NoScript if op == Op::Extend && round != current => {
+                                        // An extend of a round that is over
+                                        // is never replayed: newer commands
+                                        // (a later extend of the same lock,
+                                        // with another TTL) may already have
+                                        // been applied on this master, and
+                                        // this one must not overtake them.
+                                        // The lock's validity already
+                                        // assumes the worst of this round.
+                                    }
                                     Outcome::NoScript => {
                                         // The script cache was emptied: send the
-                                        // same request again with the script, for
-                                        // this round or a finished one alike.
+                                        // same request again with the script,
+                                        // for this round, or a release of a
+                                        // finished one (it frees a key; with its
+                                        // own token it cannot touch a newer lock).
                                         let (res, tok) = arg_bytes.split_at(resource as usize);
                                         Command {
                                             op,
@@ -647,7 +714,7 @@ impl Conn {
                                                 .map_or_else(Instant::now, |p| p.sent),
                                         });
                                     }
-                                    _ if round == current => on_reply(op, outcome),
+                                    _ if round == current => on_reply(op, outcome, now),
                                     _ => {}
                                 }
                                 // Drop the consumed arguments now: with early

@@ -14,7 +14,7 @@ use mio::{Events, Poll, Registry};
 
 use crate::addr::ServerAddr;
 use crate::commands::{Command, Outcome};
-use crate::rules::{NodeError, NodeState, Round};
+use crate::rules::{NodeError, NodeState, Op, Round};
 
 pub(crate) use conn::{Conn, ConnConfig};
 
@@ -110,27 +110,28 @@ impl Driver {
     }
 
     /// Queues `command` on every connection that is up (or may reconnect at
-    /// once) and writes it, waiting until `deadline` at most for the writes
-    /// to leave (after a handshake, where one is needed), but not for
-    /// replies: they are matched and dropped by later rounds.
-    pub(crate) fn send_only(&mut self, command: &Command<'_>, deadline: Instant) -> io::Result<()> {
+    /// once) and writes what can be written now, without waiting: not for
+    /// a handshake, a full socket buffer or a reply. What is left goes out
+    /// as the connections become ready during later calls; the replies are
+    /// matched and dropped by later rounds. A master that is paused or
+    /// down costs nothing here.
+    pub(crate) fn queue(&mut self, command: &Command<'_>, now: Instant) {
         let id = self.next_round();
-        let now = Instant::now();
         let registry = self.poll.registry();
         for conn in &mut self.conns {
             // A connection dropped in the failed round (say, as stalled,
-            // after its SET went out) reconnects at once: the release waits
+            // after its SET went out) reconnects at once: the command waits
             // for the handshake on the new one.
             if !conn.may_send(now) {
                 continue;
             }
+            // A failed send leaves the connection down.
             if conn.send(registry, command, id, now).is_ok() {
                 if let Err(error) = conn.flush() {
                     conn.close(registry, error, now);
                 }
             }
         }
-        self.wait(id, deadline, Until::Flushed, None)
     }
 
     /// Polls and dispatches readiness until `until` holds or `deadline`
@@ -156,22 +157,26 @@ impl Driver {
             }
             let done = match until {
                 Until::Decided => round.as_deref().is_none_or(|r| r.decision().is_some()),
-                Until::Flushed => self.conns.iter().all(Conn::is_flushed),
                 Until::Connected => self.conns.iter().all(|c| c.is_ready() || c.is_down()),
             };
             if done || now >= deadline {
                 return Ok(());
             }
-            let wake = self
-                .conns
-                .iter()
-                .filter_map(Conn::next_timer)
-                .fold(deadline, Instant::min);
-            self.poll_once(
-                wake.saturating_duration_since(now),
-                id,
-                round.as_deref_mut(),
-            )?;
+            // A connection with unread data left by its read budget gets no
+            // new event: look at the others without sleeping, then go on
+            // reading it.
+            let timeout = if self.conns.iter().any(Conn::has_backlog) {
+                Duration::ZERO
+            } else {
+                let wake = self
+                    .conns
+                    .iter()
+                    .filter_map(Conn::next_timer)
+                    .fold(deadline, Instant::min);
+                wake.saturating_duration_since(now)
+            };
+            self.poll_once(timeout, id, round.as_deref_mut())?;
+            self.read_backlog(id, round.as_deref_mut());
         }
     }
 
@@ -189,24 +194,60 @@ impl Driver {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
             Err(e) => return Err(e),
         }
-        let now = Instant::now();
         let registry = self.poll.registry();
         for event in self.events.iter() {
             let i = event.token().0;
-            let Some(conn) = self.conns.get_mut(i) else {
-                continue;
-            };
-            let mut target = round.as_deref_mut();
-            let result = conn.handle_event(event, now, id, &mut |_, outcome| {
-                if let Some(round) = target.as_deref_mut() {
-                    deliver(round, i, outcome, now);
-                }
-            });
-            if let Err(error) = result {
-                fail(conn, registry, i, id, error, now, round.as_deref_mut());
+            if let Some(conn) = self.conns.get_mut(i) {
+                serve(
+                    conn,
+                    registry,
+                    i,
+                    id,
+                    round.as_deref_mut(),
+                    |conn, on_reply| conn.handle_event(event, id, on_reply),
+                );
             }
         }
         Ok(())
+    }
+
+    /// Goes on reading the connections whose last read stopped at its
+    /// budget, one budget each.
+    fn read_backlog(&mut self, id: u64, mut round: Option<&mut Round>) {
+        let registry = self.poll.registry();
+        for (i, conn) in self.conns.iter_mut().enumerate() {
+            if conn.has_backlog() {
+                serve(
+                    conn,
+                    registry,
+                    i,
+                    id,
+                    round.as_deref_mut(),
+                    |conn, on_reply| conn.read_more(id, on_reply),
+                );
+            }
+        }
+    }
+}
+
+/// Lets `io` read and write connection `i`, handing the outcomes of round
+/// `id` to `round`; if it fails, closes the connection as [`fail`] does.
+fn serve(
+    conn: &mut Conn,
+    registry: &Registry,
+    i: usize,
+    id: u64,
+    mut round: Option<&mut Round>,
+    io: impl FnOnce(&mut Conn, &mut dyn FnMut(Op, Outcome, Instant)) -> Result<(), NodeError>,
+) {
+    let mut target = round.as_deref_mut();
+    let result = io(conn, &mut |_, outcome, now| {
+        if let Some(round) = target.as_deref_mut() {
+            deliver(round, i, outcome, now);
+        }
+    });
+    if let Err(error) = result {
+        fail(conn, registry, i, id, error, Instant::now(), round);
     }
 }
 
@@ -215,8 +256,6 @@ impl Driver {
 enum Until {
     /// The round is decided.
     Decided,
-    /// Every connection has written all it queued.
-    Flushed,
     /// Every connection is ready or down.
     Connected,
 }

@@ -120,6 +120,9 @@ pub enum NodeError {
     /// The connection stopped answering: requests older than the stall
     /// limit went unanswered, so it was dropped.
     Stalled,
+    /// The server kept sending frames that answer nothing (pushes,
+    /// attributes) beyond a small budget; the connection was dropped.
+    Unsolicited,
 }
 
 impl fmt::Display for NodeError {
@@ -134,6 +137,7 @@ impl fmt::Display for NodeError {
             NodeError::Handshake(error) => write!(f, "handshake refused: {error}"),
             NodeError::Server(error) => write!(f, "server error: {error}"),
             NodeError::Stalled => f.write_str("connection stalled"),
+            NodeError::Unsolicited => f.write_str("flooded with unsolicited data"),
         }
     }
 }

@@ -1,0 +1,317 @@
+//! [`Builder`]: the configuration of a [`Redlock`], checked in one place.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use crate::addr::ServerAddr;
+use crate::driver::{ConnConfig, Driver};
+use crate::error::ConfigError;
+use crate::rules::{Op, Round};
+
+use super::token::TokenSource;
+use super::{Inner, Redlock};
+
+/// The longest value accepted for every timeout and delay of the
+/// [`Builder`]: one hour. Longer values are refused with
+/// [`ConfigError::TooLong`], so that no deadline computed from them can
+/// overflow an [`Instant`].
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// Configures and builds a [`Redlock`]. Made by [`Redlock::builder`].
+///
+/// Every timeout and delay has a documented range; [`build`](Self::build)
+/// refuses values outside it with a typed [`ConfigError`].
+///
+/// `Debug` shows the server addresses with their passwords masked.
+#[derive(Clone)]
+pub struct Builder {
+    servers: Vec<String>,
+    request_timeout: Duration,
+    connect_timeout: Duration,
+    stall_timeout: Duration,
+    backoff_max: Duration,
+    retry_count: u32,
+    retry_delay: Duration,
+    retry_jitter: Duration,
+    drift_factor: f64,
+    max_extensions: Option<u32>,
+}
+
+/// What a client keeps of its configuration.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Config {
+    pub(super) request_timeout: Duration,
+    pub(super) retry_count: u32,
+    pub(super) retry_delay: Duration,
+    pub(super) retry_jitter: Duration,
+    pub(super) drift_factor: f64,
+    pub(super) max_extensions: Option<u32>,
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let servers: Vec<String> = self.servers.iter().map(|s| redact(s)).collect();
+        f.debug_struct("Builder")
+            .field("servers", &servers)
+            .field("request_timeout", &self.request_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("stall_timeout", &self.stall_timeout)
+            .field("max_backoff", &self.backoff_max)
+            .field("retry_count", &self.retry_count)
+            .field("retry_delay", &self.retry_delay)
+            .field("retry_jitter", &self.retry_jitter)
+            .field("drift_factor", &self.drift_factor)
+            .field("max_extensions", &self.max_extensions)
+            .finish()
+    }
+}
+
+/// An address as given, with any password (after `user:` before `@`, or a
+/// `pass=`/`password=` parameter) replaced by `***`. Textual only: it
+/// resolves nothing, and it masks even what does not parse.
+fn redact(url: &str) -> String {
+    let (head, query) = match url.split_once('?') {
+        Some((head, query)) => (head, Some(query)),
+        None => (url, None),
+    };
+    let mut out = match head.split_once("://") {
+        Some((scheme, rest)) => match rest.rsplit_once('@') {
+            Some((userinfo, host)) => {
+                let user = userinfo.split_once(':').map_or("", |(user, _)| user);
+                format!("{scheme}://{user}:***@{host}")
+            }
+            None => head.to_owned(),
+        },
+        None if head.contains('@') => "***".to_owned(),
+        None => head.to_owned(),
+    };
+    if let Some(query) = query {
+        out.push('?');
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((key @ ("pass" | "password"), _)) => format!("{key}=***"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        out.push_str(&pairs.join("&"));
+    }
+    out
+}
+
+impl Builder {
+    pub(super) fn new(servers: Vec<String>) -> Builder {
+        Builder {
+            servers,
+            request_timeout: Duration::from_millis(50),
+            connect_timeout: Duration::from_secs(1),
+            stall_timeout: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(1),
+            retry_count: 3,
+            retry_delay: Duration::from_millis(200),
+            retry_jitter: Duration::from_millis(100),
+            drift_factor: 0.01,
+            max_extensions: None,
+        }
+    }
+
+    /// How long one round waits for the masters: a master that has not
+    /// answered by then counts as failed for the round. Default 50 ms;
+    /// more than zero and at most [`MAX_TIMEOUT`]. It should be far below
+    /// the TTLs used.
+    pub fn request_timeout(mut self, timeout: Duration) -> Builder {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// How long a connect and its handshake may take. Default 1 s; more
+    /// than zero and at most [`MAX_TIMEOUT`].
+    pub fn connect_timeout(mut self, timeout: Duration) -> Builder {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// After how long without an answer a connection is considered stalled
+    /// and dropped (then re-established with back-off). Default 1 s; at
+    /// least the request timeout and at most [`MAX_TIMEOUT`].
+    pub fn stall_timeout(mut self, timeout: Duration) -> Builder {
+        self.stall_timeout = timeout;
+        self
+    }
+
+    /// The longest wait between reconnect attempts to a master that is
+    /// down; the wait starts at 10 ms and doubles. Default 1 s; more than
+    /// zero and at most [`MAX_TIMEOUT`].
+    pub fn max_backoff(mut self, backoff: Duration) -> Builder {
+        self.backoff_max = backoff;
+        self
+    }
+
+    /// How many times [`Redlock::lock`] tries again after a failed attempt.
+    /// Default 3 (so 4 attempts); 0 makes `lock` a single attempt. Any
+    /// value is accepted.
+    pub fn retry_count(mut self, count: u32) -> Builder {
+        self.retry_count = count;
+        self
+    }
+
+    /// The average wait before retrying. Default 200 ms; zero to
+    /// [`MAX_TIMEOUT`].
+    pub fn retry_delay(mut self, delay: Duration) -> Builder {
+        self.retry_delay = delay;
+        self
+    }
+
+    /// The most the wait before a retry differs from
+    /// [`retry_delay`](Self::retry_delay), drawn uniformly at random so that
+    /// contending clients desynchronise. Default 100 ms; zero to
+    /// [`MAX_TIMEOUT`] (the wait is never below zero).
+    pub fn retry_jitter(mut self, jitter: Duration) -> Builder {
+        self.retry_jitter = jitter;
+        self
+    }
+
+    /// The clock drift allowed, as a fraction of the TTL; 2 ms are added.
+    /// Default 0.01; from 0 up to (not including) 1.
+    pub fn drift_factor(mut self, factor: f64) -> Builder {
+        self.drift_factor = factor;
+        self
+    }
+
+    /// The most times one lock may be extended, so that a stuck holder
+    /// cannot keep a resource forever. Default: no limit (the caller's
+    /// policy). The count belongs to the acquisition: a [`Lock`] cannot be
+    /// cloned, so it cannot be reset by copying.
+    ///
+    /// [`Lock`]: crate::Lock
+    pub fn max_extensions(mut self, limit: u32) -> Builder {
+        self.max_extensions = Some(limit);
+        self
+    }
+
+    /// Checks the configuration, resolves the addresses, and connects to
+    /// every master (waiting up to the connect timeout for the
+    /// handshakes). Masters that cannot be reached now are retried in the
+    /// background of later calls: building succeeds anyway.
+    ///
+    /// Host names are resolved here, once, by the system resolver: that
+    /// blocks for as long as the resolver takes (it is not bounded by the
+    /// connect timeout), and a later change of the name's address is not
+    /// followed. Give IP addresses where start-up time matters.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError`] says what is wrong.
+    pub fn build(self) -> Result<Redlock, ConfigError> {
+        let addrs = self.check()?;
+        let conn = ConnConfig {
+            request_timeout: self.request_timeout,
+            connect_timeout: self.connect_timeout,
+            stall_timeout: self.stall_timeout,
+            backoff_min: Duration::from_millis(10).min(self.backoff_max),
+            backoff_max: self.backoff_max,
+        };
+        let mut driver = Driver::new(&addrs, conn).map_err(|e| ConfigError::Io(e.kind()))?;
+        let now = Instant::now();
+        // In range: the connect timeout is at most MAX_TIMEOUT.
+        let deadline = now.checked_add(self.connect_timeout).unwrap_or(now);
+        driver
+            .connect_all(deadline)
+            .map_err(|e| ConfigError::Io(e.kind()))?;
+        let n = driver.len();
+        Ok(Redlock {
+            inner: RefCell::new(Inner {
+                driver,
+                tokens: TokenSource::new(),
+                round: Round::new(
+                    Op::Acquire,
+                    n,
+                    Duration::ZERO,
+                    Duration::ZERO,
+                    self.request_timeout,
+                    now,
+                ),
+            }),
+            config: Config {
+                request_timeout: self.request_timeout,
+                retry_count: self.retry_count,
+                retry_delay: self.retry_delay,
+                retry_jitter: self.retry_jitter,
+                drift_factor: self.drift_factor,
+                max_extensions: self.max_extensions,
+            },
+        })
+    }
+
+    /// Validates everything and parses the addresses.
+    fn check(&self) -> Result<Vec<ServerAddr>, ConfigError> {
+        if self.servers.is_empty() {
+            return Err(ConfigError::NoServers);
+        }
+        for (name, value, may_be_zero) in [
+            ("request_timeout", self.request_timeout, false),
+            ("connect_timeout", self.connect_timeout, false),
+            ("stall_timeout", self.stall_timeout, false),
+            ("max_backoff", self.backoff_max, false),
+            ("retry_delay", self.retry_delay, true),
+            ("retry_jitter", self.retry_jitter, true),
+        ] {
+            if value.is_zero() && !may_be_zero {
+                return Err(ConfigError::ZeroTimeout(name));
+            }
+            if value > MAX_TIMEOUT {
+                return Err(ConfigError::TooLong {
+                    name,
+                    max: MAX_TIMEOUT,
+                });
+            }
+        }
+        if self.stall_timeout < self.request_timeout {
+            return Err(ConfigError::StallBeforeRequestTimeout);
+        }
+        if !(0.0..1.0).contains(&self.drift_factor) {
+            return Err(ConfigError::InvalidDriftFactor);
+        }
+        let mut addrs: Vec<ServerAddr> = Vec::with_capacity(self.servers.len());
+        for (index, url) in self.servers.iter().enumerate() {
+            let addr = ServerAddr::parse(url)
+                .map_err(|error| ConfigError::InvalidAddr { index, error })?;
+            if let Some(first) = addrs.iter().position(|a| a.endpoint() == addr.endpoint()) {
+                return Err(ConfigError::DuplicateServer { index, first });
+            }
+            addrs.push(addr);
+        }
+        Ok(addrs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn redact_masks_every_password_form() {
+        for (given, shown) in [
+            ("redis://127.0.0.1:7000", "redis://127.0.0.1:7000"),
+            (
+                "redis://:pw@127.0.0.1:7000/2",
+                "redis://:***@127.0.0.1:7000/2",
+            ),
+            ("redis://alice:pw@h:1", "redis://alice:***@h:1"),
+            ("redis://alice@h:1", "redis://:***@h:1"),
+            ("redis://a:p@w@h:1", "redis://a:***@h:1"),
+            (
+                "unix:///s.sock?db=1&pass=pw",
+                "unix:///s.sock?db=1&pass=***",
+            ),
+            (
+                "unix:///s.sock?password=pw&user=u",
+                "unix:///s.sock?password=***&user=u",
+            ),
+            ("junk:pw@host", "***"),
+        ] {
+            assert_eq!(redact(given), shown, "{given}");
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! [`Lock`], one acquisition, and [`LockGuard`], which releases on drop.
+
+use std::fmt;
+use std::ops::Deref;
+use std::time::{Duration, Instant};
+
+use smallvec::SmallVec;
+
+use super::{Redlock, TOKEN_LEN};
+use crate::error::Error;
+
+/// Resource names up to this many bytes are stored inside the [`Lock`].
+pub(super) const INLINE_RESOURCE: usize = 64;
+
+/// One acquisition of a resource, held on a quorum of masters: the
+/// resource, the unique token, and until when it may be trusted.
+///
+/// A `Lock` is not `Clone`: it stands for one acquisition, and its
+/// extension count (see [`Builder::max_extensions`]) belongs to that
+/// acquisition.
+///
+/// ```compile_fail
+/// fn copy(lock: &redlock_mio::Lock) -> redlock_mio::Lock {
+///     lock.clone() // a second handle would reset `max_extensions`
+/// }
+/// ```
+///
+/// # What [`validity`](Self::validity) means
+///
+/// The lock never claims more than the masters granted. With `t0` the start
+/// of a round and `drift = ttl * drift_factor + 2 ms`:
+///
+/// | after | valid until |
+/// |---|---|
+/// | an acquire that succeeded | `t0 + ttl - drift` |
+/// | an [`extend`](Redlock::extend) that succeeded | `t0 + ttl - drift` of the extend round (shorter than before if the new TTL is) |
+/// | an extend that was sent and failed ([`Error::Unavailable`], [`Error::TooSlow`], [`Error::Io`]) | `min(before, t0 + ttl - drift)`: masters that applied it expire the key at the new TTL |
+/// | an extend that found the token gone on a quorum ([`Error::NotHeld`]) | expired |
+/// | an extend refused before anything was sent ([`Error::Expired`], [`Error::ExtensionLimit`], [`Error::InvalidTtl`]) | unchanged |
+/// | an [`unlock`](Redlock::unlock), whatever its outcome | expired |
+///
+/// Resource names up to 64 bytes are stored inline; acquiring and releasing
+/// such a lock allocates nothing.
+///
+/// [`Builder::max_extensions`]: crate::Builder::max_extensions
+#[derive(PartialEq, Eq)]
+pub struct Lock {
+    resource: SmallVec<[u8; INLINE_RESOURCE]>,
+    token: [u8; TOKEN_LEN],
+    valid_until: Instant,
+    extensions: u32,
+}
+
+impl Lock {
+    pub(super) fn new(resource: &[u8], token: [u8; TOKEN_LEN], valid_until: Instant) -> Lock {
+        Lock {
+            resource: SmallVec::from_slice(resource),
+            token,
+            valid_until,
+            extensions: 0,
+        }
+    }
+
+    /// The resource name.
+    pub fn resource(&self) -> &[u8] {
+        &self.resource
+    }
+
+    /// The token that owns the resource on the masters: 20 random bytes
+    /// from a generator seeded by the operating system, new for every
+    /// attempt. The protected resource can use it as a compare-and-set
+    /// guard (see the crate docs on fencing).
+    pub fn token(&self) -> &[u8; TOKEN_LEN] {
+        &self.token
+    }
+
+    /// Until when the lock may be trusted (see the table in the type's
+    /// docs).
+    pub fn valid_until(&self) -> Instant {
+        self.valid_until
+    }
+
+    /// What is left of the validity now; zero once expired.
+    pub fn validity(&self) -> Duration {
+        self.valid_until.saturating_duration_since(Instant::now())
+    }
+
+    /// `true` once the validity has run out: the lock must no longer be
+    /// relied on.
+    pub fn is_expired(&self) -> bool {
+        Instant::now() >= self.valid_until
+    }
+
+    /// How many times the lock was extended.
+    pub fn extensions(&self) -> u32 {
+        self.extensions
+    }
+
+    /// A successful extend: the validity is what that round granted.
+    pub(super) fn renew(&mut self, valid_until: Instant) {
+        self.valid_until = valid_until;
+        self.extensions += 1;
+    }
+
+    /// Masters may have shortened the key to end at `until`.
+    pub(super) fn cap(&mut self, until: Instant) {
+        self.valid_until = self.valid_until.min(until);
+    }
+
+    /// The lock is gone (released, or its token no longer owns a quorum)
+    /// since `at` at the latest.
+    pub(super) fn expire(&mut self, at: Instant) {
+        self.cap(at);
+    }
+}
+
+impl fmt::Debug for Lock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        struct Hex<'a>(&'a [u8]);
+        impl fmt::Debug for Hex<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+            }
+        }
+        f.debug_struct("Lock")
+            .field(
+                "resource",
+                &format_args!("b\"{}\"", self.resource.escape_ascii()),
+            )
+            .field("token", &Hex(&self.token))
+            .field("validity", &self.validity())
+            .field("extensions", &self.extensions)
+            .finish()
+    }
+}
+
+/// A [`Lock`] that is released when dropped. Made by
+/// [`Redlock::lock_guard`].
+///
+/// Dropping ignores a failed release (the lock then expires at its TTL);
+/// call [`release`](LockGuard::release) to see the outcome.
+pub struct LockGuard<'a> {
+    client: &'a Redlock,
+    lock: Lock,
+    released: bool,
+}
+
+impl<'a> LockGuard<'a> {
+    pub(super) fn new(client: &'a Redlock, lock: Lock) -> LockGuard<'a> {
+        LockGuard {
+            client,
+            lock,
+            released: false,
+        }
+    }
+
+    /// Extends the lock, as [`Redlock::extend`].
+    ///
+    /// # Errors
+    ///
+    /// As for [`Redlock::extend`].
+    pub fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
+        self.client.extend(&mut self.lock, ttl)
+    }
+
+    /// Releases the lock now and says whether that worked.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Redlock::unlock`].
+    pub fn release(mut self) -> Result<(), Error> {
+        self.released = true;
+        self.client.unlock(&mut self.lock)
+    }
+}
+
+impl Deref for LockGuard<'_> {
+    type Target = Lock;
+
+    fn deref(&self) -> &Lock {
+        &self.lock
+    }
+}
+
+impl fmt::Debug for LockGuard<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("LockGuard").field(&self.lock).finish()
+    }
+}
+
+impl Drop for LockGuard<'_> {
+    fn drop(&mut self) {
+        if !self.released {
+            // Best effort: a lock that cannot be released expires at its TTL.
+            let _ = self.client.unlock(&mut self.lock);
+        }
+    }
+}

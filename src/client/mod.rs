@@ -1,0 +1,433 @@
+//! The blocking public API: [`Redlock`], its [`Builder`], [`Lock`] and
+//! [`LockGuard`].
+//!
+//! Each operation is one round (or, with retries, several) of
+//! [`rules::Round`], driven by the private `mio` driver. This module turns
+//! rounds into results and keeps the caller's [`Lock`] honest about its
+//! validity after every outcome.
+
+mod builder;
+mod lock;
+mod token;
+
+use std::cell::RefCell;
+use std::fmt;
+use std::io;
+use std::time::{Duration, Instant};
+
+use crate::commands::Command;
+use crate::driver::Driver;
+use crate::error::Error;
+use crate::rules::{self, Decision, Op, Report, Round};
+
+pub use builder::{Builder, MAX_TIMEOUT};
+pub use lock::{Lock, LockGuard};
+
+use builder::Config;
+use token::TokenSource;
+
+/// The longest resource name accepted, in bytes.
+pub const MAX_RESOURCE_LEN: usize = 1024;
+
+/// The longest TTL accepted: 2^31 - 1 milliseconds (about 24.8 days).
+pub const MAX_TTL: Duration = Duration::from_millis(i32::MAX as u64);
+
+/// Bytes of a lock token.
+pub const TOKEN_LEN: usize = 20;
+
+struct Inner {
+    driver: Driver,
+    tokens: TokenSource,
+    round: Round,
+}
+
+/// How a round ended, with its timing, whether or not the driver failed.
+struct RoundEnd {
+    /// The decision, or the poller's error.
+    result: io::Result<Decision>,
+    /// `t0` of the round.
+    started: Instant,
+    /// `t0 + ttl - drift`: the most a lock touched by the round may claim.
+    valid_until: Instant,
+}
+
+/// A Redlock client over N independent Redis masters.
+///
+/// Every operation is one or more rounds: the command is written to all
+/// masters in the same event-loop tick, and the call returns as soon as the
+/// outcome is certain (a quorum agreed, or a quorum has become impossible),
+/// or at the request timeout.
+///
+/// # Time bounds
+///
+/// - [`try_lock`](Self::try_lock), [`extend`](Self::extend) and
+///   [`unlock`](Self::unlock) return within one request timeout (plus
+///   scheduling noise). A failed acquire queues its release on every master
+///   and returns without waiting for it: a paused or dead minority of
+///   masters costs nothing, whether the attempt succeeds or fails.
+/// - [`lock_until`](Self::lock_until) returns by its deadline.
+/// - [`lock`](Self::lock) returns within `retry_count + 1` request timeouts
+///   plus the retry delays.
+/// - A master that floods the client with data it did not ask for is
+///   dropped; it cannot hold a call past these bounds.
+///
+/// # Threads and processes
+///
+/// A client owns its connections and is [`Send`] but not [`Sync`]: its
+/// methods take `&self` but must not be called from two threads at once.
+/// Give each thread its own client (each keeps one connection per master,
+/// so N masters × T threads connections in all): no thread then waits for
+/// another's round.
+///
+/// Do not use a client across `fork()`: parent and child would share its
+/// sockets and read each other's replies. Build a new client in the child.
+/// (Should it happen anyway, the child's tokens still differ from the
+/// parent's: the token generator reseeds itself in a new process.)
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redlock_mio::Redlock;
+///
+/// let redlock = Redlock::builder(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001", "redis://127.0.0.1:7002"])
+///     .build()?;
+/// let guard = redlock.lock_guard("orders:42", Duration::from_secs(10))?;
+/// // ... work while guard.validity() > the time the work needs ...
+/// guard.release()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct Redlock {
+    inner: RefCell<Inner>,
+    config: Config,
+}
+
+impl fmt::Debug for Redlock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut list = f.debug_struct("Redlock");
+        if let Ok(inner) = self.inner.try_borrow() {
+            let servers: Vec<String> = inner.driver.addrs().map(ToString::to_string).collect();
+            list.field("servers", &servers);
+        }
+        list.field("request_timeout", &self.config.request_timeout)
+            .field("retry_count", &self.config.retry_count)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Redlock {
+    /// Starts configuring a client for these masters: each a
+    /// `redis://[[user]:password@]host[:port][/db]` or
+    /// `unix:///path[?db=N&user=U&pass=P]` address.
+    pub fn builder<I, S>(servers: I) -> Builder
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<str>,
+    {
+        Builder::new(servers.into_iter().map(|s| s.as_ref().to_owned()).collect())
+    }
+
+    /// The number of masters.
+    pub fn masters(&self) -> usize {
+        self.inner.borrow().driver.len()
+    }
+
+    /// How many masters must agree: `N / 2 + 1`.
+    pub fn quorum(&self) -> usize {
+        rules::quorum(self.masters())
+    }
+
+    /// Tries once to acquire `resource` for `ttl`. Returns within one
+    /// request timeout.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Contended`], [`Error::Unavailable`] or [`Error::TooSlow`]
+    /// when no lock was won (its release is on its way to every master), or
+    /// a typed error for a bad TTL or resource.
+    pub fn try_lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
+        let resource = resource.as_ref();
+        let ttl_ms = self.check(resource, ttl)?;
+        self.attempt(resource, ttl_ms, None)
+    }
+
+    /// Acquires `resource` for `ttl`, trying again up to the configured
+    /// retry count after a random delay.
+    ///
+    /// # Errors
+    ///
+    /// The last attempt's error, as for [`try_lock`](Self::try_lock).
+    pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
+        let resource = resource.as_ref();
+        let ttl_ms = self.check(resource, ttl)?;
+        let mut attempts_left = self.config.retry_count;
+        loop {
+            match self.attempt(resource, ttl_ms, None) {
+                Err(error) if error.is_retryable() && attempts_left > 0 => {
+                    attempts_left -= 1;
+                    std::thread::sleep(self.retry_delay());
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// Acquires `resource` for `ttl`, trying again after random delays
+    /// until `deadline`, and returns by `deadline`.
+    ///
+    /// Every attempt waits for the masters until its request timeout or the
+    /// deadline, whichever comes first. A retry is started only if its full
+    /// request timeout fits before the deadline after the delay.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::DeadlinePassed`] without asking the masters if `deadline`
+    /// is not in the future; else the last attempt's error, as for
+    /// [`try_lock`](Self::try_lock).
+    pub fn lock_until(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<Lock, Error> {
+        let resource = resource.as_ref();
+        let ttl_ms = self.check(resource, ttl)?;
+        if Instant::now() >= deadline {
+            return Err(Error::DeadlinePassed);
+        }
+        loop {
+            match self.attempt(resource, ttl_ms, Some(deadline)) {
+                Err(error) if error.is_retryable() => {
+                    let delay = self.retry_delay();
+                    let start_by = Instant::now()
+                        .checked_add(delay)
+                        .and_then(|at| at.checked_add(self.config.request_timeout));
+                    if start_by.is_none_or(|at| at > deadline) {
+                        return Err(error);
+                    }
+                    std::thread::sleep(delay);
+                }
+                result => return result,
+            }
+        }
+    }
+
+    /// Acquires `resource` as [`lock`](Self::lock) does and returns a guard
+    /// that releases it when dropped.
+    ///
+    /// # Errors
+    ///
+    /// As for [`lock`](Self::lock).
+    pub fn lock_guard(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<LockGuard<'_>, Error> {
+        let lock = self.lock(resource, ttl)?;
+        Ok(LockGuard::new(self, lock))
+    }
+
+    /// Extends `lock` to `ttl` from now, if its token still owns the
+    /// resource on a quorum. Returns within one request timeout.
+    ///
+    /// Masters apply the new TTL whatever the round's outcome, so the lock
+    /// never claims more than `t0 + ttl - drift` of this round afterwards:
+    /// see the table in [`Lock`]'s docs for its validity after each
+    /// outcome.
+    ///
+    /// # Errors
+    ///
+    /// Without asking the masters (the lock is unchanged):
+    /// [`Error::Expired`] if the lock's validity has run out,
+    /// [`Error::ExtensionLimit`], [`Error::InvalidTtl`]. After a round:
+    /// [`Error::NotHeld`] if the token no longer owns the resource on a
+    /// quorum (the lock is then expired); [`Error::Unavailable`],
+    /// [`Error::TooSlow`] or [`Error::Io`] (the lock's validity is capped
+    /// at what this round would have granted).
+    pub fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<(), Error> {
+        let ttl_ms = self.check(lock.resource(), ttl)?;
+        if lock.is_expired() {
+            return Err(Error::Expired);
+        }
+        if let Some(limit) = self.config.max_extensions {
+            if lock.extensions() >= limit {
+                return Err(Error::ExtensionLimit { limit });
+            }
+        }
+        let command = Command {
+            op: Op::Extend,
+            resource: lock.resource(),
+            token: lock.token(),
+            ttl_ms,
+            eval: false,
+        };
+        let end = self.round(&command, None);
+        let decision = match end.result {
+            Ok(decision) => decision,
+            Err(error) => {
+                lock.cap(end.valid_until);
+                return Err(error.into());
+            }
+        };
+        match decision {
+            Decision::Quorum { .. } => {
+                lock.renew(end.valid_until);
+                Ok(())
+            }
+            Decision::TooSlow => {
+                lock.cap(end.valid_until);
+                Err(Error::TooSlow(self.report()))
+            }
+            Decision::NoQuorum => match self.no_quorum(self.report(), Error::NotHeld) {
+                error @ Error::NotHeld(_) => {
+                    lock.expire(end.started);
+                    Err(error)
+                }
+                error => {
+                    lock.cap(end.valid_until);
+                    Err(error)
+                }
+            },
+        }
+    }
+
+    /// Releases `lock` on every master. Afterwards the lock is expired,
+    /// whatever the outcome: masters that got the release no longer hold
+    /// it.
+    ///
+    /// Returns as soon as a quorum has released it (the other masters get
+    /// the release too; their replies are read later), and within one
+    /// request timeout.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotHeld`] if the token did not own the resource on a quorum
+    /// any more (it expired or was already released),
+    /// [`Error::Unavailable`], or [`Error::Io`].
+    pub fn unlock(&self, lock: &mut Lock) -> Result<(), Error> {
+        let command = Command {
+            op: Op::Release,
+            resource: lock.resource(),
+            token: lock.token(),
+            ttl_ms: 0,
+            eval: false,
+        };
+        let end = self.round(&command, None);
+        lock.expire(end.started);
+        match end.result? {
+            Decision::Quorum { .. } => Ok(()),
+            Decision::TooSlow | Decision::NoQuorum => {
+                Err(self.no_quorum(self.report(), Error::NotHeld))
+            }
+        }
+    }
+
+    fn check(&self, resource: &[u8], ttl: Duration) -> Result<u64, Error> {
+        if resource.is_empty() || resource.len() > MAX_RESOURCE_LEN {
+            return Err(Error::InvalidResource {
+                len: resource.len(),
+            });
+        }
+        let invalid = |reason| Err(Error::InvalidTtl { ttl, reason });
+        if ttl > MAX_TTL {
+            return invalid("longer than MAX_TTL (2^31 - 1 ms)");
+        }
+        let ttl_ms = ttl.as_millis() as u64;
+        if ttl_ms == 0 {
+            return invalid("shorter than 1 ms");
+        }
+        let whole = Duration::from_millis(ttl_ms);
+        if whole <= self.config.request_timeout {
+            return invalid("not longer than the request timeout");
+        }
+        let drift = rules::drift(whole, self.config.drift_factor);
+        if rules::validity(whole, self.config.request_timeout, drift).is_none() {
+            return invalid("no validity would be left after the request timeout and drift");
+        }
+        Ok(ttl_ms)
+    }
+
+    fn retry_delay(&self) -> Duration {
+        let unit = self.inner.borrow_mut().tokens.unit();
+        rules::retry_delay(self.config.retry_delay, self.config.retry_jitter, unit)
+    }
+
+    /// One acquire attempt, its round cut short at `deadline` if one is
+    /// given; on failure, releases everywhere without waiting.
+    fn attempt(
+        &self,
+        resource: &[u8],
+        ttl_ms: u64,
+        deadline: Option<Instant>,
+    ) -> Result<Lock, Error> {
+        let token = self.inner.borrow_mut().tokens.token();
+        let command = Command {
+            op: Op::Acquire,
+            resource,
+            token: &token,
+            ttl_ms,
+            eval: false,
+        };
+        let end = self.round(&command, deadline);
+        let error = match end.result {
+            Ok(Decision::Quorum { .. }) => return Ok(Lock::new(resource, token, end.valid_until)),
+            Ok(Decision::TooSlow) => Error::TooSlow(self.report()),
+            Ok(Decision::NoQuorum) => self.no_quorum(self.report(), Error::Contended),
+            // The SET may have gone out before the poller failed.
+            Err(error) => error.into(),
+        };
+        // Release on all masters, also those that seemed to fail: a reply
+        // may have been lost after the server set the key. EVAL cannot meet
+        // an empty script cache, so nothing needs to wait for the replies.
+        let release = Command {
+            op: Op::Release,
+            eval: true,
+            ..command
+        };
+        self.inner
+            .borrow_mut()
+            .driver
+            .queue(&release, Instant::now());
+        Err(error)
+    }
+
+    /// Runs one round of `command`, for at most the request timeout, and
+    /// never past `cap`.
+    fn round(&self, command: &Command<'_>, cap: Option<Instant>) -> RoundEnd {
+        let mut inner = self.inner.borrow_mut();
+        let Inner { driver, round, .. } = &mut *inner;
+        let now = Instant::now();
+        let timeout = match cap {
+            Some(cap) => self
+                .config
+                .request_timeout
+                .min(cap.saturating_duration_since(now)),
+            None => self.config.request_timeout,
+        };
+        let ttl = Duration::from_millis(command.ttl_ms);
+        let drift = rules::drift(ttl, self.config.drift_factor);
+        round.restart(command.op, driver.len(), ttl, drift, timeout, now);
+        let result = driver
+            .run(round, command)
+            .map(|()| round.decision().unwrap_or(Decision::NoQuorum));
+        RoundEnd {
+            result,
+            started: round.started(),
+            valid_until: round.valid_until(),
+        }
+    }
+
+    /// The last round's per-node report (allocates: for errors only).
+    fn report(&self) -> Box<Report> {
+        Box::new(self.inner.borrow().round.report())
+    }
+
+    /// The error for a round that found no quorum: [`Error::Unavailable`]
+    /// when the unreachable masters alone prevent a quorum, else `other`.
+    fn no_quorum(&self, report: Box<Report>, other: fn(Box<Report>) -> Error) -> Error {
+        let n = report.nodes().len();
+        if report.unreachable() > n - report.quorum() {
+            Error::Unavailable(report)
+        } else {
+            other(report)
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! The time bounds the docs promise, each against real masters:
+//!
+//! - `try_lock` returns within one request timeout: a failed attempt
+//!   queues its release and does not wait for a master that is not ready
+//!   (a paused minority costs nothing, for failed attempts too);
+//! - `lock_until` returns by its deadline, also when its round could take
+//!   longer, and refuses a deadline that has passed without asking.
+//!
+//! Each bound is checked with a request timeout far larger than what the
+//! call needs, so that the assertion separates "bounded" from "waited a
+//! request timeout" with room for a loaded machine.
+
+#![allow(clippy::expect_used, reason = "a test fails loudly on broken set-up")]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use redlock_mio::{Error, Redlock};
+use support::check::{assert_gone, command_stats, eventually, reset_stats};
+use support::cluster::Cluster;
+use support::proxy::Proxies;
+
+const TTL: Duration = Duration::from_secs(10);
+/// Long, so that waiting for it cannot pass for scheduling noise.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
+const SETTLE: Duration = Duration::from_secs(5);
+
+fn client(urls: Vec<String>) -> Redlock {
+    Redlock::builder(urls)
+        .request_timeout(REQUEST_TIMEOUT)
+        .stall_timeout(Duration::from_secs(5))
+        .connect_timeout(Duration::from_secs(5))
+        .retry_count(0)
+        .build()
+        .expect("build a client")
+}
+
+/// Two of three masters refuse at once, the third is paused and its
+/// connection is in the middle of a handshake (it was reset and made
+/// again): the attempt is decided in a millisecond, and must return then,
+/// not after waiting for its release to reach the paused master.
+#[test]
+fn failed_attempt_does_not_wait_for_a_paused_master() {
+    let cluster = Cluster::start(3);
+    let proxies = Proxies::front(&cluster);
+    let redlock = client(proxies.urls());
+    let holder = client(cluster.urls());
+    let mut held = holder.try_lock("busy", TTL).expect("the holder acquires");
+
+    cluster.pause(2);
+    let proxy = proxies.iter().nth(2).expect("proxy 2");
+    assert_eq!(
+        proxy.reset_connections(),
+        1,
+        "the client's connection reset"
+    );
+
+    for attempt in 0..3 {
+        let start = Instant::now();
+        let err = redlock
+            .try_lock("busy", TTL)
+            .expect_err("held by another client");
+        let elapsed = start.elapsed();
+        assert!(matches!(err, Error::Contended(_)), "{err}");
+        assert!(
+            elapsed < REQUEST_TIMEOUT / 2,
+            "attempt {attempt}: a failed attempt took {elapsed:?}: it waited for the paused master"
+        );
+    }
+
+    cluster.resume(2);
+    holder.unlock(&mut held).expect("release");
+    // The queued releases reached every master: nothing of ours is left.
+    assert_gone(&cluster, &[0, 1, 2], b"busy", SETTLE);
+}
+
+/// The same with a master that is simply paused (its connection ready):
+/// the attempt fails on the two refusals and returns at once.
+#[test]
+fn failed_attempt_with_a_paused_ready_master() {
+    let cluster = Cluster::start(3);
+    let redlock = client(cluster.urls());
+    let holder = client(cluster.urls());
+    let mut held = holder.try_lock("busy", TTL).expect("the holder acquires");
+    cluster.pause(0);
+    let start = Instant::now();
+    let err = redlock.try_lock("busy", TTL).expect_err("held");
+    let elapsed = start.elapsed();
+    assert!(matches!(err, Error::Contended(_)), "{err}");
+    assert!(elapsed < REQUEST_TIMEOUT / 2, "took {elapsed:?}");
+    cluster.resume(0);
+    holder.unlock(&mut held).expect("release");
+}
+
+/// A round that cannot decide early (one master refuses, one agrees, one
+/// is paused) would wait a full request timeout (1 s); `lock_until` with a
+/// deadline 200 ms away must return by the deadline instead.
+#[test]
+fn lock_until_returns_by_its_deadline() {
+    let cluster = Cluster::start(3);
+    let redlock = client(cluster.urls());
+    cluster.set(0, "slow", "another-token");
+    cluster.pause(1);
+
+    let start = Instant::now();
+    let deadline = start + Duration::from_millis(200);
+    let err = redlock
+        .lock_until("slow", TTL, deadline)
+        .expect_err("no quorum");
+    let late = Instant::now().saturating_duration_since(deadline);
+    assert!(err.is_retryable(), "{err}");
+    assert!(
+        late < Duration::from_millis(300),
+        "returned {late:?} after its deadline (request timeout {REQUEST_TIMEOUT:?})"
+    );
+
+    cluster.resume(1);
+    // The attempt's release reaches every master; master 0 keeps the
+    // other token.
+    assert_gone(&cluster, &[1, 2], b"slow", SETTLE);
+    assert_eq!(
+        cluster.get(0, "slow").as_deref(),
+        Some(&b"another-token"[..])
+    );
+}
+
+/// Retries stop in time: with the resource held, `lock_until` retries
+/// until no further attempt fits, and still returns by the deadline.
+#[test]
+fn lock_until_retries_end_by_the_deadline() {
+    let cluster = Cluster::start(3);
+    let redlock = Redlock::builder(cluster.urls())
+        .request_timeout(Duration::from_millis(100))
+        .retry_delay(Duration::from_millis(30))
+        .retry_jitter(Duration::from_millis(10))
+        .build()
+        .expect("build");
+    let holder = client(cluster.urls());
+    let mut held = holder.try_lock("held", TTL).expect("the holder acquires");
+    reset_stats(&cluster);
+
+    let deadline = Instant::now() + Duration::from_millis(500);
+    let err = redlock
+        .lock_until("held", TTL, deadline)
+        .expect_err("held all along");
+    let late = Instant::now().saturating_duration_since(deadline);
+    assert!(matches!(err, Error::Contended(_)), "{err}");
+    assert!(late < Duration::from_millis(300), "returned {late:?} late");
+    // It did retry: several SETs reached master 0.
+    let retried = eventually(SETTLE, || command_stats(&cluster, 0, "set").0 >= 2);
+    assert!(retried, "lock_until retried before its deadline");
+    holder.unlock(&mut held).expect("release");
+}
+
+/// A deadline that has passed is refused without asking the masters.
+#[test]
+fn lock_until_with_a_past_deadline_asks_nobody() {
+    let cluster = Cluster::start(3);
+    let redlock = client(cluster.urls());
+    reset_stats(&cluster);
+    let err = redlock
+        .lock_until("late", TTL, Instant::now())
+        .expect_err("the deadline has passed");
+    assert!(matches!(err, Error::DeadlinePassed), "{err}");
+    for i in 0..3 {
+        assert_eq!(command_stats(&cluster, i, "set").0, 0, "node {i} got a SET");
+    }
+}
