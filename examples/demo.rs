@@ -114,6 +114,15 @@ fn run(args: Args) -> Result<()> {
         a.quorum(),
         urls.join(" ")
     );
+    if a.masters() % 2 == 0 {
+        println!(
+            "warning: an even number of masters tolerates no more failures than one fewer \
+             ({} of {} must agree, so {} may fail); prefer an odd number",
+            a.quorum(),
+            a.masters(),
+            a.masters() - a.quorum()
+        );
+    }
     println!(
         "clients A and B connected in {} and {}",
         us(took_a),

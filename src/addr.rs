@@ -28,9 +28,10 @@ impl fmt::Display for Endpoint {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum AddrError {
-    /// The scheme is not `redis://` or `unix://` (`rediss://`, TLS, is not
-    /// supported).
+    /// The scheme is not `redis://` or `unix://`.
     UnsupportedScheme,
+    /// `rediss://`: TLS is not supported yet.
+    TlsUnsupported,
     /// No host in a `redis://` address, or no path in a `unix://` one.
     MissingHost,
     /// The port is not a number from 1 to 65535.
@@ -41,22 +42,34 @@ pub enum AddrError {
     InvalidEscape,
     /// Something after the host that is not `/db`, or an unknown query key.
     Unexpected,
-    /// The host name did not resolve (the error kind of the look-up).
-    Resolve(std::io::ErrorKind),
+    /// The host name did not resolve.
+    Resolve {
+        /// The host name.
+        host: String,
+        /// What the resolver said.
+        message: String,
+    },
 }
 
 impl fmt::Display for AddrError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            AddrError::UnsupportedScheme => {
-                f.write_str("unsupported scheme: use redis://host:port or unix:///path")
-            }
+            AddrError::UnsupportedScheme => f.write_str(
+                "unsupported scheme: use redis://[[user]:password@]host[:port][/db] \
+                 or unix:///path/to/redis.sock[?db=N&user=U&pass=P]",
+            ),
+            AddrError::TlsUnsupported => f.write_str(
+                "rediss:// (TLS) is not supported yet: use redis:// or unix://, \
+                 or a TLS tunnel to a local port",
+            ),
             AddrError::MissingHost => f.write_str("no host or socket path"),
             AddrError::InvalidPort => f.write_str("port must be a number from 1 to 65535"),
             AddrError::InvalidDb => f.write_str("database must be a non-negative number"),
             AddrError::InvalidEscape => f.write_str("malformed percent-escape"),
             AddrError::Unexpected => f.write_str("unexpected text after the host"),
-            AddrError::Resolve(kind) => write!(f, "host name did not resolve: {kind}"),
+            AddrError::Resolve { host, message } => {
+                write!(f, "host name {host:?} did not resolve: {message}")
+            }
         }
     }
 }
@@ -91,6 +104,8 @@ impl ServerAddr {
             .or_else(|| url.strip_prefix("redis+unix://"))
         {
             parse_unix(rest)
+        } else if url.starts_with("rediss://") {
+            Err(AddrError::TlsUnsupported)
         } else {
             Err(AddrError::UnsupportedScheme)
         }
@@ -186,10 +201,14 @@ fn parse_tcp(rest: &str) -> Result<ServerAddr, AddrError> {
         Err(_) => {
             let mut addrs = (host, port)
                 .to_socket_addrs()
-                .map_err(|e| AddrError::Resolve(e.kind()))?;
-            let addr = addrs
-                .next()
-                .ok_or(AddrError::Resolve(std::io::ErrorKind::NotFound))?;
+                .map_err(|e| AddrError::Resolve {
+                    host: host.to_owned(),
+                    message: e.to_string(),
+                })?;
+            let addr = addrs.next().ok_or_else(|| AddrError::Resolve {
+                host: host.to_owned(),
+                message: "no address".to_owned(),
+            })?;
             Endpoint::Tcp(addr)
         }
     };
@@ -335,7 +354,7 @@ mod tests {
     fn bad_addresses() {
         for (url, error) in [
             ("http://127.0.0.1:7000", AddrError::UnsupportedScheme),
-            ("rediss://127.0.0.1:7000", AddrError::UnsupportedScheme),
+            ("rediss://127.0.0.1:7000", AddrError::TlsUnsupported),
             ("127.0.0.1:7000", AddrError::UnsupportedScheme),
             ("", AddrError::UnsupportedScheme),
             ("redis://", AddrError::MissingHost),

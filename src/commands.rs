@@ -111,7 +111,7 @@ pub(crate) fn encode_handshake(
 }
 
 /// What a reply to a lock command means.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Outcome {
     /// A definite answer.
     Reply(Reply),

@@ -5,7 +5,7 @@ use std::io;
 use std::time::Duration;
 
 use crate::addr::AddrError;
-use crate::rules::Report;
+use crate::rules::{NodeError, Report};
 
 /// Why [`Builder::build`](crate::Builder::build) refused a configuration.
 /// Never contains a password.
@@ -44,6 +44,19 @@ pub enum ConfigError {
     /// The drift factor is not a number from 0 (inclusive) to 1
     /// (exclusive).
     InvalidDriftFactor,
+    /// Fewer masters than [`Builder::require_handshakes`] asks for completed
+    /// their handshake within the connect timeout.
+    ///
+    /// [`Builder::require_handshakes`]: crate::Builder::require_handshakes
+    Handshakes {
+        /// How many were required.
+        required: usize,
+        /// How many completed it.
+        ready: usize,
+        /// Every master that did not, by its address (password masked),
+        /// with why.
+        failures: Vec<(String, NodeError)>,
+    },
     /// The operating system refused to create the event poller.
     Io(io::ErrorKind),
 }
@@ -65,6 +78,21 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::InvalidDriftFactor => {
                 f.write_str("drift_factor must be a number from 0 up to (not including) 1")
+            }
+            ConfigError::Handshakes {
+                required,
+                ready,
+                failures,
+            } => {
+                write!(
+                    f,
+                    "{ready} masters completed the handshake, {required} required:"
+                )?;
+                for (i, (master, error)) in failures.iter().enumerate() {
+                    let sep = if i == 0 { " " } else { "; " };
+                    write!(f, "{sep}{master}: {error}")?;
+                }
+                Ok(())
             }
             ConfigError::Io(kind) => write!(f, "cannot create the event poller: {kind}"),
         }
@@ -105,6 +133,13 @@ pub enum Error {
     /// A quorum agreed, but the round took so long that no validity was
     /// left (the partial lock was released).
     TooSlow(Box<Report>),
+    /// No quorum, because so many masters refuse the client's
+    /// configuration that a quorum is impossible: a wrong or missing
+    /// password, a missing ACL permission, a replica, a cluster-mode node
+    /// ([`NodeError::is_configuration`](crate::rules::NodeError::is_configuration)).
+    /// The report names each master by its address and gives the server's
+    /// message. Trying again does not help: fix the configuration.
+    Misconfigured(Box<Report>),
     /// Extend or unlock: the token does not own the resource on a quorum
     /// (it expired, or was released).
     NotHeld(Box<Report>),
@@ -132,6 +167,7 @@ impl Error {
             Error::Contended(report)
             | Error::Unavailable(report)
             | Error::TooSlow(report)
+            | Error::Misconfigured(report)
             | Error::NotHeld(report) => Some(report),
             _ => None,
         }
@@ -159,6 +195,12 @@ impl fmt::Display for Error {
             Error::Contended(report) => write!(f, "resource held by another client: {report}"),
             Error::Unavailable(report) => write!(f, "majority of masters unreachable: {report}"),
             Error::TooSlow(report) => write!(f, "round too slow, no validity left: {report}"),
+            Error::Misconfigured(report) => write!(
+                f,
+                "{} of {} masters refuse this client's configuration (not retried): {report}",
+                report.misconfigured(),
+                report.nodes().len()
+            ),
             Error::NotHeld(report) => write!(f, "lock not held: {report}"),
             Error::Expired => f.write_str("lock expired before it could be extended"),
             Error::ExtensionLimit { limit } => write!(f, "lock already extended {limit} times"),

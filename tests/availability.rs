@@ -194,7 +194,11 @@ fn majority_paused() {
     assert!(took < REQUEST_TIMEOUT + MARGIN, "took {took:?}");
     assert!(matches!(err, Error::Unavailable(_)), "{err}");
     let report = err.report().expect("report");
-    assert_eq!(&report.nodes()[..3], [NodeState::TimedOut; 3], "{report}");
+    assert_eq!(
+        &report.nodes()[..3],
+        [const { NodeState::TimedOut }; 3],
+        "{report}"
+    );
     assert!(report.elapsed() >= REQUEST_TIMEOUT, "{report}");
     assert_gone(&cluster, &[3, 4], b"res", SETTLE);
 

@@ -144,7 +144,7 @@ fn malformed_urls() {
     let cases = [
         ("", UnsupportedScheme),
         ("127.0.0.1:6379", UnsupportedScheme),
-        ("rediss://127.0.0.1:6379", UnsupportedScheme),
+        ("rediss://127.0.0.1:6379", TlsUnsupported),
         ("http://127.0.0.1:6379", UnsupportedScheme),
         ("redis:/127.0.0.1:6379", UnsupportedScheme),
         ("tcp://127.0.0.1:6379", UnsupportedScheme),

@@ -103,7 +103,11 @@ fn replies_lost_after_the_server_applied_set() {
     );
     assert!(matches!(err, Error::Unavailable(_)), "{err}");
     let report = err.report().expect("report");
-    assert_eq!(&report.nodes()[..3], [NodeState::TimedOut; 3], "{report}");
+    assert_eq!(
+        &report.nodes()[..3],
+        [const { NodeState::TimedOut }; 3],
+        "{report}"
+    );
     for state in &report.nodes()[3..] {
         // Answered within the request timeout, unless the machine is slow.
         assert!(
@@ -233,7 +237,11 @@ fn stalled_nodes() {
     assert!(took < REQUEST_TIMEOUT + MARGIN, "took {took:?}");
     assert!(matches!(err, Error::Unavailable(_)), "{err}");
     let report = err.report().expect("report");
-    assert_eq!(&report.nodes()[..3], [NodeState::TimedOut; 3], "{report}");
+    assert_eq!(
+        &report.nodes()[..3],
+        [const { NodeState::TimedOut }; 3],
+        "{report}"
+    );
     assert!(report.elapsed() >= REQUEST_TIMEOUT, "{report}");
     assert_gone(&cluster, &[3, 4], b"res3", SETTLE);
     proxies.heal_all();
@@ -338,7 +346,11 @@ fn replies_after_the_deadline_are_not_counted_later() {
             matches!(report.nodes()[0], NodeState::Ok | NodeState::TimedOut),
             "{report}"
         );
-        assert_eq!(&report.nodes()[1..3], [NodeState::Refused; 2], "{report}");
+        assert_eq!(
+            &report.nodes()[1..3],
+            [const { NodeState::Refused }; 2],
+            "{report}"
+        );
         for i in [3, 4] {
             assert!(
                 matches!(report.nodes()[i], NodeState::TimedOut | NodeState::Pending),
@@ -397,8 +409,12 @@ fn probe_node_0(cluster: &Cluster, redlock: &Redlock) -> NodeState {
                     "{report}"
                 );
             }
-            assert_eq!(&report.nodes()[3..], [NodeState::Refused; 2], "{report}");
-            report.nodes()[0]
+            assert_eq!(
+                &report.nodes()[3..],
+                [const { NodeState::Refused }; 2],
+                "{report}"
+            );
+            report.nodes()[0].clone()
         }
     }
 }
@@ -483,7 +499,11 @@ fn reset_during_release() {
             "{report}"
         );
     }
-    assert_eq!(&report.nodes()[3..], [NodeState::Refused; 2], "{report}");
+    assert_eq!(
+        &report.nodes()[3..],
+        [const { NodeState::Refused }; 2],
+        "{report}"
+    );
     assert_eq!(proxies[0].stats().resets, 1);
     // The release never reached node 0: only the TTL removes the key.
     assert_eq!(cluster.get(0, "res").as_deref(), Some(&lock.token()[..]));

@@ -162,9 +162,9 @@ fn probe_measured(rig: &Rig, resource: &[u8]) -> (Report, u64) {
     // may still be pending, but none failed.
     for i in 0..4 {
         let (state, allowed) = if i < 2 {
-            (report.nodes()[real(i)], NodeState::Refused)
+            (report.nodes()[real(i)].clone(), NodeState::Refused)
         } else {
-            (report.nodes()[real(i)], NodeState::Ok)
+            (report.nodes()[real(i)].clone(), NodeState::Ok)
         };
         assert!(
             state == allowed || state == NodeState::Pending,
@@ -232,9 +232,9 @@ fn check_failing(
 ) -> Rig {
     let rig = rig(handshake, behaviour);
     let report = probe(&rig, b"hostile:probe:1");
-    let state = report.nodes()[HOSTILE];
+    let state = &report.nodes()[HOSTILE].clone();
     assert!(
-        expected(&state),
+        expected(state),
         "{name}: unexpected state {state:?}: {report}"
     );
     // Dropped: the client closed it (or, for `Action::Close`, the fake did).
@@ -256,9 +256,9 @@ fn check_failing(
     // bounded (the first connection allocated what it keeps).
     thread::sleep(BACKOFF_WAIT);
     let (again, probe_bytes) = probe_measured(&rig, b"hostile:probe:2");
-    let state = again.nodes()[HOSTILE];
+    let state = &again.nodes()[HOSTILE].clone();
     assert!(
-        expected(&state),
+        expected(state),
         "{name}, again: unexpected state {state:?}: {again}"
     );
     thread::sleep(BACKOFF_WAIT);
@@ -276,7 +276,7 @@ fn check_failing(
 }
 
 fn failed(expected: NodeError) -> impl Fn(&NodeState) -> bool {
-    move |state| *state == NodeState::Failed(expected)
+    move |state| matches!(state, NodeState::Failed(e) if *e == expected)
 }
 
 fn protocol(expected: RespError) -> impl Fn(&NodeState) -> bool {

@@ -535,7 +535,8 @@ fn password_cluster() {
             .build()
             .expect("building succeeds; the handshake fails later");
         let err = redlock.try_lock("cycle", TTL).expect_err("not logged in");
-        assert!(matches!(err, Error::Unavailable(_)), "{bad:?}: {err}");
+        // Refused logins are a configuration error, not "unreachable".
+        assert!(matches!(err, Error::Misconfigured(_)), "{bad:?}: {err}");
         assert!(!format!("{err} {err:?}").contains("pw@"), "{err:?}");
         for i in 0..5 {
             assert!(!cluster.exists(i, b"cycle"), "node {i} took a SET");
@@ -591,11 +592,11 @@ fn database_url() {
 }
 
 /// Tries to lock until some node reports its handshake refused with a
-/// message starting with `refusal`; every attempt must be `Unavailable`.
+/// message starting with `refusal`; every attempt must be `Misconfigured`.
 fn until_handshake_refused(redlock: &Redlock, resource: &[u8], refusal: &[u8]) {
     let refused = eventually(SETTLE, || {
         let err = redlock.try_lock(resource, TTL).expect_err("no login");
-        assert!(matches!(err, Error::Unavailable(_)), "{err}");
+        assert!(matches!(err, Error::Misconfigured(_)), "{err}");
         let report = err.report().expect("report");
         report.nodes().iter().any(|s| {
             matches!(s, NodeState::Failed(NodeError::Handshake(e))

@@ -36,6 +36,23 @@ pub struct Builder {
     retry_jitter: Duration,
     drift_factor: f64,
     max_extensions: Option<u32>,
+    require: Require,
+}
+
+/// How many masters [`Builder::build`] requires to have completed their
+/// handshake (connected, logged in, scripts loaded) within the connect
+/// timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Require {
+    /// None: `build` succeeds whatever the masters do, and unreachable
+    /// masters are retried by later calls (the default).
+    #[default]
+    Nothing,
+    /// A quorum (`N / 2 + 1`), so that the lock can work at once.
+    Quorum,
+    /// Every master: a configuration mistake anywhere fails at start-up.
+    All,
 }
 
 /// What a client keeps of its configuration.
@@ -63,6 +80,7 @@ impl fmt::Debug for Builder {
             .field("retry_jitter", &self.retry_jitter)
             .field("drift_factor", &self.drift_factor)
             .field("max_extensions", &self.max_extensions)
+            .field("require", &self.require)
             .finish()
     }
 }
@@ -113,6 +131,7 @@ impl Builder {
             retry_jitter: Duration::from_millis(100),
             drift_factor: 0.01,
             max_extensions: None,
+            require: Require::Nothing,
         }
     }
 
@@ -190,10 +209,21 @@ impl Builder {
         self
     }
 
+    /// How many masters [`build`](Self::build) requires to be ready: with
+    /// [`Require::All`] or [`Require::Quorum`], a wrong password, a missing
+    /// ACL permission or an unreachable master fails `build` with
+    /// [`ConfigError::Handshakes`], which names each such master and why.
+    /// Default [`Require::Nothing`].
+    pub fn require_handshakes(mut self, require: Require) -> Builder {
+        self.require = require;
+        self
+    }
+
     /// Checks the configuration, resolves the addresses, and connects to
     /// every master (waiting up to the connect timeout for the
     /// handshakes). Masters that cannot be reached now are retried in the
-    /// background of later calls: building succeeds anyway.
+    /// background of later calls: building succeeds anyway, unless
+    /// [`require_handshakes`](Self::require_handshakes) says otherwise.
     ///
     /// Host names are resolved here, once, by the system resolver: that
     /// blocks for as long as the resolver takes (it is not bounded by the
@@ -220,7 +250,26 @@ impl Builder {
             .connect_all(deadline)
             .map_err(|e| ConfigError::Io(e.kind()))?;
         let n = driver.len();
+        let required = match self.require {
+            Require::Nothing => 0,
+            Require::Quorum => crate::rules::quorum(n),
+            Require::All => n,
+        };
+        let failures: Vec<(String, _)> = driver
+            .failures()
+            .map(|(addr, error)| (addr.to_string(), error))
+            .collect();
+        let ready = n - failures.len();
+        if ready < required {
+            return Err(ConfigError::Handshakes {
+                required,
+                ready,
+                failures,
+            });
+        }
+        let masters = driver.addrs().map(ToString::to_string).collect();
         Ok(Redlock {
+            masters,
             inner: RefCell::new(Inner {
                 driver,
                 tokens: TokenSource::new(),

@@ -13,6 +13,7 @@ mod token;
 use std::cell::RefCell;
 use std::fmt;
 use std::io;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::commands::Command;
@@ -20,7 +21,7 @@ use crate::driver::Driver;
 use crate::error::Error;
 use crate::rules::{self, Decision, Op, Report, Round};
 
-pub use builder::{Builder, MAX_TIMEOUT};
+pub use builder::{Builder, MAX_TIMEOUT, Require};
 pub use lock::{Lock, LockGuard};
 
 use builder::Config;
@@ -98,6 +99,8 @@ struct RoundEnd {
 pub struct Redlock {
     inner: RefCell<Inner>,
     config: Config,
+    /// The masters' addresses, passwords masked, for reports.
+    masters: Arc<[String]>,
 }
 
 impl fmt::Debug for Redlock {
@@ -131,6 +134,10 @@ impl Redlock {
     }
 
     /// How many masters must agree: `N / 2 + 1`.
+    ///
+    /// With an even number of masters that is more than half: 2 of 2, 3 of
+    /// 4. So 2 masters tolerate no failure at all, and 4 tolerate one, as 3
+    /// do: prefer an odd number.
     pub fn quorum(&self) -> usize {
         rules::quorum(self.masters())
     }
@@ -415,16 +422,21 @@ impl Redlock {
         }
     }
 
-    /// The last round's per-node report (allocates: for errors only).
+    /// The last round's per-node report, the masters named by their
+    /// addresses (allocates: for errors only).
     fn report(&self) -> Box<Report> {
-        Box::new(self.inner.borrow().round.report())
+        let report = self.inner.borrow().round.report();
+        Box::new(report.with_masters(self.masters.clone()))
     }
 
-    /// The error for a round that found no quorum: [`Error::Unavailable`]
-    /// when the unreachable masters alone prevent a quorum, else `other`.
+    /// The error for a round that found no quorum: [`Error::Misconfigured`]
+    /// when masters that refuse the configuration alone prevent a quorum,
+    /// [`Error::Unavailable`] when the unreachable masters do, else `other`.
     fn no_quorum(&self, report: Box<Report>, other: fn(Box<Report>) -> Error) -> Error {
         let n = report.nodes().len();
-        if report.unreachable() > n - report.quorum() {
+        if report.misconfigured() > n - report.quorum() {
+            Error::Misconfigured(report)
+        } else if report.unreachable() > n - report.quorum() {
             Error::Unavailable(report)
         } else {
             other(report)

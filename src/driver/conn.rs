@@ -254,6 +254,19 @@ impl Conn {
         matches!(self.state, State::Down { .. })
     }
 
+    /// Why the connection is not ready: its last error, or a connect
+    /// timeout if it is still connecting. `None` once ready.
+    pub(crate) fn failure(&self) -> Option<NodeError> {
+        if self.is_ready() {
+            return None;
+        }
+        Some(
+            self.last_error
+                .clone()
+                .unwrap_or(NodeError::Connect(io::ErrorKind::TimedOut)),
+        )
+    }
+
     /// Whether the connection is up, or down with its back-off expired (so
     /// that [`send`](Self::send) would reconnect).
     pub(crate) fn may_send(&self, now: Instant) -> bool {
@@ -291,7 +304,7 @@ impl Conn {
             Ok(stream) => stream,
             Err(e) => {
                 let error = NodeError::Connect(e.kind());
-                self.close(registry, error, now);
+                self.close(registry, error.clone(), now);
                 return Err(error);
             }
         };
@@ -334,7 +347,6 @@ impl Conn {
     /// Drops the socket and everything in flight after `error`; a reconnect
     /// may start after the back-off, which doubles up to its maximum.
     pub(crate) fn close(&mut self, registry: &Registry, error: NodeError, now: Instant) {
-        self.last_error = Some(error);
         if let Some(mut stream) = self.stream.take() {
             // Deregistering a socket that is about to close cannot fail in a
             // way that matters: closing removes it from the poll set anyway.
@@ -358,6 +370,7 @@ impl Conn {
         };
         self.clear_buffers();
         self.state = State::Down { retry_at };
+        self.last_error = Some(error);
     }
 
     /// The round that started at `started` reached its deadline without a
@@ -379,7 +392,7 @@ impl Conn {
         if let State::Down { retry_at } = self.state {
             if now < retry_at {
                 // Say why it is down (a refused handshake, say), not just that.
-                return Err(self.last_error.unwrap_or(NodeError::Disconnected));
+                return Err(self.last_error.clone().unwrap_or(NodeError::Disconnected));
             }
             self.connect(registry, now)?;
         }
@@ -392,7 +405,7 @@ impl Conn {
             self.check_stall(now)
         };
         if let Err(error) = healthy {
-            self.close(registry, error, now);
+            self.close(registry, error.clone(), now);
             return Err(error);
         }
         let target = if self.state == State::Ready {

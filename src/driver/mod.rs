@@ -53,6 +53,13 @@ impl Driver {
         self.conns.iter().map(Conn::addr)
     }
 
+    /// Each master that is not ready, with why.
+    pub(crate) fn failures(&self) -> impl Iterator<Item = (&ServerAddr, NodeError)> {
+        self.conns
+            .iter()
+            .filter_map(|conn| Some((conn.addr(), conn.failure()?)))
+    }
+
     /// Connects every master that is down and waits, until `deadline` at
     /// the latest, for the handshakes.
     pub(crate) fn connect_all(&mut self, deadline: Instant) -> io::Result<()> {
@@ -280,8 +287,11 @@ fn fail(
     round: Option<&mut Round>,
 ) {
     let owed = conn.has_pending_for(id);
-    conn.close(registry, error, now);
-    if let (true, Some(round)) = (owed, round) {
-        round.handle_failure(i, error, now);
+    match (owed, round) {
+        (true, Some(round)) => {
+            conn.close(registry, error.clone(), now);
+            round.handle_failure(i, error, now);
+        }
+        _ => conn.close(registry, error, now),
     }
 }

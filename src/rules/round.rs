@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::io;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
@@ -42,32 +43,27 @@ pub enum Reply {
     Refused,
 }
 
-/// The first bytes of an error reply from a server, kept inline so that
-/// reporting an error allocates nothing.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+/// An error reply from a server: its whole message, as sent (at most the
+/// decoder's line limit, 8 KiB for lock replies).
+///
+/// Made only when a server answers with an error, so the allocation of its
+/// message never touches the path of a healthy round. Cloning shares it.
+#[derive(Clone, PartialEq, Eq, Hash)]
 pub struct ServerError {
-    text: [u8; ServerError::CAPACITY],
-    len: u8,
+    message: Arc<[u8]>,
 }
 
 impl ServerError {
-    /// How many bytes of the message are kept.
-    pub const CAPACITY: usize = 64;
-
-    /// Keeps the first [`CAPACITY`](Self::CAPACITY) bytes of `message`.
+    /// Keeps a copy of `message`.
     pub fn new(message: &[u8]) -> ServerError {
-        let len = message.len().min(Self::CAPACITY);
-        let mut text = [0u8; Self::CAPACITY];
-        text[..len].copy_from_slice(&message[..len]);
         ServerError {
-            text,
-            len: len as u8,
+            message: Arc::from(message),
         }
     }
 
-    /// The kept bytes of the message, such as `b"OOM command not allowed…"`.
+    /// The message, such as `b"WRONGPASS invalid username-password pair…"`.
     pub fn message(&self) -> &[u8] {
-        &self.text[..usize::from(self.len)]
+        &self.message
     }
 
     /// The error code: the message's first word, such as `ERR`, `NOSCRIPT`
@@ -80,22 +76,54 @@ impl ServerError {
             .unwrap_or(message.len());
         &message[..end]
     }
+
+    /// Whether the error says the client or the server is set up wrongly,
+    /// so that trying again cannot help: a refused login (`WRONGPASS`,
+    /// `NOAUTH`), a missing ACL permission (`NOPERM`), a replica
+    /// (`READONLY`), or a cluster-mode node (`CLUSTERDOWN`, `MOVED`, `ASK`,
+    /// or a command "not allowed in cluster mode").
+    pub fn is_configuration(&self) -> bool {
+        matches!(
+            self.code(),
+            b"WRONGPASS" | b"NOAUTH" | b"NOPERM" | b"READONLY" | b"CLUSTERDOWN" | b"MOVED" | b"ASK"
+        ) || contains(self.message(), b"cluster mode")
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Writes `bytes` as text: UTF-8 as it is (invalid sequences replaced),
+/// control characters escaped.
+fn write_text(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {
+    for c in String::from_utf8_lossy(bytes).chars() {
+        if c.is_control() {
+            write!(f, "{}", c.escape_default())?;
+        } else {
+            write!(f, "{c}")?;
+        }
+    }
+    Ok(())
 }
 
 impl fmt::Debug for ServerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ServerError(\"{}\")", self.message().escape_ascii())
+        f.write_str("ServerError(\"")?;
+        write_text(f, self.message())?;
+        f.write_str("\")")
     }
 }
 
 impl fmt::Display for ServerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.message().escape_ascii())
+        write_text(f, self.message())
     }
 }
 
-/// Why a node failed in a round. Small and `Copy`: it never allocates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Why a node failed in a round. It allocates only for a server's error
+/// message.
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum NodeError {
     /// Connecting failed (refused, unreachable, or no answer within the
@@ -125,6 +153,23 @@ pub enum NodeError {
     Unsolicited,
 }
 
+impl NodeError {
+    /// Whether the node refused the client's configuration, so that trying
+    /// again cannot help: a handshake refused with a configuration error
+    /// ([`ServerError::is_configuration`]) or a plain `ERR` (a wrong
+    /// database number, `AUTH` without a password set on the server), or
+    /// a lock command refused with a configuration error (`NOPERM`,
+    /// `READONLY`, …). A handshake refused with `LOADING` or `BUSY` is not:
+    /// the server will get over it.
+    pub fn is_configuration(&self) -> bool {
+        match self {
+            NodeError::Handshake(error) => error.is_configuration() || error.code() == b"ERR",
+            NodeError::Server(error) => error.is_configuration(),
+            _ => false,
+        }
+    }
+}
+
 impl fmt::Display for NodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -143,7 +188,7 @@ impl fmt::Display for NodeError {
 }
 
 /// Where one node stands in a round.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NodeState {
     /// No answer yet.
     Pending,
@@ -182,9 +227,31 @@ pub struct Report {
     quorum: usize,
     elapsed: Duration,
     nodes: SmallVec<[NodeState; INLINE_NODES]>,
+    masters: Option<Arc<[String]>>,
 }
 
 impl Report {
+    /// Names the nodes, in order (say, by their addresses, passwords
+    /// masked): [`Display`](fmt::Display) then shows the names instead of
+    /// `#0`, `#1`, …. Names are used only if there is one per node.
+    pub fn with_masters(mut self, masters: Arc<[String]>) -> Report {
+        if masters.len() == self.nodes.len() {
+            self.masters = Some(masters);
+        }
+        self
+    }
+
+    /// The nodes' names, if [`with_masters`](Self::with_masters) gave them.
+    pub fn masters(&self) -> Option<&[String]> {
+        self.masters.as_deref()
+    }
+
+    /// How many nodes failed with an error that says the client or the
+    /// server is set up wrongly ([`NodeError::is_configuration`]).
+    pub fn misconfigured(&self) -> usize {
+        self.count(|s| matches!(s, NodeState::Failed(e) if e.is_configuration()))
+    }
+
     /// The operation of the round.
     pub fn op(&self) -> Op {
         self.op
@@ -241,13 +308,17 @@ impl fmt::Display for Report {
             self.elapsed
         )?;
         for (i, state) in self.nodes.iter().enumerate() {
-            let sep = if i == 0 { " " } else { ", " };
+            f.write_str(if i == 0 { " " } else { ", " })?;
+            match self.masters.as_deref().and_then(|m| m.get(i)) {
+                Some(name) => write!(f, "{name}: ")?,
+                None => write!(f, "#{i} ")?,
+            }
             match state {
-                NodeState::Pending => write!(f, "{sep}#{i} pending")?,
-                NodeState::Ok => write!(f, "{sep}#{i} {ok}")?,
-                NodeState::Refused => write!(f, "{sep}#{i} {refused}")?,
-                NodeState::Failed(error) => write!(f, "{sep}#{i} {error}")?,
-                NodeState::TimedOut => write!(f, "{sep}#{i} timed out")?,
+                NodeState::Pending => f.write_str("pending")?,
+                NodeState::Ok => f.write_str(ok)?,
+                NodeState::Refused => f.write_str(refused)?,
+                NodeState::Failed(error) => write!(f, "{error}")?,
+                NodeState::TimedOut => f.write_str("timed out")?,
             }
         }
         Ok(())
@@ -394,6 +465,7 @@ impl Round {
             quorum: self.quorum,
             elapsed: end.saturating_duration_since(self.started),
             nodes: self.nodes.clone(),
+            masters: None,
         }
     }
 
@@ -429,8 +501,9 @@ impl Round {
         if *slot != NodeState::Pending {
             return;
         }
+        let ok = state == NodeState::Ok;
         *slot = state;
-        if state == NodeState::Ok {
+        if ok {
             self.ok += 1;
         } else {
             self.failed += 1;

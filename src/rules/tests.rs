@@ -263,17 +263,49 @@ fn restart_reuses_the_round() {
     let t1 = t0 + Duration::from_secs(1);
     round.restart(Op::Release, 3, TTL, 2 * MS, TIMEOUT, t1);
     assert_eq!(round.decision(), None);
-    assert_eq!(round.nodes(), [NodeState::Pending; 3]);
+    assert_eq!(round.nodes(), [const { NodeState::Pending }; 3]);
     assert_eq!(round.started(), t1);
     assert_eq!(round.deadline(), t1 + TIMEOUT);
 }
 
 #[test]
-fn server_error_keeps_a_prefix_inline() {
+fn server_error_keeps_the_whole_message() {
     let error = ServerError::new(b"NOSCRIPT No matching script. Please use EVAL.");
     assert_eq!(error.code(), b"NOSCRIPT");
+    assert!(!error.is_configuration());
     let long = vec![b'x'; 1000];
     let error = ServerError::new(&long);
-    assert_eq!(error.message().len(), ServerError::CAPACITY);
+    assert_eq!(error.message(), &long[..]);
     assert_eq!(ServerError::new(b"").code(), b"");
+    // Shown as text, quotes as they are, control characters escaped.
+    let error = ServerError::new(
+        b"NOPERM User alice has no permissions to run the 'script|load' command\x01",
+    );
+    assert_eq!(
+        error.to_string(),
+        "NOPERM User alice has no permissions to run the 'script|load' command\\u{1}"
+    );
+}
+
+#[test]
+fn configuration_errors() {
+    for message in [
+        &b"WRONGPASS invalid username-password pair or user is disabled."[..],
+        b"NOAUTH Authentication required.",
+        b"NOPERM User u has no permissions to run the 'set' command",
+        b"READONLY You can't write against a read only replica.",
+        b"CLUSTERDOWN The cluster is down",
+        b"MOVED 3999 127.0.0.1:6381",
+        b"ERR SELECT is not allowed in cluster mode",
+    ] {
+        assert!(ServerError::new(message).is_configuration(), "{message:?}");
+    }
+    for message in [
+        &b"OOM command not allowed when used memory > 'maxmemory'."[..],
+        b"LOADING Redis is loading the dataset in memory",
+        b"BUSY Redis is busy running a script.",
+        b"ERR unknown command",
+    ] {
+        assert!(!ServerError::new(message).is_configuration(), "{message:?}");
+    }
 }
