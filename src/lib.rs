@@ -32,6 +32,11 @@
 //! - [`rules`]: the Redlock rules (quorum, drift, validity, retry delay)
 //!   and the state machine of one round, free of I/O and driven by the
 //!   caller's clock.
+//! - the link (private): one master's protocol session, free of I/O and
+//!   driven with the time passed in: the pipelined handshake, the requests
+//!   in flight and the matching of replies to them, `NOSCRIPT` replay, the
+//!   budgets that keep a hostile server from holding the client, and the
+//!   connection's timers. Unit-tested with a fake clock and no socket.
 //! - the `mio` driver (private): one non-blocking connection per master;
 //!   each round's command is written to all masters in the same event-loop
 //!   tick and the replies are read as they arrive. It feeds the round and
@@ -90,6 +95,7 @@ mod client;
 mod commands;
 mod driver;
 mod error;
+mod link;
 pub mod resp;
 pub mod rules;
 

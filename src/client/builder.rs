@@ -5,8 +5,9 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::addr::ServerAddr;
-use crate::driver::{ConnConfig, Driver};
+use crate::driver::Driver;
 use crate::error::ConfigError;
+use crate::link::LinkConfig;
 use crate::rules::{Op, Round};
 
 use super::token::TokenSource;
@@ -235,7 +236,7 @@ impl Builder {
     /// [`ConfigError`] says what is wrong.
     pub fn build(self) -> Result<Redlock, ConfigError> {
         let addrs = self.check()?;
-        let conn = ConnConfig {
+        let conn = LinkConfig {
             request_timeout: self.request_timeout,
             connect_timeout: self.connect_timeout,
             stall_timeout: self.stall_timeout,

@@ -1,86 +1,23 @@
-//! One connection to one master: non-blocking connect, pipelined
-//! handshake, request queue, reply matching, back-off.
+//! One connection to one master: the socket side. The protocol (handshake,
+//! requests, replies, timers) is the [`Link`]'s; this file connects,
+//! registers with the poller, writes what the link asks and reads into it.
 
-use std::collections::VecDeque;
 use std::io::{self, Read, Write};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use mio::event::{Event, Source};
 use mio::net::{TcpStream, UnixStream};
 use mio::{Interest, Registry, Token as MioToken};
 
 use crate::addr::{Endpoint, ServerAddr};
-use crate::commands::{self, Command, Outcome, Step};
-use crate::resp::{Decoder, Limits, Status, Token};
-use crate::rules::{NodeError, Op, ServerError};
-
-/// The decoder limits for replies to lock commands: all are tiny, so a
-/// server that sends more is broken or hostile.
-pub(crate) const REPLY_LIMITS: Limits = Limits::DEFAULT
-    .with_max_depth(8)
-    .with_max_elements(1024)
-    .with_max_bulk_len(8 * 1024)
-    .with_max_line_len(8 * 1024);
-
-/// The read buffer holds the largest token the limits allow, plus its
-/// header and CRLF; it never grows.
-const READ_BUFFER: usize = 8 * 1024 + 64;
-
-/// Requests kept without reallocating the queue.
-const PENDING_CAPACITY: usize = 64;
-
-/// Unanswered requests after which a connection counts as stalled. A
-/// healthy connection has the handshake and a round or two in flight; a
-/// stopped server would otherwise collect a request per round until the
-/// stall timer fires.
-const MAX_PENDING: usize = 32;
-
-/// Requests beyond [`MAX_PENDING`] that releases may still queue.
-const RELEASE_HEADROOM: usize = 8;
-
-/// Room for the arguments of the most script commands in flight on resources
-/// stored inline in a `Lock` (64 bytes) with 20-byte tokens: a lagging
-/// master never makes the replay arena grow in steady state.
-const REPLAY_CAPACITY: usize = 4096;
-const _: () =
-    assert!(REPLAY_CAPACITY >= (MAX_PENDING + RELEASE_HEADROOM) * (64 + crate::TOKEN_LEN));
-const _: () = assert!(PENDING_CAPACITY >= MAX_PENDING + RELEASE_HEADROOM);
-
-/// Room in the output and held-back buffers for the handshake and the most
-/// commands in flight (an `EVAL` of the extend script on a 64-byte
-/// resource is about 260 bytes): a master that stops answering never makes
-/// them grow before the stall limit drops the connection.
-const OUTPUT_CAPACITY: usize = 16 * 1024;
-const _: () = assert!(OUTPUT_CAPACITY >= 512 + (MAX_PENDING + RELEASE_HEADROOM) * 320);
-
-/// Unwritten bytes after which a connection counts as stalled.
-const MAX_UNWRITTEN: usize = 64 * 1024;
+use crate::commands::{Command, Outcome};
+use crate::link::{Link, LinkConfig, READ_BUFFER};
+use crate::rules::{NodeError, Op};
 
 /// Bytes read from one connection per readiness event (or per
 /// [`Conn::read_more`]) before the driver gets control back to check its
 /// deadlines: a server that keeps sending cannot hold a call.
 const READ_BUDGET: usize = 8 * READ_BUFFER;
-
-/// Bytes of frames that answer nothing (pushes, attributes) accepted
-/// between two replies. The client never asks for pushes (it speaks
-/// RESP2), so a server that sends more is broken or hostile.
-const UNSOLICITED_BUDGET: usize = 16 * 1024;
-
-/// `now + d`, or `now` if that is beyond what an [`Instant`] can hold
-/// (unreachable with the builder's ranges; never a panic).
-pub(crate) fn after(now: Instant, d: Duration) -> Instant {
-    now.checked_add(d).unwrap_or(now)
-}
-
-/// Timing of a connection.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ConnConfig {
-    pub(crate) request_timeout: Duration,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) stall_timeout: Duration,
-    pub(crate) backoff_min: Duration,
-    pub(crate) backoff_max: Duration,
-}
 
 enum Stream {
     Tcp(TcpStream),
@@ -132,113 +69,25 @@ impl Stream {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    /// No socket; a new connect may start at `retry_at`.
-    Down { retry_at: Instant },
-    /// Connect in progress; the handshake waits in the output buffer.
-    Connecting { deadline: Instant },
-    /// Connected; handshake replies outstanding.
-    Handshaking { deadline: Instant },
-    /// Handshake done.
-    Ready,
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Expect {
-    Step(Step),
-    /// A lock command. A script command's resource and token wait in the
-    /// replay arena, `resource + token` bytes, so that a `NOSCRIPT` reply,
-    /// however late, can be answered with `EVAL`.
-    Command {
-        round: u64,
-        op: Op,
-        resource: u32,
-        token: u8,
-        ttl_ms: u64,
-        eval: bool,
-    },
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Pending {
-    expect: Expect,
-    sent: Instant,
-}
-
-/// Tokens of a top-level frame that is not a reply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Skip {
-    No,
-    /// A push: skip to the frame's end.
-    Push,
-    /// An attribute: skip its pairs; the value after it is the reply.
-    Attribute,
-}
-
 pub(crate) struct Conn {
     index: usize,
     addr: ServerAddr,
-    config: ConnConfig,
-    state: State,
     stream: Option<Stream>,
-    out: Vec<u8>,
-    written: usize,
-    input: Vec<u8>,
-    start: usize,
-    end: usize,
-    decoder: Decoder,
-    pending: VecDeque<Pending>,
-    steps: Vec<Step>,
-    skip: Skip,
-    backoff: Duration,
-    /// Commands queued while the handshake is under way: written only once
-    /// it has succeeded, so that nothing runs on a connection whose `AUTH`
-    /// or `SELECT` failed.
-    held: Vec<u8>,
-    /// Resource and token of every script command in flight, in order.
-    replay: Vec<u8>,
-    /// Why the connection last went down.
-    last_error: Option<NodeError>,
-    /// Since when the connection has kept missing round deadlines: set by
-    /// a round that timed out on it, cleared by any reply that arrives
-    /// within the request timeout of its request. A
-    /// connection that lost replies (a broken proxy) matches every reply to
-    /// an older request of the same kind and so never answers in time;
-    /// after the stall timeout it is re-made.
-    late_since: Option<Instant>,
+    link: Link,
     /// The last read stopped at [`READ_BUDGET`] with more data possibly
     /// waiting: under edge-triggered readiness no new event will say so,
     /// so the driver calls [`read_more`](Self::read_more).
     backlog: bool,
-    /// Bytes of unsolicited frames since the last reply.
-    unsolicited: usize,
 }
 
 impl Conn {
-    pub(crate) fn new(index: usize, addr: ServerAddr, config: ConnConfig, now: Instant) -> Conn {
+    pub(crate) fn new(index: usize, addr: ServerAddr, config: LinkConfig, now: Instant) -> Conn {
         Conn {
             index,
             addr,
-            config,
-            state: State::Down { retry_at: now },
             stream: None,
-            out: Vec::with_capacity(OUTPUT_CAPACITY),
-            written: 0,
-            input: vec![0; READ_BUFFER],
-            start: 0,
-            end: 0,
-            decoder: Decoder::with_limits(REPLY_LIMITS),
-            pending: VecDeque::with_capacity(PENDING_CAPACITY),
-            steps: Vec::with_capacity(4),
-            skip: Skip::No,
-            backoff: config.backoff_min,
-            held: Vec::with_capacity(OUTPUT_CAPACITY),
-            replay: Vec::with_capacity(REPLAY_CAPACITY),
-            last_error: None,
-            late_since: None,
+            link: Link::new(config, now),
             backlog: false,
-            unsolicited: 0,
         }
     }
 
@@ -246,41 +95,14 @@ impl Conn {
         &self.addr
     }
 
-    pub(crate) fn is_ready(&self) -> bool {
-        self.state == State::Ready
+    /// The protocol state.
+    pub(crate) fn link(&self) -> &Link {
+        &self.link
     }
 
-    pub(crate) fn is_down(&self) -> bool {
-        matches!(self.state, State::Down { .. })
-    }
-
-    /// Why the connection is not ready: its last error, or a connect
-    /// timeout if it is still connecting. `None` once ready.
-    pub(crate) fn failure(&self) -> Option<NodeError> {
-        if self.is_ready() {
-            return None;
-        }
-        Some(
-            self.last_error
-                .clone()
-                .unwrap_or(NodeError::Connect(io::ErrorKind::TimedOut)),
-        )
-    }
-
-    /// Whether the connection is up, or down with its back-off expired (so
-    /// that [`send`](Self::send) would reconnect).
-    pub(crate) fn may_send(&self, now: Instant) -> bool {
-        match self.state {
-            State::Down { retry_at } => now >= retry_at,
-            _ => true,
-        }
-    }
-
-    /// Whether a request of `round` is still unanswered.
-    pub(crate) fn has_pending_for(&self, round: u64) -> bool {
-        self.pending
-            .iter()
-            .any(|p| matches!(p.expect, Expect::Command { round: r, .. } if r == round))
+    /// The protocol state, to tell it of a round that timed out on it.
+    pub(crate) fn link_mut(&mut self) -> &mut Link {
+        &mut self.link
     }
 
     /// Starts a non-blocking connect, with the handshake queued behind it.
@@ -300,83 +122,32 @@ impl Conn {
                 )
                 .map(|()| stream)
         });
-        let stream = match registered {
-            Ok(stream) => stream,
+        match registered {
+            Ok(stream) => {
+                self.stream = Some(stream);
+                self.backlog = false;
+                self.link
+                    .start(self.addr.user(), self.addr.password(), self.addr.db(), now);
+                Ok(())
+            }
             Err(e) => {
                 let error = NodeError::Connect(e.kind());
                 self.close(registry, error.clone(), now);
-                return Err(error);
+                Err(error)
             }
-        };
-        self.stream = Some(stream);
-        self.clear_buffers();
-        commands::encode_handshake(
-            &mut self.out,
-            self.addr.user(),
-            self.addr.password(),
-            self.addr.db(),
-            &mut self.steps,
-        );
-        for &step in &self.steps {
-            self.pending.push_back(Pending {
-                expect: Expect::Step(step),
-                sent: now,
-            });
         }
-        self.state = State::Connecting {
-            deadline: after(now, self.config.connect_timeout),
-        };
-        Ok(())
     }
 
-    fn clear_buffers(&mut self) {
-        self.out.clear();
-        self.written = 0;
-        self.start = 0;
-        self.end = 0;
-        self.decoder.reset();
-        self.pending.clear();
-        self.skip = Skip::No;
-        self.held.clear();
-        self.replay.clear();
-        self.late_since = None;
-        self.backlog = false;
-        self.unsolicited = 0;
-    }
-
-    /// Drops the socket and everything in flight after `error`; a reconnect
-    /// may start after the back-off, which doubles up to its maximum.
+    /// Drops the socket and everything in flight after `error` (see
+    /// [`Link::close`]).
     pub(crate) fn close(&mut self, registry: &Registry, error: NodeError, now: Instant) {
         if let Some(mut stream) = self.stream.take() {
             // Deregistering a socket that is about to close cannot fail in a
             // way that matters: closing removes it from the poll set anyway.
             let _ = registry.deregister(stream.source());
         }
-        // A healthy connection that was closed, reset or stalled is re-made
-        // at once (the next round reconnects and waits for the handshake):
-        // servers restart, middleboxes drop idle connections. A server
-        // that broke the protocol, and repeated failures, back off,
-        // doubling up to the maximum.
-        let benign = matches!(
-            error,
-            NodeError::Closed | NodeError::Io(_) | NodeError::Stalled
-        );
-        let retry_at = if self.state == State::Ready && benign {
-            now
-        } else {
-            let at = after(now, self.backoff);
-            self.backoff = (self.backoff * 2).min(self.config.backoff_max);
-            at
-        };
-        self.clear_buffers();
-        self.state = State::Down { retry_at };
-        self.last_error = Some(error);
-    }
-
-    /// The round that started at `started` reached its deadline without a
-    /// reply from this connection.
-    pub(crate) fn note_late(&mut self, started: Instant) {
-        self.late_since.get_or_insert(started);
+        self.backlog = false;
+        self.link.close(error, now);
     }
 
     /// Queues `command` for `round`, connecting first if the connection is
@@ -389,126 +160,38 @@ impl Conn {
         round: u64,
         now: Instant,
     ) -> Result<(), NodeError> {
-        if let State::Down { retry_at } = self.state {
-            if now < retry_at {
+        if self.link.is_down() {
+            if !self.link.may_send(now) {
                 // Say why it is down (a refused handshake, say), not just that.
-                return Err(self.last_error.clone().unwrap_or(NodeError::Disconnected));
+                return Err(self.link.down_reason());
             }
             self.connect(registry, now)?;
         }
-        let healthy = if command.op == Op::Release {
-            // A release is queued even on a connection that looks stalled:
-            // written, it frees the key, if only once a paused server
-            // resumes; refused, the key would stay until its TTL.
-            self.check_limits(RELEASE_HEADROOM)
-        } else {
-            self.check_stall(now)
-        };
-        if let Err(error) = healthy {
+        if let Err(error) = self.link.queue(command, round, now) {
             self.close(registry, error.clone(), now);
             return Err(error);
         }
-        let target = if self.state == State::Ready {
-            &mut self.out
-        } else {
-            &mut self.held
-        };
-        command.encode(target);
-        let (resource, token) = if command.op == Op::Acquire {
-            (0, 0)
-        } else {
-            self.replay.extend_from_slice(command.resource);
-            self.replay.extend_from_slice(command.token);
-            (command.resource.len() as u32, command.token.len() as u8)
-        };
-        self.pending.push_back(Pending {
-            expect: Expect::Command {
-                round,
-                op: command.op,
-                resource,
-                token,
-                ttl_ms: command.ttl_ms,
-                eval: command.eval,
-            },
-            sent: now,
-        });
         Ok(())
     }
 
-    /// Writes queued bytes until done or the socket would block.
+    /// Writes what the link has to send until done or the socket would
+    /// block.
     pub(crate) fn flush(&mut self) -> Result<(), NodeError> {
-        if !matches!(self.state, State::Handshaking { .. } | State::Ready) {
-            return Ok(());
-        }
         let Some(stream) = self.stream.as_mut() else {
             return Ok(());
         };
-        while self.written < self.out.len() {
-            match stream.write(&self.out[self.written..]) {
+        loop {
+            let bytes = self.link.transmit();
+            if bytes.is_empty() {
+                return Ok(());
+            }
+            match stream.write(bytes) {
                 Ok(0) => return Err(NodeError::Io(io::ErrorKind::WriteZero)),
-                Ok(n) => self.written += n,
+                Ok(n) => self.link.advance(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(NodeError::Io(e.kind())),
             }
-        }
-        self.out.clear();
-        self.written = 0;
-        Ok(())
-    }
-
-    /// Fails a connection holding more requests or unwritten bytes than it
-    /// may: `headroom` more requests are allowed for releases.
-    fn check_limits(&self, headroom: usize) -> Result<(), NodeError> {
-        let unwritten = self.out.len() - self.written + self.held.len();
-        if self.pending.len() >= MAX_PENDING + headroom || unwritten > MAX_UNWRITTEN {
-            return Err(NodeError::Stalled);
-        }
-        Ok(())
-    }
-
-    fn check_stall(&self, now: Instant) -> Result<(), NodeError> {
-        if let Some(since) = self.late_since {
-            if now.saturating_duration_since(since) > self.config.stall_timeout {
-                return Err(NodeError::Stalled);
-            }
-        }
-        self.check_limits(0)?;
-        match self.pending.front() {
-            Some(oldest)
-                if now.saturating_duration_since(oldest.sent) > self.config.stall_timeout =>
-            {
-                Err(NodeError::Stalled)
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// Fails the connection whose connect or handshake ran out of time, or
-    /// whose oldest request went unanswered past the stall limit.
-    pub(crate) fn check_timers(&self, now: Instant) -> Result<(), NodeError> {
-        match self.state {
-            State::Connecting { deadline } | State::Handshaking { deadline } if now >= deadline => {
-                Err(NodeError::Connect(io::ErrorKind::TimedOut))
-            }
-            _ => self.check_stall(now),
-        }
-    }
-
-    /// The next instant at which [`check_timers`](Self::check_timers) may
-    /// fail.
-    pub(crate) fn next_timer(&self) -> Option<Instant> {
-        let stall = self
-            .pending
-            .front()
-            .map(|oldest| after(oldest.sent, self.config.stall_timeout));
-        let connect = match self.state {
-            State::Connecting { deadline } | State::Handshaking { deadline } => Some(deadline),
-            _ => None,
-        };
-        match (stall, connect) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
         }
     }
 
@@ -528,16 +211,12 @@ impl Conn {
         current: u64,
         on_reply: &mut (impl FnMut(Op, Outcome, Instant) + ?Sized),
     ) -> Result<(), NodeError> {
-        if let State::Connecting { .. } = self.state {
+        if self.link.is_connecting() {
             let Some(stream) = self.stream.as_mut() else {
                 return Ok(());
             };
             match stream.connected() {
-                Ok(true) => {
-                    self.state = State::Handshaking {
-                        deadline: after(Instant::now(), self.config.connect_timeout),
-                    };
-                }
+                Ok(true) => self.link.connected(Instant::now()),
                 Ok(false) => return Ok(()),
                 Err(e) => return Err(NodeError::Connect(e.kind())),
             }
@@ -565,8 +244,8 @@ impl Conn {
     }
 
     /// Reads until the socket would block or [`READ_BUDGET`] bytes were
-    /// read, decoding as it goes. The time is taken after each read, so
-    /// that a decision never uses a time from before its reply arrived.
+    /// read. The time is taken after each read, so that a decision never
+    /// uses a time from before its reply arrived.
     fn read(
         &mut self,
         current: u64,
@@ -578,195 +257,24 @@ impl Conn {
                 self.backlog = true;
                 return Ok(());
             }
-            if self.end == self.input.len() {
-                if self.start == 0 {
-                    // Unreachable: under REPLY_LIMITS every token fits in
-                    // the buffer. A typed error all the same.
-                    return Err(NodeError::UnexpectedReply);
-                }
-                self.input.copy_within(self.start..self.end, 0);
-                self.end -= self.start;
-                self.start = 0;
-            }
             let Some(stream) = self.stream.as_mut() else {
                 return Ok(());
             };
-            match stream.read(&mut self.input[self.end..]) {
+            let buf = self.link.read_buf()?;
+            match stream.read(buf) {
                 Ok(0) => {
-                    self.process(Instant::now(), current, on_reply)?;
+                    self.link
+                        .handle_read(0, Instant::now(), current, on_reply)?;
                     return Err(NodeError::Closed);
                 }
                 Ok(n) => {
                     budget = budget.saturating_sub(n);
-                    self.end += n;
-                    self.process(Instant::now(), current, on_reply)?;
+                    self.link
+                        .handle_read(n, Instant::now(), current, on_reply)?;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(NodeError::Io(e.kind())),
-            }
-        }
-    }
-
-    /// Decodes and dispatches every complete token in the read buffer.
-    fn process(
-        &mut self,
-        now: Instant,
-        current: u64,
-        on_reply: &mut (impl FnMut(Op, Outcome, Instant) + ?Sized),
-    ) -> Result<(), NodeError> {
-        loop {
-            let decoded = match self.decoder.decode(&self.input[self.start..self.end]) {
-                Ok(Status::Complete(decoded)) => decoded,
-                Ok(Status::Partial) => break,
-                Err(e) => return Err(NodeError::Protocol(e)),
-            };
-            let (token, len, frame_end) = (decoded.token, decoded.len, decoded.frame_end);
-            let reply =
-                self.skip == Skip::No && !matches!(token, Token::Push(_) | Token::Attribute(_));
-            if reply {
-                self.unsolicited = 0;
-            } else {
-                self.unsolicited += len;
-                if self.unsolicited > UNSOLICITED_BUDGET {
-                    return Err(NodeError::Unsolicited);
-                }
-            }
-            match self.skip {
-                Skip::Push => {
-                    if frame_end {
-                        self.skip = Skip::No;
-                    }
-                }
-                Skip::Attribute => {
-                    if self.decoder.depth() == 0 {
-                        self.skip = Skip::No;
-                    }
-                }
-                Skip::No => match token {
-                    Token::Push(_) if !frame_end => self.skip = Skip::Push,
-                    Token::Push(_) => {}
-                    Token::Attribute(_) if self.decoder.depth() > 0 => self.skip = Skip::Attribute,
-                    Token::Attribute(_) => {}
-                    _ => {
-                        let Some(pending) = self.pending.front() else {
-                            // A reply to a request never sent.
-                            return Err(NodeError::UnexpectedReply);
-                        };
-                        if !frame_end {
-                            // None of our commands is answered by an aggregate.
-                            return Err(NodeError::UnexpectedReply);
-                        }
-                        if now <= after(pending.sent, self.config.request_timeout) {
-                            // An answer in time: the connection keeps up.
-                            self.late_since = None;
-                        }
-                        match pending.expect {
-                            Expect::Step(step) => match commands::handshake_ok(step, &token) {
-                                Ok(true) => {}
-                                Ok(false) => return Err(NodeError::UnexpectedReply),
-                                Err(error) => return Err(NodeError::Handshake(error)),
-                            },
-                            Expect::Command {
-                                round,
-                                op,
-                                resource,
-                                token: token_len,
-                                ttl_ms,
-                                eval,
-                            } => {
-                                let mut outcome = commands::classify(op, &token);
-                                let args = 0..resource as usize + usize::from(token_len);
-                                let Some(arg_bytes) = self.replay.get(args.clone()) else {
-                                    return Err(NodeError::UnexpectedReply);
-                                };
-                                if outcome == Outcome::NoScript && eval {
-                                    // EVAL carries the script: it cannot be missing.
-                                    outcome = Outcome::Server(ServerError::new(b"NOSCRIPT"));
-                                }
-                                match outcome {
-                                    Outcome::Unexpected => return Err(NodeError::UnexpectedReply),
-                                    Outcome::NoScript if op == Op::Extend && round != current => {
-                                        // An extend of a round that is over
-                                        // is never replayed: newer commands
-                                        // (a later extend of the same lock,
-                                        // with another TTL) may already have
-                                        // been applied on this master, and
-                                        // this one must not overtake them.
-                                        // The lock's validity already
-                                        // assumes the worst of this round.
-                                    }
-                                    Outcome::NoScript => {
-                                        // The script cache was emptied: send the
-                                        // same request again with the script,
-                                        // for this round, or a release of a
-                                        // finished one (it frees a key; with its
-                                        // own token it cannot touch a newer lock).
-                                        let (res, tok) = arg_bytes.split_at(resource as usize);
-                                        Command {
-                                            op,
-                                            resource: res,
-                                            token: tok,
-                                            ttl_ms,
-                                            eval: true,
-                                        }
-                                        .encode(&mut self.out);
-                                        self.replay.extend_from_within(args.clone());
-                                        self.pending.push_back(Pending {
-                                            expect: Expect::Command {
-                                                round,
-                                                op,
-                                                resource,
-                                                token: token_len,
-                                                ttl_ms,
-                                                eval: true,
-                                            },
-                                            sent: self
-                                                .pending
-                                                .front()
-                                                .map_or_else(Instant::now, |p| p.sent),
-                                        });
-                                    }
-                                    _ if round == current => on_reply(op, outcome, now),
-                                    _ => {}
-                                }
-                                // Drop the consumed arguments now: with early
-                                // decision a connection may never be idle, so
-                                // waiting for an empty arena could grow it
-                                // without bound. What is left is a request or
-                                // two, cheap to move.
-                                self.replay.drain(..args.end);
-                            }
-                        }
-                        self.pending.pop_front();
-                        self.handshake_progress();
-                    }
-                },
-            }
-            self.start += len;
-        }
-        if self.start == self.end {
-            self.start = 0;
-            self.end = 0;
-        }
-        Ok(())
-    }
-
-    fn handshake_progress(&mut self) {
-        if let State::Handshaking { .. } = self.state {
-            let waiting = matches!(
-                self.pending.front(),
-                Some(Pending {
-                    expect: Expect::Step(_),
-                    ..
-                })
-            );
-            if !waiting {
-                self.state = State::Ready;
-                self.backoff = self.config.backoff_min;
-                self.last_error = None;
-                self.out.extend_from_slice(&self.held);
-                self.held.clear();
             }
         }
     }

@@ -16,7 +16,9 @@ use crate::addr::ServerAddr;
 use crate::commands::{Command, Outcome};
 use crate::rules::{NodeError, NodeState, Op, Round};
 
-pub(crate) use conn::{Conn, ConnConfig};
+use conn::Conn;
+
+use crate::link::LinkConfig;
 
 /// Readiness events handled per poll.
 const EVENTS: usize = 64;
@@ -29,7 +31,7 @@ pub(crate) struct Driver {
 }
 
 impl Driver {
-    pub(crate) fn new(addrs: &[ServerAddr], config: ConnConfig) -> io::Result<Driver> {
+    pub(crate) fn new(addrs: &[ServerAddr], config: LinkConfig) -> io::Result<Driver> {
         let now = Instant::now();
         Ok(Driver {
             poll: Poll::new()?,
@@ -57,7 +59,7 @@ impl Driver {
     pub(crate) fn failures(&self) -> impl Iterator<Item = (&ServerAddr, NodeError)> {
         self.conns
             .iter()
-            .filter_map(|conn| Some((conn.addr(), conn.failure()?)))
+            .filter_map(|conn| Some((conn.addr(), conn.link().failure()?)))
     }
 
     /// Connects every master that is down and waits, until `deadline` at
@@ -66,7 +68,7 @@ impl Driver {
         let now = Instant::now();
         let registry = self.poll.registry();
         for conn in &mut self.conns {
-            if conn.is_down() {
+            if conn.link().is_down() {
                 // A failure leaves it down, with its back-off started.
                 let _ = conn.connect(registry, now);
             }
@@ -110,7 +112,7 @@ impl Driver {
         self.wait(id, deadline, Until::Decided, Some(&mut *round))?;
         for (conn, state) in self.conns.iter_mut().zip(round.nodes()) {
             if *state == NodeState::TimedOut {
-                conn.note_late(round.started());
+                conn.link_mut().note_late(round.started());
             }
         }
         Ok(())
@@ -129,7 +131,7 @@ impl Driver {
             // A connection dropped in the failed round (say, as stalled,
             // after its SET went out) reconnects at once: the command waits
             // for the handshake on the new one.
-            if !conn.may_send(now) {
+            if !conn.link().may_send(now) {
                 continue;
             }
             // A failed send leaves the connection down.
@@ -155,7 +157,7 @@ impl Driver {
             let now = Instant::now();
             let registry = self.poll.registry();
             for (i, conn) in self.conns.iter_mut().enumerate() {
-                if let Err(error) = conn.check_timers(now) {
+                if let Err(error) = conn.link().check_timers(now) {
                     fail(conn, registry, i, id, error, now, round.as_deref_mut());
                 }
             }
@@ -164,7 +166,10 @@ impl Driver {
             }
             let done = match until {
                 Until::Decided => round.as_deref().is_none_or(|r| r.decision().is_some()),
-                Until::Connected => self.conns.iter().all(|c| c.is_ready() || c.is_down()),
+                Until::Connected => self
+                    .conns
+                    .iter()
+                    .all(|c| c.link().is_ready() || c.link().is_down()),
             };
             if done || now >= deadline {
                 return Ok(());
@@ -178,7 +183,7 @@ impl Driver {
                 let wake = self
                     .conns
                     .iter()
-                    .filter_map(Conn::next_timer)
+                    .filter_map(|c| c.link().next_timer())
                     .fold(deadline, Instant::min);
                 wake.saturating_duration_since(now)
             };
@@ -286,7 +291,7 @@ fn fail(
     now: Instant,
     round: Option<&mut Round>,
 ) {
-    let owed = conn.has_pending_for(id);
+    let owed = conn.link().has_pending_for(id);
     match (owed, round) {
         (true, Some(round)) => {
             conn.close(registry, error.clone(), now);

@@ -1,0 +1,296 @@
+//! The protocol session with a fake clock and no socket: bytes in, bytes
+//! out, outcomes and timers.
+
+#![allow(clippy::unwrap_used, reason = "a test fails loudly")]
+
+use std::time::{Duration, Instant};
+
+use super::{Link, LinkConfig, UNSOLICITED_BUDGET};
+use crate::commands::{Command, Outcome};
+use crate::rules::{NodeError, Op, Reply};
+use crate::{EXTEND_SCRIPT, EXTEND_SHA1, RELEASE_SCRIPT, RELEASE_SHA1};
+
+const MS: Duration = Duration::from_millis(1);
+
+fn config() -> LinkConfig {
+    LinkConfig {
+        request_timeout: 50 * MS,
+        connect_timeout: 1000 * MS,
+        stall_timeout: 500 * MS,
+        backoff_min: 10 * MS,
+        backoff_max: 80 * MS,
+    }
+}
+
+fn command(op: Op, ttl_ms: u64) -> Command<'static> {
+    Command {
+        op,
+        resource: b"res",
+        token: b"tok",
+        ttl_ms,
+        eval: false,
+    }
+}
+
+/// What the link wants written, as text; marks it written.
+fn take(link: &mut Link) -> String {
+    let text = String::from_utf8_lossy(link.transmit()).into_owned();
+    let n = link.transmit().len();
+    link.advance(n);
+    text
+}
+
+/// Feeds `bytes` as read at `now`, with `current` the round in progress;
+/// returns the outcomes passed on.
+fn feed(
+    link: &mut Link,
+    bytes: &[u8],
+    now: Instant,
+    current: u64,
+) -> Result<Vec<(Op, Outcome)>, NodeError> {
+    let mut outcomes = Vec::new();
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let buf = link.read_buf()?;
+        let n = buf.len().min(rest.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        rest = &rest[n..];
+        link.handle_read(n, now, current, &mut |op, outcome, _| {
+            outcomes.push((op, outcome))
+        })?;
+    }
+    Ok(outcomes)
+}
+
+fn bulk(text: &str) -> String {
+    format!("${}\r\n{text}\r\n", text.len())
+}
+
+/// A link through connect and handshake at `t0`.
+fn ready(t0: Instant) -> Link {
+    let mut link = Link::new(config(), t0);
+    link.start(None, None, 0, t0);
+    link.connected(t0);
+    let handshake = take(&mut link);
+    assert!(
+        handshake.contains("SCRIPT") && handshake.contains("LOAD"),
+        "{handshake}"
+    );
+    let replies = bulk(RELEASE_SHA1) + &bulk(EXTEND_SHA1);
+    assert_eq!(feed(&mut link, replies.as_bytes(), t0, 0), Ok(vec![]));
+    assert!(link.is_ready());
+    link
+}
+
+#[test]
+fn replies_match_requests_in_order() {
+    let t0 = Instant::now();
+    let mut link = ready(t0);
+    link.queue(&command(Op::Acquire, 30_000), 1, t0).unwrap();
+    link.queue(&command(Op::Release, 0), 1, t0).unwrap();
+    let sent = take(&mut link);
+    assert!(sent.starts_with("*6\r\n$3\r\nSET\r\n"), "{sent}");
+    assert!(
+        sent.contains("EVALSHA") && sent.contains(RELEASE_SHA1),
+        "{sent}"
+    );
+    let outcomes = feed(&mut link, b"+OK\r\n:0\r\n", t0 + MS, 1).unwrap();
+    assert_eq!(
+        outcomes,
+        [
+            (Op::Acquire, Outcome::Reply(Reply::Ok)),
+            (Op::Release, Outcome::Reply(Reply::Refused))
+        ]
+    );
+    assert!(!link.has_pending_for(1));
+}
+
+#[test]
+fn replies_of_other_rounds_are_matched_and_dropped() {
+    let t0 = Instant::now();
+    let mut link = ready(t0);
+    link.queue(&command(Op::Acquire, 30_000), 1, t0).unwrap();
+    link.queue(&command(Op::Acquire, 30_000), 2, t0).unwrap();
+    let outcomes = feed(&mut link, b"$-1\r\n+OK\r\n", t0 + MS, 2).unwrap();
+    assert_eq!(outcomes, [(Op::Acquire, Outcome::Reply(Reply::Ok))]);
+}
+
+#[test]
+fn a_reply_to_nothing_fails_the_link() {
+    let t0 = Instant::now();
+    let mut link = ready(t0);
+    assert_eq!(
+        feed(&mut link, b"+OK\r\n", t0, 1),
+        Err(NodeError::UnexpectedReply)
+    );
+}
+
+#[test]
+fn commands_wait_for_the_handshake() {
+    let t0 = Instant::now();
+    let mut link = Link::new(config(), t0);
+    link.start(Some("alice"), Some("pw"), 3, t0);
+    link.queue(&command(Op::Acquire, 30_000), 1, t0).unwrap();
+    assert_eq!(take(&mut link), "", "nothing is written before the connect");
+    link.connected(t0);
+    let handshake = take(&mut link);
+    assert!(handshake.contains("AUTH") && handshake.contains("SELECT"));
+    assert!(!handshake.contains("SET\r\n"), "held back: {handshake}");
+    let replies = "+OK\r\n+OK\r\n".to_owned() + &bulk(RELEASE_SHA1) + &bulk(EXTEND_SHA1);
+    feed(&mut link, replies.as_bytes(), t0, 1).unwrap();
+    assert!(take(&mut link).contains("SET"), "written once logged in");
+}
+
+#[test]
+fn a_refused_login_writes_nothing_held() {
+    let t0 = Instant::now();
+    let mut link = Link::new(config(), t0);
+    link.start(None, Some("wrong"), 0, t0);
+    link.queue(&command(Op::Acquire, 30_000), 1, t0).unwrap();
+    link.connected(t0);
+    take(&mut link);
+    let err = feed(&mut link, b"-WRONGPASS invalid password\r\n", t0, 1).unwrap_err();
+    assert!(
+        matches!(&err, NodeError::Handshake(e) if e.code() == b"WRONGPASS"),
+        "{err:?}"
+    );
+    assert!(err.is_configuration());
+    assert_eq!(take(&mut link), "", "the SET never leaves");
+}
+
+#[test]
+fn noscript_replays_the_current_rounds_extend() {
+    let t0 = Instant::now();
+    let mut link = ready(t0);
+    link.queue(&command(Op::Extend, 9_000), 1, t0).unwrap();
+    take(&mut link);
+    let outcomes = feed(&mut link, b"-NOSCRIPT No matching script\r\n", t0, 1).unwrap();
+    assert_eq!(outcomes, []);
+    let resent = take(&mut link);
+    assert!(
+        resent.contains("EVAL\r\n") && resent.contains(EXTEND_SCRIPT),
+        "{resent}"
+    );
+    assert!(resent.contains("9000"), "the same TTL: {resent}");
+    let outcomes = feed(&mut link, b":1\r\n", t0, 1).unwrap();
+    assert_eq!(outcomes, [(Op::Extend, Outcome::Reply(Reply::Ok))]);
+}
+
+#[test]
+fn noscript_never_replays_a_finished_rounds_extend() {
+    let t0 = Instant::now();
+    let mut link = ready(t0);
+    link.queue(&command(Op::Extend, 2_000), 1, t0).unwrap();
+    link.queue(&command(Op::Extend, 30_000), 2, t0).unwrap();
+    take(&mut link);
+    // Round 2 is current: round 1's late NOSCRIPT must not send the 2 s
+    // extend after the 30 s one.
+    let outcomes = feed(&mut link, b"-NOSCRIPT x\r\n:1\r\n", t0, 2).unwrap();
+    assert_eq!(outcomes, [(Op::Extend, Outcome::Reply(Reply::Ok))]);
+    assert_eq!(take(&mut link), "");
+    assert!(!link.has_pending_for(1));
+}
+
+#[test]
+fn noscript_replays_a_finished_rounds_release() {
+    let t0 = Instant::now();
+    let mut link = ready(t0);
+    link.queue(&command(Op::Release, 0), 1, t0).unwrap();
+    take(&mut link);
+    assert_eq!(feed(&mut link, b"-NOSCRIPT x\r\n", t0, 2), Ok(vec![]));
+    let resent = take(&mut link);
+    assert!(
+        resent.contains(RELEASE_SCRIPT),
+        "a release still frees its key: {resent}"
+    );
+}
+
+#[test]
+fn unsolicited_frames_have_a_budget() {
+    let t0 = Instant::now();
+    let push = b">2\r\n+flood\r\n:1\r\n";
+    // Within the budget, pushes are skipped and the reply still counts.
+    let mut link = ready(t0);
+    link.queue(&command(Op::Acquire, 30_000), 1, t0).unwrap();
+    let mut bytes = push.repeat(UNSOLICITED_BUDGET / push.len() - 1);
+    bytes.extend_from_slice(b"+OK\r\n");
+    let outcomes = feed(&mut link, &bytes, t0, 1).unwrap();
+    assert_eq!(outcomes, [(Op::Acquire, Outcome::Reply(Reply::Ok))]);
+    // Past it, the link fails.
+    let mut link = ready(t0);
+    link.queue(&command(Op::Acquire, 30_000), 1, t0).unwrap();
+    let bytes = push.repeat(UNSOLICITED_BUDGET / push.len() + 2);
+    assert_eq!(feed(&mut link, &bytes, t0, 1), Err(NodeError::Unsolicited));
+}
+
+#[test]
+fn timers_on_a_fake_clock() {
+    let t0 = Instant::now();
+    let mut link = Link::new(config(), t0);
+    link.start(None, None, 0, t0);
+    assert_eq!(
+        link.next_timer(),
+        Some(t0 + 500 * MS),
+        "the stall of the handshake"
+    );
+    assert_eq!(link.check_timers(t0 + 499 * MS), Ok(()));
+    assert_eq!(link.check_timers(t0 + 501 * MS), Err(NodeError::Stalled));
+
+    let mut link = ready(t0);
+    assert_eq!(link.next_timer(), None, "idle: no timer");
+    let t1 = t0 + 100 * MS;
+    link.queue(&command(Op::Acquire, 30_000), 1, t1).unwrap();
+    assert_eq!(link.next_timer(), Some(t1 + 500 * MS));
+    assert_eq!(link.check_timers(t1 + 500 * MS), Ok(()));
+    assert_eq!(link.check_timers(t1 + 501 * MS), Err(NodeError::Stalled));
+}
+
+#[test]
+fn a_link_that_keeps_missing_deadlines_stalls() {
+    let t0 = Instant::now();
+    let mut link = ready(t0);
+    link.note_late(t0);
+    // Replies keep arriving, but each too late to count.
+    for i in 1..=5u32 {
+        let at = t0 + i * 100 * MS;
+        link.queue(&command(Op::Acquire, 30_000), u64::from(i), at)
+            .unwrap();
+        feed(&mut link, b"+OK\r\n", at + 60 * MS, u64::from(i)).unwrap();
+    }
+    let at = t0 + 600 * MS;
+    assert_eq!(
+        link.queue(&command(Op::Acquire, 30_000), 9, at),
+        Err(NodeError::Stalled)
+    );
+}
+
+#[test]
+fn back_off_doubles_and_a_healthy_link_reconnects_at_once() {
+    let t0 = Instant::now();
+    let mut link = Link::new(config(), t0);
+    assert!(link.may_send(t0));
+    link.start(None, None, 0, t0);
+    link.close(
+        NodeError::Connect(std::io::ErrorKind::ConnectionRefused),
+        t0,
+    );
+    assert!(!link.may_send(t0 + 9 * MS));
+    assert!(link.may_send(t0 + 10 * MS));
+    link.start(None, None, 0, t0);
+    link.close(NodeError::Closed, t0);
+    assert!(!link.may_send(t0 + 19 * MS), "doubled");
+    assert!(link.may_send(t0 + 20 * MS));
+    assert_eq!(
+        link.down_reason(),
+        NodeError::Closed,
+        "why it is down is kept"
+    );
+
+    let mut link = ready(t0);
+    link.close(NodeError::Closed, t0);
+    assert!(
+        link.may_send(t0),
+        "a ready link that was closed reconnects at once"
+    );
+    assert!(link.is_down());
+}
