@@ -101,7 +101,8 @@ pub mod rules;
 
 pub use addr::{AddrError, Endpoint, ServerAddr};
 pub use client::{
-    Builder, Lock, LockGuard, MAX_RESOURCE_LEN, MAX_TIMEOUT, MAX_TTL, Redlock, Require, TOKEN_LEN,
+    Builder, Lock, LockGuard, MAX_RESOURCE_LEN, MAX_TIMEOUT, MAX_TTL, MasterStats, Redlock,
+    Require, Stats, TOKEN_LEN,
 };
 pub use commands::{EXTEND_SCRIPT, EXTEND_SHA1, RELEASE_SCRIPT, RELEASE_SHA1};
 pub use error::{ConfigError, Error};

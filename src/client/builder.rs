@@ -271,6 +271,7 @@ impl Builder {
         let masters = driver.addrs().map(ToString::to_string).collect();
         Ok(Redlock {
             masters,
+            counters: super::stats::Counters::new(n),
             inner: RefCell::new(Inner {
                 driver,
                 tokens: TokenSource::new(),

@@ -8,6 +8,7 @@
 
 mod builder;
 mod lock;
+mod stats;
 mod token;
 
 use std::cell::RefCell;
@@ -23,8 +24,10 @@ use crate::rules::{self, Decision, Op, Report, Round};
 
 pub use builder::{Builder, MAX_TIMEOUT, Require};
 pub use lock::{Lock, LockGuard};
+pub use stats::{MasterStats, Stats};
 
 use builder::Config;
+use stats::Counters;
 use token::TokenSource;
 
 /// The longest resource name accepted, in bytes.
@@ -101,6 +104,7 @@ pub struct Redlock {
     config: Config,
     /// The masters' addresses, passwords masked, for reports.
     masters: Arc<[String]>,
+    counters: Counters,
 }
 
 impl fmt::Debug for Redlock {
@@ -131,6 +135,16 @@ impl Redlock {
     /// The number of masters.
     pub fn masters(&self) -> usize {
         self.inner.borrow().driver.len()
+    }
+
+    /// What the client has done since it was built: attempts and their
+    /// outcomes, extends, releases, and per master the rounds it failed or
+    /// timed out in and the connects made to it. Counting costs a few
+    /// relaxed atomic additions per round; this call copies the counters.
+    pub fn stats(&self) -> Stats {
+        let inner = self.inner.borrow();
+        let masters = self.masters.iter().map(String::as_str);
+        self.counters.snapshot(masters.zip(inner.driver.connects()))
     }
 
     /// How many masters must agree: `N / 2 + 1`.
@@ -267,33 +281,21 @@ impl Redlock {
             eval: false,
         };
         let end = self.round(&command, None);
-        let decision = match end.result {
-            Ok(decision) => decision,
-            Err(error) => {
-                lock.cap(end.valid_until);
-                return Err(error.into());
-            }
+        let result = match end.result {
+            Ok(Decision::Quorum { .. }) => Ok(()),
+            Ok(Decision::TooSlow) => Err(Error::TooSlow(self.report())),
+            Ok(Decision::NoQuorum) => Err(self.no_quorum(self.report(), Error::NotHeld)),
+            Err(error) => Err(error.into()),
         };
-        match decision {
-            Decision::Quorum { .. } => {
-                lock.renew(end.valid_until);
-                Ok(())
-            }
-            Decision::TooSlow => {
-                lock.cap(end.valid_until);
-                Err(Error::TooSlow(self.report()))
-            }
-            Decision::NoQuorum => match self.no_quorum(self.report(), Error::NotHeld) {
-                error @ Error::NotHeld(_) => {
-                    lock.expire(end.started);
-                    Err(error)
-                }
-                error => {
-                    lock.cap(end.valid_until);
-                    Err(error)
-                }
-            },
+        match &result {
+            Ok(()) => lock.renew(end.valid_until),
+            // A quorum said the token is gone.
+            Err(Error::NotHeld(_)) => lock.expire(end.started),
+            // Masters that applied the extend expire the key at its TTL.
+            Err(_) => lock.cap(end.valid_until),
         }
+        self.tally(Op::Extend, result.as_ref().map(|_| ()));
+        result
     }
 
     /// Releases `lock` on every master. Afterwards the lock is expired,
@@ -319,12 +321,15 @@ impl Redlock {
         };
         let end = self.round(&command, None);
         lock.expire(end.started);
-        match end.result? {
-            Decision::Quorum { .. } => Ok(()),
-            Decision::TooSlow | Decision::NoQuorum => {
+        let result = match end.result {
+            Ok(Decision::Quorum { .. }) => Ok(()),
+            Ok(Decision::TooSlow | Decision::NoQuorum) => {
                 Err(self.no_quorum(self.report(), Error::NotHeld))
             }
-        }
+            Err(error) => Err(error.into()),
+        };
+        self.tally(Op::Release, result.as_ref().map(|_| ()));
+        result
     }
 
     fn check(&self, resource: &[u8], ttl: Duration) -> Result<u64, Error> {
@@ -375,7 +380,10 @@ impl Redlock {
         };
         let end = self.round(&command, deadline);
         let error = match end.result {
-            Ok(Decision::Quorum { .. }) => return Ok(Lock::new(resource, token, end.valid_until)),
+            Ok(Decision::Quorum { .. }) => {
+                self.tally(Op::Acquire, Ok(()));
+                return Ok(Lock::new(resource, token, end.valid_until));
+            }
             Ok(Decision::TooSlow) => Error::TooSlow(self.report()),
             Ok(Decision::NoQuorum) => self.no_quorum(self.report(), Error::Contended),
             // The SET may have gone out before the poller failed.
@@ -393,7 +401,14 @@ impl Redlock {
             .borrow_mut()
             .driver
             .queue(&release, Instant::now());
+        self.tally(Op::Acquire, Err(&error));
         Err(error)
+    }
+
+    /// Counts the round just run, of `op`, that ended with `result`.
+    fn tally(&self, op: Op, result: Result<(), &Error>) {
+        self.counters
+            .count(op, self.inner.borrow().round.nodes(), result);
     }
 
     /// Runs one round of `command`, for at most the request timeout, and

@@ -55,6 +55,11 @@ impl Driver {
         self.conns.iter().map(Conn::addr)
     }
 
+    /// How many connects each master has had, in order.
+    pub(crate) fn connects(&self) -> impl Iterator<Item = u64> {
+        self.conns.iter().map(|c| c.link().connects())
+    }
+
     /// Each master that is not ready, with why.
     pub(crate) fn failures(&self) -> impl Iterator<Item = (&ServerAddr, NodeError)> {
         self.conns

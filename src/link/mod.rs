@@ -160,6 +160,8 @@ pub(crate) struct Link {
     late_since: Option<Instant>,
     /// Bytes of unsolicited frames since the last reply.
     unsolicited: usize,
+    /// Connects started, for statistics.
+    connects: u64,
 }
 
 impl Link {
@@ -183,7 +185,13 @@ impl Link {
             last_error: None,
             late_since: None,
             unsolicited: 0,
+            connects: 0,
         }
+    }
+
+    /// How many connects were started.
+    pub(crate) fn connects(&self) -> u64 {
+        self.connects
     }
 
     pub(crate) fn is_ready(&self) -> bool {
@@ -240,6 +248,7 @@ impl Link {
         db: u32,
         now: Instant,
     ) {
+        self.connects += 1;
         self.clear_buffers();
         commands::encode_handshake(&mut self.out, user, password, db, &mut self.steps);
         for &step in &self.steps {

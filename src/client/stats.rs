@@ -1,0 +1,155 @@
+//! [`Stats`]: what a client has done since it was built, counted as it
+//! goes (a few relaxed atomic additions per round) and copied on request.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::Error;
+use crate::rules::{NodeState, Op};
+
+/// A snapshot of a client's counters since it was built. Made by
+/// [`Redlock::stats`](crate::Redlock::stats).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Acquire attempts (rounds), retries included.
+    pub attempts: u64,
+    /// Attempts that won the lock.
+    pub acquired: u64,
+    /// Attempts that failed because other clients hold the resource.
+    pub contended: u64,
+    /// Attempts that failed because a majority was unreachable.
+    pub unavailable: u64,
+    /// Attempts that reached a quorum with no validity left.
+    pub too_slow: u64,
+    /// Rounds that failed because masters refuse the configuration.
+    pub misconfigured: u64,
+    /// Extend rounds sent.
+    pub extends: u64,
+    /// Extend rounds that succeeded.
+    pub extended: u64,
+    /// Release rounds sent by `unlock` (a failed attempt's release is not
+    /// counted: it is not waited for).
+    pub releases: u64,
+    /// Release rounds that reached a quorum.
+    pub released: u64,
+    /// Per master, in the order the servers were given.
+    pub masters: Vec<MasterStats>,
+}
+
+/// One master's counters in [`Stats`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MasterStats {
+    /// The master's address, password masked.
+    pub address: String,
+    /// Rounds in which this master failed (refused connection, error
+    /// reply, protocol error, stall, …).
+    pub errors: u64,
+    /// Rounds in which this master did not answer in time.
+    pub timeouts: u64,
+    /// Connects started to it, the first one included.
+    pub connects: u64,
+}
+
+#[derive(Default)]
+struct Master {
+    errors: AtomicU64,
+    timeouts: AtomicU64,
+}
+
+/// The live counters behind [`Stats`].
+pub(super) struct Counters {
+    attempts: AtomicU64,
+    acquired: AtomicU64,
+    contended: AtomicU64,
+    unavailable: AtomicU64,
+    too_slow: AtomicU64,
+    misconfigured: AtomicU64,
+    extends: AtomicU64,
+    extended: AtomicU64,
+    releases: AtomicU64,
+    released: AtomicU64,
+    masters: Box<[Master]>,
+}
+
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+fn read(counter: &AtomicU64) -> u64 {
+    counter.load(Ordering::Relaxed)
+}
+
+impl Counters {
+    pub(super) fn new(masters: usize) -> Counters {
+        Counters {
+            attempts: AtomicU64::new(0),
+            acquired: AtomicU64::new(0),
+            contended: AtomicU64::new(0),
+            unavailable: AtomicU64::new(0),
+            too_slow: AtomicU64::new(0),
+            misconfigured: AtomicU64::new(0),
+            extends: AtomicU64::new(0),
+            extended: AtomicU64::new(0),
+            releases: AtomicU64::new(0),
+            released: AtomicU64::new(0),
+            masters: (0..masters).map(|_| Master::default()).collect(),
+        }
+    }
+
+    /// A round of `op` ended with `result`; `nodes` is what each master
+    /// did in it.
+    pub(super) fn count(&self, op: Op, nodes: &[NodeState], result: Result<(), &Error>) {
+        for (master, state) in self.masters.iter().zip(nodes) {
+            match state {
+                NodeState::Failed(_) => bump(&master.errors),
+                NodeState::TimedOut => bump(&master.timeouts),
+                _ => {}
+            }
+        }
+        let (sent, succeeded) = match op {
+            Op::Acquire => (&self.attempts, &self.acquired),
+            Op::Extend => (&self.extends, &self.extended),
+            Op::Release => (&self.releases, &self.released),
+        };
+        bump(sent);
+        match result {
+            Ok(()) => bump(succeeded),
+            Err(Error::Misconfigured(_)) => bump(&self.misconfigured),
+            Err(error) if op == Op::Acquire => match error {
+                Error::Contended(_) => bump(&self.contended),
+                Error::Unavailable(_) => bump(&self.unavailable),
+                Error::TooSlow(_) => bump(&self.too_slow),
+                _ => {}
+            },
+            Err(_) => {}
+        }
+    }
+
+    /// A copy of the counters, with each master's address and connects.
+    pub(super) fn snapshot<'a>(&self, masters: impl Iterator<Item = (&'a str, u64)>) -> Stats {
+        Stats {
+            attempts: read(&self.attempts),
+            acquired: read(&self.acquired),
+            contended: read(&self.contended),
+            unavailable: read(&self.unavailable),
+            too_slow: read(&self.too_slow),
+            misconfigured: read(&self.misconfigured),
+            extends: read(&self.extends),
+            extended: read(&self.extended),
+            releases: read(&self.releases),
+            released: read(&self.released),
+            masters: self
+                .masters
+                .iter()
+                .zip(masters)
+                .map(|(master, (address, connects))| MasterStats {
+                    address: address.to_owned(),
+                    errors: read(&master.errors),
+                    timeouts: read(&master.timeouts),
+                    connects,
+                })
+                .collect(),
+        }
+    }
+}
