@@ -8,6 +8,7 @@
 
 mod builder;
 mod lock;
+mod observe;
 mod stats;
 mod token;
 
@@ -27,6 +28,7 @@ pub use lock::{Lock, LockGuard};
 pub use stats::{MasterStats, Stats};
 
 use builder::Config;
+use observe::RoundSpan;
 use stats::Counters;
 use token::TokenSource;
 
@@ -48,11 +50,14 @@ struct Inner {
 /// How a round ended, with its timing, whether or not the driver failed.
 struct RoundEnd {
     /// The decision, or the poller's error.
-    result: io::Result<Decision>,
+    result: Result<Decision, io::ErrorKind>,
     /// `t0` of the round.
     started: Instant,
     /// `t0 + ttl - drift`: the most a lock touched by the round may claim.
     valid_until: Instant,
+    /// When the call got control back.
+    ended: Instant,
+    span: RoundSpan,
 }
 
 /// A Redlock client over N independent Redis masters.
@@ -285,7 +290,7 @@ impl Redlock {
             Ok(Decision::Quorum { .. }) => Ok(()),
             Ok(Decision::TooSlow) => Err(Error::TooSlow(self.report())),
             Ok(Decision::NoQuorum) => Err(self.no_quorum(self.report(), Error::NotHeld)),
-            Err(error) => Err(error.into()),
+            Err(kind) => Err(Error::Io(kind)),
         };
         match &result {
             Ok(()) => lock.renew(end.valid_until),
@@ -294,7 +299,7 @@ impl Redlock {
             // Masters that applied the extend expire the key at its TTL.
             Err(_) => lock.cap(end.valid_until),
         }
-        self.tally(Op::Extend, result.as_ref().map(|_| ()));
+        self.tally(Op::Extend, &end, result.as_ref().map(|_| ()));
         result
     }
 
@@ -326,9 +331,9 @@ impl Redlock {
             Ok(Decision::TooSlow | Decision::NoQuorum) => {
                 Err(self.no_quorum(self.report(), Error::NotHeld))
             }
-            Err(error) => Err(error.into()),
+            Err(kind) => Err(Error::Io(kind)),
         };
-        self.tally(Op::Release, result.as_ref().map(|_| ()));
+        self.tally(Op::Release, &end, result.as_ref().map(|_| ()));
         result
     }
 
@@ -381,13 +386,13 @@ impl Redlock {
         let end = self.round(&command, deadline);
         let error = match end.result {
             Ok(Decision::Quorum { .. }) => {
-                self.tally(Op::Acquire, Ok(()));
+                self.tally(Op::Acquire, &end, Ok(()));
                 return Ok(Lock::new(resource, token, end.valid_until));
             }
             Ok(Decision::TooSlow) => Error::TooSlow(self.report()),
             Ok(Decision::NoQuorum) => self.no_quorum(self.report(), Error::Contended),
             // The SET may have gone out before the poller failed.
-            Err(error) => error.into(),
+            Err(kind) => Error::Io(kind),
         };
         // Release on all masters, also those that seemed to fail: a reply
         // may have been lost after the server set the key. EVAL cannot meet
@@ -401,14 +406,18 @@ impl Redlock {
             .borrow_mut()
             .driver
             .queue(&release, Instant::now());
-        self.tally(Op::Acquire, Err(&error));
+        self.tally(Op::Acquire, &end, Err(&error));
         Err(error)
     }
 
-    /// Counts the round just run, of `op`, that ended with `result`.
-    fn tally(&self, op: Op, result: Result<(), &Error>) {
-        self.counters
-            .count(op, self.inner.borrow().round.nodes(), result);
+    /// Counts the round just run, of `op`, that ended with `result` (and
+    /// records it in its span and the metrics, with those features).
+    fn tally(&self, op: Op, end: &RoundEnd, result: Result<(), &Error>) {
+        let inner = self.inner.borrow();
+        let nodes = inner.round.nodes();
+        self.counters.count(op, nodes, result);
+        let elapsed = end.ended.saturating_duration_since(end.started);
+        observe::round_ended(&end.span, op, result, elapsed, nodes, &self.masters);
     }
 
     /// Runs one round of `command`, for at most the request timeout, and
@@ -427,13 +436,17 @@ impl Redlock {
         let ttl = Duration::from_millis(command.ttl_ms);
         let drift = rules::drift(ttl, self.config.drift_factor);
         round.restart(command.op, driver.len(), ttl, drift, timeout, now);
-        let result = driver
-            .run(round, command)
-            .map(|()| round.decision().unwrap_or(Decision::NoQuorum));
+        let span = RoundSpan::new(command.op, command.resource.len());
+        let result = span
+            .in_scope(|| driver.run(round, command))
+            .map(|()| round.decision().unwrap_or(Decision::NoQuorum))
+            .map_err(|error| error.kind());
         RoundEnd {
             result,
             started: round.started(),
             valid_until: round.valid_until(),
+            ended: Instant::now(),
+            span,
         }
     }
 

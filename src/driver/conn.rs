@@ -122,6 +122,10 @@ impl Conn {
                 )
                 .map(|()| stream)
         });
+        #[cfg(feature = "tracing")]
+        tracing::debug!(master = %self.addr, "connecting");
+        #[cfg(feature = "metrics")]
+        metrics::counter!("redlock_connects_total", "master" => self.addr.to_string()).increment(1);
         match registered {
             Ok(stream) => {
                 self.stream = Some(stream);
@@ -145,6 +149,13 @@ impl Conn {
             // Deregistering a socket that is about to close cannot fail in a
             // way that matters: closing removes it from the poll set anyway.
             let _ = registry.deregister(stream.source());
+        }
+        #[cfg(feature = "tracing")]
+        match error {
+            NodeError::Closed | NodeError::Io(_) | NodeError::Disconnected => {
+                tracing::debug!(master = %self.addr, %error, "connection dropped");
+            }
+            _ => tracing::warn!(master = %self.addr, %error, "connection dropped"),
         }
         self.backlog = false;
         self.link.close(error, now);

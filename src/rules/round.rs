@@ -22,7 +22,8 @@ pub enum Op {
 }
 
 impl Op {
-    fn name(self) -> &'static str {
+    /// The operation in lower case: `acquire`, `extend` or `release`.
+    pub fn name(self) -> &'static str {
         match self {
             Op::Acquire => "acquire",
             Op::Extend => "extend",
