@@ -86,10 +86,33 @@ fn main() -> ExitCode {
     }
 }
 
+/// Makes sure a `redis-server` can be started: when there is none, says so
+/// in one line and installs Debian's package as `.ci/install-redis` does;
+/// where that cannot be done, fails with one line naming what to install.
+fn ensure_redis_server() -> Result<()> {
+    if support::cluster::find_redis_server().is_ok() {
+        return Ok(());
+    }
+    println!("redis-server not found: installing it with apt-get (.ci/install-redis)");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/install-redis");
+    let installed = std::process::Command::new("bash")
+        .arg(script)
+        .status()
+        .is_ok_and(|status| status.success());
+    if installed && support::cluster::find_redis_server().is_ok() {
+        return Ok(());
+    }
+    Err("redis-server (Redis 7 or later) is needed and could not be installed here: \
+         install it (Debian/Ubuntu: apt-get install redis-server) or set \
+         REDIS_SERVER=/path/to/redis-server, or pass the addresses of running masters"
+        .into())
+}
+
 fn run(args: Args) -> Result<()> {
     // Stopped when dropped, also on an early return or a panic.
     let mut cluster = None;
     let urls = if args.urls.is_empty() {
+        ensure_redis_server()?;
         let started = Instant::now();
         let c = Cluster::start(MASTERS);
         let urls = c.urls();

@@ -91,7 +91,9 @@ pub fn redis_server_path() -> PathBuf {
     }
 }
 
-fn find_redis_server() -> Result<PathBuf, String> {
+/// The `redis-server` to use (`REDIS_SERVER`, else the one on `PATH`), or
+/// why there is none; never panics.
+pub fn find_redis_server() -> Result<PathBuf, String> {
     if let Some(var) = std::env::var_os("REDIS_SERVER").filter(|v| !v.is_empty()) {
         let path = PathBuf::from(&var);
         return if is_executable(&path) {
