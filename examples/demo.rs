@@ -102,10 +102,12 @@ fn ensure_redis_server() -> Result<()> {
     if installed && support::cluster::find_redis_server().is_ok() {
         return Ok(());
     }
-    Err("redis-server (Redis 7 or later) is needed and could not be installed here: \
+    Err(
+        "redis-server (Redis 7 or later) is needed and could not be installed here: \
          install it (Debian/Ubuntu: apt-get install redis-server) or set \
          REDIS_SERVER=/path/to/redis-server, or pass the addresses of running masters"
-        .into())
+            .into(),
+    )
 }
 
 fn run(args: Args) -> Result<()> {
