@@ -573,18 +573,26 @@ fn a_shrunk_buffer_restarts_the_token() {
     ));
 }
 
-/// Feeds `input` one byte at a time and returns the bytes examined.
-fn examined_bytewise(input: &[u8]) -> usize {
+/// Feeds `input` in reads that end at each of `cuts` (and at its end) and
+/// returns the bytes examined.
+fn examined_in_reads(input: &[u8], cuts: impl IntoIterator<Item = usize>) -> usize {
     let mut decoder = Decoder::new();
     let mut buf = Vec::new();
-    for &b in input {
-        buf.push(b);
+    let mut from = 0;
+    for cut in cuts.into_iter().chain([input.len()]) {
+        buf.extend_from_slice(&input[from..cut]);
+        from = cut;
         while let Ok(Status::Complete(d)) = decoder.decode(&buf) {
             buf.drain(..d.len);
         }
     }
     assert!(buf.is_empty() && decoder.is_idle());
     decoder.examined
+}
+
+/// Feeds `input` one byte at a time and returns the bytes examined.
+fn examined_bytewise(input: &[u8]) -> usize {
+    examined_in_reads(input, 1..input.len())
 }
 
 #[test]
@@ -603,6 +611,30 @@ fn bytewise_feeding_examines_each_byte_once() {
 
     let number = b":-1234567890123456789\r\n";
     assert!(examined_bytewise(number) <= number.len());
+}
+
+#[test]
+fn the_fast_path_hands_over_without_rescanning() {
+    // A token cut anywhere is begun by the fast path, which hands what it
+    // read to the resumable path: nothing is examined twice (a CR that
+    // arrived without its LF excepted).
+    let inputs: [&[u8]; 5] = [
+        b":-1234567890123456\r\n",
+        b"$10\r\n0123456789\r\n",
+        b"*1\r\n$3\r\nabc\r\n",
+        b"+a simple line that is longer than eight bytes\r\n",
+        b"-ERR and an error line\r\n",
+    ];
+    for input in inputs {
+        for cut in 1..input.len() {
+            let examined = examined_in_reads(input, [cut]);
+            assert!(
+                examined <= input.len(),
+                "{} cut at {cut}: {examined} bytes examined",
+                input.escape_ascii()
+            );
+        }
+    }
 }
 
 #[test]
