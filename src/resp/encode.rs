@@ -84,20 +84,75 @@ impl Digits {
     }
 }
 
-/// Writes `prefix`, the decimal `n` and CRLF.
-fn put_header<B: BufMut + ?Sized>(buf: &mut B, prefix: u8, n: u64) {
-    buf.put_u8(prefix);
-    buf.put_slice(Digits::new(n).as_bytes());
-    buf.put_slice(b"\r\n");
+/// A command is assembled here, on the stack, and handed to the buffer in
+/// one `put_slice`: each `BufMut` call costs a capacity check and a length
+/// update, and a command is made of many small pieces.
+const STAGE: usize = 256;
+
+/// Room a header needs: a type byte, 20 digits and CRLF.
+const HEADER_ROOM: usize = 24;
+
+/// The bytes of a command not yet handed to the caller's buffer.
+struct Stage {
+    bytes: [u8; STAGE],
+    len: usize,
 }
 
-fn put_bulk<B: BufMut + ?Sized>(buf: &mut B, negative: bool, data: &[u8]) {
-    put_header(buf, b'$', (data.len() + usize::from(negative)) as u64);
-    if negative {
-        buf.put_u8(b'-');
+impl Stage {
+    /// Writes `prefix`, the decimal `n` and CRLF.
+    #[inline(always)]
+    fn header<B: BufMut + ?Sized>(&mut self, buf: &mut B, prefix: u8, n: u64) {
+        if self.len + HEADER_ROOM > STAGE {
+            self.flush(buf);
+        }
+        let at = self.len;
+        if n < 10 {
+            // One digit, the common case for counts and short arguments:
+            // four bytes in one store.
+            let word = u32::from_le_bytes([prefix, b'0' + n as u8, b'\r', b'\n']);
+            self.bytes[at..at + 4].copy_from_slice(&word.to_le_bytes());
+            self.len = at + 4;
+            return;
+        }
+        let digits = Digits::new(n);
+        let digits = digits.as_bytes();
+        let end = at + 1 + digits.len();
+        self.bytes[at] = prefix;
+        self.bytes[at + 1..end].copy_from_slice(digits);
+        self.bytes[end..end + 2].copy_from_slice(b"\r\n");
+        self.len = end + 2;
     }
-    buf.put_slice(data);
-    buf.put_slice(b"\r\n");
+
+    /// Writes `data` and CRLF.
+    #[inline(always)]
+    fn payload<B: BufMut + ?Sized>(&mut self, buf: &mut B, data: &[u8]) {
+        let end = self.len + data.len();
+        if let Some(room) = self.bytes.get_mut(self.len..end + 2) {
+            room[..data.len()].copy_from_slice(data);
+            room[data.len()..].copy_from_slice(b"\r\n");
+            self.len = end + 2;
+            return;
+        }
+        // Too long to stage: what is staged goes first, then `data` as is.
+        self.flush(buf);
+        buf.put_slice(data);
+        buf.put_slice(b"\r\n");
+    }
+
+    fn flush<B: BufMut + ?Sized>(&mut self, buf: &mut B) {
+        buf.put_slice(&self.bytes[..self.len]);
+        self.len = 0;
+    }
+}
+
+fn put_bulk<B: BufMut + ?Sized>(stage: &mut Stage, buf: &mut B, negative: bool, data: &[u8]) {
+    stage.header(buf, b'$', (data.len() + usize::from(negative)) as u64);
+    if negative {
+        // The sign goes with the digits: a header leaves room for it.
+        stage.bytes[stage.len] = b'-';
+        stage.len += 1;
+    }
+    stage.payload(buf, data);
 }
 
 /// Writes `args` as one command: a RESP array of bulk strings, the form
@@ -114,14 +169,24 @@ fn put_bulk<B: BufMut + ?Sized>(buf: &mut B, negative: bool, data: &[u8]) {
 /// assert_eq!(buf, b"*5\r\n$3\r\nSET\r\n$3\r\nkey\r\n$2\r\nNX\r\n$2\r\nPX\r\n$5\r\n30000\r\n");
 /// ```
 pub fn encode_command<B: BufMut + ?Sized>(buf: &mut B, args: &[Arg<'_>]) {
-    put_header(buf, b'*', args.len() as u64);
+    let mut stage = Stage {
+        bytes: [0; STAGE],
+        len: 0,
+    };
+    stage.header(buf, b'*', args.len() as u64);
     for arg in args {
         match *arg {
-            Arg::Bytes(bytes) => put_bulk(buf, false, bytes),
-            Arg::Int(n) => put_bulk(buf, n < 0, Digits::new(n.unsigned_abs()).as_bytes()),
-            Arg::Uint(n) => put_bulk(buf, false, Digits::new(n).as_bytes()),
+            Arg::Bytes(bytes) => put_bulk(&mut stage, buf, false, bytes),
+            Arg::Int(n) => put_bulk(
+                &mut stage,
+                buf,
+                n < 0,
+                Digits::new(n.unsigned_abs()).as_bytes(),
+            ),
+            Arg::Uint(n) => put_bulk(&mut stage, buf, false, Digits::new(n).as_bytes()),
         }
     }
+    stage.flush(buf);
 }
 
 /// The exact number of bytes [`encode_command`] writes for `args`.
