@@ -64,17 +64,35 @@ struct Digits {
     start: usize,
 }
 
+/// "00", "01", .. "99": two digits per division.
+const PAIRS: [u8; 200] = {
+    let mut pairs = [0u8; 200];
+    let mut i = 0;
+    while i < 100 {
+        pairs[2 * i] = b'0' + (i / 10) as u8;
+        pairs[2 * i + 1] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    pairs
+};
+
 impl Digits {
     fn new(mut n: u64) -> Digits {
         let mut buf = [0u8; 20];
         let mut start = buf.len();
-        loop {
+        while n >= 100 {
+            let pair = (n % 100) as usize * 2;
+            n /= 100;
+            start -= 2;
+            buf[start..start + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+        }
+        if n >= 10 {
+            let pair = n as usize * 2;
+            start -= 2;
+            buf[start..start + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+        } else {
             start -= 1;
-            buf[start] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
+            buf[start] = b'0' + n as u8;
         }
         Digits { buf, start }
     }
@@ -106,12 +124,18 @@ impl Stage {
             self.flush(buf);
         }
         let at = self.len;
-        if n < 10 {
-            // One digit, the common case for counts and short arguments:
-            // four bytes in one store.
-            let word = u32::from_le_bytes([prefix, b'0' + n as u8, b'\r', b'\n']);
-            self.bytes[at..at + 4].copy_from_slice(&word.to_le_bytes());
-            self.len = at + 4;
+        if n < 100 {
+            // One or two digits, the common case for counts and argument
+            // lengths: one 8-byte store (the header room covers it), of
+            // which 4 or 5 bytes count.
+            let (tens, ones) = ((n / 10) as u8, (n % 10) as u8);
+            let (word, len) = if tens == 0 {
+                ([prefix, b'0' + ones, b'\r', b'\n', 0, 0, 0, 0], 4)
+            } else {
+                ([prefix, b'0' + tens, b'0' + ones, b'\r', b'\n', 0, 0, 0], 5)
+            };
+            self.bytes[at..at + 8].copy_from_slice(&word);
+            self.len = at + len;
             return;
         }
         let digits = Digits::new(n);
