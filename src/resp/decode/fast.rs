@@ -1,0 +1,289 @@
+//! The fast path: common tokens that have arrived whole, decoded in one
+//! pass, with digits read eight at a time.
+
+use super::{Agg, Body, Decoded, Decoder, Error, Level, Line, NullKind, Num, Phase, Status, Token};
+
+impl Decoder {
+    /// The fast path, for a token not yet begun: integers, bulk strings,
+    /// array headers, nulls, simple strings and errors that are complete in
+    /// `buf` and valid are decoded here in one pass, with the digits read
+    /// eight at a time.
+    ///
+    /// Returns `None` to hand over to the resumable path, either with the
+    /// state that path would have reached (so that no byte is examined
+    /// twice: a number whose terminator has not arrived, a line without its
+    /// CRLF yet, a bulk string whose payload is still on its way), or
+    /// untouched, having examined nothing but the type byte and the bytes
+    /// of a token that is about to fail (an error is always found, and
+    /// reported, by the resumable path, so both paths agree on it).
+    #[inline(always)]
+    pub(super) fn fast<'a>(&mut self, buf: &'a [u8]) -> Option<Result<Status<Decoded<'a>>, Error>> {
+        let &first = buf.first()?;
+        // Numbers here have at most 21 bytes before their CRLF; the
+        // resumable path checks the line limit against smaller settings.
+        if self.limits.max_line_len < MAX_FAST_NUMBER
+            || matches!(self.stack.last(), Some(Level::StreamedString(_)))
+        {
+            return None;
+        }
+        let (token, len) = match first {
+            b'+' | b'-' => {
+                let line = if first == b'+' {
+                    Line::Simple
+                } else {
+                    Line::Error
+                };
+                let Some(cr) = find_line_end(buf, 1) else {
+                    // Not arrived yet: the resumable path would stop here.
+                    if buf.len() - 1 > self.limits.max_line_len {
+                        return None;
+                    }
+                    #[cfg(test)]
+                    {
+                        self.examined += buf.len() - 1;
+                    }
+                    self.phase = Phase::Line(line);
+                    self.pos = buf.len();
+                    return Some(Ok(Status::Partial));
+                };
+                if cr - 1 > self.limits.max_line_len || buf[cr] != b'\r' {
+                    return None;
+                }
+                match buf.get(cr + 1) {
+                    Some(b'\n') => {}
+                    Some(_) => return None,
+                    None => {
+                        #[cfg(test)]
+                        {
+                            self.examined += cr;
+                        }
+                        self.phase = Phase::Line(line);
+                        self.pos = cr;
+                        return Some(Ok(Status::Partial));
+                    }
+                }
+                let content = &buf[1..cr];
+                let token = if first == b'+' {
+                    Token::Simple(content)
+                } else {
+                    Token::Error(content)
+                };
+                (token, cr + 2)
+            }
+            b'_' => match buf.get(1..3)? {
+                b"\r\n" => (Token::Null(NullKind::Null), 3),
+                _ => return None,
+            },
+            b':' => {
+                let negative = buf.get(1) == Some(&b'-');
+                let from = 1 + usize::from(negative);
+                let (acc, digits) = parse_digits(buf, from);
+                let end = from + digits;
+                let limit = i64::MAX as u64 + u64::from(negative);
+                if digits == 0 || acc > limit {
+                    return None;
+                }
+                if buf.get(end..end + 2) != Some(b"\r\n") {
+                    self.hand_over_number(Num::Integer, end, acc, digits, negative);
+                    return None;
+                }
+                let value = if negative {
+                    0i64.wrapping_sub_unsigned(acc)
+                } else {
+                    acc as i64
+                };
+                (Token::Integer(value), end + 2)
+            }
+            b'$' | b'*' => {
+                let num = if first == b'$' {
+                    Num::Length(Body::Bulk)
+                } else {
+                    Num::Count(Agg::Array)
+                };
+                if buf.get(1) == Some(&b'-') {
+                    return match buf.get(1..5)? {
+                        b"-1\r\n" => {
+                            let kind = if first == b'$' {
+                                NullKind::Bulk
+                            } else {
+                                NullKind::Array
+                            };
+                            Some(self.fast_value(Token::Null(kind), 5))
+                        }
+                        _ => None,
+                    };
+                }
+                let (acc, digits) = parse_digits(buf, 1);
+                let end = 1 + digits;
+                let limit = if first == b'$' {
+                    self.limits.max_bulk_len
+                } else {
+                    self.limits.max_elements
+                };
+                if digits == 0 || acc > limit {
+                    return None;
+                }
+                if buf.get(end..end + 2) != Some(b"\r\n") {
+                    self.hand_over_number(num, end, acc, digits, false);
+                    return None;
+                }
+                let header = end + 2;
+                if first == b'*' {
+                    let count = usize::try_from(acc).ok()?;
+                    if count == 0 {
+                        (Token::Array(0), header)
+                    } else {
+                        return Some(
+                            self.push(Level::Counted(acc))
+                                .map(|()| Status::Complete(self.open(Token::Array(count), header))),
+                        );
+                    }
+                } else {
+                    let body_len = usize::try_from(acc).ok()?;
+                    let body_end = header.checked_add(body_len)?;
+                    body_end.checked_add(2)?;
+                    match buf.get(body_end..body_end + 2) {
+                        Some(b"\r\n") => (Token::Bulk(&buf[header..body_end]), body_end + 2),
+                        Some(_) => return None,
+                        None => {
+                            // The payload is on its way; it is never scanned.
+                            #[cfg(test)]
+                            {
+                                self.examined += digits + 2;
+                            }
+                            self.phase = Phase::Body(Body::Bulk);
+                            self.body_start = header;
+                            self.body_len = body_len;
+                            return Some(Ok(Status::Partial));
+                        }
+                    }
+                }
+            }
+            _ => return None,
+        };
+        Some(self.fast_value(token, len))
+    }
+
+    #[inline(always)]
+    fn fast_value<'a>(
+        &mut self,
+        token: Token<'a>,
+        len: usize,
+    ) -> Result<Status<Decoded<'a>>, Error> {
+        self.value(token, len).map(Status::Complete)
+    }
+
+    /// Leaves a number whose terminator the fast path did not find where the
+    /// resumable path would have reached after its digits.
+    fn hand_over_number(&mut self, num: Num, pos: usize, acc: u64, digits: usize, negative: bool) {
+        #[cfg(test)]
+        {
+            self.examined += pos - 1;
+        }
+        self.phase = Phase::Number(num);
+        self.pos = pos;
+        self.acc = acc;
+        // At most 19 digits.
+        self.digits = digits as u32;
+        self.negative = negative;
+    }
+}
+
+/// The longest line limit below which the fast path leaves numbers to the
+/// resumable path: a type byte, a sign and 19 digits.
+const MAX_FAST_NUMBER: usize = 21;
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+
+/// The position of the first CR or LF in `buf` from `from`, eight bytes at a
+/// time.
+#[inline(always)]
+fn find_line_end(buf: &[u8], from: usize) -> Option<usize> {
+    // A byte of `x` is zero: the lowest such byte sets the lowest bit of
+    // the result (bytes above it may be flagged falsely; they are not used).
+    fn zero_byte(x: u64) -> u64 {
+        x.wrapping_sub(ONES) & !x & (ONES << 7)
+    }
+    let mut i = from;
+    while let Some(word) = buf.get(i..).and_then(|rest| rest.first_chunk::<8>()) {
+        let word = u64::from_le_bytes(*word);
+        let found = zero_byte(word ^ (ONES * u64::from(b'\r')))
+            | zero_byte(word ^ (ONES * u64::from(b'\n')));
+        if found != 0 {
+            return Some(i + (found.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    let rest = buf.get(i..)?;
+    rest.iter()
+        .position(|&b| b == b'\r' || b == b'\n')
+        .map(|at| i + at)
+}
+
+/// Powers of ten up to 10^8.
+const POW10: [u64; 9] = [
+    1,
+    10,
+    100,
+    1000,
+    10_000,
+    100_000,
+    1_000_000,
+    10_000_000,
+    100_000_000,
+];
+
+/// The leading ASCII digits of eight bytes (in memory order, read
+/// little-endian): their value and how many there are.
+#[inline(always)]
+fn eight_digits(word: u64) -> (u64, usize) {
+    // Digits become 0..=9; anything else has a high nibble, or a low
+    // nibble that reaches 16 when 6 is added (no carry leaves a byte).
+    let t = word ^ (ONES * 0x30);
+    let high = ((t >> 4) & (ONES * 0x0f)).wrapping_add(ONES * 0x0f);
+    let low = (t & (ONES * 0x0f)).wrapping_add(ONES * 0x06);
+    let other = (high | low) & (ONES * 0x10);
+    let count = (other.trailing_zeros() / 8) as usize;
+    if count == 0 {
+        return (0, 0);
+    }
+    // The digits to the top, the first (most significant) digit lowest;
+    // zero bytes below them are leading zeros. Then pairs, quads, eights.
+    let v = t << (8 * (8 - count));
+    let v = (v.wrapping_mul(10) + (v >> 8)) & 0x00ff_00ff_00ff_00ff;
+    let v = (v.wrapping_mul(100) + (v >> 16)) & 0x0000_ffff_0000_ffff;
+    let v = (v.wrapping_mul(10_000) + (v >> 32)) & 0xffff_ffff;
+    (v, count)
+}
+
+/// The run of up to 19 ASCII digits at `buf[from..]` (19 digits always fit
+/// in a `u64`): its value and length.
+#[inline(always)]
+fn parse_digits(buf: &[u8], from: usize) -> (u64, usize) {
+    let mut acc = 0u64;
+    let mut count = 0;
+    while count < 16 {
+        let Some(word) = buf
+            .get(from + count..)
+            .and_then(|rest| rest.first_chunk::<8>())
+        else {
+            break;
+        };
+        let (value, n) = eight_digits(u64::from_le_bytes(*word));
+        acc = acc * POW10[n] + value;
+        count += n;
+        if n < 8 {
+            return (acc, count);
+        }
+    }
+    while count < 19 {
+        match buf.get(from + count) {
+            Some(&b) if b.is_ascii_digit() => {
+                acc = acc * 10 + u64::from(b - b'0');
+                count += 1;
+            }
+            _ => break,
+        }
+    }
+    (acc, count)
+}
