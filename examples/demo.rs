@@ -325,6 +325,8 @@ fn print_report(report: &Report, urls: &[String]) {
             NodeState::Pending => "not waited for (decided early)".to_owned(),
             NodeState::TimedOut => "timed out".to_owned(),
             NodeState::Failed(error) => error.to_string(),
+            NodeState::Quarantined => format!("{ok}, but quarantined (not counted)"),
+            _ => format!("{state:?}"),
         };
         let url = urls.get(i).map_or("?", String::as_str);
         println!("{:16}#{i} {url:<24} {state}", "");

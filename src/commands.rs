@@ -2,6 +2,7 @@
 //! encoding into a buffer and classifying decoded tokens.
 
 use crate::resp::{Arg, Token, encode_command};
+use crate::rules::identity::MARKER_KEY;
 use crate::rules::{Op, Reply, ServerError};
 
 /// Compare-and-delete: deletes the key only if it still holds our token.
@@ -79,6 +80,21 @@ pub(crate) enum Step {
     Select,
     LoadRelease,
     LoadExtend,
+    /// `INFO server replication cluster`: who the server is.
+    Identify,
+    /// `SET <marker key> <value> NX GET`: whether the data set survived.
+    Marker,
+}
+
+/// What a connection's handshake asks beyond logging in and loading the
+/// scripts.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Probe<'a> {
+    /// Send `INFO` (refuse replicas, cluster nodes, duplicates; see
+    /// [`crate::rules::identity`]).
+    pub(crate) identify: bool,
+    /// Set the marker key to this value unless it exists, and read it.
+    pub(crate) marker: Option<&'a [u8]>,
 }
 
 /// Writes the handshake into `out` and returns its steps, in order.
@@ -87,6 +103,7 @@ pub(crate) fn encode_handshake(
     user: Option<&str>,
     password: Option<&str>,
     db: u32,
+    probe: Probe<'_>,
     steps: &mut Vec<Step>,
 ) {
     steps.clear();
@@ -108,6 +125,31 @@ pub(crate) fn encode_handshake(
     steps.push(Step::LoadRelease);
     encode_command(out, &["SCRIPT".into(), "LOAD".into(), EXTEND_SCRIPT.into()]);
     steps.push(Step::LoadExtend);
+    if probe.identify {
+        encode_command(
+            out,
+            &[
+                "INFO".into(),
+                "server".into(),
+                "replication".into(),
+                "cluster".into(),
+            ],
+        );
+        steps.push(Step::Identify);
+    }
+    if let Some(value) = probe.marker {
+        encode_command(
+            out,
+            &[
+                "SET".into(),
+                MARKER_KEY.into(),
+                Arg::Bytes(value),
+                "NX".into(),
+                "GET".into(),
+            ],
+        );
+        steps.push(Step::Marker);
+    }
 }
 
 /// What a reply to a lock command means.
@@ -121,6 +163,8 @@ pub(crate) enum Outcome {
     Server(ServerError),
     /// A reply of a type the command never returns.
     Unexpected,
+    /// A grant from a quarantined master: it does not count.
+    Quarantined,
 }
 
 /// Classifies the (first) token of a reply to `op`.
@@ -153,6 +197,8 @@ pub(crate) fn handshake_ok(step: Step, token: &Token<'_>) -> Result<bool, Server
         (Step::LoadExtend, Token::Bulk(sha1)) => {
             Ok(sha1.eq_ignore_ascii_case(EXTEND_SHA1.as_bytes()))
         }
+        (Step::Identify, Token::Bulk(_)) => Ok(true),
+        (Step::Marker, Token::Bulk(_) | Token::Null(_)) => Ok(true),
         _ => Ok(false),
     }
 }
@@ -243,7 +289,14 @@ mod tests {
     fn handshake() {
         let mut out = Vec::new();
         let mut steps = Vec::new();
-        encode_handshake(&mut out, Some("u"), Some("p"), 3, &mut steps);
+        encode_handshake(
+            &mut out,
+            Some("u"),
+            Some("p"),
+            3,
+            Probe::default(),
+            &mut steps,
+        );
         assert_eq!(
             steps,
             [
@@ -254,8 +307,33 @@ mod tests {
             ]
         );
         out.clear();
-        encode_handshake(&mut out, None, None, 0, &mut steps);
+        encode_handshake(&mut out, None, None, 0, Probe::default(), &mut steps);
         assert_eq!(steps, [Step::LoadRelease, Step::LoadExtend]);
+        out.clear();
+        let probe = Probe {
+            identify: true,
+            marker: Some(b"m1"),
+        };
+        encode_handshake(&mut out, None, None, 0, probe, &mut steps);
+        assert_eq!(
+            steps,
+            [
+                Step::LoadRelease,
+                Step::LoadExtend,
+                Step::Identify,
+                Step::Marker
+            ]
+        );
+        let text = out.escape_ascii().to_string();
+        assert!(
+            text.ends_with("*4\\r\\n$4\\r\\nINFO\\r\\n$6\\r\\nserver\\r\\n$11\\r\\nreplication\\r\\n$7\\r\\ncluster\\r\\n*5\\r\\n$3\\r\\nSET\\r\\n$18\\r\\nredlock-mio:marker\\r\\n$2\\r\\nm1\\r\\n$2\\r\\nNX\\r\\n$3\\r\\nGET\\r\\n"),
+            "{text}"
+        );
+        assert_eq!(
+            handshake_ok(Step::Marker, &Token::Null(NullKind::Null)),
+            Ok(true)
+        );
+        assert_eq!(handshake_ok(Step::Identify, &Token::Integer(1)), Ok(false));
         assert_eq!(
             handshake_ok(Step::LoadRelease, &Token::Bulk(RELEASE_SHA1.as_bytes())),
             Ok(true)

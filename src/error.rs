@@ -57,6 +57,10 @@ pub enum ConfigError {
         /// with why.
         failures: Vec<(String, NodeError)>,
     },
+    /// [`Builder::restart_guard`](crate::Builder::restart_guard) is on but
+    /// [`Builder::identify_masters`](crate::Builder::identify_masters) is
+    /// off: the guard needs `INFO`.
+    GuardNeedsIdentify,
     /// The operating system refused to create the event poller.
     Io(io::ErrorKind),
 }
@@ -75,6 +79,9 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::StallBeforeRequestTimeout => {
                 f.write_str("stall_timeout must not be shorter than request_timeout")
+            }
+            ConfigError::GuardNeedsIdentify => {
+                f.write_str("restart_guard needs identify_masters (it reads INFO)")
             }
             ConfigError::InvalidDriftFactor => {
                 f.write_str("drift_factor must be a number from 0 up to (not including) 1")

@@ -109,6 +109,7 @@ const LOCKER_ACL: &[&str] = &[
     "+get",
     "+del",
     "+pexpire",
+    "+info",
 ];
 
 #[test]
@@ -169,7 +170,15 @@ fn replicas_are_read_only() {
     let replicas = ClusterOptions::new(3)
         .args(["--replicaof", "127.0.0.1", &port.to_string()])
         .start();
+    // Identified at the handshake (INFO says role:slave), by default.
     let redlock = builder(replicas.urls()).build().expect("build");
+    let text = assert_misconfigured(&redlock, "r", "a replica, not a master");
+    println!("{text}");
+    // Without INFO, the first SET finds out.
+    let redlock = builder(replicas.urls())
+        .identify_masters(false)
+        .build()
+        .expect("build");
     let text = assert_misconfigured(&redlock, "r", "READONLY");
     println!("{text}");
 }
@@ -185,6 +194,12 @@ fn cluster_mode_nodes() {
         ])
         .start();
     let redlock = builder(nodes.urls()).build().expect("build");
+    let text = assert_misconfigured(&redlock, "r", "a cluster-mode node");
+    println!("{text}");
+    let redlock = builder(nodes.urls())
+        .identify_masters(false)
+        .build()
+        .expect("build");
     let text = assert_misconfigured(&redlock, "r", "CLUSTERDOWN");
     println!("{text}");
 }

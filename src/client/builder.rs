@@ -19,6 +19,8 @@ use super::{Inner, Redlock};
 /// overflow an [`Instant`].
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
 /// Configures and builds a [`Redlock`]. Made by [`Redlock::builder`].
 ///
 /// Every timeout and delay has a documented range; [`build`](Self::build)
@@ -38,6 +40,8 @@ pub struct Builder {
     drift_factor: f64,
     max_extensions: Option<u32>,
     require: Require,
+    identify: bool,
+    restart_guard: Option<Duration>,
 }
 
 /// How many masters [`Builder::build`] requires to have completed their
@@ -82,6 +86,8 @@ impl fmt::Debug for Builder {
             .field("drift_factor", &self.drift_factor)
             .field("max_extensions", &self.max_extensions)
             .field("require", &self.require)
+            .field("identify_masters", &self.identify)
+            .field("restart_guard", &self.restart_guard)
             .finish()
     }
 }
@@ -133,6 +139,8 @@ impl Builder {
             drift_factor: 0.01,
             max_extensions: None,
             require: Require::Nothing,
+            identify: true,
+            restart_guard: None,
         }
     }
 
@@ -220,6 +228,51 @@ impl Builder {
         self
     }
 
+    /// Whether the handshake asks each master who it is (`INFO server
+    /// replication cluster`, pipelined with the rest: no extra round trip),
+    /// to refuse, with a configuration error naming it
+    /// ([`NodeError::Replica`], [`NodeError::ClusterMode`],
+    /// [`NodeError::SameServer`]), a replica, a cluster-mode node, or one
+    /// server listed twice under different addresses (`127.0.0.1` and
+    /// `127.0.0.2`, a host name, a Unix socket: compared by `run_id`). Each
+    /// of those would otherwise vote twice or fail later as "unavailable".
+    /// Default `true`; turn it off for managed servers that refuse `INFO`
+    /// (the ACL user then needs no `+info`). The restart guard needs it.
+    ///
+    /// [`NodeError::Replica`]: crate::rules::NodeError::Replica
+    /// [`NodeError::ClusterMode`]: crate::rules::NodeError::ClusterMode
+    /// [`NodeError::SameServer`]: crate::rules::NodeError::SameServer
+    pub fn identify_masters(mut self, on: bool) -> Builder {
+        self.identify = on;
+        self
+    }
+
+    /// Turns on the restart guard: a master that may have lost its keys
+    /// since a lock was granted on it is quarantined for `longest_ttl`
+    /// (plus its drift) on this client's clock: its grants do not count
+    /// toward a quorum, its refusals do, and releases still go to it. This
+    /// is the Redlock "delayed restart" rule, applied by the client.
+    ///
+    /// A master is suspect, at any (re)connect, when its `run_id` changed
+    /// (it restarted), when the marker key `redlock-mio:marker` (set once,
+    /// without TTL, by the first client to see the master) is missing or
+    /// was replaced (its data was flushed or lost), or, the first time
+    /// this client sees it, when it has been up for less than
+    /// `longest_ttl` (it may have restarted empty while another client
+    /// held a lock). Masters started just now are therefore quarantined
+    /// at first: provision the marker (`SET redlock-mio:marker 1`) to
+    /// skip that on a fresh deployment.
+    ///
+    /// `longest_ttl` must be at least the longest TTL any client uses on
+    /// these masters, more than zero and at most [`MAX_TIMEOUT`]. The
+    /// guard needs [`identify_masters`](Self::identify_masters) and `SET`
+    /// on the marker key. Default: off. A flush while the connection stays
+    /// up is not seen until the next reconnect.
+    pub fn restart_guard(mut self, longest_ttl: Duration) -> Builder {
+        self.restart_guard = Some(longest_ttl);
+        self
+    }
+
     /// Checks the configuration, resolves the addresses, and connects to
     /// every master (waiting up to the connect timeout for the
     /// handshakes). Masters that cannot be reached now are retried in the
@@ -242,6 +295,17 @@ impl Builder {
             stall_timeout: self.stall_timeout,
             backoff_min: Duration::from_millis(10).min(self.backoff_max),
             backoff_max: self.backoff_max,
+            identify: self.identify,
+            guard: self.restart_guard.map(|ttl| {
+                let guard = ttl.saturating_add(crate::rules::drift(ttl, self.drift_factor));
+                let mut marker = [0u8; 32];
+                let random: [u8; 16] = rand::random();
+                for (pair, byte) in marker.chunks_exact_mut(2).zip(random) {
+                    pair[0] = HEX[usize::from(byte >> 4)];
+                    pair[1] = HEX[usize::from(byte & 0xf)];
+                }
+                (guard, marker)
+            }),
         };
         let mut driver = Driver::new(&addrs, conn).map_err(|e| ConfigError::Io(e.kind()))?;
         let now = Instant::now();
@@ -316,6 +380,20 @@ impl Builder {
                     name,
                     max: MAX_TIMEOUT,
                 });
+            }
+        }
+        if let Some(ttl) = self.restart_guard {
+            if ttl.is_zero() {
+                return Err(ConfigError::ZeroTimeout("restart_guard"));
+            }
+            if ttl > MAX_TIMEOUT {
+                return Err(ConfigError::TooLong {
+                    name: "restart_guard",
+                    max: MAX_TIMEOUT,
+                });
+            }
+            if !self.identify {
+                return Err(ConfigError::GuardNeedsIdentify);
             }
         }
         if self.stall_timeout < self.request_timeout {

@@ -119,5 +119,6 @@ fn state_name(state: &NodeState) -> &'static str {
         NodeState::Refused => "refused",
         NodeState::Failed(_) => "failed",
         NodeState::TimedOut => "timed_out",
+        NodeState::Quarantined => "quarantined",
     }
 }

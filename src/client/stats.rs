@@ -49,12 +49,19 @@ pub struct MasterStats {
     pub timeouts: u64,
     /// Connects started to it, the first one included.
     pub connects: u64,
+    /// Rounds in which it granted while quarantined by the restart guard
+    /// (the grant did not count).
+    pub quarantined: u64,
+    /// Handshakes at which the restart guard found it suspect (restarted,
+    /// marker lost, or recently started on first sight).
+    pub suspicions: u64,
 }
 
 #[derive(Default)]
 struct Master {
     errors: AtomicU64,
     timeouts: AtomicU64,
+    quarantined: AtomicU64,
 }
 
 /// The live counters behind [`Stats`].
@@ -104,6 +111,7 @@ impl Counters {
             match state {
                 NodeState::Failed(_) => bump(&master.errors),
                 NodeState::TimedOut => bump(&master.timeouts),
+                NodeState::Quarantined => bump(&master.quarantined),
                 _ => {}
             }
         }
@@ -126,8 +134,12 @@ impl Counters {
         }
     }
 
-    /// A copy of the counters, with each master's address and connects.
-    pub(super) fn snapshot<'a>(&self, masters: impl Iterator<Item = (&'a str, u64)>) -> Stats {
+    /// A copy of the counters, with each master's address, connects and
+    /// suspicions.
+    pub(super) fn snapshot<'a>(
+        &self,
+        masters: impl Iterator<Item = (&'a str, (u64, u64))>,
+    ) -> Stats {
         Stats {
             attempts: read(&self.attempts),
             acquired: read(&self.acquired),
@@ -143,11 +155,13 @@ impl Counters {
                 .masters
                 .iter()
                 .zip(masters)
-                .map(|(master, (address, connects))| MasterStats {
+                .map(|(master, (address, (connects, suspicions)))| MasterStats {
                     address: address.to_owned(),
                     errors: read(&master.errors),
                     timeouts: read(&master.timeouts),
                     connects,
+                    quarantined: read(&master.quarantined),
+                    suspicions,
                 })
                 .collect(),
         }

@@ -55,9 +55,12 @@ impl Driver {
         self.conns.iter().map(Conn::addr)
     }
 
-    /// How many connects each master has had, in order.
-    pub(crate) fn connects(&self) -> impl Iterator<Item = u64> {
-        self.conns.iter().map(|c| c.link().connects())
+    /// How many connects each master has had, and how many times the
+    /// restart guard found it suspect, in order.
+    pub(crate) fn connects(&self) -> impl Iterator<Item = (u64, u64)> {
+        self.conns
+            .iter()
+            .map(|c| (c.link().connects(), c.link().sighting().suspicions()))
     }
 
     /// Each master that is not ready, with why.
@@ -225,7 +228,46 @@ impl Driver {
                 );
             }
         }
+        self.check_identities(id, round);
         Ok(())
+    }
+
+    /// Compares the `run_id` of each handshake just completed with the
+    /// other ready masters': a server reached through a second address is
+    /// refused there ([`NodeError::SameServer`]), so that it never votes
+    /// twice.
+    fn check_identities(&mut self, id: u64, mut round: Option<&mut Round>) {
+        let registry = self.poll.registry();
+        for i in 0..self.conns.len() {
+            #[cfg(feature = "tracing")]
+            if let Some(suspicion) = self.conns[i].link_mut().take_suspicion() {
+                tracing::warn!(master = %self.conns[i].addr(), ?suspicion, "master quarantined");
+            }
+            let Some(run_id) = self.conns[i].link_mut().take_fresh_run_id() else {
+                continue;
+            };
+            let twin = self.conns.iter().enumerate().position(|(j, other)| {
+                j != i
+                    && other.link().is_ready()
+                    && other.link().sighting().run_id() == Some(&run_id)
+            });
+            if let Some(other) = twin {
+                let error = NodeError::SameServer {
+                    other,
+                    address: self.conns[other].addr().to_string().into(),
+                };
+                let now = Instant::now();
+                fail(
+                    &mut self.conns[i],
+                    registry,
+                    i,
+                    id,
+                    error,
+                    now,
+                    round.as_deref_mut(),
+                );
+            }
+        }
     }
 
     /// Goes on reading the connections whose last read stopped at its
@@ -244,6 +286,7 @@ impl Driver {
                 );
             }
         }
+        self.check_identities(id, round);
     }
 }
 
@@ -281,6 +324,7 @@ fn deliver(round: &mut Round, i: usize, outcome: Outcome, now: Instant) {
     match outcome {
         Outcome::Reply(reply) => round.handle_reply(i, reply, now),
         Outcome::Server(error) => round.handle_failure(i, NodeError::Server(error), now),
+        Outcome::Quarantined => round.handle_quarantined(i, now),
         Outcome::NoScript | Outcome::Unexpected => {}
     }
 }

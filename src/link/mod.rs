@@ -18,9 +18,10 @@ use std::collections::VecDeque;
 use std::io;
 use std::time::{Duration, Instant};
 
-use crate::commands::{self, Command, Outcome, Step};
+use crate::commands::{self, Command, Outcome, Probe, Step};
 use crate::resp::{Decoder, Limits, Status, Token};
-use crate::rules::{NodeError, Op, ServerError};
+use crate::rules::identity::{Info, MarkerValue, Sighting, Suspicion};
+use crate::rules::{NodeError, Op, Reply, ServerError};
 
 /// The decoder limits for replies to lock commands: all are tiny, so a
 /// server that sends more is broken or hostile.
@@ -83,6 +84,12 @@ pub(crate) struct LinkConfig {
     pub(crate) stall_timeout: Duration,
     pub(crate) backoff_min: Duration,
     pub(crate) backoff_max: Duration,
+    /// Ask each server who it is at the handshake (`INFO`).
+    pub(crate) identify: bool,
+    /// The restart guard: how long a suspect master stays quarantined (the
+    /// longest TTL in use plus its drift), and the marker value this client
+    /// sets. `None`: off.
+    pub(crate) guard: Option<(Duration, [u8; 32])>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -162,6 +169,17 @@ pub(crate) struct Link {
     unsolicited: usize,
     /// Connects started, for statistics.
     connects: u64,
+    /// What the handshake under way learned: `INFO`, and the marker's
+    /// previous value (`Some(None)`: it was missing).
+    info: Option<Info>,
+    marker: Option<Option<MarkerValue>>,
+    /// What this client knows of the server across connections.
+    sighting: Sighting,
+    /// A handshake completed and its `run_id` has not been compared with
+    /// the other masters' yet.
+    fresh: bool,
+    /// The suspicion found at the last handshake, for the driver to log.
+    suspicion: Option<Suspicion>,
 }
 
 impl Link {
@@ -186,7 +204,33 @@ impl Link {
             late_since: None,
             unsolicited: 0,
             connects: 0,
+            info: None,
+            marker: None,
+            sighting: Sighting::default(),
+            fresh: false,
+            suspicion: None,
         }
+    }
+
+    /// What this client knows of the server: its `run_id`, quarantine.
+    pub(crate) fn sighting(&self) -> &Sighting {
+        &self.sighting
+    }
+
+    /// The `run_id` of a handshake completed since the last call, for the
+    /// driver to compare with the other masters'.
+    pub(crate) fn take_fresh_run_id(&mut self) -> Option<[u8; 40]> {
+        if !std::mem::take(&mut self.fresh) || !self.is_ready() {
+            return None;
+        }
+        self.sighting.run_id().copied()
+    }
+
+    /// The suspicion that quarantined the server at the last handshake,
+    /// once.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) fn take_suspicion(&mut self) -> Option<Suspicion> {
+        self.suspicion.take()
     }
 
     /// How many connects were started.
@@ -250,7 +294,11 @@ impl Link {
     ) {
         self.connects += 1;
         self.clear_buffers();
-        commands::encode_handshake(&mut self.out, user, password, db, &mut self.steps);
+        let probe = Probe {
+            identify: self.config.identify,
+            marker: self.config.guard.as_ref().map(|(_, value)| &value[..]),
+        };
+        commands::encode_handshake(&mut self.out, user, password, db, probe, &mut self.steps);
         for &step in &self.steps {
             self.pending.push_back(Pending {
                 expect: Expect::Step(step),
@@ -283,6 +331,9 @@ impl Link {
         self.replay.clear();
         self.late_since = None;
         self.unsolicited = 0;
+        self.info = None;
+        self.marker = None;
+        self.fresh = false;
     }
 
     /// The socket is gone after `error`: everything in flight is dropped,
@@ -521,7 +572,7 @@ impl Link {
                         }
                         match pending.expect {
                             Expect::Step(step) => match commands::handshake_ok(step, &token) {
-                                Ok(true) => {}
+                                Ok(true) => learn(&mut self.info, &mut self.marker, step, &token)?,
                                 Ok(false) => return Err(NodeError::UnexpectedReply),
                                 Err(error) => return Err(NodeError::Handshake(error)),
                             },
@@ -585,6 +636,13 @@ impl Link {
                                                 .map_or_else(Instant::now, |p| p.sent),
                                         });
                                     }
+                                    Outcome::Reply(Reply::Ok)
+                                        if round == current
+                                            && op != Op::Release
+                                            && self.sighting.is_quarantined(now) =>
+                                    {
+                                        on_reply(op, Outcome::Quarantined, now)
+                                    }
                                     _ if round == current => on_reply(op, outcome, now),
                                     _ => {}
                                 }
@@ -597,7 +655,7 @@ impl Link {
                             }
                         }
                         self.pending.pop_front();
-                        self.handshake_progress();
+                        self.handshake_progress(now);
                     }
                 },
             }
@@ -610,7 +668,7 @@ impl Link {
         Ok(())
     }
 
-    fn handshake_progress(&mut self) {
+    fn handshake_progress(&mut self, now: Instant) {
         if let State::Handshaking { .. } = self.state {
             let waiting = matches!(
                 self.pending.front(),
@@ -620,6 +678,18 @@ impl Link {
                 })
             );
             if !waiting {
+                let (guard, ours) = match &self.config.guard {
+                    Some((guard, ours)) => (Some(*guard), &ours[..]),
+                    None => (None, &[][..]),
+                };
+                self.suspicion = self.sighting.handle_handshake(
+                    self.info.as_ref(),
+                    self.marker.as_ref().map(|m| m.as_deref()),
+                    ours,
+                    guard,
+                    now,
+                );
+                self.fresh = true;
                 self.state = State::Ready;
                 self.backoff = self.config.backoff_min;
                 self.last_error = None;
@@ -628,6 +698,32 @@ impl Link {
             }
         }
     }
+}
+
+/// Keeps what a handshake reply says of the server; refuses a replica and
+/// a cluster-mode node.
+fn learn(
+    info: &mut Option<Info>,
+    marker: &mut Option<Option<MarkerValue>>,
+    step: Step,
+    token: &Token<'_>,
+) -> Result<(), NodeError> {
+    match (step, token) {
+        (Step::Identify, Token::Bulk(text)) => {
+            let parsed = Info::parse(text);
+            if parsed.replica {
+                return Err(NodeError::Replica);
+            }
+            if parsed.cluster {
+                return Err(NodeError::ClusterMode);
+            }
+            *info = Some(parsed);
+        }
+        (Step::Marker, Token::Bulk(value)) => *marker = Some(Some(MarkerValue::from_slice(value))),
+        (Step::Marker, _) => *marker = Some(None),
+        _ => {}
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -19,6 +19,38 @@ fn config() -> LinkConfig {
         stall_timeout: 500 * MS,
         backoff_min: 10 * MS,
         backoff_max: 80 * MS,
+        identify: false,
+        guard: None,
+    }
+}
+
+/// `INFO` text of a server.
+fn info(run_id: char, role: &str, cluster: u8, uptime: u64) -> String {
+    let run_id: String = std::iter::repeat_n(run_id, 40).collect();
+    bulk(&format!(
+        "# Server\r\nrun_id:{run_id}\r\nuptime_in_seconds:{uptime}\r\n\r\n# Replication\r\nrole:{role}\r\n\r\n# Cluster\r\ncluster_enabled:{cluster}\r\n"
+    ))
+}
+
+/// A link with identification and a 10 s restart guard, through connect
+/// and a handshake whose `INFO` and marker replies are `info` and `marker`.
+fn guarded(link: &mut Link, t: Instant, info: &str, marker: &str) -> Result<(), NodeError> {
+    link.start(None, None, 0, t);
+    link.connected(t);
+    let handshake = take(link);
+    assert!(
+        handshake.contains("INFO") && handshake.contains("redlock-mio:marker"),
+        "{handshake}"
+    );
+    let replies = bulk(RELEASE_SHA1) + &bulk(EXTEND_SHA1) + info + marker;
+    feed(link, replies.as_bytes(), t, 0).map(|_| ())
+}
+
+fn guarded_config() -> LinkConfig {
+    LinkConfig {
+        identify: true,
+        guard: Some((10_000 * MS, [b'm'; 32])),
+        ..config()
     }
 }
 
@@ -293,4 +325,85 @@ fn back_off_doubles_and_a_healthy_link_reconnects_at_once() {
         "a ready link that was closed reconnects at once"
     );
     assert!(link.is_down());
+}
+
+#[test]
+fn replicas_and_cluster_nodes_are_refused_at_the_handshake() {
+    let t0 = Instant::now();
+    let mut link = Link::new(guarded_config(), t0);
+    let replica = guarded(&mut link, t0, &info('a', "slave", 0, 99), "$-1\r\n");
+    assert_eq!(replica, Err(NodeError::Replica));
+    assert!(replica.unwrap_err().is_configuration());
+    let mut link = Link::new(guarded_config(), t0);
+    let cluster = guarded(&mut link, t0, &info('a', "master", 1, 99), "$-1\r\n");
+    assert_eq!(cluster, Err(NodeError::ClusterMode));
+    // INFO refused by the ACL: a configuration error of the handshake.
+    let mut link = Link::new(guarded_config(), t0);
+    let denied = guarded(&mut link, t0, "-NOPERM no INFO for you\r\n", "$-1\r\n");
+    assert!(denied.unwrap_err().is_configuration());
+}
+
+#[test]
+fn a_quarantined_masters_grants_do_not_count() {
+    let t0 = Instant::now();
+    let mut link = Link::new(guarded_config(), t0);
+    // First sight, up for an hour, marker present: trusted.
+    guarded(
+        &mut link,
+        t0,
+        &info('a', "master", 0, 3600),
+        &bulk("theirs"),
+    )
+    .unwrap();
+    assert!(link.is_ready());
+    assert_eq!(link.take_fresh_run_id(), Some([b'a'; 40]));
+    assert_eq!(link.take_fresh_run_id(), None, "taken once");
+    link.queue(&command(Op::Acquire, 30_000), 1, t0).unwrap();
+    let outcomes = feed(&mut link, b"+OK\r\n", t0, 1).unwrap();
+    assert_eq!(outcomes, [(Op::Acquire, Outcome::Reply(Reply::Ok))]);
+
+    // It restarted: a new run_id at the reconnect.
+    let t1 = t0 + 1000 * MS;
+    link.close(NodeError::Closed, t1);
+    guarded(&mut link, t1, &info('b', "master", 0, 0), &bulk("theirs")).unwrap();
+    assert_eq!(
+        link.take_suspicion(),
+        Some(crate::rules::identity::Suspicion::Restarted)
+    );
+    for (op, reply, expect) in [
+        (Op::Acquire, "+OK\r\n", Outcome::Quarantined),
+        (Op::Extend, ":1\r\n", Outcome::Quarantined),
+        (Op::Acquire, "$-1\r\n", Outcome::Reply(Reply::Refused)),
+        (Op::Release, ":1\r\n", Outcome::Reply(Reply::Ok)),
+    ] {
+        link.queue(&command(op, 30_000), 2, t1).unwrap();
+        take(&mut link);
+        let outcomes = feed(&mut link, reply.as_bytes(), t1, 2).unwrap();
+        assert_eq!(outcomes, [(op, expect)], "{op:?} {reply:?}");
+    }
+    // For the guard, and no longer.
+    let t2 = t1 + 10_000 * MS;
+    link.queue(&command(Op::Acquire, 30_000), 3, t2).unwrap();
+    let outcomes = feed(&mut link, b"+OK\r\n", t2, 3).unwrap();
+    assert_eq!(outcomes, [(Op::Acquire, Outcome::Reply(Reply::Ok))]);
+    assert_eq!(link.sighting().suspicions(), 1);
+}
+
+#[test]
+fn a_flushed_master_is_quarantined_at_its_next_handshake() {
+    let t0 = Instant::now();
+    let mut link = Link::new(guarded_config(), t0);
+    guarded(
+        &mut link,
+        t0,
+        &info('a', "master", 0, 3600),
+        &bulk("theirs"),
+    )
+    .unwrap();
+    link.close(NodeError::Closed, t0);
+    // Same run_id, but the marker is gone: SET NX GET answered nil.
+    guarded(&mut link, t0, &info('a', "master", 0, 3600), "$-1\r\n").unwrap();
+    link.queue(&command(Op::Acquire, 30_000), 1, t0).unwrap();
+    let outcomes = feed(&mut link, b"+OK\r\n", t0, 1).unwrap();
+    assert_eq!(outcomes, [(Op::Acquire, Outcome::Quarantined)]);
 }

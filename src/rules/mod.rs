@@ -14,6 +14,7 @@
 //! The driver sends the commands and feeds the replies in; it never decides
 //! quorum itself.
 
+pub(crate) mod identity;
 mod round;
 
 use std::time::Duration;

@@ -152,6 +152,20 @@ pub enum NodeError {
     /// The server kept sending frames that answer nothing (pushes,
     /// attributes) beyond a small budget; the connection was dropped.
     Unsolicited,
+    /// The server is a replica (`role:slave` in `INFO`): a lock on it is
+    /// not a lock on a master.
+    Replica,
+    /// The server runs in cluster mode, which Redlock's independent masters
+    /// are not.
+    ClusterMode,
+    /// The server is the same as master `other` (same `run_id`), reached
+    /// through another address: it must not vote twice.
+    SameServer {
+        /// The index of the master it duplicates.
+        other: usize,
+        /// That master's address, password masked.
+        address: Arc<str>,
+    },
 }
 
 impl NodeError {
@@ -160,10 +174,14 @@ impl NodeError {
     /// ([`ServerError::is_configuration`]) or a plain `ERR` (a wrong
     /// database number, `AUTH` without a password set on the server), or
     /// a lock command refused with a configuration error (`NOPERM`,
-    /// `READONLY`, …). A handshake refused with `LOADING` or `BUSY` is not:
+    /// `READONLY`, …), or a server that is not an independent master of
+    /// its own ([`Replica`](NodeError::Replica),
+    /// [`ClusterMode`](NodeError::ClusterMode),
+    /// [`SameServer`](NodeError::SameServer)). A handshake refused with `LOADING` or `BUSY` is not:
     /// the server will get over it.
     pub fn is_configuration(&self) -> bool {
         match self {
+            NodeError::Replica | NodeError::ClusterMode | NodeError::SameServer { .. } => true,
             NodeError::Handshake(error) => error.is_configuration() || error.code() == b"ERR",
             NodeError::Server(error) => error.is_configuration(),
             _ => false,
@@ -184,12 +202,21 @@ impl fmt::Display for NodeError {
             NodeError::Server(error) => write!(f, "server error: {error}"),
             NodeError::Stalled => f.write_str("connection stalled"),
             NodeError::Unsolicited => f.write_str("flooded with unsolicited data"),
+            NodeError::Replica => f.write_str("a replica, not a master (INFO says role:slave)"),
+            NodeError::ClusterMode => {
+                f.write_str("a cluster-mode node, not an independent master (cluster_enabled:1)")
+            }
+            NodeError::SameServer { other, address } => write!(
+                f,
+                "the same server as master #{other} ({address}): same run_id, another address"
+            ),
         }
     }
 }
 
 /// Where one node stands in a round.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum NodeState {
     /// No answer yet.
     Pending,
@@ -201,6 +228,10 @@ pub enum NodeState {
     Failed(NodeError),
     /// The node did not answer before the round's deadline.
     TimedOut,
+    /// The node granted, but is quarantined (it may have restarted without
+    /// its keys, see [`Builder::restart_guard`](crate::Builder::restart_guard)):
+    /// its grant does not count toward the quorum.
+    Quarantined,
 }
 
 /// How a round ended.
@@ -320,6 +351,7 @@ impl fmt::Display for Report {
                 NodeState::Refused => f.write_str(refused)?,
                 NodeState::Failed(error) => write!(f, "{error}")?,
                 NodeState::TimedOut => f.write_str("timed out")?,
+                NodeState::Quarantined => write!(f, "{ok}, but quarantined (not counted)")?,
             }
         }
         Ok(())
@@ -475,6 +507,17 @@ impl Round {
         let state = match reply {
             Reply::Ok => NodeState::Ok,
             Reply::Refused => NodeState::Refused,
+        };
+        self.settle(node, state, now);
+    }
+
+    /// Node `node` granted, but is quarantined: its grant counts as a
+    /// refusal toward the quorum of an acquire or an extend (a release
+    /// counts it as done: the key is gone either way).
+    pub fn handle_quarantined(&mut self, node: usize, now: Instant) {
+        let state = match self.op {
+            Op::Release => NodeState::Ok,
+            Op::Acquire | Op::Extend => NodeState::Quarantined,
         };
         self.settle(node, state, now);
     }

@@ -309,3 +309,28 @@ fn configuration_errors() {
         assert!(!ServerError::new(message).is_configuration(), "{message:?}");
     }
 }
+
+#[test]
+fn a_quarantined_grant_counts_against_the_quorum() {
+    let t0 = Instant::now();
+    let mut round = acquire(5, t0);
+    round.handle_reply(0, Reply::Ok, t0);
+    round.handle_reply(1, Reply::Ok, t0);
+    round.handle_quarantined(2, t0);
+    round.handle_reply(3, Reply::Refused, t0);
+    assert_eq!(round.decision(), None, "two grants, two more may come");
+    round.handle_quarantined(4, t0 + MS);
+    assert_eq!(round.decision(), Some(Decision::NoQuorum));
+    let report = round.report();
+    assert_eq!(report.nodes()[2], NodeState::Quarantined);
+    assert_eq!(report.ok(), 2);
+    assert!(
+        report.to_string().contains("#2 acquired, but quarantined"),
+        "{report}"
+    );
+    // A release counts it: the key is gone either way.
+    let mut release = Round::new(Op::Release, 3, TTL, drift(TTL, 0.01), TIMEOUT, t0);
+    release.handle_quarantined(0, t0);
+    release.handle_reply(1, Reply::Ok, t0);
+    assert!(matches!(release.decision(), Some(Decision::Quorum { .. })));
+}

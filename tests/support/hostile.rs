@@ -19,7 +19,8 @@
 //! The server listens on `127.0.0.1:0`, runs a thread per accepted
 //! connection, and reads the client's commands (RESP arrays of bulk
 //! strings). It answers the handshake itself, as [`Handshake`] says: `+OK`
-//! to `AUTH` and `SELECT`, and to `SCRIPT LOAD` the SHA1 of the script it
+//! to `AUTH` and `SELECT`, a master's `INFO` with a run_id of its own, and
+//! to `SCRIPT LOAD` the SHA1 of the script it
 //! was given ([`RELEASE_SHA1`] or [`EXTEND_SHA1`], chosen by the script
 //! text). Every other command (a lock command: `SET`, `EVALSHA`, `EVAL`) is
 //! passed to the test's behaviour, which returns the [`Action`]s to take:
@@ -502,6 +503,17 @@ fn handshake_reply(handshake: Handshake, args: &[Vec<u8>]) -> Option<Option<Vec<
     let reply: Vec<u8> = match verb.as_slice() {
         b"AUTH" | b"SELECT" => b"+OK\r\n".to_vec(),
         b"PING" => b"+PONG\r\n".to_vec(),
+        b"INFO" => {
+            // A master of its own: a run_id no other server in the process
+            // has (the client refuses twins).
+            static SERVERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = SERVERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let text = format!(
+                "# Server\r\nrun_id:{:024x}{n:016x}\r\nuptime_in_seconds:3600\r\n\r\n# Replication\r\nrole:master\r\n\r\n# Cluster\r\ncluster_enabled:0\r\n",
+                u64::from(std::process::id())
+            );
+            format!("${}\r\n{text}\r\n", text.len()).into_bytes()
+        }
         b"SCRIPT" if args.get(1).is_some_and(|a| a.eq_ignore_ascii_case(b"LOAD")) => {
             let script = args.get(2).map_or(&[][..], Vec::as_slice);
             let (own, other) = if script == RELEASE_SCRIPT.as_bytes() {
