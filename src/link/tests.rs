@@ -46,6 +46,20 @@ fn guarded(link: &mut Link, t: Instant, info: &str, marker: &str) -> Result<(), 
     feed(link, replies.as_bytes(), t, 0).map(|_| ())
 }
 
+/// A guarded link at first sight of a server up for an hour, its marker
+/// present: trusted.
+fn trusted(t0: Instant) -> Link {
+    let mut link = Link::new(guarded_config(), t0);
+    guarded(
+        &mut link,
+        t0,
+        &info('a', "master", 0, 3600),
+        &bulk("theirs"),
+    )
+    .unwrap();
+    link
+}
+
 fn guarded_config() -> LinkConfig {
     LinkConfig {
         identify: true,
@@ -346,15 +360,7 @@ fn replicas_and_cluster_nodes_are_refused_at_the_handshake() {
 #[test]
 fn a_quarantined_masters_grants_do_not_count() {
     let t0 = Instant::now();
-    let mut link = Link::new(guarded_config(), t0);
-    // First sight, up for an hour, marker present: trusted.
-    guarded(
-        &mut link,
-        t0,
-        &info('a', "master", 0, 3600),
-        &bulk("theirs"),
-    )
-    .unwrap();
+    let mut link = trusted(t0);
     assert!(link.is_ready());
     assert_eq!(link.take_fresh_run_id(), Some([b'a'; 40]));
     assert_eq!(link.take_fresh_run_id(), None, "taken once");
@@ -392,14 +398,7 @@ fn a_quarantined_masters_grants_do_not_count() {
 #[test]
 fn a_flushed_master_is_quarantined_at_its_next_handshake() {
     let t0 = Instant::now();
-    let mut link = Link::new(guarded_config(), t0);
-    guarded(
-        &mut link,
-        t0,
-        &info('a', "master", 0, 3600),
-        &bulk("theirs"),
-    )
-    .unwrap();
+    let mut link = trusted(t0);
     link.close(NodeError::Closed, t0);
     // Same run_id, but the marker is gone: SET NX GET answered nil.
     guarded(&mut link, t0, &info('a', "master", 0, 3600), "$-1\r\n").unwrap();
