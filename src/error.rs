@@ -131,6 +131,12 @@ pub enum Error {
         /// Its length in bytes.
         len: usize,
     },
+    /// [`Redlock::try_lock_all`](crate::Redlock::try_lock_all) was given no
+    /// resource, or more than 64.
+    InvalidResources {
+        /// How many were given.
+        count: usize,
+    },
     /// No quorum: other clients hold the resource on some nodes (the
     /// unreachable nodes alone would not have prevented a quorum).
     Contended(Box<Report>),
@@ -198,6 +204,11 @@ impl fmt::Display for Error {
                 f,
                 "invalid resource name of {len} bytes: it must have 1 to {} bytes",
                 crate::MAX_RESOURCE_LEN
+            ),
+            Error::InvalidResources { count } => write!(
+                f,
+                "{count} resources given: a lock covers 1 to {}",
+                crate::commands::MAX_KEYS
             ),
             Error::Contended(report) => write!(f, "resource held by another client: {report}"),
             Error::Unavailable(report) => write!(f, "majority of masters unreachable: {report}"),

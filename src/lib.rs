@@ -104,7 +104,10 @@ pub use client::{
     Builder, Lock, LockGuard, MAX_RESOURCE_LEN, MAX_TIMEOUT, MAX_TTL, MasterStats, Redlock,
     Require, Stats, TOKEN_LEN,
 };
-pub use commands::{EXTEND_SCRIPT, EXTEND_SHA1, RELEASE_SCRIPT, RELEASE_SHA1};
+pub use commands::{
+    ACQUIRE_MANY_SCRIPT, ACQUIRE_MANY_SHA1, EXTEND_MANY_SCRIPT, EXTEND_MANY_SHA1, EXTEND_SCRIPT,
+    EXTEND_SHA1, RELEASE_MANY_SCRIPT, RELEASE_MANY_SHA1, RELEASE_SCRIPT, RELEASE_SHA1,
+};
 pub use error::{ConfigError, Error};
 
 /// The README's Rust examples, compiled and run as doc tests.

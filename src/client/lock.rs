@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use smallvec::SmallVec;
 
 use super::{Redlock, TOKEN_LEN};
+use crate::commands;
 use crate::error::Error;
 
 /// Resource names up to this many bytes are stored inside the [`Lock`].
@@ -45,25 +46,58 @@ pub(super) const INLINE_RESOURCE: usize = 64;
 /// [`Builder::max_extensions`]: crate::Builder::max_extensions
 #[derive(PartialEq, Eq)]
 pub struct Lock {
+    /// The resource name, or for a lock over several resources their names
+    /// packed by [`commands::pack_key`].
     resource: SmallVec<[u8; INLINE_RESOURCE]>,
+    many: bool,
     token: [u8; TOKEN_LEN],
     valid_until: Instant,
     extensions: u32,
 }
 
 impl Lock {
-    pub(super) fn new(resource: &[u8], token: [u8; TOKEN_LEN], valid_until: Instant) -> Lock {
+    pub(super) fn new(
+        resource: &[u8],
+        many: bool,
+        token: [u8; TOKEN_LEN],
+        valid_until: Instant,
+    ) -> Lock {
         Lock {
             resource: SmallVec::from_slice(resource),
+            many,
             token,
             valid_until,
             extensions: 0,
         }
     }
 
-    /// The resource name.
+    /// The resource name; for a lock over several resources
+    /// ([`Redlock::try_lock_all`]), the first of them.
     pub fn resource(&self) -> &[u8] {
-        &self.resource
+        if self.many {
+            commands::unpack_keys(&self.resource)
+                .next()
+                .unwrap_or_default()
+        } else {
+            &self.resource
+        }
+    }
+
+    /// Every resource the lock covers, in the order given: one, or for
+    /// [`Redlock::try_lock_all`] all of them.
+    pub fn resources(&self) -> impl Iterator<Item = &[u8]> {
+        let (one, many) = if self.many {
+            (None, Some(commands::unpack_keys(&self.resource)))
+        } else {
+            (Some(&self.resource[..]), None)
+        };
+        one.into_iter().chain(many.into_iter().flatten())
+    }
+
+    /// What the commands carry: the name, or the packed names, and whether
+    /// there are several.
+    pub(super) fn keys(&self) -> (&[u8], bool) {
+        (&self.resource, self.many)
     }
 
     /// The token that owns the resource on the masters: 20 random bytes
@@ -122,11 +156,18 @@ impl fmt::Debug for Lock {
                 self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
             }
         }
+        struct Names<'a>(&'a Lock);
+        impl fmt::Debug for Names<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let mut list = f.debug_list();
+                for name in self.0.resources() {
+                    list.entry(&format_args!("b\"{}\"", name.escape_ascii()));
+                }
+                list.finish()
+            }
+        }
         f.debug_struct("Lock")
-            .field(
-                "resource",
-                &format_args!("b\"{}\"", self.resource.escape_ascii()),
-            )
+            .field("resources", &Names(self))
             .field("token", &Hex(&self.token))
             .field("validity", &self.validity())
             .field("extensions", &self.extensions)

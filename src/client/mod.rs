@@ -18,7 +18,9 @@ use std::io;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::commands::Command;
+use smallvec::SmallVec;
+
+use crate::commands::{self, Command};
 use crate::driver::Driver;
 use crate::error::Error;
 use crate::rules::{self, Decision, Op, Report, Round};
@@ -172,7 +174,46 @@ impl Redlock {
     pub fn try_lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
         let resource = resource.as_ref();
         let ttl_ms = self.check(resource, ttl)?;
-        self.attempt(resource, ttl_ms, None)
+        self.attempt(resource, false, ttl_ms, None)
+    }
+
+    /// Tries once to acquire every one of `resources` for `ttl`, all or
+    /// nothing: on each master one script sets every key (`NX PX`) if none
+    /// of them exists, else none; the quorum and the validity are those of
+    /// one resource. The [`Lock`] covers them all: [`extend`](Self::extend)
+    /// extends all of them (on a master, only if it still holds every one),
+    /// [`unlock`](Self::unlock) releases all of them. Returns within one
+    /// request timeout.
+    ///
+    /// Two locks over overlapping sets never both hold; a failed attempt
+    /// leaves no key (its release goes to every master). Up to 16 names
+    /// are encoded without allocating.
+    ///
+    /// # Errors
+    ///
+    /// As for [`try_lock`](Self::try_lock); [`Error::InvalidResource`] for
+    /// an empty list, more than 64 names, or a bad name.
+    pub fn try_lock_all<R: AsRef<[u8]>>(
+        &self,
+        resources: &[R],
+        ttl: Duration,
+    ) -> Result<Lock, Error> {
+        let mut packed: SmallVec<[u8; 256]> = SmallVec::new();
+        let ttl_ms = self.check_all(resources, ttl, &mut packed)?;
+        self.attempt(&packed, true, ttl_ms, None)
+    }
+
+    /// Acquires every one of `resources` as [`try_lock_all`](Self::try_lock_all)
+    /// does, trying again up to the configured retry count after a random
+    /// delay.
+    ///
+    /// # Errors
+    ///
+    /// The last attempt's error, as for [`try_lock_all`](Self::try_lock_all).
+    pub fn lock_all<R: AsRef<[u8]>>(&self, resources: &[R], ttl: Duration) -> Result<Lock, Error> {
+        let mut packed: SmallVec<[u8; 256]> = SmallVec::new();
+        let ttl_ms = self.check_all(resources, ttl, &mut packed)?;
+        self.retrying(|| self.attempt(&packed, true, ttl_ms, None))
     }
 
     /// Acquires `resource` for `ttl`, trying again up to the configured
@@ -184,9 +225,15 @@ impl Redlock {
     pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
         let resource = resource.as_ref();
         let ttl_ms = self.check(resource, ttl)?;
+        self.retrying(|| self.attempt(resource, false, ttl_ms, None))
+    }
+
+    /// Runs `attempt` until it succeeds, fails for good, or the retries
+    /// run out, with a random delay before each retry.
+    fn retrying(&self, attempt: impl Fn() -> Result<Lock, Error>) -> Result<Lock, Error> {
         let mut attempts_left = self.config.retry_count;
         loop {
-            match self.attempt(resource, ttl_ms, None) {
+            match attempt() {
                 Err(error) if error.is_retryable() && attempts_left > 0 => {
                     attempts_left -= 1;
                     std::thread::sleep(self.retry_delay());
@@ -220,7 +267,7 @@ impl Redlock {
             return Err(Error::DeadlinePassed);
         }
         loop {
-            match self.attempt(resource, ttl_ms, Some(deadline)) {
+            match self.attempt(resource, false, ttl_ms, Some(deadline)) {
                 Err(error) if error.is_retryable() => {
                     let delay = self.retry_delay();
                     let start_by = Instant::now()
@@ -269,7 +316,7 @@ impl Redlock {
     /// [`Error::TooSlow`] or [`Error::Io`] (the lock's validity is capped
     /// at what this round would have granted).
     pub fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<(), Error> {
-        let ttl_ms = self.check(lock.resource(), ttl)?;
+        let ttl_ms = self.check_ttl(ttl)?;
         if lock.is_expired() {
             return Err(Error::Expired);
         }
@@ -278,12 +325,14 @@ impl Redlock {
                 return Err(Error::ExtensionLimit { limit });
             }
         }
+        let (resource, many) = lock.keys();
         let command = Command {
             op: Op::Extend,
-            resource: lock.resource(),
+            resource,
             token: lock.token(),
             ttl_ms,
             eval: false,
+            many,
         };
         let end = self.round(&command, None);
         let result = match end.result {
@@ -317,12 +366,14 @@ impl Redlock {
     /// any more (it expired or was already released),
     /// [`Error::Unavailable`], or [`Error::Io`].
     pub fn unlock(&self, lock: &mut Lock) -> Result<(), Error> {
+        let (resource, many) = lock.keys();
         let command = Command {
             op: Op::Release,
-            resource: lock.resource(),
+            resource,
             token: lock.token(),
             ttl_ms: 0,
             eval: false,
+            many,
         };
         let end = self.round(&command, None);
         lock.expire(end.started);
@@ -338,11 +389,30 @@ impl Redlock {
     }
 
     fn check(&self, resource: &[u8], ttl: Duration) -> Result<u64, Error> {
-        if resource.is_empty() || resource.len() > MAX_RESOURCE_LEN {
-            return Err(Error::InvalidResource {
-                len: resource.len(),
+        check_resource(resource)?;
+        self.check_ttl(ttl)
+    }
+
+    /// Checks every name and packs them into `packed`.
+    fn check_all<R: AsRef<[u8]>>(
+        &self,
+        resources: &[R],
+        ttl: Duration,
+        packed: &mut SmallVec<[u8; 256]>,
+    ) -> Result<u64, Error> {
+        if resources.is_empty() || resources.len() > commands::MAX_KEYS {
+            return Err(Error::InvalidResources {
+                count: resources.len(),
             });
         }
+        for resource in resources {
+            check_resource(resource.as_ref())?;
+            commands::pack_key(packed, resource.as_ref());
+        }
+        self.check_ttl(ttl)
+    }
+
+    fn check_ttl(&self, ttl: Duration) -> Result<u64, Error> {
         let invalid = |reason| Err(Error::InvalidTtl { ttl, reason });
         if ttl > MAX_TTL {
             return invalid("longer than MAX_TTL (2^31 - 1 ms)");
@@ -372,6 +442,7 @@ impl Redlock {
     fn attempt(
         &self,
         resource: &[u8],
+        many: bool,
         ttl_ms: u64,
         deadline: Option<Instant>,
     ) -> Result<Lock, Error> {
@@ -382,12 +453,13 @@ impl Redlock {
             token: &token,
             ttl_ms,
             eval: false,
+            many,
         };
         let end = self.round(&command, deadline);
         let error = match end.result {
             Ok(Decision::Quorum { .. }) => {
                 self.tally(Op::Acquire, &end, Ok(()));
-                return Ok(Lock::new(resource, token, end.valid_until));
+                return Ok(Lock::new(resource, many, token, end.valid_until));
             }
             Ok(Decision::TooSlow) => Error::TooSlow(self.report()),
             Ok(Decision::NoQuorum) => self.no_quorum(self.report(), Error::Contended),
@@ -470,4 +542,13 @@ impl Redlock {
             other(report)
         }
     }
+}
+
+fn check_resource(resource: &[u8]) -> Result<(), Error> {
+    if resource.is_empty() || resource.len() > MAX_RESOURCE_LEN {
+        return Err(Error::InvalidResource {
+            len: resource.len(),
+        });
+    }
+    Ok(())
 }

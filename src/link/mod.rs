@@ -117,6 +117,7 @@ enum Expect {
         token: u8,
         ttl_ms: u64,
         eval: bool,
+        many: bool,
     },
 }
 
@@ -392,7 +393,7 @@ impl Link {
             &mut self.held
         };
         command.encode(target);
-        let (resource, token) = if command.op == Op::Acquire {
+        let (resource, token) = if command.op == Op::Acquire && !command.many {
             (0, 0)
         } else {
             self.replay.extend_from_slice(command.resource);
@@ -407,6 +408,7 @@ impl Link {
                 token,
                 ttl_ms: command.ttl_ms,
                 eval: command.eval,
+                many: command.many,
             },
             sent: now,
         });
@@ -583,8 +585,9 @@ impl Link {
                                 token: token_len,
                                 ttl_ms,
                                 eval,
+                                many,
                             } => {
-                                let mut outcome = commands::classify(op, &token);
+                                let mut outcome = commands::classify(op, many, &token);
                                 let args = 0..resource as usize + usize::from(token_len);
                                 let Some(arg_bytes) = self.replay.get(args.clone()) else {
                                     return Err(NodeError::UnexpectedReply);
@@ -595,7 +598,7 @@ impl Link {
                                 }
                                 match outcome {
                                     Outcome::Unexpected => return Err(NodeError::UnexpectedReply),
-                                    Outcome::NoScript if op == Op::Extend && round != current => {
+                                    Outcome::NoScript if op != Op::Release && round != current => {
                                         // An extend of a round that is over
                                         // is never replayed: newer commands
                                         // (a later extend of the same lock,
@@ -604,6 +607,9 @@ impl Link {
                                         // this one must not overtake them.
                                         // The lock's validity already
                                         // assumes the worst of this round.
+                                        // Nor is an acquire (of several
+                                        // keys): its release may be queued
+                                        // already, and must come after it.
                                     }
                                     Outcome::NoScript => {
                                         // The script cache was emptied: send the
@@ -618,6 +624,7 @@ impl Link {
                                             token: tok,
                                             ttl_ms,
                                             eval: true,
+                                            many,
                                         }
                                         .encode(&mut self.out);
                                         self.replay.extend_from_within(args.clone());
@@ -629,6 +636,7 @@ impl Link {
                                                 token: token_len,
                                                 ttl_ms,
                                                 eval: true,
+                                                many,
                                             },
                                             sent: self
                                                 .pending

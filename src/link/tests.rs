@@ -42,7 +42,7 @@ fn guarded(link: &mut Link, t: Instant, info: &str, marker: &str) -> Result<(), 
         handshake.contains("INFO") && handshake.contains("redlock-mio:marker"),
         "{handshake}"
     );
-    let replies = bulk(RELEASE_SHA1) + &bulk(EXTEND_SHA1) + info + marker;
+    let replies = scripts() + info + marker;
     feed(link, replies.as_bytes(), t, 0).map(|_| ())
 }
 
@@ -75,6 +75,7 @@ fn command(op: Op, ttl_ms: u64) -> Command<'static> {
         token: b"tok",
         ttl_ms,
         eval: false,
+        many: false,
     }
 }
 
@@ -112,6 +113,19 @@ fn bulk(text: &str) -> String {
     format!("${}\r\n{text}\r\n", text.len())
 }
 
+/// The replies to the handshake's `SCRIPT LOAD`s, in order.
+fn scripts() -> String {
+    [
+        RELEASE_SHA1,
+        EXTEND_SHA1,
+        crate::ACQUIRE_MANY_SHA1,
+        crate::RELEASE_MANY_SHA1,
+        crate::EXTEND_MANY_SHA1,
+    ]
+    .map(bulk)
+    .concat()
+}
+
 /// A link through connect and handshake at `t0`.
 fn ready(t0: Instant) -> Link {
     let mut link = Link::new(config(), t0);
@@ -122,7 +136,7 @@ fn ready(t0: Instant) -> Link {
         handshake.contains("SCRIPT") && handshake.contains("LOAD"),
         "{handshake}"
     );
-    let replies = bulk(RELEASE_SHA1) + &bulk(EXTEND_SHA1);
+    let replies = scripts();
     assert_eq!(feed(&mut link, replies.as_bytes(), t0, 0), Ok(vec![]));
     assert!(link.is_ready());
     link
@@ -182,7 +196,7 @@ fn commands_wait_for_the_handshake() {
     let handshake = take(&mut link);
     assert!(handshake.contains("AUTH") && handshake.contains("SELECT"));
     assert!(!handshake.contains("SET\r\n"), "held back: {handshake}");
-    let replies = "+OK\r\n+OK\r\n".to_owned() + &bulk(RELEASE_SHA1) + &bulk(EXTEND_SHA1);
+    let replies = "+OK\r\n+OK\r\n".to_owned() + &scripts();
     feed(&mut link, replies.as_bytes(), t0, 1).unwrap();
     assert!(take(&mut link).contains("SET"), "written once logged in");
 }

@@ -41,7 +41,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use redlock_mio::{EXTEND_SCRIPT, EXTEND_SHA1, RELEASE_SCRIPT, RELEASE_SHA1};
+use redlock_mio::{
+    ACQUIRE_MANY_SCRIPT, ACQUIRE_MANY_SHA1, EXTEND_MANY_SCRIPT, EXTEND_MANY_SHA1, EXTEND_SCRIPT,
+    EXTEND_SHA1, RELEASE_MANY_SCRIPT, RELEASE_MANY_SHA1, RELEASE_SCRIPT, RELEASE_SHA1,
+};
 
 /// How often idle threads check whether the server is being dropped.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(5);
@@ -520,6 +523,15 @@ fn handshake_reply(handshake: Handshake, args: &[Vec<u8>]) -> Option<Option<Vec<
                 (RELEASE_SHA1, EXTEND_SHA1)
             } else if script == EXTEND_SCRIPT.as_bytes() {
                 (EXTEND_SHA1, RELEASE_SHA1)
+            } else if let Some(&(_, sha1)) = [
+                (ACQUIRE_MANY_SCRIPT, ACQUIRE_MANY_SHA1),
+                (RELEASE_MANY_SCRIPT, RELEASE_MANY_SHA1),
+                (EXTEND_MANY_SCRIPT, EXTEND_MANY_SHA1),
+            ]
+            .iter()
+            .find(|(text, _)| script == text.as_bytes())
+            {
+                (sha1, RELEASE_SHA1)
             } else {
                 return Some(Some(b"-ERR hostile: unknown script\r\n".to_vec()));
             };
