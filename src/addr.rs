@@ -1,4 +1,5 @@
-//! Server addresses: `redis://[[user]:password@]host[:port][/db]` and
+//! Server addresses: `redis://[[user]:password@]host[:port][/db]`,
+//! `rediss://…` (TLS, with the `tls` feature) and
 //! `unix:///path/to/redis.sock[?db=N&user=U&pass=P]`.
 
 use std::fmt;
@@ -30,7 +31,7 @@ impl fmt::Display for Endpoint {
 pub enum AddrError {
     /// The scheme is not `redis://` or `unix://`.
     UnsupportedScheme,
-    /// `rediss://`: TLS is not supported yet.
+    /// `rediss://` in a build without the `tls` feature.
     TlsUnsupported,
     /// No host in a `redis://` address, or no path in a `unix://` one.
     MissingHost,
@@ -55,12 +56,12 @@ impl fmt::Display for AddrError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             AddrError::UnsupportedScheme => f.write_str(
-                "unsupported scheme: use redis://[[user]:password@]host[:port][/db] \
-                 or unix:///path/to/redis.sock[?db=N&user=U&pass=P]",
+                "unsupported scheme: use redis://[[user]:password@]host[:port][/db], \
+                 rediss://… (TLS) or unix:///path/to/redis.sock[?db=N&user=U&pass=P]",
             ),
             AddrError::TlsUnsupported => f.write_str(
-                "rediss:// (TLS) is not supported yet: use redis:// or unix://, \
-                 or a TLS tunnel to a local port",
+                "rediss:// (TLS) needs the crate's `tls` feature: build with \
+                 features = [\"tls\"], or use redis:// or unix://",
             ),
             AddrError::MissingHost => f.write_str("no host or socket path"),
             AddrError::InvalidPort => f.write_str("port must be a number from 1 to 65535"),
@@ -85,11 +86,16 @@ pub struct ServerAddr {
     user: Option<String>,
     password: Option<String>,
     db: u32,
+    /// For `rediss://`: the host as written, the name the server's
+    /// certificate must carry.
+    tls_name: Option<String>,
 }
 
 impl ServerAddr {
     /// Parses and resolves an address:
-    /// `redis://[[user]:password@]host[:port][/db]` (port 6379 by default) or
+    /// `redis://[[user]:password@]host[:port][/db]` (port 6379 by default),
+    /// `rediss://…` (the same over TLS; needs the `tls` feature; the
+    /// server's certificate must name the host as written) or
     /// `unix:///path/to/redis.sock[?db=N&user=U&pass=P]`. A host name is
     /// resolved here, once.
     ///
@@ -98,14 +104,19 @@ impl ServerAddr {
     /// [`AddrError`] says what is wrong, without echoing the password.
     pub fn parse(url: &str) -> Result<ServerAddr, AddrError> {
         if let Some(rest) = url.strip_prefix("redis://") {
-            parse_tcp(rest)
+            parse_tcp(rest, false)
         } else if let Some(rest) = url
             .strip_prefix("unix://")
             .or_else(|| url.strip_prefix("redis+unix://"))
         {
             parse_unix(rest)
-        } else if url.starts_with("rediss://") {
-            Err(AddrError::TlsUnsupported)
+        } else if let Some(rest) = url.strip_prefix("rediss://") {
+            if cfg!(feature = "tls") {
+                parse_tcp(rest, true)
+            } else {
+                let _ = rest;
+                Err(AddrError::TlsUnsupported)
+            }
         } else {
             Err(AddrError::UnsupportedScheme)
         }
@@ -118,7 +129,19 @@ impl ServerAddr {
             user: None,
             password: None,
             db: 0,
+            tls_name: None,
         }
+    }
+
+    /// Whether the connection is made over TLS (`rediss://`).
+    pub fn is_tls(&self) -> bool {
+        self.tls_name.is_some()
+    }
+
+    /// The name the server's certificate must carry, for `rediss://`.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    pub(crate) fn tls_name(&self) -> Option<&str> {
+        self.tls_name.as_deref()
     }
 
     /// Where the server listens.
@@ -158,7 +181,11 @@ impl fmt::Display for ServerAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.endpoint {
             Endpoint::Tcp(addr) => {
-                f.write_str("redis://")?;
+                f.write_str(if self.is_tls() {
+                    "rediss://"
+                } else {
+                    "redis://"
+                })?;
                 match (&self.user, self.password.is_some()) {
                     (Some(user), true) => write!(f, "{user}:***@")?,
                     (None, true) => f.write_str(":***@")?,
@@ -182,7 +209,7 @@ impl fmt::Debug for ServerAddr {
     }
 }
 
-fn parse_tcp(rest: &str) -> Result<ServerAddr, AddrError> {
+fn parse_tcp(rest: &str, tls: bool) -> Result<ServerAddr, AddrError> {
     let (auth, rest) = match rest.rsplit_once('@') {
         Some((auth, rest)) => (Some(auth), rest),
         None => (None, rest),
@@ -229,6 +256,7 @@ fn parse_tcp(rest: &str) -> Result<ServerAddr, AddrError> {
         user,
         password,
         db,
+        tls_name: tls.then(|| host.to_owned()),
     })
 }
 
@@ -273,6 +301,7 @@ fn parse_unix(rest: &str) -> Result<ServerAddr, AddrError> {
         user: None,
         password: None,
         db: 0,
+        tls_name: None,
     };
     for pair in query.into_iter().flat_map(|q| q.split('&')) {
         let (key, value) = pair.split_once('=').ok_or(AddrError::Unexpected)?;
@@ -339,6 +368,27 @@ mod tests {
     }
 
     #[test]
+    fn tls_forms() {
+        let parsed = ServerAddr::parse("rediss://u:pw@localhost:7000/1");
+        if cfg!(feature = "tls") {
+            let addr = parsed.unwrap_or_else(|e| panic!("{e}"));
+            assert!(addr.is_tls());
+            assert_eq!(addr.tls_name(), Some("localhost"));
+            assert_eq!(addr.db, 1);
+            let shown = addr.to_string();
+            assert!(
+                shown.starts_with("rediss://u:***@") && !shown.contains("pw"),
+                "{shown}"
+            );
+            let v6 = ServerAddr::parse("rediss://[::1]:7000").unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(v6.tls_name(), Some("::1"));
+        } else {
+            assert_eq!(parsed, Err(AddrError::TlsUnsupported));
+        }
+        assert!(!ServerAddr::parse("redis://127.0.0.1:7000").is_ok_and(|a| a.is_tls()));
+    }
+
+    #[test]
     fn unix_forms() {
         let addr = ServerAddr::parse("unix:///tmp/r.sock?db=2&pass=p%26w&user=bob")
             .unwrap_or_else(|e| panic!("{e}"));
@@ -354,7 +404,6 @@ mod tests {
     fn bad_addresses() {
         for (url, error) in [
             ("http://127.0.0.1:7000", AddrError::UnsupportedScheme),
-            ("rediss://127.0.0.1:7000", AddrError::TlsUnsupported),
             ("127.0.0.1:7000", AddrError::UnsupportedScheme),
             ("", AddrError::UnsupportedScheme),
             ("redis://", AddrError::MissingHost),

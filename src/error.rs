@@ -61,6 +61,9 @@ pub enum ConfigError {
     /// [`Builder::identify_masters`](crate::Builder::identify_masters) is
     /// off: the guard needs `INFO`.
     GuardNeedsIdentify,
+    /// The TLS configuration could not be made (no root certificates in
+    /// the system store, say).
+    Tls(String),
     /// The operating system refused to create the event poller.
     Io(io::ErrorKind),
 }
@@ -80,6 +83,7 @@ impl fmt::Display for ConfigError {
             ConfigError::StallBeforeRequestTimeout => {
                 f.write_str("stall_timeout must not be shorter than request_timeout")
             }
+            ConfigError::Tls(message) => write!(f, "TLS configuration: {message}"),
             ConfigError::GuardNeedsIdentify => {
                 f.write_str("restart_guard needs identify_masters (it reads INFO)")
             }

@@ -109,6 +109,10 @@ pub use commands::{
     EXTEND_SHA1, RELEASE_MANY_SCRIPT, RELEASE_MANY_SHA1, RELEASE_SCRIPT, RELEASE_SHA1,
 };
 pub use error::{ConfigError, Error};
+/// The rustls version this crate uses, to build a
+/// [`Builder::tls_config`](crate::Builder::tls_config) (feature `tls`).
+#[cfg(feature = "tls")]
+pub use rustls;
 
 /// The README's Rust examples, compiled and run as doc tests.
 #[cfg(doctest)]

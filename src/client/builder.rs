@@ -42,6 +42,8 @@ pub struct Builder {
     require: Require,
     identify: bool,
     restart_guard: Option<Duration>,
+    #[cfg(feature = "tls")]
+    tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
 
 /// How many masters [`Builder::build`] requires to have completed their
@@ -141,6 +143,8 @@ impl Builder {
             require: Require::Nothing,
             identify: true,
             restart_guard: None,
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 
@@ -273,6 +277,18 @@ impl Builder {
         self
     }
 
+    /// The TLS configuration for `rediss://` masters (feature `tls`): the
+    /// roots that vouch for the servers (a private CA, say), a client
+    /// certificate if the servers ask for one, protocol versions. Each
+    /// server's certificate must carry the host name (or IP address) as
+    /// written in its address. Without this, `rediss://` masters are
+    /// checked against the operating system's roots.
+    #[cfg(feature = "tls")]
+    pub fn tls_config(mut self, config: std::sync::Arc<rustls::ClientConfig>) -> Builder {
+        self.tls = Some(config);
+        self
+    }
+
     /// Checks the configuration, resolves the addresses, and connects to
     /// every master (waiting up to the connect timeout for the
     /// handshakes). Masters that cannot be reached now are retried in the
@@ -307,7 +323,15 @@ impl Builder {
                 (guard, marker)
             }),
         };
-        let mut driver = Driver::new(&addrs, conn).map_err(|e| ConfigError::Io(e.kind()))?;
+        #[cfg(feature = "tls")]
+        let tls = match (&self.tls, addrs.iter().any(ServerAddr::is_tls)) {
+            (Some(config), _) => Some(config.clone()),
+            (None, true) => Some(super::tls::system_roots()?),
+            (None, false) => None,
+        };
+        #[cfg(not(feature = "tls"))]
+        let tls = ();
+        let mut driver = Driver::new(&addrs, conn, &tls).map_err(|e| ConfigError::Io(e.kind()))?;
         let now = Instant::now();
         // In range: the connect timeout is at most MAX_TIMEOUT.
         let deadline = now.checked_add(self.connect_timeout).unwrap_or(now);

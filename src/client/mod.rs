@@ -10,6 +10,8 @@ mod builder;
 mod lock;
 mod observe;
 mod stats;
+#[cfg(feature = "tls")]
+mod tls;
 mod token;
 
 use std::cell::RefCell;

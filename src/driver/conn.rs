@@ -3,16 +3,27 @@
 //! registers with the poller, writes what the link asks and reads into it.
 
 use std::io::{self, Read, Write};
+#[cfg(feature = "tls")]
+use std::sync::Arc;
 use std::time::Instant;
 
 use mio::event::{Event, Source};
 use mio::net::{TcpStream, UnixStream};
 use mio::{Interest, Registry, Token as MioToken};
 
+#[cfg(feature = "tls")]
+use super::tls::{TlsFailure, TlsStream};
 use crate::addr::{Endpoint, ServerAddr};
 use crate::commands::{Command, Outcome};
 use crate::link::{Link, LinkConfig, READ_BUFFER};
 use crate::rules::{NodeError, Op};
+
+/// The TLS client configuration shared by the connections, if any.
+#[cfg(feature = "tls")]
+pub(crate) type TlsConfig = Option<Arc<rustls::ClientConfig>>;
+/// Without the `tls` feature there is none.
+#[cfg(not(feature = "tls"))]
+pub(crate) type TlsConfig = ();
 
 /// Bytes read from one connection per readiness event (or per
 /// [`Conn::read_more`]) before the driver gets control back to check its
@@ -22,6 +33,8 @@ const READ_BUDGET: usize = 8 * READ_BUFFER;
 enum Stream {
     Tcp(TcpStream),
     Unix(UnixStream),
+    #[cfg(feature = "tls")]
+    Tls(Box<TlsStream>),
 }
 
 impl Stream {
@@ -29,6 +42,8 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s,
             Stream::Unix(s) => s,
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => s.tcp(),
         }
     }
 
@@ -36,6 +51,8 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.read(buf),
             Stream::Unix(s) => s.read(buf),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => s.read(buf),
         }
     }
 
@@ -43,6 +60,17 @@ impl Stream {
         match self {
             Stream::Tcp(s) => s.write(buf),
             Stream::Unix(s) => s.write(buf),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => s.write(buf),
+        }
+    }
+
+    /// Sends what a TLS session still holds (nothing for plain sockets).
+    fn flush_pending(&mut self) -> io::Result<()> {
+        match self {
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => s.flush_tls(),
+            _ => Ok(()),
         }
     }
 
@@ -51,15 +79,22 @@ impl Stream {
         let (error, peer) = match self {
             Stream::Tcp(s) => (s.take_error()?, s.peer_addr().map(|_| ())),
             Stream::Unix(s) => (s.take_error()?, s.peer_addr().map(|_| ())),
+            #[cfg(feature = "tls")]
+            Stream::Tls(s) => (s.tcp().take_error()?, s.tcp().peer_addr().map(|_| ())),
         };
         if let Some(error) = error {
             return Err(error);
         }
         match peer {
             Ok(()) => {
-                if let Stream::Tcp(s) = self {
-                    s.set_nodelay(true)?;
+                match self {
+                    Stream::Tcp(s) => s.set_nodelay(true)?,
+                    #[cfg(feature = "tls")]
+                    Stream::Tls(s) => s.tcp().set_nodelay(true)?,
+                    Stream::Unix(_) => {}
                 }
+                // The TLS handshake starts as soon as the socket is writable.
+                self.flush_pending()?;
                 Ok(true)
             }
             Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(false),
@@ -72,6 +107,9 @@ impl Stream {
 pub(crate) struct Conn {
     index: usize,
     addr: ServerAddr,
+    /// The TLS configuration, for `rediss://` masters.
+    #[cfg(feature = "tls")]
+    tls: Option<Arc<rustls::ClientConfig>>,
     stream: Option<Stream>,
     link: Link,
     /// The last read stopped at [`READ_BUDGET`] with more data possibly
@@ -81,10 +119,20 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    pub(crate) fn new(index: usize, addr: ServerAddr, config: LinkConfig, now: Instant) -> Conn {
+    pub(crate) fn new(
+        index: usize,
+        addr: ServerAddr,
+        config: LinkConfig,
+        tls: &TlsConfig,
+        now: Instant,
+    ) -> Conn {
+        #[cfg(not(feature = "tls"))]
+        let () = *tls;
         Conn {
             index,
             addr,
+            #[cfg(feature = "tls")]
+            tls: tls.clone(),
             stream: None,
             link: Link::new(config, now),
             backlog: false,
@@ -110,6 +158,16 @@ impl Conn {
     /// back-off doubled like any other failure.
     pub(crate) fn connect(&mut self, registry: &Registry, now: Instant) -> Result<(), NodeError> {
         let stream = match self.addr.endpoint() {
+            #[cfg(feature = "tls")]
+            Endpoint::Tcp(addr) if self.addr.is_tls() => {
+                let name = self.addr.tls_name().unwrap_or_default();
+                match &self.tls {
+                    Some(config) => TcpStream::connect(*addr).and_then(|tcp| {
+                        TlsStream::new(tcp, config.clone(), name).map(|s| Stream::Tls(Box::new(s)))
+                    }),
+                    None => Err(io::Error::other(TlsFailure("no TLS configuration".into()))),
+                }
+            }
             Endpoint::Tcp(addr) => TcpStream::connect(*addr).map(Stream::Tcp),
             Endpoint::Unix(path) => UnixStream::connect(path).map(Stream::Unix),
         };
@@ -135,7 +193,7 @@ impl Conn {
                 Ok(())
             }
             Err(e) => {
-                let error = NodeError::Connect(e.kind());
+                let error = tls_error(&e).unwrap_or(NodeError::Connect(e.kind()));
                 self.close(registry, error.clone(), now);
                 Err(error)
             }
@@ -191,6 +249,7 @@ impl Conn {
         let Some(stream) = self.stream.as_mut() else {
             return Ok(());
         };
+        stream.flush_pending().map_err(|e| io_error(&e))?;
         loop {
             let bytes = self.link.transmit();
             if bytes.is_empty() {
@@ -201,7 +260,7 @@ impl Conn {
                 Ok(n) => self.link.advance(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(NodeError::Io(e.kind())),
+                Err(e) => return Err(io_error(&e)),
             }
         }
     }
@@ -229,7 +288,7 @@ impl Conn {
             match stream.connected() {
                 Ok(true) => self.link.connected(Instant::now()),
                 Ok(false) => return Ok(()),
-                Err(e) => return Err(NodeError::Connect(e.kind())),
+                Err(e) => return Err(tls_error(&e).unwrap_or(NodeError::Connect(e.kind()))),
             }
         }
         self.flush()?;
@@ -285,8 +344,24 @@ impl Conn {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(NodeError::Io(e.kind())),
+                Err(e) => return Err(io_error(&e)),
             }
         }
     }
+}
+
+/// The node error for a failed read or write: a TLS failure as such.
+fn io_error(e: &io::Error) -> NodeError {
+    tls_error(e).unwrap_or(NodeError::Io(e.kind()))
+}
+
+#[cfg(feature = "tls")]
+fn tls_error(e: &io::Error) -> Option<NodeError> {
+    let failure = e.get_ref()?.downcast_ref::<TlsFailure>()?;
+    Some(NodeError::Tls(failure.0.as_str().into()))
+}
+
+#[cfg(not(feature = "tls"))]
+fn tls_error(_: &io::Error) -> Option<NodeError> {
+    None
 }

@@ -6,6 +6,8 @@
 //! lock is decided by [`crate::rules::Round`], which it feeds.
 
 mod conn;
+#[cfg(feature = "tls")]
+mod tls;
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -17,6 +19,7 @@ use crate::commands::{Command, Outcome};
 use crate::rules::{NodeError, NodeState, Op, Round};
 
 use conn::Conn;
+pub(crate) use conn::TlsConfig;
 
 use crate::link::LinkConfig;
 
@@ -31,7 +34,11 @@ pub(crate) struct Driver {
 }
 
 impl Driver {
-    pub(crate) fn new(addrs: &[ServerAddr], config: LinkConfig) -> io::Result<Driver> {
+    pub(crate) fn new(
+        addrs: &[ServerAddr],
+        config: LinkConfig,
+        tls: &TlsConfig,
+    ) -> io::Result<Driver> {
         let now = Instant::now();
         Ok(Driver {
             poll: Poll::new()?,
@@ -39,7 +46,7 @@ impl Driver {
             conns: addrs
                 .iter()
                 .enumerate()
-                .map(|(i, addr)| Conn::new(i, addr.clone(), config, now))
+                .map(|(i, addr)| Conn::new(i, addr.clone(), config, tls, now))
                 .collect(),
             next_round: 1,
         })

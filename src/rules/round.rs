@@ -152,6 +152,10 @@ pub enum NodeError {
     /// The server kept sending frames that answer nothing (pushes,
     /// attributes) beyond a small budget; the connection was dropped.
     Unsolicited,
+    /// TLS failed (`rediss://`): the server's certificate was refused (an
+    /// unknown authority, another name), a client certificate was refused,
+    /// or the TLS protocol broke; rustls's message says which.
+    Tls(Arc<str>),
     /// The server is a replica (`role:slave` in `INFO`): a lock on it is
     /// not a lock on a master.
     Replica,
@@ -181,7 +185,10 @@ impl NodeError {
     /// the server will get over it.
     pub fn is_configuration(&self) -> bool {
         match self {
-            NodeError::Replica | NodeError::ClusterMode | NodeError::SameServer { .. } => true,
+            NodeError::Replica
+            | NodeError::ClusterMode
+            | NodeError::SameServer { .. }
+            | NodeError::Tls(_) => true,
             NodeError::Handshake(error) => error.is_configuration() || error.code() == b"ERR",
             NodeError::Server(error) => error.is_configuration(),
             _ => false,
@@ -202,6 +209,7 @@ impl fmt::Display for NodeError {
             NodeError::Server(error) => write!(f, "server error: {error}"),
             NodeError::Stalled => f.write_str("connection stalled"),
             NodeError::Unsolicited => f.write_str("flooded with unsolicited data"),
+            NodeError::Tls(message) => write!(f, "TLS failed: {message}"),
             NodeError::Replica => f.write_str("a replica, not a master (INFO says role:slave)"),
             NodeError::ClusterMode => {
                 f.write_str("a cluster-mode node, not an independent master (cluster_enabled:1)")
