@@ -293,7 +293,10 @@ impl Conn {
         }
         self.flush()?;
         if event.is_readable() || event.is_read_closed() || event.is_error() {
-            self.read(current, on_reply)?;
+            // A FIN or an error that came with this event is not seen by a
+            // short read: then read on to the end.
+            let short_ok = !(event.is_read_closed() || event.is_error());
+            self.read(current, on_reply, short_ok)?;
             // Reading may have finished the handshake or answered a
             // NOSCRIPT: write what that queued.
             self.flush()?;
@@ -309,7 +312,7 @@ impl Conn {
         on_reply: &mut (impl FnMut(Op, Outcome, Instant) + ?Sized),
     ) -> Result<(), NodeError> {
         self.backlog = false;
-        self.read(current, on_reply)?;
+        self.read(current, on_reply, false)?;
         self.flush()
     }
 
@@ -331,6 +334,7 @@ impl Conn {
         &mut self,
         current: u64,
         on_reply: &mut (impl FnMut(Op, Outcome, Instant) + ?Sized),
+        short_ok: bool,
     ) -> Result<(), NodeError> {
         let mut budget = READ_BUDGET;
         loop {
@@ -354,7 +358,7 @@ impl Conn {
                     let short = n < buf_len;
                     self.link
                         .handle_read(n, Instant::now(), current, on_reply)?;
-                    if short && self.reads_drain() {
+                    if short && short_ok && self.reads_drain() {
                         // A stream socket's read returns all it has, up to
                         // the buffer: a short read emptied the receive
                         // queue. Under edge-triggered readiness (epoll
@@ -362,7 +366,10 @@ impl Conn {
                         // byte or FIN that arrives from now on raises a new
                         // readable event, so the read that would only say
                         // EAGAIN is skipped: one syscall less per master
-                        // per round.
+                        // per round. A FIN that arrived before this event
+                        // was reported is not raised again, and a short
+                        // read does not show it: the event's read-closed
+                        // flag does, and then `short_ok` is false.
                         return Ok(());
                     }
                 }
