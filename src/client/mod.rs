@@ -7,6 +7,7 @@
 //! validity after every outcome.
 
 mod builder;
+mod keeper;
 mod lock;
 mod observe;
 mod stats;
@@ -28,6 +29,7 @@ use crate::error::Error;
 use crate::rules::{self, Decision, Op, Report, Round};
 
 pub use builder::{Builder, MAX_TIMEOUT, Require};
+pub use keeper::{KeepOptions, Keeper, Lost, OnChange, Standing};
 pub use lock::{Lock, LockGuard};
 pub use stats::{MasterStats, Stats};
 
