@@ -55,9 +55,9 @@
 //! # Running
 //!
 //! ```text
-//! cargo bench --bench codec                    # full run, a few minutes
-//! cargo bench --bench codec -- decode/token-40  # one group (a regex)
-//! cargo bench --bench codec -- --test           # smoke run: each once
+//! cargo bench -p redlock-mio-bench --bench codec                    # full run, a few minutes
+//! cargo bench -p redlock-mio-bench --bench codec -- decode/token-40  # one group (a regex)
+//! cargo bench -p redlock-mio-bench --bench codec -- --test           # smoke run: each once
 //! ```
 //!
 //! Results land in `target/criterion/<group>/<function>/new/estimates.json`

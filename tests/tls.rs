@@ -9,128 +9,40 @@
 mod support;
 
 use std::fs;
-use std::net::{Ipv4Addr, TcpListener};
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rcgen::{
-    BasicConstraints, Certificate, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa,
-    KeyPair,
-};
 use redlock_mio::rules::{NodeError, NodeState};
 use redlock_mio::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use redlock_mio::rustls::{ClientConfig, RootCertStore};
 use redlock_mio::{Error, Redlock, Require};
-use support::cluster::{Cluster, ClusterOptions};
+use support::pki::{Issued, Pki};
 
 const TTL: Duration = Duration::from_secs(10);
 
-/// A certificate authority and what it signed.
-struct Pki {
-    ca: Certificate,
-    ca_key: KeyPair,
-}
-
-/// A certificate and its key, as PEM files would hold them.
-struct Issued {
-    cert: Certificate,
-    key: KeyPair,
-}
-
-impl Pki {
-    fn new(name: &str) -> Pki {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        let ca_key = KeyPair::generate().expect("key");
-        let ca = params.self_signed(&ca_key).expect("CA");
-        Pki { ca, ca_key }
-    }
-
-    fn issue(&self, names: &[&str], usage: ExtendedKeyUsagePurpose) -> Issued {
-        let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
-        let mut params = CertificateParams::new(names).expect("params");
-        params.extended_key_usages = vec![usage];
-        let key = KeyPair::generate().expect("key");
-        let cert = params
-            .signed_by(&key, &self.ca, &self.ca_key)
-            .expect("signed");
-        Issued { cert, key }
-    }
-
-    /// A client configuration that trusts this CA, with `client` as its
-    /// certificate if given.
-    fn client_config(&self, client: Option<&Issued>) -> Arc<ClientConfig> {
-        let mut roots = RootCertStore::empty();
-        roots.add(self.ca.der().clone()).expect("CA root");
-        let builder = ClientConfig::builder_with_provider(Arc::new(
-            redlock_mio::rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_root_certificates(roots);
-        let config = match client {
-            None => builder.with_no_client_auth(),
-            Some(issued) => builder
-                .with_client_auth_cert(
-                    vec![CertificateDer::from(issued.cert.der().to_vec())],
-                    PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(issued.key.serialize_der())),
-                )
-                .expect("client certificate"),
-        };
-        Arc::new(config)
-    }
-}
-
-/// A port free on 127.0.0.1 now (the kernel's choice).
-fn free_port() -> u16 {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
-/// `n` single-node clusters serving TLS with `server` (signed by `pki`) on
-/// a port of their own; `auth_clients` asks clients for certificates.
-/// Returns them with their `rediss://` URLs.
-fn tls_nodes(
-    dir: &Path,
-    pki: &Pki,
-    server: &Issued,
-    n: usize,
-    auth_clients: bool,
-) -> (Vec<Cluster>, Vec<String>) {
-    let write = |name: &str, text: String| {
-        let path = dir.join(name);
-        fs::write(&path, text).expect("write a PEM file");
-        path.display().to_string()
+/// A client configuration that trusts `pki`, with `client` as its
+/// certificate if given.
+fn client_config(pki: &Pki, client: Option<&Issued>) -> Arc<ClientConfig> {
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(pki.ca_der()))
+        .expect("CA root");
+    let builder = ClientConfig::builder_with_provider(Arc::new(
+        redlock_mio::rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_root_certificates(roots);
+    let config = match client {
+        None => builder.with_no_client_auth(),
+        Some(issued) => builder
+            .with_client_auth_cert(
+                vec![CertificateDer::from(issued.cert_der())],
+                PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(issued.key_der())),
+            )
+            .expect("client certificate"),
     };
-    let cert = write("server.crt", server.cert.pem());
-    let key = write("server.key", server.key.serialize_pem());
-    let ca = write("ca.crt", pki.ca.pem());
-    let mut clusters = Vec::new();
-    let mut urls = Vec::new();
-    for _ in 0..n {
-        let port = free_port();
-        let cluster = ClusterOptions::new(1)
-            .args([
-                "--tls-port",
-                &port.to_string(),
-                "--tls-cert-file",
-                &cert,
-                "--tls-key-file",
-                &key,
-                "--tls-ca-cert-file",
-                &ca,
-                "--tls-auth-clients",
-                if auth_clients { "yes" } else { "no" },
-            ])
-            .start();
-        clusters.push(cluster);
-        urls.push(format!("rediss://localhost:{port}"));
-    }
-    (clusters, urls)
+    Arc::new(config)
 }
 
 fn temp_dir(name: &str) -> std::path::PathBuf {
@@ -143,10 +55,10 @@ fn temp_dir(name: &str) -> std::path::PathBuf {
 fn locks_over_tls() {
     let dir = temp_dir("cycle");
     let pki = Pki::new("redlock-mio test CA");
-    let server = pki.issue(&["localhost"], ExtendedKeyUsagePurpose::ServerAuth);
-    let (clusters, urls) = tls_nodes(&dir, &pki, &server, 3, false);
+    let server = pki.issue(&["localhost"], false);
+    let (clusters, urls) = pki.tls_nodes(&dir, &server, 3, false);
     let redlock = Redlock::builder(&urls)
-        .tls_config(pki.client_config(None))
+        .tls_config(client_config(&pki, None))
         .require_handshakes(Require::All)
         .build()
         .expect("every TLS handshake completes");
@@ -175,12 +87,12 @@ fn locks_over_tls() {
 fn an_unknown_authority_or_another_name_is_refused() {
     let dir = temp_dir("refused");
     let pki = Pki::new("redlock-mio test CA");
-    let server = pki.issue(&["example.invalid"], ExtendedKeyUsagePurpose::ServerAuth);
-    let (_clusters, urls) = tls_nodes(&dir, &pki, &server, 3, false);
+    let server = pki.issue(&["example.invalid"], false);
+    let (_clusters, urls) = pki.tls_nodes(&dir, &server, 3, false);
 
     // The certificate names another host.
     let redlock = Redlock::builder(&urls)
-        .tls_config(pki.client_config(None))
+        .tls_config(client_config(&pki, None))
         .retry_count(0)
         .build()
         .expect("build");
@@ -204,7 +116,7 @@ fn an_unknown_authority_or_another_name_is_refused() {
     // Signed by a CA the client does not trust.
     let stranger = Pki::new("someone else's CA");
     let redlock = Redlock::builder(&urls)
-        .tls_config(stranger.client_config(None))
+        .tls_config(client_config(&stranger, None))
         .retry_count(0)
         .build()
         .expect("build");
@@ -218,12 +130,12 @@ fn an_unknown_authority_or_another_name_is_refused() {
 fn client_certificates() {
     let dir = temp_dir("clients");
     let pki = Pki::new("redlock-mio test CA");
-    let server = pki.issue(&["localhost"], ExtendedKeyUsagePurpose::ServerAuth);
-    let (_clusters, urls) = tls_nodes(&dir, &pki, &server, 3, true);
+    let server = pki.issue(&["localhost"], false);
+    let (_clusters, urls) = pki.tls_nodes(&dir, &server, 3, true);
 
-    let client = pki.issue(&["redlock-client"], ExtendedKeyUsagePurpose::ClientAuth);
+    let client = pki.issue(&["redlock-client"], true);
     let redlock = Redlock::builder(&urls)
-        .tls_config(pki.client_config(Some(&client)))
+        .tls_config(client_config(&pki, Some(&client)))
         .require_handshakes(Require::All)
         .build()
         .expect("the servers accept the client certificate");
@@ -232,7 +144,7 @@ fn client_certificates() {
 
     // Without one, the servers refuse the session.
     let err = Redlock::builder(&urls)
-        .tls_config(pki.client_config(None))
+        .tls_config(client_config(&pki, None))
         .require_handshakes(Require::All)
         .build()
         .expect_err("no client certificate");

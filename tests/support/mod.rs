@@ -10,4 +10,5 @@ pub mod cluster;
 pub mod counting;
 pub mod holdings;
 pub mod hostile;
+pub mod pki;
 pub mod proxy;
