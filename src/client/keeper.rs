@@ -12,7 +12,6 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::thread::{self, JoinHandle};
@@ -106,7 +105,8 @@ impl KeepOptions {
     }
 
     /// Calls `on_change` with every change of standing, from the keeper's
-    /// thread (keep it short).
+    /// thread (keep it short), before [`Keeper::wait_lost`] and
+    /// [`Keeper::lost`] see the change.
     pub fn on_change(mut self, on_change: impl Fn(Standing) + Send + 'static) -> KeepOptions {
         self.on_change = Some(Box::new(on_change));
         self
@@ -117,12 +117,17 @@ impl KeepOptions {
 struct Shared {
     standing: AtomicU8,
     state: Mutex<State>,
+    /// The standing changed (for [`Keeper::wait_lost`]).
     changed: Condvar,
+    /// The holder asked for the release (for the keeper's thread).
+    asked: Condvar,
 }
 
 struct State {
     valid_until: Instant,
     wakers: Vec<Waker>,
+    /// The holder asked for the release, or is gone.
+    release: bool,
 }
 
 impl Shared {
@@ -132,6 +137,33 @@ impl Shared {
 
     fn standing(&self) -> Standing {
         Standing::from_code(self.standing.load(Ordering::Acquire))
+    }
+
+    /// Waits until the holder asks for the release (`true`) or `until`
+    /// passes (`false`); without `until`, only for the release.
+    fn wait_release(&self, until: Option<Instant>) -> bool {
+        let mut state = self.lock();
+        loop {
+            if state.release {
+                return true;
+            }
+            state = match until {
+                None => self
+                    .asked
+                    .wait(state)
+                    .unwrap_or_else(PoisonError::into_inner),
+                Some(at) => {
+                    let left = at.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return false;
+                    }
+                    self.asked
+                        .wait_timeout(state, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+            };
+        }
     }
 
     /// Records the standing and validity; wakes whoever waits for a loss.
@@ -150,18 +182,16 @@ impl Shared {
                 Vec::new()
             }
         };
-        self.changed.notify_all();
-        wakers.into_iter().for_each(Waker::wake);
+        // The callback runs before any waiter wakes: whoever saw the loss
+        // through `wait_lost` or `lost()` finds the callback done.
         if standing != before {
             if let Some(on_change) = on_change {
                 on_change(standing);
             }
         }
+        self.changed.notify_all();
+        wakers.into_iter().for_each(Waker::wake);
     }
-}
-
-enum Message {
-    Release,
 }
 
 /// A lock kept alive by a background thread: see
@@ -174,7 +204,6 @@ pub struct Keeper {
     shared: Arc<Shared>,
     resource: Vec<u8>,
     token: [u8; super::TOKEN_LEN],
-    tx: mpsc::Sender<Message>,
     thread: Option<JoinHandle<(Redlock, Result<(), Error>)>>,
 }
 
@@ -273,8 +302,8 @@ impl Keeper {
 
     fn stop(&mut self) -> Option<(Redlock, Result<(), Error>)> {
         let thread = self.thread.take()?;
-        // A send fails only if the thread is gone, which join reports.
-        let _ = self.tx.send(Message::Release);
+        self.shared.lock().release = true;
+        self.shared.asked.notify_all();
         match thread.join() {
             Ok(done) => Some(done),
             Err(panic) => std::panic::resume_unwind(panic),
@@ -366,10 +395,11 @@ impl Redlock {
             state: Mutex::new(State {
                 valid_until: lock.valid_until(),
                 wakers: Vec::new(),
+                release: false,
             }),
             changed: Condvar::new(),
+            asked: Condvar::new(),
         });
-        let (tx, rx) = mpsc::channel();
         let resource = lock.resource().to_vec();
         let token = *lock.token();
         let thread_shared = shared.clone();
@@ -385,7 +415,7 @@ impl Redlock {
                     hold_until,
                     on_change: options.on_change,
                 };
-                let result = job.run(&rx);
+                let result = job.run();
                 (job.client, result)
             })
             .map_err(|e| Error::Io(e.kind()))?;
@@ -393,7 +423,6 @@ impl Redlock {
             shared,
             resource,
             token,
-            tx,
             thread: Some(thread),
         })
     }
@@ -411,9 +440,9 @@ struct Job {
 }
 
 impl Job {
-    /// Extends on schedule until told to release (then releases) or the
-    /// holder is gone.
-    fn run(&mut self, rx: &mpsc::Receiver<Message>) -> Result<(), Error> {
+    /// Extends on schedule until the holder asks for the release (then
+    /// releases).
+    fn run(&mut self) -> Result<(), Error> {
         let mut next = after(Instant::now(), self.period);
         loop {
             let lost = self.shared.standing() == Standing::Lost;
@@ -423,17 +452,10 @@ impl Job {
             } else {
                 Some(next.min(self.lock.valid_until()))
             };
-            let message = match wake {
-                Some(at) => rx.recv_timeout(at.saturating_duration_since(Instant::now())),
-                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-            };
-            match message {
-                Ok(Message::Release) | Err(RecvTimeoutError::Disconnected) => {
-                    let result = self.client.unlock(&mut self.lock);
-                    self.set(Standing::Lost);
-                    return result;
-                }
-                Err(RecvTimeoutError::Timeout) => {}
+            if self.shared.wait_release(wake) {
+                let result = self.client.unlock(&mut self.lock);
+                self.set(Standing::Lost);
+                return result;
             }
             let now = Instant::now();
             if self.lock.is_expired() {
