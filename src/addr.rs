@@ -159,12 +159,14 @@ impl ServerAddr {
         self.db
     }
 
-    /// Whether a password is set (the password itself is not exposed).
+    /// Whether a password is set.
     pub fn has_password(&self) -> bool {
         self.password.is_some()
     }
 
-    pub(crate) fn password(&self) -> Option<&str> {
+    /// The password, if any, for tools that open their own connections
+    /// (never shown by `Debug` or `Display`).
+    pub fn password(&self) -> Option<&str> {
         self.password.as_deref()
     }
 }
