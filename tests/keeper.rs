@@ -86,8 +86,9 @@ fn a_healthy_hold_of_two_minutes_with_a_ten_second_ttl() {
     let (holder, released) = keeper.release();
     released.expect("released");
     let stats = holder.stats();
-    // 120 s / (10 s / 3): 36 extensions, give or take scheduling.
-    assert!((35..=37).contains(&stats.extended), "{stats:?}");
+    // 120 s / (10 s / 3): 36 extensions; a late wake-up (a loaded
+    // machine) can cost one or two.
+    assert!((34..=37).contains(&stats.extended), "{stats:?}");
     assert_eq!(stats.extends, stats.extended, "every extension held");
     assert!(
         changes
@@ -116,7 +117,7 @@ fn a_key_deleted_on_a_majority_is_lost_within_one_period() {
     let deleted = Instant::now();
     let period = ttl / 3;
     assert!(
-        block_on_for(lost, period + REQUEST_TIMEOUT + Duration::from_millis(100)).is_some(),
+        block_on_for(lost, period + REQUEST_TIMEOUT + Duration::from_millis(400)).is_some(),
         "not lost within one period: {keeper:?}"
     );
     let took = deleted.elapsed();
@@ -156,17 +157,20 @@ fn a_paused_majority_is_at_risk_at_once_and_lost_by_the_validity_end() {
     let changes = changes.lock().expect("no panic").clone();
     let (first, at) = changes.first().copied().expect("a change");
     assert_eq!(first, Standing::AtRisk, "{changes:?}");
+    // At the first extension after the pause: one period, one request
+    // timeout, and scheduling slack.
     assert!(
-        at.duration_since(paused) <= period + REQUEST_TIMEOUT + Duration::from_millis(100),
+        at.duration_since(paused) <= period + REQUEST_TIMEOUT + Duration::from_millis(400),
         "at risk after {:?}",
         at.duration_since(paused)
     );
     let (last, lost_at) = changes.last().copied().expect("a change");
     assert_eq!(last, Standing::Lost, "{changes:?}");
     // Lost by the end of the validity the masters granted (the failed
-    // extensions to the same TTL cannot lengthen it), not much after.
+    // extensions to the same TTL cannot lengthen it), give or take the
+    // keeper thread's wake-up on a loaded machine.
     assert!(
-        lost_at <= valid_until + Duration::from_millis(100),
+        lost_at <= valid_until + Duration::from_millis(300),
         "lost {:?} after the validity end",
         lost_at.saturating_duration_since(valid_until)
     );

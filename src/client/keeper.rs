@@ -227,7 +227,10 @@ impl Keeper {
     }
 
     /// Whether the lock is lost (see [`Standing::Lost`]). A cheap atomic
-    /// load: check it before each step of the protected work.
+    /// load: check it before each step of the protected work. When the
+    /// validity runs out it turns true as soon as the keeper's thread wakes
+    /// (scheduling latency after the end); [`validity`](Self::validity) is
+    /// zero from the end itself, so check that where the bound must be hard.
     pub fn is_lost(&self) -> bool {
         self.standing() == Standing::Lost
     }
