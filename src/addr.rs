@@ -138,9 +138,9 @@ impl ServerAddr {
         self.tls_name.is_some()
     }
 
-    /// The name the server's certificate must carry, for `rediss://`.
-    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
-    pub(crate) fn tls_name(&self) -> Option<&str> {
+    /// The name the server's certificate must carry, for `rediss://`: the
+    /// host as written in the address.
+    pub fn tls_name(&self) -> Option<&str> {
         self.tls_name.as_deref()
     }
 

@@ -25,6 +25,7 @@
 
 mod duration;
 mod status;
+mod tls;
 
 use std::process::{Child, Command, ExitCode, ExitStatus};
 use std::thread;
@@ -53,6 +54,17 @@ struct Cli {
     /// Time each master has to answer one round.
     #[arg(long, default_value = "200ms", value_parser = parse_duration)]
     request_timeout: Duration,
+    /// For rediss:// masters: PEM file of the CA certificates to trust
+    /// (default: the system's roots).
+    #[arg(long, env = "REDLOCK_CA_FILE")]
+    ca_file: Option<std::path::PathBuf>,
+    /// For rediss:// masters that ask for one: PEM client certificate
+    /// (chain), with --key.
+    #[arg(long, env = "REDLOCK_CERT", requires = "key")]
+    cert: Option<std::path::PathBuf>,
+    /// The client certificate's PEM private key.
+    #[arg(long, env = "REDLOCK_KEY", requires = "cert")]
+    key: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Sub,
 }
@@ -108,9 +120,22 @@ fn main() -> ExitCode {
         &cli.servers,
         std::env::var("REDLOCK_PASSWORD").ok().as_deref(),
     );
+    let tls = match tls::config(
+        cli.ca_file.as_deref(),
+        cli.cert.as_deref(),
+        cli.key.as_deref(),
+    ) {
+        Ok(tls) => tls,
+        Err(e) => {
+            eprintln!("redlock: {e}");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
     let code = match &cli.command {
-        Sub::Run(args) => run(&urls, cli.request_timeout, args),
-        Sub::Status { resource, token } => status::show(&urls, resource, token.as_deref()),
+        Sub::Run(args) => run(&urls, cli.request_timeout, tls, args),
+        Sub::Status { resource, token } => {
+            status::show(&urls, resource, token.as_deref(), tls.as_ref())
+        }
     };
     ExitCode::from(code)
 }
@@ -158,12 +183,14 @@ fn with_password(url: &str, password: &str) -> String {
     url.to_owned()
 }
 
-fn run(urls: &[String], request_timeout: Duration, args: &RunArgs) -> u8 {
-    let client = match Redlock::builder(urls)
+fn run(urls: &[String], request_timeout: Duration, tls: Option<tls::Config>, args: &RunArgs) -> u8 {
+    let mut builder = Redlock::builder(urls)
         .request_timeout(request_timeout)
-        .require_handshakes(Require::Quorum)
-        .build()
-    {
+        .require_handshakes(Require::Quorum);
+    if let Some(config) = tls {
+        builder = builder.tls_config(config);
+    }
+    let client = match builder.build() {
         Ok(client) => client,
         Err(e) => {
             eprintln!("redlock: {e}");

@@ -8,6 +8,8 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use redlock_mio::resp::{Arg, Decoder, Status, Token, encode_command};
+use redlock_mio::rustls::pki_types::ServerName;
+use redlock_mio::rustls::{ClientConnection, StreamOwned};
 use redlock_mio::{Endpoint, ServerAddr};
 
 const TIMEOUT: Duration = Duration::from_secs(2);
@@ -22,7 +24,12 @@ enum Holding {
 /// Prints one line per master; returns the exit status: 0 if a quorum
 /// holds the key (with `token`, that token), 1 if not, 69 if fewer than a
 /// quorum answered.
-pub(crate) fn show(urls: &[String], resource: &str, token: Option<&str>) -> u8 {
+pub(crate) fn show(
+    urls: &[String],
+    resource: &str,
+    token: Option<&str>,
+    tls: Option<&super::tls::Config>,
+) -> u8 {
     let token = match token.map(unhex).transpose() {
         Ok(token) => token,
         Err(e) => {
@@ -40,7 +47,7 @@ pub(crate) fn show(urls: &[String], resource: &str, token: Option<&str>) -> u8 {
                 continue;
             }
         };
-        match query(&addr, resource.as_bytes()) {
+        match query(&addr, resource.as_bytes(), tls) {
             Ok(Holding::Free) => {
                 answered += 1;
                 println!("{addr}: free");
@@ -94,16 +101,27 @@ fn unhex(text: &str) -> Result<Vec<u8>, String> {
 trait Stream: Read + Write {}
 impl<T: Read + Write> Stream for T {}
 
-fn connect(addr: &ServerAddr) -> io::Result<Box<dyn Stream>> {
-    if addr.is_tls() {
-        return Err(io::Error::other("status does not speak TLS yet"));
-    }
+fn connect(addr: &ServerAddr, tls: Option<&super::tls::Config>) -> io::Result<Box<dyn Stream>> {
     Ok(match addr.endpoint() {
         Endpoint::Tcp(socket) => {
             let stream = TcpStream::connect_timeout(socket, TIMEOUT)?;
             stream.set_read_timeout(Some(TIMEOUT))?;
             stream.set_write_timeout(Some(TIMEOUT))?;
-            Box::new(stream)
+            match (addr.tls_name(), tls) {
+                (None, _) => Box::new(stream),
+                (Some(name), Some(config)) => {
+                    let name = ServerName::try_from(name.to_owned())
+                        .map_err(|e| io::Error::other(format!("server name: {e}")))?;
+                    let session = ClientConnection::new(config.clone(), name)
+                        .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
+                    Box::new(StreamOwned::new(session, stream))
+                }
+                (Some(_), None) => {
+                    return Err(io::Error::other(
+                        "status over TLS needs --ca-file (the CA that signed the servers)",
+                    ));
+                }
+            }
         }
         Endpoint::Unix(path) => {
             let stream = UnixStream::connect(path)?;
@@ -115,8 +133,12 @@ fn connect(addr: &ServerAddr) -> io::Result<Box<dyn Stream>> {
 }
 
 /// `AUTH`/`SELECT` as needed, then `GET` and `PTTL`, in one write.
-fn query(addr: &ServerAddr, resource: &[u8]) -> io::Result<Holding> {
-    let mut stream = connect(addr)?;
+fn query(
+    addr: &ServerAddr,
+    resource: &[u8],
+    tls: Option<&super::tls::Config>,
+) -> io::Result<Holding> {
+    let mut stream = connect(addr, tls)?;
     let mut out = Vec::new();
     let mut replies = 2;
     if let Some(password) = addr.password() {

@@ -223,3 +223,59 @@ fn usage_errors() {
     assert_eq!(out.status.code(), Some(64), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown unit"));
 }
+
+/// `rediss://` masters signed by a private CA: `run` and `status` with
+/// `--ca-file`, and a clear refusal without it.
+#[test]
+fn tls_masters_with_a_private_ca() {
+    let dir = std::env::temp_dir().join(format!("redlock-cli-tls-{}", std::process::id()));
+    fs::create_dir_all(&dir).expect("temp dir");
+    let pki = support::pki::Pki::new("redlock-cli test CA");
+    let server = pki.issue(&["localhost"], false);
+    let (_clusters, urls) = pki.tls_nodes(&dir, &server, 3, false);
+    let ca = dir.join("ca.crt");
+    let tls = |args: &[&str]| {
+        let mut command = Command::new(BIN);
+        command
+            .env("REDLOCK_SERVERS", urls.join(","))
+            .env_remove("REDLOCK_PASSWORD")
+            .arg("--ca-file")
+            .arg(&ca)
+            .args(args);
+        command
+    };
+    let token_file = dir.join("token");
+    let script = format!("echo $REDLOCK_TOKEN > {}; sleep 1", token_file.display());
+    let mut running = tls(&["run", "tls", "--", "sh", "-c", &script])
+        .spawn()
+        .expect("spawn");
+    assert!(
+        eventually(Duration::from_secs(5), || fs::read_to_string(&token_file)
+            .is_ok_and(|t| t.ends_with('\n'))),
+        "the command never ran"
+    );
+    let token = fs::read_to_string(&token_file).expect("token");
+    let out = output(&mut tls(&["status", "tls", "--token", token.trim()]));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{out:?}");
+    assert_eq!(
+        stdout.matches("held by the given token").count(),
+        3,
+        "{stdout}"
+    );
+    assert!(stdout.contains("rediss://"), "{stdout}");
+    assert_eq!(running.wait().expect("wait").code(), Some(0));
+
+    // Without the CA, the servers' certificates are refused.
+    let out = output(
+        Command::new(BIN)
+            .env("REDLOCK_SERVERS", urls.join(","))
+            .env_remove("REDLOCK_CA_FILE")
+            .args(["run", "tls", "--", "true"]),
+    );
+    assert_ne!(out.status.code(), Some(0), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("TLS failed"), "{stderr}");
+    println!("{stderr}");
+    let _ = fs::remove_dir_all(dir);
+}
