@@ -99,11 +99,7 @@ impl Command<'_> {
             Op::Release => (RELEASE_SCRIPT, RELEASE_SHA1),
             Op::Extend => (EXTEND_SCRIPT, EXTEND_SHA1),
         };
-        let (verb, body): (&[u8], &[u8]) = if self.eval {
-            (b"EVAL", script.as_bytes())
-        } else {
-            (b"EVALSHA", sha1.as_bytes())
-        };
+        let (verb, body) = self.script_call(script, sha1);
         let head = [
             Arg::Bytes(verb),
             Arg::Bytes(body),
@@ -121,19 +117,24 @@ impl Command<'_> {
         encode_command(out, args);
     }
 
+    /// `EVAL script` or `EVALSHA sha1`: the verb and its first argument.
+    fn script_call<'s>(&self, script: &'s str, sha1: &'s str) -> (&'static [u8], &'s [u8]) {
+        if self.eval {
+            (b"EVAL", script.as_bytes())
+        } else {
+            (b"EVALSHA", sha1.as_bytes())
+        }
+    }
+
     /// `EVALSHA sha numkeys key... token [ttl]` of the script for several
-    /// keys (allocates only beyond 16 keys).
+    /// keys (the argument list spills to the heap beyond 16 keys).
     fn encode_many(&self, out: &mut Vec<u8>) {
         let (script, sha1) = match self.op {
             Op::Acquire => (ACQUIRE_MANY_SCRIPT, ACQUIRE_MANY_SHA1),
             Op::Release => (RELEASE_MANY_SCRIPT, RELEASE_MANY_SHA1),
             Op::Extend => (EXTEND_MANY_SCRIPT, EXTEND_MANY_SHA1),
         };
-        let (verb, body): (&[u8], &[u8]) = if self.eval {
-            (b"EVAL", script.as_bytes())
-        } else {
-            (b"EVALSHA", sha1.as_bytes())
-        };
+        let (verb, body) = self.script_call(script, sha1);
         let keys = unpack_keys(self.resource);
         let mut args: SmallVec<[Arg<'_>; 22]> = SmallVec::new();
         args.extend([Arg::Bytes(verb), Arg::Bytes(body), Arg::Uint(0)]);

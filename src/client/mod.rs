@@ -190,13 +190,15 @@ impl Redlock {
     /// request timeout.
     ///
     /// Two locks over overlapping sets never both hold; a failed attempt
-    /// leaves no key (its release goes to every master). Up to 16 names
-    /// are encoded without allocating.
+    /// leaves no key (its release goes to every master). The [`Lock`]
+    /// keeps the names inline while they take at most 64 bytes (each name
+    /// plus 2); a larger set costs an allocation per acquisition.
     ///
     /// # Errors
     ///
-    /// As for [`try_lock`](Self::try_lock); [`Error::InvalidResource`] for
-    /// an empty list, more than 64 names, or a bad name.
+    /// As for [`try_lock`](Self::try_lock); [`Error::InvalidResources`] for
+    /// an empty list or more than 64 names, [`Error::InvalidResource`] for
+    /// a bad name.
     pub fn try_lock_all<R: AsRef<[u8]>>(
         &self,
         resources: &[R],
