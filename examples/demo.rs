@@ -308,6 +308,7 @@ fn print_report(report: &Report, urls: &[String]) {
         Op::Acquire => ("acquired", "held by another client"),
         Op::Extend => ("extended", "not held"),
         Op::Release => ("released", "not held"),
+        _ => ("done", "refused"),
     };
     println!(
         "{:14}report: quorum {}, decided in {}: {} {ok}, {} refused, {} unreachable",

@@ -36,6 +36,44 @@ pub const EXTEND_MANY_SCRIPT: &str = r#"for i=1,#KEYS do if redis.call("get",KEY
 /// SHA1 of [`EXTEND_MANY_SCRIPT`].
 pub const EXTEND_MANY_SHA1: &str = "625585dd655db49164a0d3f383c152341a6e2375";
 
+/// The per-master fence counter: an integer, no TTL, shared by every
+/// resource. Present means "in sync" (see `client::fence`).
+pub const FENCE_KEY: &str = "redlock-mio:fence";
+
+/// Set on a master found without [`FENCE_KEY`]: the server's time in
+/// microseconds when that was first seen, which names this loss.
+pub const FENCE_LOST_KEY: &str = "redlock-mio:fence-lost";
+
+/// Fenced acquire, all or nothing over `KEYS[3..]`: sets every key to the
+/// token `ARGV[1]` (`PX ARGV[2]`) if none exists, else returns nil. Then
+/// `INCR`s the fence counter `KEYS[1]` and returns it, or, if the counter
+/// is missing, returns minus the loss id kept in `KEYS[2]` (set now if
+/// absent).
+pub const FENCED_ACQUIRE_SCRIPT: &str = r#"for i=3,#KEYS do if redis.call("exists",KEYS[i])==1 then return false end end for i=3,#KEYS do redis.call("set",KEYS[i],ARGV[1],"px",ARGV[2]) end if redis.call("exists",KEYS[1])==1 then return redis.call("incr",KEYS[1]) end if redis.call("exists",KEYS[2])==0 then local t=redis.call("time") redis.call("set",KEYS[2],t[1]..string.format("%06d",t[2])) end return -tonumber(redis.call("get",KEYS[2]))"#;
+/// SHA1 of [`FENCED_ACQUIRE_SCRIPT`].
+pub const FENCED_ACQUIRE_SHA1: &str = "4f1e4fe2f7d1c2a85344315f0e910f32012628e4";
+
+/// Raise: if every key `KEYS[2..]` still holds the token `ARGV[1]`, raises
+/// the counter `KEYS[1]` to at least `ARGV[2]` and returns 1; 0 if a key
+/// does not hold the token; -1 if the counter is missing (nothing done).
+pub const RAISE_SCRIPT: &str = r#"for i=2,#KEYS do if redis.call("get",KEYS[i])~=ARGV[1] then return 0 end end local c=redis.call("get",KEYS[1]) if not c then return -1 end if tonumber(c)<tonumber(ARGV[2]) then redis.call("set",KEYS[1],ARGV[2]) end return 1"#;
+/// SHA1 of [`RAISE_SCRIPT`].
+pub const RAISE_SHA1: &str = "522784aab3f02de7b10fc70ab59c6e799e8ccab8";
+
+/// Read: the counter `KEYS[1]`, or minus the loss id in `KEYS[2]` (set now
+/// if absent) when the counter is missing.
+pub const FENCE_READ_SCRIPT: &str = r#"local c=redis.call("get",KEYS[1]) if c then return tonumber(c) end if redis.call("exists",KEYS[2])==0 then local t=redis.call("time") redis.call("set",KEYS[2],t[1]..string.format("%06d",t[2])) end return -tonumber(redis.call("get",KEYS[2]))"#;
+/// SHA1 of [`FENCE_READ_SCRIPT`].
+pub const FENCE_READ_SHA1: &str = "c6c59d9771f17a0c8f3de814b85d0dec01de759b";
+
+/// Sync: 1 if the counter `KEYS[1]` exists; else, if the loss id in
+/// `KEYS[2]` is one of `ARGV[2..]`, sets the counter to `ARGV[1]` (`0`:
+/// the server's time in microseconds), deletes the loss id and returns 1;
+/// else 0.
+pub const FENCE_SYNC_SCRIPT: &str = r#"if redis.call("exists",KEYS[1])==1 then return 1 end local lost=redis.call("get",KEYS[2]) for i=2,#ARGV do if ARGV[i]==lost then local m=ARGV[1] if m=="0" then local t=redis.call("time") m=t[1]..string.format("%06d",t[2]) end redis.call("set",KEYS[1],m) redis.call("del",KEYS[2]) return 1 end end return 0"#;
+/// SHA1 of [`FENCE_SYNC_SCRIPT`].
+pub const FENCE_SYNC_SHA1: &str = "26288c63666e55729f160fd14ed37ccd0959c3ed";
+
 /// The most resources one lock may cover.
 pub(crate) const MAX_KEYS: usize = 64;
 
@@ -63,8 +101,13 @@ pub(crate) fn unpack_keys(mut packed: &[u8]) -> impl Iterator<Item = &[u8]> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Command<'a> {
     pub(crate) op: Op,
+    /// The resource, or several packed by [`pack_key`] (`many`); for
+    /// [`Op::FenceSync`], the loss ids it may repair, packed likewise.
     pub(crate) resource: &'a [u8],
     pub(crate) token: &'a [u8],
+    /// The TTL in milliseconds; for [`Op::Fence`] the fence to raise the
+    /// counters to, for [`Op::FenceSync`] the value to set (0: the server's
+    /// clock).
     pub(crate) ttl_ms: u64,
     /// Send scripts as `EVAL` with their text instead of `EVALSHA`, which
     /// cannot fail with `NOSCRIPT`.
@@ -72,14 +115,37 @@ pub(crate) struct Command<'a> {
     /// `resource` is a list of keys packed by [`pack_key`]: the command is
     /// the all-or-nothing script for several resources.
     pub(crate) many: bool,
+    /// An acquire that also counts a fence ([`FENCED_ACQUIRE_SCRIPT`]).
+    pub(crate) fenced: bool,
 }
 
 impl Command<'_> {
     /// Writes the command into `out`.
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
-        if self.many {
-            self.encode_many(out);
-            return;
+        match self.op {
+            Op::Acquire if self.fenced => {
+                let tail = [Arg::Bytes(self.token), Arg::Uint(self.ttl_ms)];
+                self.encode_fence(out, FENCED_ACQUIRE_SCRIPT, FENCED_ACQUIRE_SHA1, 2, &tail);
+                return;
+            }
+            Op::Fence => {
+                let tail = [Arg::Bytes(self.token), Arg::Uint(self.ttl_ms)];
+                self.encode_fence(out, RAISE_SCRIPT, RAISE_SHA1, 1, &tail);
+                return;
+            }
+            Op::FenceRead => {
+                self.encode_fence(out, FENCE_READ_SCRIPT, FENCE_READ_SHA1, 2, &[]);
+                return;
+            }
+            Op::FenceSync => {
+                self.encode_fence(out, FENCE_SYNC_SCRIPT, FENCE_SYNC_SHA1, 2, &[]);
+                return;
+            }
+            _ if self.many => {
+                self.encode_many(out);
+                return;
+            }
+            _ => {}
         }
         let (script, sha1) = match self.op {
             Op::Acquire => {
@@ -97,7 +163,7 @@ impl Command<'_> {
                 return;
             }
             Op::Release => (RELEASE_SCRIPT, RELEASE_SHA1),
-            Op::Extend => (EXTEND_SCRIPT, EXTEND_SHA1),
+            _ => (EXTEND_SCRIPT, EXTEND_SHA1),
         };
         let (verb, body) = self.script_call(script, sha1);
         let head = [
@@ -126,13 +192,51 @@ impl Command<'_> {
         }
     }
 
+    /// A fence script: the first `fixed` of ([`FENCE_KEY`],
+    /// [`FENCE_LOST_KEY`]) as keys, then (except for a read or a sync) the
+    /// resources, then `tail`; a sync's arguments are its value and the
+    /// loss ids packed in `resource`.
+    fn encode_fence(
+        &self,
+        out: &mut Vec<u8>,
+        script: &str,
+        sha1: &str,
+        fixed: u64,
+        tail: &[Arg<'_>],
+    ) {
+        let (verb, body) = self.script_call(script, sha1);
+        let mut args: SmallVec<[Arg<'_>; 24]> = SmallVec::new();
+        args.extend([Arg::Bytes(verb), Arg::Bytes(body), Arg::Uint(fixed)]);
+        args.push(Arg::Bytes(FENCE_KEY.as_bytes()));
+        if fixed > 1 {
+            args.push(Arg::Bytes(FENCE_LOST_KEY.as_bytes()));
+        }
+        match self.op {
+            Op::FenceRead => {}
+            Op::FenceSync => {
+                args.push(Arg::Uint(self.ttl_ms));
+                args.extend(unpack_keys(self.resource).map(Arg::Bytes));
+            }
+            _ => {
+                if self.many {
+                    args.extend(unpack_keys(self.resource).map(Arg::Bytes));
+                } else {
+                    args.push(Arg::Bytes(self.resource));
+                }
+                args[2] = Arg::Uint((args.len() - 3) as u64);
+                args.extend(tail.iter().copied());
+            }
+        }
+        encode_command(out, &args);
+    }
+
     /// `EVALSHA sha numkeys key... token [ttl]` of the script for several
     /// keys (the argument list spills to the heap beyond 16 keys).
     fn encode_many(&self, out: &mut Vec<u8>) {
         let (script, sha1) = match self.op {
             Op::Acquire => (ACQUIRE_MANY_SCRIPT, ACQUIRE_MANY_SHA1),
             Op::Release => (RELEASE_MANY_SCRIPT, RELEASE_MANY_SHA1),
-            Op::Extend => (EXTEND_MANY_SCRIPT, EXTEND_MANY_SHA1),
+            _ => (EXTEND_MANY_SCRIPT, EXTEND_MANY_SHA1),
         };
         let (verb, body) = self.script_call(script, sha1);
         let keys = unpack_keys(self.resource);
@@ -158,6 +262,10 @@ pub(crate) enum Step {
     LoadAcquireMany,
     LoadReleaseMany,
     LoadExtendMany,
+    LoadFencedAcquire,
+    LoadRaise,
+    LoadFenceRead,
+    LoadFenceSync,
     /// `INFO server replication cluster`: who the server is.
     Identify,
     /// `SET <marker key> <value> NX GET`: whether the data set survived.
@@ -173,6 +281,26 @@ pub(crate) struct Probe<'a> {
     pub(crate) identify: bool,
     /// Set the marker key to this value unless it exists, and read it.
     pub(crate) marker: Option<&'a [u8]>,
+    /// Load the fence scripts too.
+    pub(crate) fencing: bool,
+}
+
+impl Step {
+    /// The script a `SCRIPT LOAD` step loads, and its SHA1.
+    fn script(self) -> Option<(&'static str, &'static str)> {
+        Some(match self {
+            Step::LoadRelease => (RELEASE_SCRIPT, RELEASE_SHA1),
+            Step::LoadExtend => (EXTEND_SCRIPT, EXTEND_SHA1),
+            Step::LoadAcquireMany => (ACQUIRE_MANY_SCRIPT, ACQUIRE_MANY_SHA1),
+            Step::LoadReleaseMany => (RELEASE_MANY_SCRIPT, RELEASE_MANY_SHA1),
+            Step::LoadExtendMany => (EXTEND_MANY_SCRIPT, EXTEND_MANY_SHA1),
+            Step::LoadFencedAcquire => (FENCED_ACQUIRE_SCRIPT, FENCED_ACQUIRE_SHA1),
+            Step::LoadRaise => (RAISE_SCRIPT, RAISE_SHA1),
+            Step::LoadFenceRead => (FENCE_READ_SCRIPT, FENCE_READ_SHA1),
+            Step::LoadFenceSync => (FENCE_SYNC_SCRIPT, FENCE_SYNC_SHA1),
+            Step::Auth | Step::Select | Step::Identify | Step::Marker => return None,
+        })
+    }
 }
 
 /// Writes the handshake into `out` and returns its steps, in order.
@@ -196,19 +324,30 @@ pub(crate) fn encode_handshake(
         encode_command(out, &["SELECT".into(), db.into()]);
         steps.push(Step::Select);
     }
-    encode_command(
-        out,
-        &["SCRIPT".into(), "LOAD".into(), RELEASE_SCRIPT.into()],
-    );
-    steps.push(Step::LoadRelease);
-    for (script, step) in [
-        (EXTEND_SCRIPT, Step::LoadExtend),
-        (ACQUIRE_MANY_SCRIPT, Step::LoadAcquireMany),
-        (RELEASE_MANY_SCRIPT, Step::LoadReleaseMany),
-        (EXTEND_MANY_SCRIPT, Step::LoadExtendMany),
-    ] {
-        encode_command(out, &["SCRIPT".into(), "LOAD".into(), script.into()]);
-        steps.push(step);
+    let fence_steps: &[Step] = if probe.fencing {
+        &[
+            Step::LoadFencedAcquire,
+            Step::LoadRaise,
+            Step::LoadFenceRead,
+            Step::LoadFenceSync,
+        ]
+    } else {
+        &[]
+    };
+    for &step in [
+        Step::LoadRelease,
+        Step::LoadExtend,
+        Step::LoadAcquireMany,
+        Step::LoadReleaseMany,
+        Step::LoadExtendMany,
+    ]
+    .iter()
+    .chain(fence_steps)
+    {
+        if let Some((script, _)) = step.script() {
+            encode_command(out, &["SCRIPT".into(), "LOAD".into(), script.into()]);
+            steps.push(step);
+        }
     }
     if probe.identify {
         encode_command(
@@ -253,23 +392,42 @@ pub(crate) enum Outcome {
 }
 
 /// Classifies the (first) token of a reply to `op` (`many`: the script for
-/// several keys).
-pub(crate) fn classify(op: Op, many: bool, token: &Token<'_>) -> Outcome {
+/// several keys; `fenced`: the fenced acquire).
+pub(crate) fn classify(op: Op, many: bool, fenced: bool, token: &Token<'_>) -> Outcome {
+    let scripted = op != Op::Acquire || many || fenced;
     match (op, token) {
         (_, Token::Error(message) | Token::BulkError(message)) => {
-            if message.starts_with(b"NOSCRIPT") && (op != Op::Acquire || many) {
+            if message.starts_with(b"NOSCRIPT") && scripted {
                 Outcome::NoScript
             } else {
                 Outcome::Server(ServerError::new(message))
             }
         }
-        (Op::Acquire, Token::Simple(b"OK")) if !many => Outcome::Reply(Reply::Ok),
-        (Op::Acquire, Token::Null(_)) if !many => Outcome::Reply(Reply::Refused),
-        (Op::Extend | Op::Release, Token::Integer(1)) => Outcome::Reply(Reply::Ok),
-        (Op::Extend | Op::Release, Token::Integer(0)) => Outcome::Reply(Reply::Refused),
+        (Op::Acquire, Token::Null(_)) if !many || fenced => Outcome::Reply(Reply::Refused),
+        (Op::Acquire | Op::FenceRead, &Token::Integer(n)) if fenced || op == Op::FenceRead => {
+            counted(n)
+        }
+        (Op::Acquire, Token::Simple(b"OK")) if !many && !fenced => Outcome::Reply(Reply::Ok),
+        (Op::Fence, Token::Integer(-1)) => Outcome::Reply(Reply::Unsynced(0)),
+        (Op::Extend | Op::Release | Op::Fence | Op::FenceSync, Token::Integer(1)) => {
+            Outcome::Reply(Reply::Ok)
+        }
+        (Op::Extend | Op::Release | Op::Fence | Op::FenceSync, Token::Integer(0)) => {
+            Outcome::Reply(Reply::Refused)
+        }
         (Op::Acquire, Token::Integer(1)) if many => Outcome::Reply(Reply::Ok),
         (Op::Acquire, Token::Integer(0)) if many => Outcome::Reply(Reply::Refused),
         _ => Outcome::Unexpected,
+    }
+}
+
+/// A fence counter read (`n > 0`) or, for a master whose counter is
+/// missing, minus its loss id.
+fn counted(n: i64) -> Outcome {
+    match u64::try_from(n) {
+        Ok(0) => Outcome::Unexpected,
+        Ok(count) => Outcome::Reply(Reply::Count(count)),
+        Err(_) => Outcome::Reply(Reply::Unsynced(n.unsigned_abs())),
     }
 }
 
@@ -279,21 +437,9 @@ pub(crate) fn handshake_ok(step: Step, token: &Token<'_>) -> Result<bool, Server
     match (step, token) {
         (_, Token::Error(message) | Token::BulkError(message)) => Err(ServerError::new(message)),
         (Step::Auth | Step::Select, Token::Simple(b"OK")) => Ok(true),
-        (Step::LoadRelease, Token::Bulk(sha1)) => {
-            Ok(sha1.eq_ignore_ascii_case(RELEASE_SHA1.as_bytes()))
-        }
-        (Step::LoadExtend, Token::Bulk(sha1)) => {
-            Ok(sha1.eq_ignore_ascii_case(EXTEND_SHA1.as_bytes()))
-        }
-        (Step::LoadAcquireMany, Token::Bulk(sha1)) => {
-            Ok(sha1.eq_ignore_ascii_case(ACQUIRE_MANY_SHA1.as_bytes()))
-        }
-        (Step::LoadReleaseMany, Token::Bulk(sha1)) => {
-            Ok(sha1.eq_ignore_ascii_case(RELEASE_MANY_SHA1.as_bytes()))
-        }
-        (Step::LoadExtendMany, Token::Bulk(sha1)) => {
-            Ok(sha1.eq_ignore_ascii_case(EXTEND_MANY_SHA1.as_bytes()))
-        }
+        (step, Token::Bulk(sha1)) if step.script().is_some() => Ok(step
+            .script()
+            .is_some_and(|(_, expected)| sha1.eq_ignore_ascii_case(expected.as_bytes()))),
         (Step::Identify, Token::Bulk(_)) => Ok(true),
         (Step::Marker, Token::Bulk(_) | Token::Null(_)) => Ok(true),
         _ => Ok(false),
@@ -306,7 +452,7 @@ mod tests {
     use crate::resp::NullKind;
 
     fn classify_one(op: Op, token: &Token<'_>) -> Outcome {
-        classify(op, false, token)
+        classify(op, false, false, token)
     }
 
     fn encoded(command: Command<'_>) -> String {
@@ -324,6 +470,7 @@ mod tests {
             ttl_ms: 30_000,
             eval: false,
             many: false,
+            fenced: false,
         };
         assert_eq!(
             encoded(command),
@@ -367,6 +514,7 @@ mod tests {
             ttl_ms: 500,
             eval: false,
             many: true,
+            fenced: false,
         };
         assert_eq!(
             encoded(extend),
@@ -383,17 +531,145 @@ mod tests {
         assert!(text.starts_with("*6\\r\\n$4\\r\\nEVAL\\r\\n"), "{text}");
         assert!(text.ends_with("$1\\r\\nt\\r\\n"), "no TTL: {text}");
         assert_eq!(
-            classify(Op::Acquire, true, &Token::Integer(1)),
+            classify(Op::Acquire, true, false, &Token::Integer(1)),
             Outcome::Reply(Reply::Ok)
         );
         assert_eq!(
-            classify(Op::Acquire, true, &Token::Simple(b"OK")),
+            classify(Op::Acquire, true, false, &Token::Simple(b"OK")),
             Outcome::Unexpected
         );
         assert_eq!(
-            classify(Op::Acquire, true, &Token::Error(b"NOSCRIPT x")),
+            classify(Op::Acquire, true, false, &Token::Error(b"NOSCRIPT x")),
             Outcome::NoScript
         );
+    }
+
+    #[test]
+    fn fence_commands_on_the_wire() {
+        let acquire = Command {
+            op: Op::Acquire,
+            resource: b"r",
+            token: b"t",
+            ttl_ms: 500,
+            eval: false,
+            many: false,
+            fenced: true,
+        };
+        assert_eq!(
+            encoded(acquire),
+            format!(
+                "*8\\r\\n$7\\r\\nEVALSHA\\r\\n$40\\r\\n{FENCED_ACQUIRE_SHA1}\\r\\n$1\\r\\n3\\r\\n$17\\r\\nredlock-mio:fence\\r\\n$22\\r\\nredlock-mio:fence-lost\\r\\n$1\\r\\nr\\r\\n$1\\r\\nt\\r\\n$3\\r\\n500\\r\\n"
+            )
+        );
+        let mut packed = Vec::new();
+        pack_key(&mut packed, b"a");
+        pack_key(&mut packed, b"b");
+        let raise = Command {
+            op: Op::Fence,
+            resource: &packed,
+            ttl_ms: 42,
+            many: true,
+            fenced: false,
+            ..acquire
+        };
+        assert_eq!(
+            encoded(raise),
+            format!(
+                "*8\\r\\n$7\\r\\nEVALSHA\\r\\n$40\\r\\n{RAISE_SHA1}\\r\\n$1\\r\\n3\\r\\n$17\\r\\nredlock-mio:fence\\r\\n$1\\r\\na\\r\\n$1\\r\\nb\\r\\n$1\\r\\nt\\r\\n$2\\r\\n42\\r\\n"
+            )
+        );
+        let mut ids = Vec::new();
+        pack_key(&mut ids, b"17");
+        let sync = Command {
+            op: Op::FenceSync,
+            resource: &ids,
+            ttl_ms: 0,
+            eval: true,
+            ..raise
+        };
+        let text = encoded(sync);
+        assert!(text.starts_with("*7\\r\\n$4\\r\\nEVAL\\r\\n"), "{text}");
+        assert!(
+            text.ends_with("$1\\r\\n2\\r\\n$17\\r\\nredlock-mio:fence\\r\\n$22\\r\\nredlock-mio:fence-lost\\r\\n$1\\r\\n0\\r\\n$2\\r\\n17\\r\\n"),
+            "{text}"
+        );
+        let read = Command {
+            op: Op::FenceRead,
+            eval: false,
+            ..sync
+        };
+        assert_eq!(
+            encoded(read),
+            format!(
+                "*5\\r\\n$7\\r\\nEVALSHA\\r\\n$40\\r\\n{FENCE_READ_SHA1}\\r\\n$1\\r\\n2\\r\\n$17\\r\\nredlock-mio:fence\\r\\n$22\\r\\nredlock-mio:fence-lost\\r\\n"
+            )
+        );
+    }
+
+    #[test]
+    fn fence_replies() {
+        use Outcome::*;
+        let fenced = |token: &Token<'_>| classify(Op::Acquire, false, true, token);
+        assert_eq!(fenced(&Token::Integer(7)), Reply(super::Reply::Count(7)));
+        assert_eq!(
+            fenced(&Token::Integer(-1_795_000_000_000_000)),
+            Reply(super::Reply::Unsynced(1_795_000_000_000_000))
+        );
+        assert_eq!(fenced(&Token::Integer(0)), Unexpected);
+        assert_eq!(
+            fenced(&Token::Null(NullKind::Bulk)),
+            Reply(super::Reply::Refused)
+        );
+        assert_eq!(fenced(&Token::Simple(b"OK")), Unexpected);
+        assert_eq!(fenced(&Token::Error(b"NOSCRIPT x")), NoScript);
+        assert_eq!(
+            classify(Op::Acquire, true, true, &Token::Integer(3)),
+            Reply(super::Reply::Count(3))
+        );
+        let raise = |token: &Token<'_>| classify(Op::Fence, false, false, token);
+        assert_eq!(raise(&Token::Integer(1)), Reply(super::Reply::Ok));
+        assert_eq!(raise(&Token::Integer(0)), Reply(super::Reply::Refused));
+        assert_eq!(raise(&Token::Integer(-1)), Reply(super::Reply::Unsynced(0)));
+        assert_eq!(raise(&Token::Integer(2)), Unexpected);
+        let read = |token: &Token<'_>| classify(Op::FenceRead, false, false, token);
+        assert_eq!(read(&Token::Integer(9)), Reply(super::Reply::Count(9)));
+        assert_eq!(read(&Token::Integer(-4)), Reply(super::Reply::Unsynced(4)));
+        assert_eq!(read(&Token::Null(NullKind::Null)), Unexpected);
+        let sync = |token: &Token<'_>| classify(Op::FenceSync, false, false, token);
+        assert_eq!(sync(&Token::Integer(1)), Reply(super::Reply::Ok));
+        assert_eq!(sync(&Token::Integer(0)), Reply(super::Reply::Refused));
+    }
+
+    #[test]
+    fn fence_scripts_are_loaded_only_when_fencing() {
+        let mut out = Vec::new();
+        let mut steps = Vec::new();
+        let probe = Probe {
+            fencing: true,
+            ..Probe::default()
+        };
+        encode_handshake(&mut out, None, None, 0, probe, &mut steps);
+        assert_eq!(
+            steps[5..],
+            [
+                Step::LoadFencedAcquire,
+                Step::LoadRaise,
+                Step::LoadFenceRead,
+                Step::LoadFenceSync
+            ]
+        );
+        for (step, (_, sha1)) in steps[5..].iter().zip([
+            (FENCED_ACQUIRE_SCRIPT, FENCED_ACQUIRE_SHA1),
+            (RAISE_SCRIPT, RAISE_SHA1),
+            (FENCE_READ_SCRIPT, FENCE_READ_SHA1),
+            (FENCE_SYNC_SCRIPT, FENCE_SYNC_SHA1),
+        ]) {
+            assert_eq!(handshake_ok(*step, &Token::Bulk(sha1.as_bytes())), Ok(true));
+            assert_eq!(
+                handshake_ok(*step, &Token::Bulk(RELEASE_SHA1.as_bytes())),
+                Ok(false)
+            );
+        }
     }
 
     #[test]
@@ -468,6 +744,7 @@ mod tests {
         let probe = Probe {
             identify: true,
             marker: Some(b"m1"),
+            fencing: false,
         };
         encode_handshake(&mut out, None, None, 0, probe, &mut steps);
         assert_eq!(steps[5..], [Step::Identify, Step::Marker]);

@@ -169,6 +169,16 @@ pub enum Error {
         /// The limit.
         limit: u32,
     },
+    /// A fenced acquire ([`Builder::fencing`](crate::Builder::fencing))
+    /// could not be given a fence, so no lock was taken (its release is on
+    /// its way to every master): too few masters with their fence counter
+    /// in sync granted it (the report shows the others as
+    /// [`NodeState::Unsynced`](crate::rules::NodeState::Unsynced)), or the
+    /// second round, which raises the counters to the fence, did not reach
+    /// a quorum while the lock was valid. The report is that of the round
+    /// that fell short. Retryable: masters that lost their counter are put
+    /// back in sync once the configured longest TTL has passed.
+    Unfenced(Box<Report>),
     /// [`lock_until`](crate::Redlock::lock_until): the deadline had
     /// already passed; the masters were not asked.
     DeadlinePassed,
@@ -185,17 +195,18 @@ impl Error {
             | Error::Unavailable(report)
             | Error::TooSlow(report)
             | Error::Misconfigured(report)
-            | Error::NotHeld(report) => Some(report),
+            | Error::NotHeld(report)
+            | Error::Unfenced(report) => Some(report),
             _ => None,
         }
     }
 
     /// `true` when trying again later may succeed: contention, an
-    /// unreachable majority or a slow round.
+    /// unreachable majority, a slow round, or no fence yet.
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Error::Contended(_) | Error::Unavailable(_) | Error::TooSlow(_)
+            Error::Contended(_) | Error::Unavailable(_) | Error::TooSlow(_) | Error::Unfenced(_)
         )
     }
 }
@@ -224,6 +235,9 @@ impl fmt::Display for Error {
                 report.nodes().len()
             ),
             Error::NotHeld(report) => write!(f, "lock not held: {report}"),
+            Error::Unfenced(report) => {
+                write!(f, "no fence could be given, no lock taken: {report}")
+            }
             Error::Expired => f.write_str("lock expired before it could be extended"),
             Error::ExtensionLimit { limit } => write!(f, "lock already extended {limit} times"),
             Error::DeadlinePassed => {

@@ -75,9 +75,11 @@
 //!   stores the token of the last writer and refuses writes with another
 //!   token uses it as a compare-and-set guard. That detects a holder whose
 //!   lock was taken over, but it does not order holders: it cannot tell an
-//!   old token from a new one. A monotonic fencing token (a counter that
-//!   grows with every acquisition, which the resource can compare with
-//!   "greater than") is stronger; this crate does not provide one yet.
+//!   old token from a new one. Stronger, with
+//!   [`Builder::fencing`]: a [fence](Lock::fence) that grows with every
+//!   holder, which the resource compares with "greater than" (one more
+//!   round trip per acquisition; see [`fencing`] for how and why it
+//!   holds).
 //! - **Suspend stops the clock.** [`Instant`](std::time::Instant) does
 //!   not advance while the host or VM is suspended, so after a resume
 //!   [`Lock::validity`] overstates what is left by the length of the
@@ -95,6 +97,7 @@ mod client;
 mod commands;
 mod driver;
 mod error;
+pub mod fencing;
 mod link;
 pub mod resp;
 pub mod rules;
@@ -106,7 +109,9 @@ pub use client::{
 };
 pub use commands::{
     ACQUIRE_MANY_SCRIPT, ACQUIRE_MANY_SHA1, EXTEND_MANY_SCRIPT, EXTEND_MANY_SHA1, EXTEND_SCRIPT,
-    EXTEND_SHA1, RELEASE_MANY_SCRIPT, RELEASE_MANY_SHA1, RELEASE_SCRIPT, RELEASE_SHA1,
+    EXTEND_SHA1, FENCE_KEY, FENCE_LOST_KEY, FENCE_READ_SCRIPT, FENCE_READ_SHA1, FENCE_SYNC_SCRIPT,
+    FENCE_SYNC_SHA1, FENCED_ACQUIRE_SCRIPT, FENCED_ACQUIRE_SHA1, RAISE_SCRIPT, RAISE_SHA1,
+    RELEASE_MANY_SCRIPT, RELEASE_MANY_SHA1, RELEASE_SCRIPT, RELEASE_SHA1,
 };
 pub use error::{ConfigError, Error};
 /// The rustls version this crate uses, to build a

@@ -42,6 +42,7 @@ pub struct Builder {
     require: Require,
     identify: bool,
     restart_guard: Option<Duration>,
+    fencing: Option<Duration>,
     #[cfg(feature = "tls")]
     tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
@@ -71,6 +72,8 @@ pub(super) struct Config {
     pub(super) retry_jitter: Duration,
     pub(super) drift_factor: f64,
     pub(super) max_extensions: Option<u32>,
+    /// Fencing on: the longest TTL any client uses on these masters.
+    pub(super) fencing: Option<Duration>,
 }
 
 impl fmt::Debug for Builder {
@@ -90,6 +93,7 @@ impl fmt::Debug for Builder {
             .field("require", &self.require)
             .field("identify_masters", &self.identify)
             .field("restart_guard", &self.restart_guard)
+            .field("fencing", &self.fencing)
             .finish()
     }
 }
@@ -143,6 +147,7 @@ impl Builder {
             require: Require::Nothing,
             identify: true,
             restart_guard: None,
+            fencing: None,
             #[cfg(feature = "tls")]
             tls: None,
         }
@@ -277,6 +282,25 @@ impl Builder {
         self
     }
 
+    /// Turns on fencing: every acquisition also gets a fence,
+    /// [`Lock::fence`](crate::Lock::fence), a number that is larger for
+    /// every later holder of the resource, which a store can check to turn
+    /// away a holder whose lock has run out (it was paused, say). It costs
+    /// a second round trip per acquisition. How it works, what it assumes
+    /// and why it holds: [`fencing`](crate::fencing).
+    ///
+    /// `longest_ttl` must be at least the longest TTL any fenced client
+    /// acquires with on these masters (this client refuses longer ones
+    /// with [`Error::InvalidTtl`](crate::Error::InvalidTtl)): a master
+    /// found without its fence counter takes part in fences again only
+    /// `longest_ttl` (plus its drift) after this client first saw it so.
+    /// More than zero and at most [`MAX_TIMEOUT`]. Every client that locks
+    /// the same resources must use fencing. Default: off.
+    pub fn fencing(mut self, longest_ttl: Duration) -> Builder {
+        self.fencing = Some(longest_ttl);
+        self
+    }
+
     /// The TLS configuration for `rediss://` masters (feature `tls`): the
     /// roots that vouch for the servers (a private CA, say), a client
     /// certificate if the servers ask for one, protocol versions. Each
@@ -312,6 +336,7 @@ impl Builder {
             backoff_min: Duration::from_millis(10).min(self.backoff_max),
             backoff_max: self.backoff_max,
             identify: self.identify,
+            fencing: self.fencing.is_some(),
             guard: self.restart_guard.map(|ttl| {
                 let guard = ttl.saturating_add(crate::rules::drift(ttl, self.drift_factor));
                 let mut marker = [0u8; 32];
@@ -361,6 +386,7 @@ impl Builder {
             masters,
             counters: super::stats::Counters::new(n),
             inner: RefCell::new(Inner {
+                fences: super::fence::FenceBook::new(n),
                 driver,
                 tokens: TokenSource::new(),
                 round: Round::new(
@@ -379,6 +405,7 @@ impl Builder {
                 retry_jitter: self.retry_jitter,
                 drift_factor: self.drift_factor,
                 max_extensions: self.max_extensions,
+                fencing: self.fencing,
             },
         })
     }
@@ -402,6 +429,17 @@ impl Builder {
             if value > MAX_TIMEOUT {
                 return Err(ConfigError::TooLong {
                     name,
+                    max: MAX_TIMEOUT,
+                });
+            }
+        }
+        if let Some(ttl) = self.fencing {
+            if ttl.is_zero() {
+                return Err(ConfigError::ZeroTimeout("fencing"));
+            }
+            if ttl > MAX_TIMEOUT {
+                return Err(ConfigError::TooLong {
+                    name: "fencing",
                     max: MAX_TIMEOUT,
                 });
             }

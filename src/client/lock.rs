@@ -53,6 +53,7 @@ pub struct Lock {
     token: [u8; TOKEN_LEN],
     valid_until: Instant,
     extensions: u32,
+    fence: Option<u64>,
 }
 
 impl Lock {
@@ -61,6 +62,7 @@ impl Lock {
         many: bool,
         token: [u8; TOKEN_LEN],
         valid_until: Instant,
+        fence: Option<u64>,
     ) -> Lock {
         Lock {
             resource: SmallVec::from_slice(resource),
@@ -68,7 +70,19 @@ impl Lock {
             token,
             valid_until,
             extensions: 0,
+            fence,
         }
+    }
+
+    /// The lock's fence, with [`Builder::fencing`](crate::Builder::fencing)
+    /// on: a number larger than the fence of every holder of the resource
+    /// (or of any resource this lock covers) whose holding began before
+    /// this one. A store that remembers the largest fence it has seen for
+    /// a resource and refuses smaller ones turns away a holder whose lock
+    /// has run out. `None` without fencing. See [`fencing`](crate::fencing)
+    /// for what this assumes.
+    pub fn fence(&self) -> Option<u64> {
+        self.fence
     }
 
     /// The resource name; for a lock over several resources
@@ -103,7 +117,7 @@ impl Lock {
     /// The token that owns the resource on the masters: 20 random bytes
     /// from a generator seeded by the operating system, new for every
     /// attempt. The protected resource can use it as a compare-and-set
-    /// guard (see the crate docs on fencing).
+    /// guard; for an ordered guard, see [`fence`](Self::fence).
     pub fn token(&self) -> &[u8; TOKEN_LEN] {
         &self.token
     }

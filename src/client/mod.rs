@@ -7,6 +7,7 @@
 //! validity after every outcome.
 
 mod builder;
+mod fence;
 mod keeper;
 mod lock;
 mod observe;
@@ -51,6 +52,7 @@ struct Inner {
     driver: Driver,
     tokens: TokenSource,
     round: Round,
+    fences: fence::FenceBook,
 }
 
 /// How a round ended, with its timing, whether or not the driver failed.
@@ -339,6 +341,7 @@ impl Redlock {
             ttl_ms,
             eval: false,
             many,
+            fenced: false,
         };
         let end = self.round(&command, None);
         let result = match end.result {
@@ -380,6 +383,7 @@ impl Redlock {
             ttl_ms: 0,
             eval: false,
             many,
+            fenced: false,
         };
         let end = self.round(&command, None);
         lock.expire(end.started);
@@ -396,7 +400,20 @@ impl Redlock {
 
     fn check(&self, resource: &[u8], ttl: Duration) -> Result<u64, Error> {
         check_resource(resource)?;
-        self.check_ttl(ttl)
+        self.check_acquire_ttl(ttl)
+    }
+
+    /// [`check_ttl`](Self::check_ttl), and with fencing, at most the
+    /// longest TTL configured for it.
+    fn check_acquire_ttl(&self, ttl: Duration) -> Result<u64, Error> {
+        let ttl_ms = self.check_ttl(ttl)?;
+        match self.config.fencing {
+            Some(longest) if ttl > longest => Err(Error::InvalidTtl {
+                ttl,
+                reason: "longer than the longest TTL given to Builder::fencing",
+            }),
+            _ => Ok(ttl_ms),
+        }
     }
 
     /// Checks every name and packs them into `packed`.
@@ -415,7 +432,7 @@ impl Redlock {
             check_resource(resource.as_ref())?;
             commands::pack_key(packed, resource.as_ref());
         }
-        self.check_ttl(ttl)
+        self.check_acquire_ttl(ttl)
     }
 
     fn check_ttl(&self, ttl: Duration) -> Result<u64, Error> {
@@ -452,6 +469,10 @@ impl Redlock {
         ttl_ms: u64,
         deadline: Option<Instant>,
     ) -> Result<Lock, Error> {
+        let fenced = self.config.fencing.is_some();
+        if fenced {
+            self.sync_fences(deadline);
+        }
         let token = self.inner.borrow_mut().tokens.token();
         let command = Command {
             op: Op::Acquire,
@@ -460,15 +481,19 @@ impl Redlock {
             ttl_ms,
             eval: false,
             many,
+            fenced,
         };
         let end = self.round(&command, deadline);
         let error = match end.result {
-            Ok(Decision::Quorum { .. }) => {
-                self.tally(Op::Acquire, &end, Ok(()));
-                return Ok(Lock::new(resource, many, token, end.valid_until));
-            }
+            Ok(Decision::Quorum { .. }) => match self.fence(&command, &end, deadline) {
+                Ok(fence) => {
+                    self.tally(Op::Acquire, &end, Ok(()));
+                    return Ok(Lock::new(resource, many, token, end.valid_until, fence));
+                }
+                Err(error) => error,
+            },
             Ok(Decision::TooSlow) => Error::TooSlow(self.report()),
-            Ok(Decision::NoQuorum) => self.no_quorum(self.report(), Error::Contended),
+            Ok(Decision::NoQuorum) => self.refused(fenced, end.ended),
             // The SET may have gone out before the poller failed.
             Err(kind) => Error::Io(kind),
         };
@@ -478,6 +503,7 @@ impl Redlock {
         let release = Command {
             op: Op::Release,
             eval: true,
+            fenced: false,
             ..command
         };
         self.inner
@@ -511,7 +537,11 @@ impl Redlock {
                 .min(cap.saturating_duration_since(now)),
             None => self.config.request_timeout,
         };
-        let ttl = Duration::from_millis(command.ttl_ms);
+        let ttl = match command.op {
+            Op::Acquire | Op::Extend => Duration::from_millis(command.ttl_ms),
+            // The number is a fence, not a TTL.
+            _ => Duration::ZERO,
+        };
         let drift = rules::drift(ttl, self.config.drift_factor);
         round.restart(command.op, driver.len(), ttl, drift, timeout, now);
         let span = RoundSpan::new(command.op, command.resource.len());

@@ -49,6 +49,7 @@ fn outcome(op: Op, result: Result<(), &Error>) -> &'static str {
         (Op::Acquire, Ok(())) => "acquired",
         (Op::Extend, Ok(())) => "extended",
         (Op::Release, Ok(())) => "released",
+        (_, Ok(())) => "ok",
         (_, Err(Error::Contended(_))) => "contended",
         (_, Err(Error::Unavailable(_))) => "unavailable",
         (_, Err(Error::TooSlow(_))) => "too_slow",
@@ -90,6 +91,7 @@ pub(super) fn round_ended(
             Op::Acquire => "redlock_acquire_seconds",
             Op::Extend => "redlock_extend_seconds",
             Op::Release => "redlock_release_seconds",
+            Op::Fence | Op::FenceRead | Op::FenceSync => "redlock_fence_seconds",
         };
         metrics::histogram!(name, "outcome" => outcome).record(elapsed.as_secs_f64());
         if op == Op::Acquire {
@@ -120,5 +122,7 @@ fn state_name(state: &NodeState) -> &'static str {
         NodeState::Failed(_) => "failed",
         NodeState::TimedOut => "timed_out",
         NodeState::Quarantined => "quarantined",
+        NodeState::Unsynced => "unsynced",
+        _ => "other",
     }
 }

@@ -119,6 +119,8 @@ impl Counters {
             Op::Acquire => (&self.attempts, &self.acquired),
             Op::Extend => (&self.extends, &self.extended),
             Op::Release => (&self.releases, &self.released),
+            // The fence rounds count as part of their acquire.
+            Op::Fence | Op::FenceRead | Op::FenceSync => return,
         };
         bump(sent);
         match result {

@@ -86,6 +86,8 @@ pub(crate) struct LinkConfig {
     pub(crate) backoff_max: Duration,
     /// Ask each server who it is at the handshake (`INFO`).
     pub(crate) identify: bool,
+    /// Load the fence scripts in the handshake.
+    pub(crate) fencing: bool,
     /// The restart guard: how long a suspect master stays quarantined (the
     /// longest TTL in use plus its drift), and the marker value this client
     /// sets. `None`: off.
@@ -118,6 +120,7 @@ enum Expect {
         ttl_ms: u64,
         eval: bool,
         many: bool,
+        fenced: bool,
     },
 }
 
@@ -298,6 +301,7 @@ impl Link {
         let probe = Probe {
             identify: self.config.identify,
             marker: self.config.guard.as_ref().map(|(_, value)| &value[..]),
+            fencing: self.config.fencing,
         };
         commands::encode_handshake(&mut self.out, user, password, db, probe, &mut self.steps);
         for &step in &self.steps {
@@ -393,7 +397,7 @@ impl Link {
             &mut self.held
         };
         command.encode(target);
-        let (resource, token) = if command.op == Op::Acquire && !command.many {
+        let (resource, token) = if command.op == Op::Acquire && !command.many && !command.fenced {
             (0, 0)
         } else {
             self.replay.extend_from_slice(command.resource);
@@ -409,6 +413,7 @@ impl Link {
                 ttl_ms: command.ttl_ms,
                 eval: command.eval,
                 many: command.many,
+                fenced: command.fenced,
             },
             sent: now,
         });
@@ -586,8 +591,9 @@ impl Link {
                                 ttl_ms,
                                 eval,
                                 many,
+                                fenced,
                             } => {
-                                let mut outcome = commands::classify(op, many, &token);
+                                let mut outcome = commands::classify(op, many, fenced, &token);
                                 let args = 0..resource as usize + usize::from(token_len);
                                 let Some(arg_bytes) = self.replay.get(args.clone()) else {
                                     return Err(NodeError::UnexpectedReply);
@@ -625,6 +631,7 @@ impl Link {
                                             ttl_ms,
                                             eval: true,
                                             many,
+                                            fenced,
                                         }
                                         .encode(&mut self.out);
                                         self.replay.extend_from_within(args.clone());
@@ -637,6 +644,7 @@ impl Link {
                                                 ttl_ms,
                                                 eval: true,
                                                 many,
+                                                fenced,
                                             },
                                             sent: self
                                                 .pending
@@ -644,7 +652,7 @@ impl Link {
                                                 .map_or_else(Instant::now, |p| p.sent),
                                         });
                                     }
-                                    Outcome::Reply(Reply::Ok)
+                                    Outcome::Reply(Reply::Ok | Reply::Count(_))
                                         if round == current
                                             && op != Op::Release
                                             && self.sighting.is_quarantined(now) =>

@@ -20,6 +20,7 @@ fn config() -> LinkConfig {
         backoff_min: 10 * MS,
         backoff_max: 80 * MS,
         identify: false,
+        fencing: false,
         guard: None,
     }
 }
@@ -76,6 +77,7 @@ fn command(op: Op, ttl_ms: u64) -> Command<'static> {
         ttl_ms,
         eval: false,
         many: false,
+        fenced: false,
     }
 }
 

@@ -12,6 +12,7 @@ use crate::resp;
 
 /// What a round asks of every node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Op {
     /// `SET resource token NX PX ttl`.
     Acquire,
@@ -19,6 +20,15 @@ pub enum Op {
     Extend,
     /// The compare-and-delete script.
     Release,
+    /// Raise the fence counters to a lock's fence, where the lock's key
+    /// still holds its token (the second round of a fenced acquire).
+    Fence,
+    /// Read the fence counters (waits for every master, no early
+    /// decision).
+    FenceRead,
+    /// Put a fence counter back on masters that lost it (waits for every
+    /// master, no early decision).
+    FenceSync,
 }
 
 impl Op {
@@ -28,12 +38,16 @@ impl Op {
             Op::Acquire => "acquire",
             Op::Extend => "extend",
             Op::Release => "release",
+            Op::Fence => "fence",
+            Op::FenceRead => "fence read",
+            Op::FenceSync => "fence sync",
         }
     }
 }
 
 /// A node's answer, classified by the driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Reply {
     /// The node did what was asked: acquired (`+OK`), extended or released
     /// (`:1`).
@@ -42,6 +56,13 @@ pub enum Reply {
     /// reply to `SET NX`), or the token no longer owns it (`:0` from a
     /// script).
     Refused,
+    /// The node did what was asked and counted: a fenced acquire's
+    /// counter after its `INCR`, or a fence read's counter.
+    Count(u64),
+    /// The node's fence counter is missing (it lost its data, or never had
+    /// one): a fenced acquire's grant there does not count, nor does a
+    /// read or a raise. The number names the loss (0 if not told).
+    Unsynced(u64),
 }
 
 /// An error reply from a server: its whole message, as sent (at most the
@@ -240,6 +261,9 @@ pub enum NodeState {
     /// its keys, see [`Builder::restart_guard`](crate::Builder::restart_guard)):
     /// its grant does not count toward the quorum.
     Quarantined,
+    /// The node's fence counter is missing (it lost its data, or never had
+    /// one): it does not count toward a fenced round's quorum.
+    Unsynced,
 }
 
 /// How a round ended.
@@ -322,6 +346,12 @@ impl Report {
         self.count(|s| matches!(s, NodeState::Refused))
     }
 
+    /// How many nodes did not count because their fence counter is
+    /// missing ([`NodeState::Unsynced`]).
+    pub fn unsynced(&self) -> usize {
+        self.count(|s| matches!(s, NodeState::Unsynced))
+    }
+
     /// How many nodes failed or timed out.
     pub fn unreachable(&self) -> usize {
         self.count(|s| matches!(s, NodeState::Failed(_) | NodeState::TimedOut))
@@ -338,6 +368,9 @@ impl fmt::Display for Report {
             Op::Acquire => ("acquired", "held by another"),
             Op::Extend => ("extended", "not held"),
             Op::Release => ("released", "not held"),
+            Op::Fence => ("fence raised", "not held"),
+            Op::FenceRead => ("fence read", "refused"),
+            Op::FenceSync => ("fence in sync", "not repaired"),
         };
         write!(
             f,
@@ -360,6 +393,7 @@ impl fmt::Display for Report {
                 NodeState::Failed(error) => write!(f, "{error}")?,
                 NodeState::TimedOut => f.write_str("timed out")?,
                 NodeState::Quarantined => write!(f, "{ok}, but quarantined (not counted)")?,
+                NodeState::Unsynced => f.write_str("fence counter missing (not counted)")?,
             }
         }
         Ok(())
@@ -399,6 +433,9 @@ pub struct Round {
     ttl: Duration,
     drift: Duration,
     nodes: SmallVec<[NodeState; INLINE_NODES]>,
+    /// Per node: the count of a [`Reply::Count`], the loss id of a
+    /// [`Reply::Unsynced`], else 0.
+    values: SmallVec<[u64; INLINE_NODES]>,
     ok: usize,
     failed: usize,
     decision: Option<Decision>,
@@ -425,6 +462,7 @@ impl Round {
             ttl,
             drift,
             nodes: SmallVec::new(),
+            values: SmallVec::new(),
             ok: 0,
             failed: 0,
             decision: None,
@@ -452,6 +490,8 @@ impl Round {
         self.drift = drift;
         self.nodes.clear();
         self.nodes.resize(nodes, NodeState::Pending);
+        self.values.clear();
+        self.values.resize(nodes, 0);
         self.ok = 0;
         self.failed = 0;
         self.decision = None;
@@ -493,6 +533,23 @@ impl Round {
         &self.nodes
     }
 
+    /// What node `node` counted ([`Reply::Count`]) or the loss id it
+    /// reported ([`Reply::Unsynced`], 0 if none), else 0.
+    pub fn value(&self, node: usize) -> u64 {
+        self.values.get(node).copied().unwrap_or(0)
+    }
+
+    /// The largest count of the nodes that did what was asked: a fenced
+    /// acquire's fence, a fence read's maximum. `None` if none counted.
+    pub fn max_count(&self) -> Option<u64> {
+        self.nodes
+            .iter()
+            .zip(&self.values)
+            .filter(|(state, value)| **state == NodeState::Ok && **value > 0)
+            .map(|(_, value)| *value)
+            .max()
+    }
+
     /// `true` while some node has not answered, failed or timed out.
     pub fn has_pending(&self) -> bool {
         self.ok + self.failed < self.nodes.len()
@@ -512,10 +569,17 @@ impl Round {
 
     /// Node `node` answered.
     pub fn handle_reply(&mut self, node: usize, reply: Reply, now: Instant) {
-        let state = match reply {
-            Reply::Ok => NodeState::Ok,
-            Reply::Refused => NodeState::Refused,
+        let (state, value) = match reply {
+            Reply::Ok => (NodeState::Ok, 0),
+            Reply::Refused => (NodeState::Refused, 0),
+            Reply::Count(count) => (NodeState::Ok, count),
+            Reply::Unsynced(lost) => (NodeState::Unsynced, lost),
         };
+        if self.nodes.get(node) == Some(&NodeState::Pending) {
+            if let Some(slot) = self.values.get_mut(node) {
+                *slot = value;
+            }
+        }
         self.settle(node, state, now);
     }
 
@@ -525,7 +589,7 @@ impl Round {
     pub fn handle_quarantined(&mut self, node: usize, now: Instant) {
         let state = match self.op {
             Op::Release => NodeState::Ok,
-            Op::Acquire | Op::Extend => NodeState::Quarantined,
+            _ => NodeState::Quarantined,
         };
         self.settle(node, state, now);
     }
@@ -564,9 +628,13 @@ impl Round {
             return;
         }
         let n = self.nodes.len();
+        if matches!(self.op, Op::FenceRead | Op::FenceSync) && self.has_pending() {
+            // These want every node's answer, not the first quorum's.
+            return;
+        }
         if self.ok >= self.quorum {
             let decision = match self.op {
-                Op::Release => Decision::Quorum {
+                Op::Release | Op::Fence | Op::FenceRead | Op::FenceSync => Decision::Quorum {
                     validity: Duration::ZERO,
                 },
                 Op::Acquire | Op::Extend => {

@@ -334,3 +334,75 @@ fn a_quarantined_grant_counts_against_the_quorum() {
     release.handle_reply(1, Reply::Ok, t0);
     assert!(matches!(release.decision(), Some(Decision::Quorum { .. })));
 }
+
+#[test]
+fn a_fenced_acquire_counts_only_grants_in_sync_and_keeps_their_counts() {
+    let t0 = Instant::now();
+    let mut round = acquire(5, t0);
+    round.handle_reply(0, Reply::Count(41), t0);
+    round.handle_reply(1, Reply::Unsynced(77), t0);
+    round.handle_reply(2, Reply::Count(9), t0);
+    assert_eq!(round.decision(), None, "an unsynced grant does not count");
+    assert_eq!(round.max_count(), Some(41));
+    assert_eq!(round.value(1), 77, "the loss id");
+    round.handle_reply(3, Reply::Unsynced(5), t0);
+    assert_eq!(round.decision(), None);
+    round.handle_reply(4, Reply::Count(12), t0 + MS);
+    assert!(matches!(round.decision(), Some(Decision::Quorum { .. })));
+    let report = round.report();
+    assert_eq!((report.ok(), report.unsynced()), (3, 2));
+    assert!(
+        report.to_string().contains("#1 fence counter missing"),
+        "{report}"
+    );
+    // A second reply for a settled node changes neither state nor value.
+    round.handle_reply(0, Reply::Count(1000), t0 + MS);
+    assert_eq!(round.max_count(), Some(41));
+    // Unsynced grants beyond N - quorum decide early: no quorum.
+    let mut round = acquire(3, t0);
+    round.handle_reply(0, Reply::Unsynced(1), t0);
+    round.handle_reply(1, Reply::Unsynced(1), t0);
+    assert_eq!(round.decision(), Some(Decision::NoQuorum));
+    assert_eq!(round.max_count(), None);
+}
+
+#[test]
+fn fence_reads_and_syncs_wait_for_every_node() {
+    let t0 = Instant::now();
+    let mut read = Round::new(
+        Op::FenceRead,
+        3,
+        Duration::ZERO,
+        Duration::ZERO,
+        TIMEOUT,
+        t0,
+    );
+    read.handle_reply(0, Reply::Count(5), t0);
+    read.handle_reply(1, Reply::Count(8), t0);
+    assert_eq!(read.decision(), None, "a quorum answered, one may say more");
+    read.handle_reply(2, Reply::Unsynced(3), t0);
+    assert_eq!(
+        read.decision(),
+        Some(Decision::Quorum {
+            validity: Duration::ZERO
+        })
+    );
+    assert_eq!(read.max_count(), Some(8));
+    // The deadline settles the rest.
+    let mut sync = Round::new(
+        Op::FenceSync,
+        3,
+        Duration::ZERO,
+        Duration::ZERO,
+        TIMEOUT,
+        t0,
+    );
+    sync.handle_reply(0, Reply::Ok, t0);
+    sync.handle_timeout(t0 + TIMEOUT);
+    assert_eq!(sync.decision(), Some(Decision::NoQuorum));
+    // A raise decides at quorum, like a release.
+    let mut raise = Round::new(Op::Fence, 3, Duration::ZERO, Duration::ZERO, TIMEOUT, t0);
+    raise.handle_reply(0, Reply::Ok, t0);
+    raise.handle_reply(1, Reply::Ok, t0);
+    assert!(matches!(raise.decision(), Some(Decision::Quorum { .. })));
+}

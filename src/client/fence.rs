@@ -1,0 +1,242 @@
+//! Fenced acquisitions: the two rounds of a fenced acquire, and putting
+//! masters that lost their fence counter back in sync. Why this is sound:
+//! [`crate::fencing`].
+
+use std::time::{Duration, Instant};
+
+use smallvec::SmallVec;
+
+use super::{Redlock, RoundEnd};
+use crate::commands::{self, Command};
+use crate::error::Error;
+use crate::rules::{self, Decision, NodeState, Op};
+
+/// Reads are not repeated more often than this while a master waits to be
+/// put back in sync and cannot be yet.
+const READ_EVERY: Duration = Duration::from_secs(1);
+
+/// What this client knows of the masters' fence counters.
+#[derive(Debug, Default)]
+pub(super) struct FenceBook {
+    /// Per master: the loss id it reported when its counter was missing,
+    /// and when this client first saw that id.
+    lost: SmallVec<[Option<(u64, Instant)>; 8]>,
+    /// When the counters were last read; `None` before the first read.
+    last_read: Option<Instant>,
+}
+
+impl FenceBook {
+    pub(super) fn new(masters: usize) -> FenceBook {
+        FenceBook {
+            lost: SmallVec::from_elem(None, masters),
+            last_read: None,
+        }
+    }
+
+    /// Master `node` reported its counter missing, the loss named `id`.
+    fn saw_lost(&mut self, node: usize, id: u64, now: Instant) {
+        if id == 0 {
+            return;
+        }
+        if let Some(slot) = self.lost.get_mut(node) {
+            if !matches!(slot, Some((known, _)) if *known == id) {
+                *slot = Some((id, now));
+            }
+        }
+    }
+
+    fn saw_synced(&mut self, node: usize) {
+        if let Some(slot) = self.lost.get_mut(node) {
+            *slot = None;
+        }
+    }
+
+    /// Whether a master has waited `wait` since its loss was first seen.
+    fn any_due(&self, now: Instant, wait: Duration) -> bool {
+        self.lost
+            .iter()
+            .flatten()
+            .any(|&(_, seen)| due(seen, now, wait))
+    }
+
+    /// Whether the counters should be read before the next fenced acquire.
+    fn read_due(&self, now: Instant, wait: Duration) -> bool {
+        match self.last_read {
+            None => true,
+            Some(at) => self.any_due(now, wait) && now.saturating_duration_since(at) >= READ_EVERY,
+        }
+    }
+}
+
+fn due(seen: Instant, now: Instant, wait: Duration) -> bool {
+    now.saturating_duration_since(seen) >= wait
+}
+
+impl Redlock {
+    /// After an acquire round that reached a quorum: for a fenced acquire,
+    /// notes what it said of the counters and runs the raise round; the
+    /// fence, or `None` for a plain acquire.
+    pub(super) fn fence(
+        &self,
+        acquire: &Command<'_>,
+        end: &RoundEnd,
+        deadline: Option<Instant>,
+    ) -> Result<Option<u64>, Error> {
+        if !acquire.fenced {
+            return Ok(None);
+        }
+        // A quorum of grants in sync carries counts.
+        let fence = self
+            .note_fences(end.ended)
+            .ok_or_else(|| Error::Unfenced(self.report()))?;
+        self.raise(acquire, fence, end.valid_until, deadline)?;
+        Ok(Some(fence))
+    }
+
+    /// The error for an acquire round without a quorum: for a fenced one
+    /// that masters out of sync kept from a quorum of grants,
+    /// [`Error::Unfenced`]; else as for any round.
+    pub(super) fn refused(&self, fenced: bool, now: Instant) -> Error {
+        if fenced {
+            self.note_fences(now);
+        }
+        let report = self.report();
+        let granted = report.ok() + report.unsynced();
+        if report.unsynced() > 0 && granted >= report.quorum() {
+            Error::Unfenced(report)
+        } else {
+            self.no_quorum(report, Error::Contended)
+        }
+    }
+
+    /// The second round: raise the counters to `fence` where the lock's
+    /// keys still hold its token. The fence is good once a quorum did so
+    /// before the lock's validity ran out.
+    fn raise(
+        &self,
+        acquire: &Command<'_>,
+        fence: u64,
+        valid_until: Instant,
+        deadline: Option<Instant>,
+    ) -> Result<(), Error> {
+        let command = Command {
+            op: Op::Fence,
+            ttl_ms: fence,
+            fenced: false,
+            ..*acquire
+        };
+        let cap = deadline.map_or(valid_until, |d| d.min(valid_until));
+        let end = self.round(&command, Some(cap));
+        self.note_fences(end.ended);
+        match end.result {
+            Ok(Decision::Quorum { .. }) if end.ended < valid_until => Ok(()),
+            Ok(Decision::Quorum { .. } | Decision::TooSlow) => Err(Error::TooSlow(self.report())),
+            Ok(Decision::NoQuorum) => {
+                let report = self.report();
+                if report.unreachable() > report.nodes().len() - report.quorum() {
+                    Err(Error::Unavailable(report))
+                } else {
+                    Err(Error::Unfenced(report))
+                }
+            }
+            Err(kind) => Err(Error::Io(kind)),
+        }
+    }
+
+    /// Records what the last round said of each master's counter; returns
+    /// the largest count among the masters that did what was asked.
+    fn note_fences(&self, now: Instant) -> Option<u64> {
+        let mut inner = self.inner.borrow_mut();
+        let super::Inner { round, fences, .. } = &mut *inner;
+        for (node, state) in round.nodes().iter().enumerate() {
+            match state {
+                NodeState::Unsynced => fences.saw_lost(node, round.value(node), now),
+                NodeState::Ok if round.value(node) > 0 => fences.saw_synced(node),
+                _ => {}
+            }
+        }
+        round.max_count()
+    }
+
+    /// Before a fenced acquire: on first use, and when a master that lost
+    /// its counter has waited the longest TTL (plus drift) since this
+    /// client first saw it so, reads every counter and puts back in sync
+    /// the masters that may be: with the largest counter of a quorum of
+    /// masters in sync, or, when every master answered and none has a
+    /// counter (a new deployment, or all lost at once), each with its
+    /// clock in microseconds. Best effort: what fails is tried again
+    /// later, and a master out of sync only keeps its grants out of
+    /// fences.
+    pub(super) fn sync_fences(&self, deadline: Option<Instant>) {
+        let Some(longest) = self.config.fencing else {
+            return;
+        };
+        let wait = longest.saturating_add(rules::drift(longest, self.config.drift_factor));
+        let now = Instant::now();
+        if !self.inner.borrow().fences.read_due(now, wait) {
+            return;
+        }
+        let read = Command {
+            op: Op::FenceRead,
+            resource: b"",
+            token: b"",
+            ttl_ms: 0,
+            eval: false,
+            many: false,
+            fenced: false,
+        };
+        let end = self.round(&read, deadline);
+        if end.result.is_err() {
+            return;
+        }
+        let highest = self.note_fences(end.ended);
+        let mut ids: SmallVec<[u8; 128]> = SmallVec::new();
+        let value = {
+            let mut inner = self.inner.borrow_mut();
+            let super::Inner { round, fences, .. } = &mut *inner;
+            fences.last_read = Some(end.ended);
+            let nodes = round.nodes();
+            let synced = nodes.iter().filter(|s| **s == NodeState::Ok).count();
+            let lost = nodes.iter().filter(|s| **s == NodeState::Unsynced).count();
+            let value = if synced >= rules::quorum(nodes.len()) {
+                highest
+            } else if synced == 0 && lost == nodes.len() {
+                // Nothing to learn from: start from the clocks.
+                Some(0)
+            } else {
+                None
+            };
+            let bootstrap = value == Some(0);
+            for (node, slot) in fences.lost.iter().enumerate() {
+                if let (Some((id, seen)), Some(NodeState::Unsynced)) = (slot, nodes.get(node)) {
+                    if bootstrap || due(*seen, end.ended, wait) {
+                        commands::pack_key(&mut ids, id.to_string().as_bytes());
+                    }
+                }
+            }
+            value
+        };
+        let Some(value) = value else {
+            return;
+        };
+        if ids.is_empty() {
+            return;
+        }
+        let sync = Command {
+            op: Op::FenceSync,
+            resource: &ids,
+            ttl_ms: value,
+            ..read
+        };
+        let end = self.round(&sync, deadline);
+        let mut inner = self.inner.borrow_mut();
+        let super::Inner { round, fences, .. } = &mut *inner;
+        if end.result.is_ok() {
+            for (node, state) in round.nodes().iter().enumerate() {
+                if *state == NodeState::Ok {
+                    fences.saw_synced(node);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! Fencing tokens: how [`Builder::fencing`](crate::Builder::fencing) gives
+//! every lock a number that grows with every holder, what it assumes, and
+//! why it holds. (This module holds documentation only.)
+//!
+//! A lock can outlive its holder's right to it: a holder paused past its
+//! validity wakes up and writes, after another client took the lock. The
+//! protected store can refuse that write if each lock carries a number
+//! that is larger for every later holder (Chubby's sequencer): the store
+//! remembers the largest fence it has seen for the resource and refuses
+//! smaller ones. [`Lock::fence`](crate::Lock::fence) is that number.
+//!
+//! # The scheme
+//!
+//! Each master keeps one counter, the key `redlock-mio:fence`
+//! ([`FENCE_KEY`](crate::FENCE_KEY)): an integer without TTL, shared by
+//! every resource. A master whose counter key exists is *in sync*.
+//!
+//! 1. **Acquire** ([`FENCED_ACQUIRE_SCRIPT`](crate::FENCED_ACQUIRE_SCRIPT),
+//!    one round to every master): where none of the lock's keys exists,
+//!    set them `PX ttl` to the token, then `INCR` the counter and reply
+//!    with its value. A master out of sync does not create the counter: it
+//!    replies with minus a *loss id* (its clock in microseconds when it was
+//!    first found without a counter, kept in `redlock-mio:fence-lost`), and
+//!    its grant does not count. The lock needs a quorum of grants from
+//!    masters in sync (and out of quarantine, with the restart guard). The
+//!    fence `f` is the largest counter among them.
+//! 2. **Raise** ([`RAISE_SCRIPT`](crate::RAISE_SCRIPT), a second round to
+//!    every master): where the lock's keys still hold its token and the
+//!    counter exists, set the counter to `max(counter, f)`. The lock and
+//!    its fence are given to the caller only once a quorum did so before
+//!    the lock's validity ran out; otherwise the acquire fails with
+//!    [`Error::Unfenced`](crate::Error::Unfenced) (or `TooSlow`,
+//!    `Unavailable`) and the keys are released everywhere.
+//! 3. **Sync** ([`FENCE_READ_SCRIPT`](crate::FENCE_READ_SCRIPT),
+//!    [`FENCE_SYNC_SCRIPT`](crate::FENCE_SYNC_SCRIPT)): a master found out
+//!    of sync is put back only after the client has waited the longest TTL
+//!    in use (plus drift) since it first saw that loss id. The client then
+//!    reads every counter, and if a quorum of masters is in sync, sets the
+//!    lost master's counter to the largest value read, on the condition
+//!    that its loss id is still the one the client saw. If every master
+//!    answered and none is in sync (a new deployment, or every master
+//!    lost its data), each is started from its own clock in microseconds,
+//!    without waiting.
+//!
+//! A fenced acquisition costs one more round trip than a plain one (the
+//! raise), plus, once per client and after a loss, a read and a sync.
+//! Releases and extensions are unchanged.
+//!
+//! # What it guarantees
+//!
+//! If holding `B` of a resource began after holding `A` of it (both
+//! fenced), then `fence(B) > fence(A)`, as long as the assumptions below
+//! hold. "Began" means: the client got the lock, after the raise.
+//!
+//! # Assumptions
+//!
+//! - A master either keeps every write it acknowledged, or loses its
+//!   whole data set: run it with `appendonly yes` and `appendfsync
+//!   always`, or without persistence. A master that comes back with part
+//!   of its writes (`appendfsync everysec` after a crash) may have an old
+//!   counter that still exists, and could then lower a fence. (A
+//!   `FLUSHALL` is a loss of the whole data set, and is detected.)
+//! - Counters are never evicted or changed by anyone else: `maxmemory`
+//!   with `noeviction` or a `volatile-*` policy (the counter has no TTL).
+//! - `longest_ttl` given to [`Builder::fencing`](crate::Builder::fencing)
+//!   is at least the TTL of every fenced acquisition on these masters, and
+//!   the clocks of the client and the masters run at rates within the
+//!   drift factor (the assumption Redlock makes for validity).
+//! - Fences stay below 2^53 (Lua numbers are doubles); counters start
+//!   near 1.8 × 10^15 (a clock in microseconds), so that is some 7 × 10^15
+//!   acquisitions away.
+//!
+//! # Why it holds
+//!
+//! Write `q = N / 2 + 1`; any two sets of `q` masters share one. Call a
+//! fence *issued* once its raise reached a quorum `R`. The claim is the
+//! invariant:
+//!
+//! > **(I)** After fence `f` is issued with raise quorum `R`, every master
+//! > that is in sync and has a counter below `f` lies outside `R`.
+//!
+//! Then at most `N - q < q` masters are in sync with a counter below `f`,
+//! so every set of `q` masters in sync contains one with counter `>= f`.
+//!
+//! (I) holds when `f` is issued: every master of `R` raised its counter to
+//! at least `f`, and counters only grow (`INCR`, `max`) while a master keeps
+//! its data. It stays true through every event:
+//!
+//! - *A master loses its data*: it is no longer in sync; it leaves the set
+//!   (I) speaks of.
+//! - *A master `m` of `R` is put back in sync*: it lost its data after its
+//!   raise, so after `f`'s lock was acquired; every raise of a lock
+//!   acquired before that loss ended within that lock's TTL, and the sync
+//!   waits the longest TTL after the loss was first seen, so `f` was
+//!   issued (or never will be) before the read. The read found a quorum in
+//!   sync, which by (I) contains a master with counter `>= f`: `m` gets at
+//!   least `f`. The loss id check makes sure the value read after *this*
+//!   loss is the one written: a sync held up (the client paused) until
+//!   after a second loss is refused, as is one that arrives after another
+//!   client put the master back.
+//! - *A master outside `R` is put back in sync*, with any value: it was
+//!   outside `R`, so (I) allows it.
+//! - *A new deployment or a loss everywhere* starts counters from the
+//!   masters' clocks in microseconds. Before, no master was in sync, so no
+//!   fence can be compared with through a counter; the clock start is
+//!   above every earlier fence as long as no clock went back and fewer
+//!   than one fenced acquisition per microsecond was made on average since
+//!   the previous start. (This case alone leans on clocks.)
+//!
+//! Now let `B` begin after `A`, with `f(A)` issued with raise quorum `R`.
+//! `B`'s acquire was granted by a quorum `K` of masters in sync (each at
+//! the moment it ran `B`'s script); take `m` in `K ∩ R`. `A`'s raise
+//! succeeded on `m`, so `A`'s key was there then; `B`'s `SET NX`
+//! succeeded on `m`, so `A`'s key was gone: `A`'s raise on `m` came first,
+//! and left its counter `>= f(A)`. When `B`'s script ran there, either `m`
+//! had kept its data since (its counter is still `>= f(A)`), or it had lost
+//! it and been put back in sync in between, which by the second case above
+//! gave it at least `f(A)`. Its `INCR` made it `> f(A)`, and `f(B)`, the
+//! largest over `K`, is `> f(A)`. ∎
+//!
+//! # What fails instead of lowering a fence
+//!
+//! A grant from a master out of sync does not count, so a fenced acquire
+//! can fail with [`Error::Unfenced`](crate::Error::Unfenced) where a plain
+//! one would succeed: while more than `N - q` masters are out of sync or
+//! down. That lasts until the lost masters are put back in sync (the
+//! longest TTL after the loss, and only while a quorum is in sync). If
+//! fewer than a quorum of masters stay in sync, fencing stays unavailable
+//! until an operator sets `redlock-mio:fence` on the others to a value
+//! above every fence issued (the largest counter on any master plus a
+//! margin, say), which this crate will not guess.
+//!
+//! # Using a fence
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redlock_mio::Redlock;
+//!
+//! let redlock = Redlock::builder(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001", "redis://127.0.0.1:7002"])
+//!     .fencing(Duration::from_secs(30))
+//!     .build()?;
+//! let lock = redlock.lock("invoice:42", Duration::from_secs(10))?;
+//! let fence = lock.fence().expect("fencing is on");
+//! // Send `fence` with every write; the store keeps the largest it has
+//! // accepted for "invoice:42" and refuses writes that carry less.
+//! # let _ = fence;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! `examples/fenced_store.rs` runs a holder that is paused past its
+//! validity against a store that checks fences.

@@ -1,0 +1,290 @@
+//! Fencing tokens (issue 10, part 1) against real `redis-server`s: fences
+//! grow with every holder; a master that lost its counter never lowers a
+//! fence (its grants stay out until it is put back in sync); a store that
+//! checks fences turns away a holder paused past its validity; and the
+//! scripts' contracts, one by one. Why the scheme holds:
+//! `redlock_mio::fencing`.
+
+#![allow(clippy::expect_used, reason = "a test fails loudly on broken set-up")]
+
+mod support;
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::thread;
+use std::time::Duration;
+
+use redlock_mio::rules::NodeState;
+use redlock_mio::{
+    Error, FENCE_KEY, FENCE_LOST_KEY, FENCE_READ_SCRIPT, FENCE_SYNC_SCRIPT, FENCED_ACQUIRE_SCRIPT,
+    RAISE_SCRIPT, Redlock,
+};
+use support::check::integer;
+use support::cluster::{Cluster, ClusterOptions, Node};
+use support::proxy::{Dir, Proxies};
+
+const LONGEST: Duration = Duration::from_millis(500);
+
+fn fenced(urls: Vec<String>) -> Redlock {
+    Redlock::builder(urls)
+        .request_timeout(Duration::from_millis(100))
+        .retry_count(0)
+        .fencing(LONGEST)
+        .build()
+        .expect("build")
+}
+
+fn counter(node: &Node) -> Option<u64> {
+    node.get(FENCE_KEY).map(|v| {
+        String::from_utf8_lossy(&v)
+            .parse()
+            .expect("the counter is an integer")
+    })
+}
+
+#[test]
+fn fences_grow_with_every_holder() {
+    let cluster = Cluster::start(3);
+    let a = fenced(cluster.urls());
+    let b = fenced(cluster.urls());
+    let ttl = Duration::from_millis(400);
+    let mut last = 0;
+    for i in 0..20 {
+        let client = if i % 3 == 0 { &b } else { &a };
+        let resource = if i % 2 == 0 { "fence:x" } else { "fence:y" };
+        let mut lock = client.try_lock(resource, ttl).expect("free");
+        let fence = lock.fence().expect("fencing is on");
+        assert!(fence > last, "holding {i}: fence {fence} after {last}");
+        last = fence;
+        client.unlock(&mut lock).expect("unlock");
+    }
+    // A new deployment starts from the clocks (microseconds since 1970).
+    assert!(last > 1_000_000_000_000_000, "{last}");
+    for node in cluster.nodes() {
+        assert!(
+            counter(node).is_some_and(|c| c <= last),
+            "node {}",
+            node.index()
+        );
+    }
+    // A plain client has no fence; fences also cover several resources.
+    let plain = Redlock::builder(cluster.urls()).build().expect("build");
+    let mut lock = plain.try_lock("fence:z", ttl).expect("free");
+    assert_eq!(lock.fence(), None);
+    plain.unlock(&mut lock).expect("unlock");
+    let mut many = a.try_lock_all(&["fence:x", "fence:z"], ttl).expect("free");
+    assert!(many.fence().expect("fenced") > last);
+    a.unlock(&mut many).expect("unlock");
+    // A TTL longer than the one fencing was configured for is refused.
+    assert!(matches!(
+        a.try_lock("fence:x", LONGEST + Duration::from_millis(1)),
+        Err(Error::InvalidTtl { .. })
+    ));
+}
+
+/// Node 1 misses a series of locks (its proxy swallows them), so its
+/// counter lags; node 2 then loses its data. With node 0 paused, the only
+/// quorum left is {1, 2}: a scheme that counted node 2's fresh counter
+/// would hand out a fence below the last one. Here that acquire fails
+/// `Unfenced` until node 2 is put back in sync, which needs the longest
+/// TTL to pass and a quorum of counters to read; afterwards the same
+/// quorum gives a larger fence.
+#[test]
+fn a_master_that_lost_its_counter_never_lowers_a_fence() {
+    let cluster = Cluster::start(3);
+    let proxies = Proxies::front(&cluster);
+    let redlock = fenced(proxies.urls());
+    let ttl = Duration::from_millis(400);
+    let mut lock = redlock.try_lock("fence:r", ttl).expect("free");
+    redlock.unlock(&mut lock).expect("unlock");
+
+    proxies[1].stall(Dir::ToServer);
+    let mut last = 0;
+    for _ in 0..5 {
+        let mut lock = redlock.try_lock("fence:r", ttl).expect("nodes 0 and 2");
+        last = lock.fence().expect("fenced");
+        redlock.unlock(&mut lock).expect("unlock");
+    }
+    // What node 1 was sent is thrown away: it lags.
+    proxies[1].reset_connections();
+    proxies[1].heal();
+    let lagging = counter(cluster.node(1)).expect("in sync");
+    assert!(lagging < last, "node 1 at {lagging}, last fence {last}");
+
+    cluster.flushall(2);
+    cluster.pause(0);
+    let unfenced = |what: &str| match redlock.try_lock("fence:r", ttl) {
+        Err(Error::Unfenced(report)) => {
+            assert_eq!(report.nodes()[2], NodeState::Unsynced, "{what}: {report}");
+        }
+        other => panic!("{what}: {other:?}"),
+    };
+    unfenced("right after the loss");
+    assert_eq!(counter(cluster.node(2)), None, "never created by a grant");
+    // Past the wait (and the second between reads), node 2 still cannot be
+    // put back: only node 1 answers the read.
+    thread::sleep(LONGEST + Duration::from_millis(1100));
+    unfenced("with no quorum to read");
+    assert_eq!(counter(cluster.node(2)), None);
+
+    // Node 0 back: the next read (a second after the last) finds a quorum
+    // in sync and puts node 2 back; every fence meanwhile is larger.
+    cluster.resume(0);
+    let before = last;
+    let mut repaired = false;
+    for _ in 0..50 {
+        match redlock.try_lock("fence:r", ttl) {
+            Ok(mut lock) => {
+                let fence = lock.fence().expect("fenced");
+                assert!(fence > last, "{fence} after {last}");
+                last = fence;
+                redlock.unlock(&mut lock).expect("unlock");
+            }
+            Err(Error::Unfenced(_) | Error::Unavailable(_)) => {}
+            Err(other) => panic!("{other}"),
+        }
+        if let Some(c) = counter(cluster.node(2)) {
+            assert!(c >= before, "node 2 put back at {c}, below fence {before}");
+            repaired = true;
+            break;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert!(repaired, "node 2 not put back in sync within 5 s");
+
+    cluster.pause(0);
+    let mut lock = redlock.try_lock("fence:r", ttl).expect("nodes 1 and 2");
+    let fence = lock.fence().expect("fenced");
+    assert!(fence > last, "{fence} after {last}");
+    redlock.unlock(&mut lock).expect("unlock");
+    cluster.resume(0);
+}
+
+/// The store of the docs: it keeps the largest fence it accepted per key
+/// and refuses smaller ones.
+#[derive(Default)]
+struct Store {
+    fences: Mutex<HashMap<String, u64>>,
+}
+
+impl Store {
+    fn write(&self, key: &str, fence: u64) -> bool {
+        let mut fences = self.fences.lock().expect("not poisoned");
+        let seen = fences.entry(key.to_owned()).or_default();
+        if fence <= *seen {
+            return false;
+        }
+        *seen = fence;
+        true
+    }
+}
+
+#[test]
+fn store_turns_away_a_holder_paused_past_its_validity() {
+    let cluster = Cluster::start(3);
+    let store = Store::default();
+    let ttl = Duration::from_millis(300);
+    let slow = fenced(cluster.urls());
+    let fast = fenced(cluster.urls());
+    let old = slow.try_lock("fence:doc", ttl).expect("free");
+    let old_fence = old.fence().expect("fenced");
+    // The holder is paused past its validity; the key expires.
+    thread::sleep(ttl + Duration::from_millis(100));
+    assert!(old.is_expired());
+    let mut new = fast.try_lock("fence:doc", ttl).expect("expired");
+    let new_fence = new.fence().expect("fenced");
+    assert!(new_fence > old_fence);
+    assert!(store.write("doc", new_fence), "the new holder writes");
+    assert!(
+        !store.write("doc", old_fence),
+        "the paused holder is turned away"
+    );
+    fast.unlock(&mut new).expect("unlock");
+}
+
+fn eval(node: &Node, script: &str, keys: &[&str], args: &[&str]) -> Vec<u8> {
+    let numkeys = keys.len().to_string();
+    let mut command: Vec<&[u8]> = vec![b"EVAL", script.as_bytes(), numkeys.as_bytes()];
+    command.extend(keys.iter().map(|k| k.as_bytes()));
+    command.extend(args.iter().map(|a| a.as_bytes()));
+    node.command(&command)
+}
+
+#[test]
+fn the_scripts_do_what_the_docs_say() {
+    let cluster = ClusterOptions::new(1).start();
+    let node = cluster.node(0);
+    let fence_keys = [FENCE_KEY, FENCE_LOST_KEY];
+    let acquire = |resource: &str, token: &str| {
+        eval(
+            node,
+            FENCED_ACQUIRE_SCRIPT,
+            &[FENCE_KEY, FENCE_LOST_KEY, resource],
+            &[token, "10000"],
+        )
+    };
+    // No counter: the grant is made, the counter is not, and the reply is
+    // minus the loss id, the same every time until the loss is repaired.
+    let first = integer(&acquire("r1", "t1"));
+    assert!(first < 0, "{first}");
+    assert_eq!(node.get("r1").as_deref(), Some(&b"t1"[..]));
+    assert_eq!(node.get(FENCE_KEY), None);
+    assert_eq!(integer(&acquire("r2", "t2")), first);
+    assert_eq!(
+        integer(&eval(node, FENCE_READ_SCRIPT, &fence_keys, &[])),
+        first
+    );
+    // Held: nil, nothing counted.
+    assert_eq!(acquire("r1", "t9"), b"$-1\r\n");
+    // A raise finds no counter: -1, nothing created.
+    let raise = |resource: &str, token: &str, fence: &str| {
+        integer(&eval(
+            node,
+            RAISE_SCRIPT,
+            &[FENCE_KEY, resource],
+            &[token, fence],
+        ))
+    };
+    assert_eq!(raise("r1", "t1", "5"), -1);
+    assert_eq!(node.get(FENCE_KEY), None);
+    // A sync for another loss id does nothing; for this one, it sets.
+    let lost = (-first).to_string();
+    let sync = |value: &str, id: &str| {
+        integer(&eval(
+            node,
+            FENCE_SYNC_SCRIPT,
+            &fence_keys,
+            &[value, "1", id],
+        ))
+    };
+    assert_eq!(sync("40", "123"), 0);
+    assert_eq!(node.get(FENCE_KEY), None);
+    assert_eq!(sync("40", &lost), 1);
+    assert_eq!(counter(node), Some(40));
+    assert_eq!(node.get(FENCE_LOST_KEY), None);
+    // Once in sync, a later sync changes nothing.
+    assert_eq!(sync("7", &lost), 1);
+    assert_eq!(counter(node), Some(40));
+    // Counting, raising where the token holds, never lowering.
+    assert_eq!(integer(&acquire("r3", "t3")), 41);
+    assert_eq!(raise("r3", "t3", "100"), 1);
+    assert_eq!(counter(node), Some(100));
+    assert_eq!(raise("r3", "t3", "50"), 1);
+    assert_eq!(counter(node), Some(100));
+    assert_eq!(raise("r3", "other", "500"), 0);
+    assert_eq!(counter(node), Some(100));
+    assert_eq!(
+        integer(&eval(node, FENCE_READ_SCRIPT, &fence_keys, &[])),
+        100
+    );
+    // A flush is a new loss, with a new id; the old id no longer repairs.
+    cluster.flushall(0);
+    thread::sleep(Duration::from_millis(2));
+    let second = integer(&eval(node, FENCE_READ_SCRIPT, &fence_keys, &[]));
+    assert!(second < 0 && second != first, "{second} after {first}");
+    assert_eq!(sync("100", &lost), 0);
+    assert_eq!(node.get(FENCE_KEY), None);
+    // A sync with 0 starts from the server's clock in microseconds.
+    assert_eq!(sync("0", &(-second).to_string()), 1);
+    assert!(counter(node).is_some_and(|c| c >= second.unsigned_abs()));
+}
