@@ -16,9 +16,17 @@
 //! machine is not replayed). Without it the seed is random; it is printed
 //! at the start and in every failure message.
 //!
-//! Rules the chaos thread keeps, from the operator guidance: nodes run
-//! without persistence, so a killed node is restarted only after a delay
-//! longer than the longest TTL in use; at most two nodes are faulty at once
+//! `fenced_chaos_campaign` runs the same with fenced clients (and the
+//! restart guard) on masters with persistence (`appendfsync always`): a
+//! killed node comes back at once with its data, and a wiped node (killed,
+//! its files deleted) comes back at once empty. A second checker proves
+//! that fences strictly increase, per resource, in the order holdings
+//! began.
+//!
+//! Rules the chaos thread keeps, from the operator guidance: in the plain
+//! campaign nodes run without persistence, so a killed node is restarted
+//! only after a delay longer than the longest TTL in use; at most two nodes
+//! are faulty at once
 //! (so a quorum of three stays reachable), except that now and then a third
 //! is allowed, to exercise `Unavailable`. Replies dropped by a middlebox
 //! (`Proxy::drop_replies`) are not injected here: they desynchronise a
@@ -39,7 +47,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use redlock_mio::{Error, Redlock, TOKEN_LEN};
 use support::cluster::Cluster;
-use support::holdings::{Holding, overlaps};
+use support::cluster::ClusterOptions;
+use support::holdings::{Holding, fence_order, overlaps};
 use support::proxy::{Dir, Proxies};
 
 const N: usize = 5;
@@ -84,6 +93,7 @@ fn kind(error: &Error) -> &'static str {
         Error::Expired => "expired",
         Error::ExtensionLimit { .. } => "extension limit",
         Error::Io(_) => "io",
+        Error::Unfenced(_) => "unfenced",
         _ => "other",
     }
 }
@@ -115,6 +125,7 @@ fn hold(
         token: *lock.token(),
         start,
         end,
+        fence: lock.fence(),
     });
     match redlock.unlock(&mut lock) {
         Ok(()) => work.released += 1,
@@ -127,20 +138,23 @@ fn worker(
     thread: usize,
     seed: u64,
     urls: &[String],
+    fenced: bool,
     stop: &AtomicBool,
     healed: &AtomicBool,
 ) -> Work {
     let mut rng =
         StdRng::seed_from_u64(seed ^ (thread as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    let redlock = Redlock::builder(urls)
+    let mut builder = Redlock::builder(urls)
         .request_timeout(REQUEST_TIMEOUT)
         .stall_timeout(Duration::from_millis(200))
         .connect_timeout(Duration::from_millis(200))
         .max_backoff(Duration::from_millis(200))
         .retry_count(0)
-        .max_extensions(3)
-        .build()
-        .expect("build a client");
+        .max_extensions(3);
+    if fenced {
+        builder = builder.fencing(MAX_TTL).restart_guard(MAX_TTL);
+    }
+    let redlock = builder.build().expect("build a client");
     let mut work = Work::default();
     while !stop.load(Ordering::SeqCst) {
         let r = rng.random_range(0..RESOURCES);
@@ -175,6 +189,8 @@ fn worker(
 enum Fault {
     Pause,
     Kill,
+    /// Killed, its data files deleted: it comes back empty.
+    Wipe,
     Delay,
     Stall,
     Reset,
@@ -226,21 +242,36 @@ fn restart(cluster: &Cluster, node: usize, done: &mut Chaos) {
 fn end_fault(cluster: &Cluster, proxies: &Proxies, active: &Active, done: &mut Chaos) {
     match active.fault {
         Fault::Pause => cluster.resume(active.node),
-        Fault::Kill => restart(cluster, active.node, done),
+        Fault::Kill | Fault::Wipe => restart(cluster, active.node, done),
         Fault::Delay | Fault::Stall => proxies[active.node].heal(),
         Fault::Reset | Fault::Drop => {}
     }
 }
 
-fn chaos(seed: u64, cluster: &Cluster, proxies: &Proxies, until: Instant) -> Chaos {
+/// Kills node `node` and deletes its data files, so that it restarts
+/// empty.
+fn wipe(cluster: &Cluster, node: usize) {
+    cluster.kill(node);
+    let dir = cluster.node(node).dir();
+    for name in ["appendonlydir", "dump.rdb"] {
+        let path = dir.join(name);
+        let _ = std::fs::remove_dir_all(&path).or_else(|_| std::fs::remove_file(&path));
+    }
+}
+
+/// `fenced`: the masters keep their data over a kill, so killed and wiped
+/// nodes come back at once (the restart guard and the fences must cope).
+fn chaos(seed: u64, cluster: &Cluster, proxies: &Proxies, fenced: bool, until: Instant) -> Chaos {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut active: Vec<Active> = Vec::new();
     let mut done = Chaos::default();
+    // Wiped nodes not yet restarted: they have no fence counter.
+    let mut wiped: Vec<usize> = Vec::new();
     loop {
         let now = Instant::now();
-        let (over, still): (Vec<Active>, Vec<Active>) = active
-            .iter()
-            .partition(|a| a.until <= now || (now >= until && a.fault != Fault::Kill));
+        let (over, still): (Vec<Active>, Vec<Active>) = active.iter().partition(|a| {
+            a.until <= now || (now >= until && !matches!(a.fault, Fault::Kill | Fault::Wipe))
+        });
         for a in &over {
             end_fault(cluster, proxies, a, &mut done);
         }
@@ -262,14 +293,60 @@ fn chaos(seed: u64, cluster: &Cluster, proxies: &Proxies, until: Instant) -> Cha
             .filter(|i| active.iter().all(|a| a.node != *i))
             .collect();
         let node = healthy[rng.random_range(0..healthy.len())];
-        let fault = [
-            Fault::Pause,
-            Fault::Kill,
-            Fault::Delay,
-            Fault::Stall,
-            Fault::Reset,
-            Fault::Drop,
-        ][rng.random_range(0..6)];
+        let faults: &[Fault] = if fenced {
+            &[
+                Fault::Pause,
+                Fault::Kill,
+                Fault::Wipe,
+                Fault::Delay,
+                Fault::Stall,
+                Fault::Reset,
+                Fault::Drop,
+            ]
+        } else {
+            &[
+                Fault::Pause,
+                Fault::Kill,
+                Fault::Delay,
+                Fault::Stall,
+                Fault::Reset,
+                Fault::Drop,
+            ]
+        };
+        let mut fault = faults[rng.random_range(0..faults.len())];
+        if fault == Fault::Wipe {
+            // At most N - quorum masters may be without their fence counter
+            // at once, or fencing stops for good (see
+            // `redlock_mio::fencing`), as the lock itself would with a
+            // majority restarted empty and no guard. Wipe only while the
+            // others keep that rule.
+            wiped.retain(|i| {
+                active
+                    .iter()
+                    .any(|a| a.node == *i && a.fault == Fault::Wipe)
+            });
+            let without = (0..N)
+                .filter(|&i| i != node)
+                .filter(|&i| {
+                    // Killed nodes keep their data; a paused or busy one
+                    // counts as without, to be safe.
+                    let node = cluster.node(i);
+                    let has = || {
+                        node.try_command(
+                            &[b"EXISTS", redlock_mio::FENCE_KEY.as_bytes()],
+                            Duration::from_millis(200),
+                        )
+                        .is_ok_and(|reply| reply == b":1\r\n")
+                    };
+                    wiped.contains(&i) || (node.is_running() && (node.is_paused() || !has()))
+                })
+                .count();
+            if without + 1 > N - N / 2 - 1 {
+                fault = Fault::Kill;
+            } else {
+                wiped.push(node);
+            }
+        }
         let now = Instant::now();
         let ms = |range: std::ops::Range<u64>, rng: &mut StdRng| {
             Duration::from_millis(rng.random_range(range))
@@ -279,9 +356,17 @@ fn chaos(seed: u64, cluster: &Cluster, proxies: &Proxies, until: Instant) -> Cha
                 cluster.pause(node);
                 now + ms(100..1000, &mut rng)
             }
+            Fault::Kill if fenced => {
+                cluster.kill(node);
+                now + ms(100..500, &mut rng)
+            }
             Fault::Kill => {
                 cluster.kill(node);
                 now + MAX_TTL + ms(100..1000, &mut rng)
+            }
+            Fault::Wipe => {
+                wipe(cluster, node);
+                now + ms(100..500, &mut rng)
             }
             Fault::Delay => {
                 proxies[node].latency(Dir::Both, ms(10..150, &mut rng));
@@ -323,6 +408,15 @@ fn add(into: &mut BTreeMap<&'static str, u64>, from: &BTreeMap<&'static str, u64
 
 #[test]
 fn chaos_campaign() {
+    campaign(false);
+}
+
+#[test]
+fn fenced_chaos_campaign() {
+    campaign(true);
+}
+
+fn campaign(fenced: bool) {
     let seed = std::env::var("CHAOS_SEED")
         .ok()
         .map(|s| s.parse::<u64>().expect("CHAOS_SEED must be a u64"))
@@ -334,8 +428,8 @@ fn chaos_campaign() {
                 .expect("CHAOS_SECS must be a number of seconds")
         })
         .unwrap_or(DEFAULT_SECS);
-    eprintln!("chaos: CHAOS_SEED={seed} CHAOS_SECS={secs}");
-    let cluster = Cluster::start(N);
+    eprintln!("chaos: CHAOS_SEED={seed} CHAOS_SECS={secs} fenced={fenced}");
+    let cluster = ClusterOptions::new(N).persistence(fenced).start();
     let proxies = Proxies::front(&cluster);
     let urls = proxies.urls();
     let started = Instant::now();
@@ -348,7 +442,7 @@ fn chaos_campaign() {
             let (urls, stop, healed, works) = (&urls, &stop, &healed, &works);
             s.spawn(move || {
                 let _stop = SetOnDrop(stop);
-                let work = worker(t, seed, urls, stop, healed);
+                let work = worker(t, seed, urls, fenced, stop, healed);
                 works
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -361,6 +455,7 @@ fn chaos_campaign() {
             seed,
             &cluster,
             &proxies,
+            fenced,
             started + Duration::from_secs(secs),
         );
         stop.store(true, Ordering::SeqCst);
@@ -401,6 +496,8 @@ fn chaos_campaign() {
         })
         .collect();
     let violations = overlaps(&holdings);
+    let misordered = fence_order(&holdings);
+    let fenced_count = holdings.iter().filter(|h| h.fence.is_some()).count();
     let per_resource: Vec<usize> = (0..RESOURCES)
         .map(|r| holdings.iter().filter(|h| h.resource == r).count())
         .collect();
@@ -412,12 +509,13 @@ fn chaos_campaign() {
          released: {released}, release failed: {release_failed:?}\n  \
          faults injected: {:?}, three nodes faulty at once {} times, \
          node restarts tried again {}\n  \
-         violations: {}",
+         violations: {}, fences out of order: {} (of {fenced_count} fenced)",
         holdings.len(),
         chaos_done.injected,
         chaos_done.three_faulty,
         chaos_done.failed_restarts,
-        violations.len()
+        violations.len(),
+        misordered.len()
     );
 
     let described: Vec<String> = violations
@@ -437,15 +535,50 @@ fn chaos_campaign() {
         "CHAOS_SEED={seed}: {} overlapping holdings: {described:#?}",
         violations.len()
     );
+    let described: Vec<String> = misordered
+        .iter()
+        .take(10)
+        .map(|(a, b)| {
+            format!(
+                "resource {}: {}, then {}",
+                a.resource,
+                a.describe(started),
+                b.describe(started)
+            )
+        })
+        .collect();
+    assert!(
+        misordered.is_empty(),
+        "CHAOS_SEED={seed}: fences not increasing in the order holdings began: {described:#?}"
+    );
+    assert_eq!(
+        fenced_count,
+        if fenced { holdings.len() } else { 0 },
+        "CHAOS_SEED={seed}: every fenced holding has a fence, no plain one does"
+    );
     let tokens: HashSet<[u8; TOKEN_LEN]> = holdings.iter().map(|h| h.token).collect();
     assert_eq!(
         tokens.len(),
         holdings.len(),
         "CHAOS_SEED={seed}: a token was used twice"
     );
+    let counters: Vec<String> = (0..N)
+        .map(|i| {
+            let get = |key: &str| {
+                cluster
+                    .get(i, key)
+                    .map(|v| String::from_utf8_lossy(&v).into_owned())
+            };
+            format!(
+                "node {i}: fence {:?}, lost {:?}",
+                get(redlock_mio::FENCE_KEY),
+                get(redlock_mio::FENCE_LOST_KEY)
+            )
+        })
+        .collect();
     assert!(
         not_recovered.is_empty(),
-        "CHAOS_SEED={seed}: after the faults ended, not taken again within {RECOVERY:?}: {not_recovered:?}"
+        "CHAOS_SEED={seed}: after the faults ended, not taken again within {RECOVERY:?}: {not_recovered:?}; counters: {counters:?}"
     );
     assert!(
         holdings.len() >= 10,
@@ -479,6 +612,7 @@ fn checker_finds_overlap() {
         token: [thread as u8; TOKEN_LEN],
         start: ms(start),
         end: ms(end),
+        fence: None,
     };
     assert!(overlaps(&[h(0, 0, 0, 10), h(0, 1, 10, 20), h(1, 2, 5, 15)]).is_empty());
     let found = overlaps(&[
@@ -491,4 +625,35 @@ fn checker_finds_overlap() {
     assert_eq!((found[0].0.thread, found[0].1.thread), (0, 2));
     let nested = overlaps(&[h(1, 0, 0, 50), h(1, 1, 5, 10), h(1, 2, 20, 60)]);
     assert_eq!(nested.len(), 2);
+}
+
+/// The fence checker finds a fence that does not grow, per resource, in
+/// the order holdings began, and ignores plain holdings.
+#[test]
+fn checker_finds_fences_out_of_order() {
+    let t0 = Instant::now();
+    let h = |resource: usize, start: u64, fence: Option<u64>| Holding {
+        resource,
+        thread: 0,
+        token: [0; TOKEN_LEN],
+        start: t0 + Duration::from_millis(start),
+        end: t0 + Duration::from_millis(start + 5),
+        fence,
+    };
+    let fine = [
+        h(0, 0, Some(3)),
+        h(0, 10, Some(7)),
+        h(1, 5, Some(1)),
+        h(0, 7, None),
+    ];
+    assert!(fence_order(&fine).is_empty());
+    let found = fence_order(&[
+        h(0, 10, Some(5)),
+        h(0, 0, Some(5)),
+        h(1, 0, Some(9)),
+        h(0, 20, Some(4)),
+    ]);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert_eq!((found[0].0.fence, found[0].1.fence), (Some(5), Some(5)));
+    assert_eq!((found[1].0.fence, found[1].1.fence), (Some(5), Some(4)));
 }

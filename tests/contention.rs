@@ -59,6 +59,7 @@ fn worker(thread: usize, redlock: Redlock, deadline: Instant, inside: &AtomicUsi
             token: *lock.token(),
             start,
             end,
+            fence: None,
         });
         if others != 0 {
             outcome.violations.push(format!(
@@ -187,6 +188,7 @@ fn checker_finds_overlap() {
         token: [thread as u8; TOKEN_LEN],
         start: ms(start),
         end: ms(end),
+        fence: None,
     };
     let fine = vec![window(1, 10, 20), window(0, 0, 10), window(2, 20, 30)];
     assert!(first_overlap(&fine).is_none());

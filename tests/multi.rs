@@ -229,6 +229,7 @@ fn overlapping_sets_are_never_held_twice() {
                             token: *lock.token(),
                             start: begun,
                             end,
+                            fence: None,
                         });
                     }
                 }

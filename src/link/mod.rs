@@ -652,9 +652,12 @@ impl Link {
                                                 .map_or_else(Instant::now, |p| p.sent),
                                         });
                                     }
+                                    // Grants of a quarantined master do not
+                                    // count; its fence counter (if it has
+                                    // one, it kept its data) does.
                                     Outcome::Reply(Reply::Ok | Reply::Count(_))
                                         if round == current
-                                            && op != Op::Release
+                                            && matches!(op, Op::Acquire | Op::Extend)
                                             && self.sighting.is_quarantined(now) =>
                                     {
                                         on_reply(op, Outcome::Quarantined, now)

@@ -20,15 +20,18 @@ pub struct Holding {
     /// The earlier of the lock's validity end and the moment right before
     /// the unlock call.
     pub end: Instant,
+    /// The lock's fence, for a fenced client.
+    pub fence: Option<u64>,
 }
 
 impl Holding {
     /// "thread T (token …) held [from, to]", with times since `origin`.
     pub fn describe(&self, origin: Instant) -> String {
         format!(
-            "thread {} (token {}) held [{:?}, {:?}]",
+            "thread {} (token {}, fence {:?}) held [{:?}, {:?}]",
             self.thread,
             hex(&self.token),
+            self.fence,
             self.start.saturating_duration_since(origin),
             self.end.saturating_duration_since(origin)
         )
@@ -57,6 +60,22 @@ pub fn overlaps(holdings: &[Holding]) -> Vec<(Holding, Holding)> {
         }
     }
     found
+}
+
+/// Every pair of fenced holdings of the same resource, next to each other
+/// in order of start, whose fences do not strictly increase.
+pub fn fence_order(holdings: &[Holding]) -> Vec<(Holding, Holding)> {
+    let mut sorted: Vec<Holding> = holdings
+        .iter()
+        .filter(|h| h.fence.is_some())
+        .copied()
+        .collect();
+    sorted.sort_by_key(|h| (h.resource, h.start));
+    sorted
+        .windows(2)
+        .filter(|w| w[0].resource == w[1].resource && w[1].fence <= w[0].fence)
+        .map(|w| (w[0], w[1]))
+        .collect()
 }
 
 /// Lower-case hex of `bytes`.
