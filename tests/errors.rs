@@ -131,6 +131,33 @@ fn least_privilege_acl_user_can_lock() {
     println!("{text}");
 }
 
+/// With fencing, the README's least-privilege user also needs the fence
+/// keys and the commands the fence scripts run.
+#[test]
+fn least_privilege_acl_user_can_take_fenced_locks() {
+    let cluster = Cluster::start(3);
+    let extra = ["~redlock-mio:fence*", "+incr", "+exists", "+time"];
+    for i in 0..3 {
+        let args: Vec<&[u8]> = LOCKER_ACL
+            .iter()
+            .chain(&extra)
+            .map(|a| a.as_bytes())
+            .collect();
+        assert_eq!(cluster.command(i, &args), b"+OK\r\n");
+    }
+    let redlock = builder(urls_with(&cluster, &format!("locker:{SECRET}")))
+        .require_handshakes(Require::All)
+        .fencing(TTL)
+        .build()
+        .expect("the ACL allows the handshake");
+    let mut lock = redlock.try_lock("lock:orders", TTL).expect("lock");
+    assert!(lock.fence().is_some());
+    redlock.unlock(&mut lock).expect("unlock");
+    let mut again = redlock.try_lock("lock:orders", TTL).expect("lock");
+    assert!(again.fence() > lock.fence());
+    redlock.unlock(&mut again).expect("unlock");
+}
+
 #[test]
 fn missing_acl_permission_keeps_the_whole_message() {
     let cluster = Cluster::start(3);

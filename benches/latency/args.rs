@@ -9,7 +9,7 @@ use super::*;
 pub(crate) type Result<T> = std::result::Result<T, Box<dyn StdError>>;
 
 pub(crate) const USAGE: &str = "usage: latency [--quick] [--cycles N] [--paced N] [--rate N] [--closed-only] [--only ID,..] \
-                     [--contention-secs N] [--no-fault] [--no-tls] [redis://HOST:PORT ...]";
+                     [--contention-secs N] [--no-fault] [--no-tls] [--no-fence] [redis://HOST:PORT ...]";
 pub(crate) const MASTERS: usize = 5;
 pub(crate) const TTL: Duration = Duration::from_secs(10);
 pub(crate) const TTL_MS: u64 = 10_000;
@@ -41,6 +41,10 @@ pub(crate) struct Args {
     pub(crate) tls: bool,
     /// Cycles per client in the TLS row.
     pub(crate) tls_cycles: u64,
+    /// Whether to run the fencing row.
+    pub(crate) fence: bool,
+    /// Cycles per client in the fencing row.
+    pub(crate) fence_cycles: u64,
     pub(crate) fault: bool,
     pub(crate) contention_on: bool,
     /// Only these variants (`--only`); all when empty.
@@ -63,6 +67,8 @@ pub(crate) fn parse_args() -> Result<Option<Args>> {
         fault_attempts: 1000,
         tls: true,
         tls_cycles: 5_000,
+        fence: true,
+        fence_cycles: 5_000,
         fault: true,
         contention_on: true,
         only: Vec::new(),
@@ -91,9 +97,11 @@ pub(crate) fn parse_args() -> Result<Option<Args>> {
             "--quick" => args.quick = true,
             "--no-fault" => args.fault = false,
             "--no-tls" => args.tls = false,
+            "--no-fence" => args.fence = false,
             "--closed-only" => {
                 args.fault = false;
                 args.tls = false;
+                args.fence = false;
                 args.contention_on = false;
                 paced = Some(0);
             }
@@ -128,6 +136,7 @@ pub(crate) fn parse_args() -> Result<Option<Args>> {
         args.fault_budget = Duration::from_secs(3);
         args.fault_attempts = 200;
         args.tls_cycles = 300;
+        args.fence_cycles = 300;
     }
     if let Some(n) = cycles {
         args.cycles = n;

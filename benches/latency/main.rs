@@ -18,6 +18,7 @@ mod support;
 mod args;
 mod floor;
 mod measure;
+mod pair;
 mod report;
 mod tls;
 mod variants;
@@ -25,6 +26,7 @@ mod variants;
 use args::*;
 use floor::*;
 use measure::*;
+use pair::*;
 use report::*;
 use tls::*;
 use variants::*;
@@ -238,37 +240,18 @@ fn run(args: Args) -> Result<()> {
             args.batch.min(args.tls_cycles),
             args.warm_up.min(500),
         )?;
-        let _ = writeln!(
-            tout,
-            "\n## TLS: {} try_lock + unlock cycles each, the same five masters over their plain and TLS ports, interleaved (µs)\n{:<22} {:>8} {:>8} {:>8} {:>8} {:>8}",
-            args.tls_cycles, "variant", "p50", "p90", "p99", "p99.9", "max"
+        let title = format!(
+            "TLS: {} try_lock + unlock cycles each, the same five masters over their plain and TLS ports, interleaved",
+            args.tls_cycles
         );
-        for (name, h) in [
-            ("redlock-mio (TCP)", &row.plain),
-            ("redlock-mio (TLS)", &row.tls),
-        ] {
-            let _ = writeln!(
-                tout,
-                "{name:<22} {:>8} {:>8} {:>8} {:>8} {:>8}",
-                fmt_us(pct(h, 50.0)),
-                fmt_us(pct(h, 90.0)),
-                fmt_us(pct(h, 99.0)),
-                fmt_us(pct(h, 99.9)),
-                fmt_us(h.max())
-            );
-        }
-        let _ = writeln!(
-            tout,
-            "TLS / TCP: p50 {}, p99 {}",
-            ratio(pct(&row.tls, 50.0), pct(&row.plain, 50.0)),
-            ratio(pct(&row.tls, 99.0), pct(&row.plain, 99.0))
-        );
-        tls_json = format!(
-            "{{\"cycles\": {}, \"plain\": {}, \"tls\": {}}}",
+        let (text, json) = pair_section(
+            &title,
+            ["redlock-mio (TCP)", "redlock-mio (TLS)"],
+            &row,
             args.tls_cycles,
-            json_hist(&row.plain),
-            json_hist(&row.tls)
         );
+        tout.push_str(&text);
+        tls_json = json;
     } else {
         let _ = writeln!(
             tout,
@@ -282,6 +265,30 @@ fn run(args: Args) -> Result<()> {
     }
     print!("{tout}");
     out.push_str(&tout);
+
+    // Fencing: plain and fenced clients of this crate, same masters.
+    let mut fence_json = "null".to_owned();
+    if args.fence {
+        let row = fenced_vs_plain(
+            &env.urls,
+            args.fence_cycles,
+            args.batch.min(args.fence_cycles),
+            args.warm_up.min(500),
+        )?;
+        let title = format!(
+            "Fencing: {} try_lock + unlock cycles each, plain and fenced (acquire, raise, release), interleaved",
+            args.fence_cycles
+        );
+        let (text, json) = pair_section(
+            &title,
+            ["redlock-mio (plain)", "redlock-mio (fenced)"],
+            &row,
+            args.fence_cycles,
+        );
+        print!("{text}");
+        out.push_str(&text);
+        fence_json = json;
+    }
 
     // Fault: one master paused (only with our own cluster).
     let mut fault = Vec::new();
@@ -464,7 +471,7 @@ fn run(args: Args) -> Result<()> {
     let json = format!(
         "{{\n  \"masters\": {},\n  \"quick\": {},\n  \"ttl_ms\": {TTL_MS},\n  \"paced_rate_per_s\": {},\n  \
          \"load_average\": {{\"start\": \"{load_start}\", \"measuring\": \"{load_closed}\", \"after\": \"{load_measured}\", \"end\": \"{load_end}\"}},\n  \
-         \"run_seconds\": {:.1},\n  \"closed_loop\": {},\n  \"paced\": {},\n  \"spot_checks\": [{}],\n  \"contention\": [\n{}\n  ],\n  \"fault_paused_master\": {PAUSED},\n  \"fault\": [\n{}\n  ],\n  \"fault_failed_attempts\": {},\n  \"tls\": {}\n}}\n",
+         \"run_seconds\": {:.1},\n  \"closed_loop\": {},\n  \"paced\": {},\n  \"spot_checks\": [{}],\n  \"contention\": [\n{}\n  ],\n  \"fault_paused_master\": {PAUSED},\n  \"fault\": [\n{}\n  ],\n  \"fault_failed_attempts\": {},\n  \"tls\": {},\n  \"fence\": {}\n}}\n",
         env.urls.len(),
         args.quick,
         args.rate,
@@ -485,6 +492,7 @@ fn run(args: Args) -> Result<()> {
         fault_json.join(",\n"),
         failed_json,
         tls_json,
+        fence_json,
     );
     std::fs::write(dir.join("latency.json"), json)?;
     let closed_curves: Vec<(Kind, &Histogram<u64>)> = kinds

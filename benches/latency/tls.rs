@@ -9,16 +9,10 @@ use support::pki::Pki;
 
 use super::*;
 
-/// Full acquire + release cycles of this crate, plain and over TLS.
-pub(crate) struct TlsRow {
-    pub(crate) plain: Histogram<u64>,
-    pub(crate) tls: Histogram<u64>,
-}
-
 /// Starts five masters that serve TLS beside plain TCP (certificates from
 /// a private CA made here), and runs `cycles` `try_lock` + `unlock` cycles
 /// per client, in interleaved batches of `batch`.
-pub(crate) fn tls_vs_plain(cycles: u64, batch: u64, warm_up: u64) -> Result<TlsRow> {
+pub(crate) fn tls_vs_plain(cycles: u64, batch: u64, warm_up: u64) -> Result<PairRow> {
     let dir = std::env::temp_dir().join(format!("redlock-bench-tls-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let pki = Pki::new("redlock-mio bench CA");
@@ -42,41 +36,7 @@ pub(crate) fn tls_vs_plain(cycles: u64, batch: u64, warm_up: u64) -> Result<TlsR
         .request_timeout(REQUEST_TIMEOUT)
         .retry_count(0)
         .build()?;
-    let mut row = TlsRow {
-        plain: histogram(),
-        tls: histogram(),
-    };
-    let run = |client: &Redlock,
-               resource: &str,
-               n: u64,
-               into: Option<&mut Histogram<u64>>|
-     -> Result<()> {
-        let mut into = into;
-        for _ in 0..n {
-            let t0 = Instant::now();
-            let mut lock = client
-                .try_lock(resource, TTL)
-                .map_err(|e| format!("{resource}: acquire failed: {e}"))?;
-            client
-                .unlock(&mut lock)
-                .map_err(|e| format!("{resource}: release failed: {e}"))?;
-            if let Some(h) = into.as_deref_mut() {
-                h.saturating_record(nanos(t0.elapsed()));
-            }
-        }
-        Ok(())
-    };
-    run(&plain, "redlock-bench:tls:plain", warm_up, None)?;
-    run(&tls, "redlock-bench:tls:tls", warm_up, None)?;
-    for _ in 0..cycles.div_ceil(batch) {
-        run(
-            &plain,
-            "redlock-bench:tls:plain",
-            batch,
-            Some(&mut row.plain),
-        )?;
-        run(&tls, "redlock-bench:tls:tls", batch, Some(&mut row.tls))?;
-    }
+    let row = interleave(&plain, &tls, "redlock-bench:tls", cycles, batch, warm_up)?;
     drop(clusters);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(row)

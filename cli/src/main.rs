@@ -2,14 +2,18 @@
 //! built on `redlock-mio`.
 //!
 //! ```text
-//! redlock [--servers URL,...] run [--ttl 30s] [--wait 10s] RESOURCE -- COMMAND [ARG...]
+//! redlock [--servers URL,...] run [--ttl 30s] [--wait 10s] [--fence] RESOURCE -- COMMAND [ARG...]
 //! redlock [--servers URL,...] status RESOURCE [--token HEX]
 //! ```
 //!
 //! `run` acquires RESOURCE, runs COMMAND with the lock kept alive in the
 //! background (extended every TTL/3), and releases it when the command
 //! exits. The command gets `REDLOCK_RESOURCE` and `REDLOCK_TOKEN` (the
-//! lock's token, hex) in its environment. If the lock is lost while the
+//! lock's token, hex) in its environment, and with `--fence`
+//! `REDLOCK_FENCE`: a number larger for every later holder of RESOURCE,
+//! for the command to send with its writes so that the store can refuse a
+//! holder whose lock ran out (see `redlock_mio::fencing`; every client of
+//! RESOURCE must then use `--fence`). If the lock is lost while the
 //! command runs, the command gets SIGTERM, then SIGKILL after the grace
 //! period.
 //!
@@ -95,6 +99,13 @@ struct RunArgs {
     /// After SIGTERM on loss, how long before SIGKILL.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     grace: Duration,
+    /// Give the command a fence (`REDLOCK_FENCE`), one more round trip.
+    #[arg(long)]
+    fence: bool,
+    /// With `--fence`: the longest TTL any fenced client uses on these
+    /// masters (default: the larger of `--ttl` and 5m).
+    #[arg(long, value_parser = parse_duration)]
+    longest_ttl: Option<Duration>,
     /// Exit status when the lock cannot be taken.
     #[arg(long, default_value_t = 1)]
     conflict_exit_code: u8,
@@ -190,6 +201,12 @@ fn run(urls: &[String], request_timeout: Duration, tls: Option<tls::Config>, arg
     if let Some(config) = tls {
         builder = builder.tls_config(config);
     }
+    if args.fence {
+        let longest = args
+            .longest_ttl
+            .unwrap_or(args.ttl.max(Duration::from_secs(300)));
+        builder = builder.fencing(longest);
+    }
     let client = match builder.build() {
         Ok(client) => client,
         Err(e) => {
@@ -214,6 +231,7 @@ fn run(urls: &[String], request_timeout: Duration, tls: Option<tls::Config>, arg
         }
     };
     let token: String = lock.token().iter().map(|b| format!("{b:02x}")).collect();
+    let fence = lock.fence().map(|f| f.to_string());
     let keeper = match client.keep(lock, KeepOptions::new(args.ttl)) {
         Ok(keeper) => keeper,
         Err(e) => {
@@ -225,12 +243,15 @@ fn run(urls: &[String], request_timeout: Duration, tls: Option<tls::Config>, arg
         Some(split) => split,
         None => return EX_USAGE,
     };
-    let mut child = match Command::new(program)
+    let mut command = Command::new(program);
+    command
         .args(rest)
         .env("REDLOCK_RESOURCE", &args.resource)
-        .env("REDLOCK_TOKEN", &token)
-        .spawn()
-    {
+        .env("REDLOCK_TOKEN", &token);
+    if let Some(fence) = &fence {
+        command.env("REDLOCK_FENCE", fence);
+    }
+    let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
             eprintln!("redlock: cannot run {program:?}: {e}");

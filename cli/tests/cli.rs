@@ -76,6 +76,53 @@ fn two_racing_runs_never_both_run() {
     }
 }
 
+/// With `--fence`, each run's command gets a larger `REDLOCK_FENCE`;
+/// without, none.
+#[test]
+fn fenced_runs_get_growing_fences() {
+    let cluster = Cluster::start(3);
+    let fence = |args: &[&str]| {
+        let out = output(&mut redlock(&cluster, args));
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let script = ["--", "sh", "-c", "echo \"${REDLOCK_FENCE-none}\""];
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "--ttl", "2s"];
+        args.extend_from_slice(extra);
+        args.push("fenced");
+        args.extend_from_slice(&script);
+        fence(&args)
+    };
+    let mut last = 0u64;
+    for _ in 0..3 {
+        let next: u64 = run(&["--fence"]).parse().expect("a number");
+        assert!(next > last, "{next} after {last}");
+        last = next;
+    }
+    let longest: u64 = run(&["--fence", "--longest-ttl", "10s"])
+        .parse()
+        .expect("a number");
+    assert!(longest > last);
+    assert_eq!(run(&[]), "none");
+    // A TTL above the longest is bad usage.
+    let out = output(&mut redlock(
+        &cluster,
+        &[
+            "run",
+            "--ttl",
+            "20s",
+            "--fence",
+            "--longest-ttl",
+            "10s",
+            "fenced",
+            "--",
+            "true",
+        ],
+    ));
+    assert_eq!(out.status.code(), Some(64), "{out:?}");
+}
+
 #[test]
 fn a_held_lock_is_a_conflict() {
     let cluster = Cluster::start(3);
