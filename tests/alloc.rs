@@ -1,5 +1,6 @@
 //! Steady-state heap allocations of the lock's hot paths, against five real
-//! masters: acquire + release and extend must allocate nothing; a contended
+//! masters: acquire + release (plain and fenced) and extend must allocate
+//! nothing; a contended
 //! acquire that fails allocates exactly its error's boxed report. The RESP
 //! decoder allocates nothing per reply, whatever counts the replies declare.
 //!
@@ -103,7 +104,24 @@ fn hot_paths_do_not_allocate() {
     );
     holder.unlock(&mut lock).expect("final release");
 
+    // A fenced acquire (acquire, raise) + release.
+    let fenced = Redlock::builder(cluster.urls())
+        .retry_count(0)
+        .fencing(TTL)
+        .build()
+        .expect("build the fenced client");
+    for _ in 0..WARM_UP {
+        acquire_release(&fenced);
+    }
+    let (fenced_cycle, _) = allocations(|| {
+        for _ in 0..CYCLES {
+            acquire_release(&fenced);
+        }
+    });
+    println!("fenced try_lock + unlock: {fenced_cycle} allocations in {CYCLES} cycles");
+
     assert_eq!(cycle, 0, "try_lock + unlock allocated");
+    assert_eq!(fenced_cycle, 0, "fenced try_lock + unlock allocated");
     assert_eq!(extend, 0, "extend allocated");
     // Exactly one per failed attempt, of exactly `size_of::<Report>()`
     // bytes: the `Box<Report>` inside `Error::Contended` (made by
