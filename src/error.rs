@@ -136,7 +136,10 @@ pub enum Error {
         len: usize,
     },
     /// [`Redlock::try_lock_all`](crate::Redlock::try_lock_all) was given no
-    /// resource, or more than 64.
+    /// resource, or more than 64; or a batch
+    /// ([`Redlock::try_lock_many`](crate::Redlock::try_lock_many),
+    /// [`unlock_many`](crate::Redlock::unlock_many)) more than
+    /// [`MAX_BATCH`](crate::MAX_BATCH).
     InvalidResources {
         /// How many were given.
         count: usize,
@@ -222,8 +225,9 @@ impl fmt::Display for Error {
             ),
             Error::InvalidResources { count } => write!(
                 f,
-                "{count} resources given: a lock covers 1 to {}",
-                crate::commands::MAX_KEYS
+                "{count} resources given: a lock covers 1 to {}, a batch up to {}",
+                crate::commands::MAX_KEYS,
+                crate::MAX_BATCH
             ),
             Error::Contended(report) => write!(f, "resource held by another client: {report}"),
             Error::Unavailable(report) => write!(f, "majority of masters unreachable: {report}"),

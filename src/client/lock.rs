@@ -108,6 +108,20 @@ impl Lock {
         one.into_iter().chain(many.into_iter().flatten())
     }
 
+    /// The release of this lock.
+    pub(super) fn release(&self) -> crate::commands::Command<'_> {
+        let (resource, many) = self.keys();
+        crate::commands::Command {
+            op: crate::rules::Op::Release,
+            resource,
+            token: self.token(),
+            ttl_ms: 0,
+            eval: false,
+            many,
+            fenced: false,
+        }
+    }
+
     /// What the commands carry: the name, or the packed names, and whether
     /// there are several.
     pub(super) fn keys(&self) -> (&[u8], bool) {

@@ -6,6 +6,7 @@
 //! rounds into results and keeps the caller's [`Lock`] honest about its
 //! validity after every outcome.
 
+mod batch;
 mod builder;
 mod fence;
 mod keeper;
@@ -29,6 +30,7 @@ use crate::driver::Driver;
 use crate::error::Error;
 use crate::rules::{self, Decision, Op, Report, Round};
 
+pub use batch::MAX_BATCH;
 pub use builder::{Builder, MAX_TIMEOUT, Require};
 pub use keeper::{KeepOptions, Keeper, Lost, OnChange, Standing};
 pub use lock::{Lock, LockGuard};
@@ -375,17 +377,7 @@ impl Redlock {
     /// any more (it expired or was already released),
     /// [`Error::Unavailable`], or [`Error::Io`].
     pub fn unlock(&self, lock: &mut Lock) -> Result<(), Error> {
-        let (resource, many) = lock.keys();
-        let command = Command {
-            op: Op::Release,
-            resource,
-            token: lock.token(),
-            ttl_ms: 0,
-            eval: false,
-            many,
-            fenced: false,
-        };
-        let end = self.round(&command, None);
+        let end = self.round(&lock.release(), None);
         lock.expire(end.started);
         let result = match end.result {
             Ok(Decision::Quorum { .. }) => Ok(()),
@@ -518,7 +510,17 @@ impl Redlock {
     /// records it in its span and the metrics, with those features).
     fn tally(&self, op: Op, end: &RoundEnd, result: Result<(), &Error>) {
         let inner = self.inner.borrow();
-        let nodes = inner.round.nodes();
+        self.tally_nodes(op, end, inner.round.nodes(), result);
+    }
+
+    /// [`tally`](Self::tally) for a round other than the client's own.
+    fn tally_nodes(
+        &self,
+        op: Op,
+        end: &RoundEnd,
+        nodes: &[rules::NodeState],
+        result: Result<(), &Error>,
+    ) {
         self.counters.count(op, nodes, result);
         let elapsed = end.ended.saturating_duration_since(end.started);
         observe::round_ended(&end.span, op, result, elapsed, nodes, &self.masters);

@@ -14,9 +14,9 @@ use mio::{Interest, Registry, Token as MioToken};
 #[cfg(feature = "tls")]
 use super::tls::{TlsFailure, TlsStream};
 use crate::addr::{Endpoint, ServerAddr};
-use crate::commands::{Command, Outcome};
-use crate::link::{Link, LinkConfig, READ_BUFFER};
-use crate::rules::{NodeError, Op};
+use crate::commands::Command;
+use crate::link::{Link, LinkConfig, Live, OnReply, READ_BUFFER};
+use crate::rules::NodeError;
 
 /// The TLS client configuration shared by the connections, if any.
 #[cfg(feature = "tls")]
@@ -273,13 +273,13 @@ impl Conn {
 
     /// Handles readiness: completes a connect, writes, and reads the
     /// replies that arrived (up to [`READ_BUDGET`] bytes), passing the
-    /// outcomes of `current`'s commands to `on_reply` with the time they
-    /// were read. Replies to earlier rounds are matched and dropped.
+    /// outcomes of the `live` rounds' commands to `on_reply` with the time
+    /// they were read. Replies to other rounds are matched and dropped.
     pub(crate) fn handle_event(
         &mut self,
         event: &Event,
-        current: u64,
-        on_reply: &mut (impl FnMut(Op, Outcome, Instant) + ?Sized),
+        live: Live,
+        on_reply: &mut OnReply<'_>,
     ) -> Result<(), NodeError> {
         if self.link.is_connecting() {
             let Some(stream) = self.stream.as_mut() else {
@@ -296,7 +296,7 @@ impl Conn {
             // A FIN or an error that came with this event is not seen by a
             // short read: then read on to the end.
             let short_ok = !(event.is_read_closed() || event.is_error());
-            self.read(current, on_reply, short_ok)?;
+            self.read(live, on_reply, short_ok)?;
             // Reading may have finished the handshake or answered a
             // NOSCRIPT: write what that queued.
             self.flush()?;
@@ -308,11 +308,11 @@ impl Conn {
     /// [`handle_event`](Self::handle_event) does for a readable event.
     pub(crate) fn read_more(
         &mut self,
-        current: u64,
-        on_reply: &mut (impl FnMut(Op, Outcome, Instant) + ?Sized),
+        live: Live,
+        on_reply: &mut OnReply<'_>,
     ) -> Result<(), NodeError> {
         self.backlog = false;
-        self.read(current, on_reply, false)?;
+        self.read(live, on_reply, false)?;
         self.flush()
     }
 
@@ -332,8 +332,8 @@ impl Conn {
     /// uses a time from before its reply arrived.
     fn read(
         &mut self,
-        current: u64,
-        on_reply: &mut (impl FnMut(Op, Outcome, Instant) + ?Sized),
+        live: Live,
+        on_reply: &mut OnReply<'_>,
         short_ok: bool,
     ) -> Result<(), NodeError> {
         let mut budget = READ_BUDGET;
@@ -349,15 +349,14 @@ impl Conn {
             let buf_len = buf.len();
             match stream.read(buf) {
                 Ok(0) => {
-                    self.link
-                        .handle_read(0, Instant::now(), current, on_reply)?;
+                    self.link.handle_read(0, Instant::now(), live, on_reply)?;
                     return Err(NodeError::Closed);
                 }
                 Ok(n) => {
                     budget = budget.saturating_sub(n);
                     let short = n < buf_len;
                     self.link
-                        .handle_read(n, Instant::now(), current, on_reply)?;
+                        .handle_read(n, Instant::now(), live.clone(), on_reply)?;
                     if short && short_ok && self.reads_drain() {
                         // A stream socket's read returns all it has, up to
                         // the buffer: a short read emptied the receive

@@ -16,7 +16,8 @@ use mio::{Events, Poll, Registry};
 
 use crate::addr::ServerAddr;
 use crate::commands::{Command, Outcome};
-use crate::rules::{NodeError, NodeState, Op, Round};
+use crate::link::{Live, OnReply};
+use crate::rules::{NodeError, NodeState, Round};
 
 use conn::Conn;
 pub(crate) use conn::TlsConfig;
@@ -88,13 +89,14 @@ impl Driver {
                 let _ = conn.connect(registry, now);
             }
         }
-        let id = self.next_round();
-        self.wait(id, deadline, Until::Connected, None)
+        let id = self.next_rounds(0);
+        self.wait(&mut Rounds::new(id, &mut []), deadline, Until::Connected)
     }
 
-    fn next_round(&mut self) -> u64 {
+    /// Reserves `n` consecutive round ids; returns the first.
+    fn next_rounds(&mut self, n: usize) -> u64 {
         let id = self.next_round;
-        self.next_round += 1;
+        self.next_round += n as u64;
         id
     }
 
@@ -102,32 +104,60 @@ impl Driver {
     /// all in the same tick, then reads replies into `round` until it is
     /// decided or its deadline passes. (A `NOSCRIPT` reply is answered by
     /// the connection itself, with `EVAL`, within the round.)
+    pub(crate) fn run(&mut self, round: &mut Round, command: &Command<'_>) -> io::Result<()> {
+        self.run_many(std::slice::from_mut(round), std::slice::from_ref(command))
+    }
+
+    /// Runs several rounds at once, `rounds[k]` of `commands[k]`: queues
+    /// every command on every connection, writes each connection's share in
+    /// one write in the same tick, then reads the replies, each matched to
+    /// its round by the connection's order, until every round is decided or
+    /// the deadline passes. Each round decides on its own.
     ///
     /// First it reads, without waiting, whatever arrived while the client
     /// was idle: late replies to earlier rounds, so that their requests do
     /// not look stalled, and anything unprompted, so that a reply to
     /// nothing fails its connection before a new request could be matched
     /// to it.
-    pub(crate) fn run(&mut self, round: &mut Round, command: &Command<'_>) -> io::Result<()> {
-        let id = self.next_round();
-        self.poll_once(Duration::ZERO, id, None)?;
+    pub(crate) fn run_many(
+        &mut self,
+        rounds: &mut [Round],
+        commands: &[Command<'_>],
+    ) -> io::Result<()> {
+        let n = rounds.len().min(commands.len());
+        let rounds = &mut rounds[..n];
+        let base = self.next_rounds(n);
+        self.poll_once(Duration::ZERO, &mut Rounds::new(base, &mut []))?;
         let now = Instant::now();
         let registry = self.poll.registry();
         for (i, conn) in self.conns.iter_mut().enumerate() {
-            if let Err(error) = conn.send(registry, command, id, now) {
-                round.handle_failure(i, error, now);
+            // Until the next run: the batch is in flight.
+            conn.link_mut().allow_batch(n.saturating_sub(1));
+            for (k, command) in commands[..n].iter().enumerate() {
+                if let Err(error) = conn.send(registry, command, base + k as u64, now) {
+                    // A failed send leaves the connection down, with what
+                    // the batch had queued there: every round of the batch
+                    // fails on this master.
+                    for round in rounds.iter_mut() {
+                        round.handle_failure(i, error.clone(), now);
+                    }
+                    break;
+                }
             }
         }
+        let deadline = rounds.iter().map(Round::deadline).max().unwrap_or(now);
+        let mut live = Rounds::new(base, rounds);
         for (i, conn) in self.conns.iter_mut().enumerate() {
             if let Err(error) = conn.flush() {
-                fail(conn, registry, i, id, error, now, Some(&mut *round));
+                fail(conn, registry, i, error, now, &mut live);
             }
         }
-        let deadline = round.deadline();
-        self.wait(id, deadline, Until::Decided, Some(&mut *round))?;
-        for (conn, state) in self.conns.iter_mut().zip(round.nodes()) {
-            if *state == NodeState::TimedOut {
-                conn.link_mut().note_late(round.started());
+        self.wait(&mut live, deadline, Until::Decided)?;
+        for round in live.rounds.iter() {
+            for (conn, state) in self.conns.iter_mut().zip(round.nodes()) {
+                if *state == NodeState::TimedOut {
+                    conn.link_mut().note_late(round.started());
+                }
             }
         }
         Ok(())
@@ -140,7 +170,7 @@ impl Driver {
     /// matched and dropped by later rounds. A master that is paused or
     /// down costs nothing here.
     pub(crate) fn queue(&mut self, command: &Command<'_>, now: Instant) {
-        let id = self.next_round();
+        let id = self.next_rounds(1);
         let registry = self.poll.registry();
         for conn in &mut self.conns {
             // A connection dropped in the failed round (say, as stalled,
@@ -159,28 +189,23 @@ impl Driver {
     }
 
     /// Polls and dispatches readiness until `until` holds or `deadline`
-    /// passes. Outcomes of round `id` go to `round`; a connection that
-    /// fails is closed, and a request of round `id` it had counts as failed.
-    fn wait(
-        &mut self,
-        id: u64,
-        deadline: Instant,
-        until: Until,
-        mut round: Option<&mut Round>,
-    ) -> io::Result<()> {
+    /// passes. Outcomes of the live rounds go to them; a connection that
+    /// fails is closed, and a request of a live round it had counts as
+    /// failed.
+    fn wait(&mut self, live: &mut Rounds<'_>, deadline: Instant, until: Until) -> io::Result<()> {
         loop {
             let now = Instant::now();
             let registry = self.poll.registry();
             for (i, conn) in self.conns.iter_mut().enumerate() {
                 if let Err(error) = conn.link().check_timers(now) {
-                    fail(conn, registry, i, id, error, now, round.as_deref_mut());
+                    fail(conn, registry, i, error, now, live);
                 }
             }
-            if let Some(round) = round.as_deref_mut() {
+            for round in live.rounds.iter_mut() {
                 round.handle_timeout(now);
             }
             let done = match until {
-                Until::Decided => round.as_deref().is_none_or(|r| r.decision().is_some()),
+                Until::Decided => live.rounds.iter().all(|r| r.decision().is_some()),
                 Until::Connected => self
                     .conns
                     .iter()
@@ -202,20 +227,15 @@ impl Driver {
                     .fold(deadline, Instant::min);
                 wake.saturating_duration_since(now)
             };
-            self.poll_once(timeout, id, round.as_deref_mut())?;
-            self.read_backlog(id, round.as_deref_mut());
+            self.poll_once(timeout, live)?;
+            self.read_backlog(live);
         }
     }
 
     /// Waits up to `timeout` for readiness and handles every event:
-    /// outcomes of round `id` go to `round`; a connection that fails is
-    /// closed, and a request of round `id` it had counts as failed.
-    fn poll_once(
-        &mut self,
-        timeout: Duration,
-        id: u64,
-        mut round: Option<&mut Round>,
-    ) -> io::Result<()> {
+    /// outcomes of the live rounds go to them; a connection that fails is
+    /// closed, and a request of a live round it had counts as failed.
+    fn poll_once(&mut self, timeout: Duration, live: &mut Rounds<'_>) -> io::Result<()> {
         match self.poll.poll(&mut self.events, Some(timeout)) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
@@ -225,17 +245,13 @@ impl Driver {
         for event in self.events.iter() {
             let i = event.token().0;
             if let Some(conn) = self.conns.get_mut(i) {
-                serve(
-                    conn,
-                    registry,
-                    i,
-                    id,
-                    round.as_deref_mut(),
-                    |conn, on_reply| conn.handle_event(event, id, on_reply),
-                );
+                let ids = live.ids();
+                serve(conn, registry, i, live, |conn, on_reply| {
+                    conn.handle_event(event, ids, on_reply)
+                });
             }
         }
-        self.check_identities(id, round);
+        self.check_identities(live);
         Ok(())
     }
 
@@ -243,7 +259,7 @@ impl Driver {
     /// other ready masters': a server reached through a second address is
     /// refused there ([`NodeError::SameServer`]), so that it never votes
     /// twice.
-    fn check_identities(&mut self, id: u64, mut round: Option<&mut Round>) {
+    fn check_identities(&mut self, live: &mut Rounds<'_>) {
         let registry = self.poll.registry();
         for i in 0..self.conns.len() {
             #[cfg(feature = "tracing")]
@@ -264,57 +280,66 @@ impl Driver {
                     address: self.conns[other].addr().to_string().into(),
                 };
                 let now = Instant::now();
-                fail(
-                    &mut self.conns[i],
-                    registry,
-                    i,
-                    id,
-                    error,
-                    now,
-                    round.as_deref_mut(),
-                );
+                fail(&mut self.conns[i], registry, i, error, now, live);
             }
         }
     }
 
     /// Goes on reading the connections whose last read stopped at its
     /// budget, one budget each.
-    fn read_backlog(&mut self, id: u64, mut round: Option<&mut Round>) {
+    fn read_backlog(&mut self, live: &mut Rounds<'_>) {
         let registry = self.poll.registry();
         for (i, conn) in self.conns.iter_mut().enumerate() {
             if conn.has_backlog() {
-                serve(
-                    conn,
-                    registry,
-                    i,
-                    id,
-                    round.as_deref_mut(),
-                    |conn, on_reply| conn.read_more(id, on_reply),
-                );
+                let ids = live.ids();
+                serve(conn, registry, i, live, |conn, on_reply| {
+                    conn.read_more(ids, on_reply)
+                });
             }
         }
-        self.check_identities(id, round);
+        self.check_identities(live);
     }
 }
 
-/// Lets `io` read and write connection `i`, handing the outcomes of round
-/// `id` to `round`; if it fails, closes the connection as [`fail`] does.
+/// The rounds in progress: `rounds[k]` has id `base + k`.
+struct Rounds<'a> {
+    base: u64,
+    rounds: &'a mut [Round],
+}
+
+impl<'a> Rounds<'a> {
+    fn new(base: u64, rounds: &'a mut [Round]) -> Rounds<'a> {
+        Rounds { base, rounds }
+    }
+
+    fn ids(&self) -> Live {
+        self.base..self.base + self.rounds.len() as u64
+    }
+
+    /// The round with id `id`, if it is live.
+    fn get(&mut self, id: u64) -> Option<&mut Round> {
+        let k = usize::try_from(id.checked_sub(self.base)?).ok()?;
+        self.rounds.get_mut(k)
+    }
+}
+
+/// Lets `io` read and write connection `i`, handing the outcomes of the
+/// live rounds to them; if it fails, closes the connection as [`fail`]
+/// does.
 fn serve(
     conn: &mut Conn,
     registry: &Registry,
     i: usize,
-    id: u64,
-    mut round: Option<&mut Round>,
-    io: impl FnOnce(&mut Conn, &mut dyn FnMut(Op, Outcome, Instant)) -> Result<(), NodeError>,
+    live: &mut Rounds<'_>,
+    io: impl FnOnce(&mut Conn, &mut OnReply<'_>) -> Result<(), NodeError>,
 ) {
-    let mut target = round.as_deref_mut();
-    let result = io(conn, &mut |_, outcome, now| {
-        if let Some(round) = target.as_deref_mut() {
+    let result = io(conn, &mut |id, _, outcome, now| {
+        if let Some(round) = live.get(id) {
             deliver(round, i, outcome, now);
         }
     });
     if let Err(error) = result {
-        fail(conn, registry, i, id, error, Instant::now(), round);
+        fail(conn, registry, i, error, Instant::now(), live);
     }
 }
 
@@ -336,23 +361,21 @@ fn deliver(round: &mut Round, i: usize, outcome: Outcome, now: Instant) {
     }
 }
 
-/// Closes `conn` after `error`; if it owed round `id` a reply, `round`
-/// learns that node `i` failed.
+/// Closes `conn` after `error`; each live round it owed a reply learns
+/// that node `i` failed.
 fn fail(
     conn: &mut Conn,
     registry: &Registry,
     i: usize,
-    id: u64,
     error: NodeError,
     now: Instant,
-    round: Option<&mut Round>,
+    live: &mut Rounds<'_>,
 ) {
-    let owed = conn.link().has_pending_for(id);
-    match (owed, round) {
-        (true, Some(round)) => {
-            conn.close(registry, error.clone(), now);
-            round.handle_failure(i, error, now);
+    let base = live.base;
+    for (k, round) in live.rounds.iter_mut().enumerate() {
+        if conn.link().has_pending_for(base + k as u64) {
+            round.handle_failure(i, error.clone(), now);
         }
-        _ => conn.close(registry, error, now),
     }
+    conn.close(registry, error, now);
 }

@@ -70,6 +70,14 @@ const MAX_UNWRITTEN: usize = 64 * 1024;
 /// RESP2), so a server that sends more is broken or hostile.
 pub(crate) const UNSOLICITED_BUDGET: usize = 16 * 1024;
 
+/// The rounds in progress: their ids, consecutive. Replies to other rounds
+/// are matched to their requests and dropped.
+pub(crate) type Live = std::ops::Range<u64>;
+
+/// Where a link hands the outcome of a live round's command: the round's
+/// id, the command's operation, the outcome, and when it was read.
+pub(crate) type OnReply<'a> = dyn FnMut(u64, Op, Outcome, Instant) + 'a;
+
 /// `now + d`, or `now` if that is beyond what an [`Instant`] can hold
 /// (unreachable with the builder's ranges; never a panic).
 pub(crate) fn after(now: Instant, d: Duration) -> Instant {
@@ -171,6 +179,8 @@ pub(crate) struct Link {
     late_since: Option<Instant>,
     /// Bytes of unsolicited frames since the last reply.
     unsolicited: usize,
+    /// Requests beyond [`MAX_PENDING`] allowed for the batch being queued.
+    batch: usize,
     /// Connects started, for statistics.
     connects: u64,
     /// What the handshake under way learned: `INFO`, and the marker's
@@ -207,6 +217,7 @@ impl Link {
             last_error: None,
             late_since: None,
             unsolicited: 0,
+            batch: 0,
             connects: 0,
             info: None,
             marker: None,
@@ -235,6 +246,14 @@ impl Link {
     #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     pub(crate) fn take_suspicion(&mut self) -> Option<Suspicion> {
         self.suspicion.take()
+    }
+
+    /// Sets how many more requests than [`MAX_PENDING`] may be in flight
+    /// before the connection counts as stalled, for the batch about to be
+    /// queued (until the next call): a batch of `k` rounds queues `k` at
+    /// once, which is not a stall. 0 for a single round.
+    pub(crate) fn allow_batch(&mut self, extra: usize) {
+        self.batch = extra;
     }
 
     /// How many connects were started.
@@ -442,7 +461,8 @@ impl Link {
     /// may: `headroom` more requests are allowed for releases.
     fn check_limits(&self, headroom: usize) -> Result<(), NodeError> {
         let unwritten = self.out.len() - self.written + self.held.len();
-        if self.pending.len() >= MAX_PENDING + headroom || unwritten > MAX_UNWRITTEN {
+        let limit = MAX_PENDING + headroom + self.batch;
+        if self.pending.len() >= limit || unwritten > MAX_UNWRITTEN {
             return Err(NodeError::Stalled);
         }
         Ok(())
@@ -510,26 +530,27 @@ impl Link {
     }
 
     /// `n` bytes were read into [`read_buf`](Self::read_buf) at `now`:
-    /// decodes them and passes the outcomes of `current`'s commands to
-    /// `on_reply`, with `now`. Replies to other rounds are matched and
-    /// dropped. An error means the connection must be closed.
+    /// decodes them and passes the outcomes of the commands of the rounds
+    /// in progress, `live`, to `on_reply`, with their round and `now`.
+    /// Replies to other rounds are matched and dropped. An error means the
+    /// connection must be closed.
     pub(crate) fn handle_read(
         &mut self,
         n: usize,
         now: Instant,
-        current: u64,
-        on_reply: &mut (impl FnMut(Op, Outcome, Instant) + ?Sized),
+        live: Live,
+        on_reply: &mut OnReply<'_>,
     ) -> Result<(), NodeError> {
         self.end = (self.end + n).min(self.input.len());
-        self.process(now, current, on_reply)
+        self.process(now, live, on_reply)
     }
 
     /// Decodes and dispatches every complete token in the read buffer.
     fn process(
         &mut self,
         now: Instant,
-        current: u64,
-        on_reply: &mut (impl FnMut(Op, Outcome, Instant) + ?Sized),
+        live: Live,
+        on_reply: &mut OnReply<'_>,
     ) -> Result<(), NodeError> {
         loop {
             let decoded = match self.decoder.decode(&self.input[self.start..self.end]) {
@@ -604,7 +625,9 @@ impl Link {
                                 }
                                 match outcome {
                                     Outcome::Unexpected => return Err(NodeError::UnexpectedReply),
-                                    Outcome::NoScript if op != Op::Release && round != current => {
+                                    Outcome::NoScript
+                                        if op != Op::Release && !live.contains(&round) =>
+                                    {
                                         // An extend of a round that is over
                                         // is never replayed: newer commands
                                         // (a later extend of the same lock,
@@ -656,13 +679,13 @@ impl Link {
                                     // count; its fence counter (if it has
                                     // one, it kept its data) does.
                                     Outcome::Reply(Reply::Ok | Reply::Count(_))
-                                        if round == current
+                                        if live.contains(&round)
                                             && matches!(op, Op::Acquire | Op::Extend)
                                             && self.sighting.is_quarantined(now) =>
                                     {
-                                        on_reply(op, Outcome::Quarantined, now)
+                                        on_reply(round, op, Outcome::Quarantined, now)
                                     }
-                                    _ if round == current => on_reply(op, outcome, now),
+                                    _ if live.contains(&round) => on_reply(round, op, outcome, now),
                                     _ => {}
                                 }
                                 // Drop the consumed arguments now: with early

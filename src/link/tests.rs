@@ -104,9 +104,15 @@ fn feed(
         let n = buf.len().min(rest.len());
         buf[..n].copy_from_slice(&rest[..n]);
         rest = &rest[n..];
-        link.handle_read(n, now, current, &mut |op, outcome, _| {
-            outcomes.push((op, outcome))
-        })?;
+        link.handle_read(
+            n,
+            now,
+            current..current + 1,
+            &mut |round, op, outcome, _| {
+                assert_eq!(round, current, "only the live round's outcomes");
+                outcomes.push((op, outcome))
+            },
+        )?;
     }
     Ok(outcomes)
 }
@@ -175,6 +181,48 @@ fn replies_of_other_rounds_are_matched_and_dropped() {
     link.queue(&command(Op::Acquire, 30_000), 2, t0).unwrap();
     let outcomes = feed(&mut link, b"$-1\r\n+OK\r\n", t0 + MS, 2).unwrap();
     assert_eq!(outcomes, [(Op::Acquire, Outcome::Reply(Reply::Ok))]);
+}
+
+/// Several rounds in flight on one connection (a batch): each reply goes to
+/// exactly the round of the request it answers, in the connection's order,
+/// also when they arrive in pieces; a round outside the live ones gets
+/// nothing.
+#[test]
+fn each_live_round_gets_exactly_its_replies() {
+    let t0 = Instant::now();
+    let mut link = ready(t0);
+    for round in [7, 8, 9, 10] {
+        link.queue(&command(Op::Acquire, 30_000), round, t0)
+            .unwrap();
+    }
+    let sent = take(&mut link);
+    assert_eq!(sent.matches("SET").count(), 4, "one write: {sent}");
+    let replies = b"+OK\r\n$-1\r\n+OK\r\n-ERR x\r\n";
+    let mut got = Vec::new();
+    // Byte by byte: a reply split across reads still has one owner.
+    for byte in replies.chunks(1) {
+        let buf = link.read_buf().unwrap();
+        buf[0] = byte[0];
+        link.handle_read(1, t0 + MS, 8..11, &mut |round, _, outcome, _| {
+            got.push((round, outcome));
+        })
+        .unwrap();
+    }
+    assert_eq!(
+        got,
+        [
+            (8, Outcome::Reply(Reply::Refused)),
+            (9, Outcome::Reply(Reply::Ok)),
+            (
+                10,
+                Outcome::Server(crate::rules::ServerError::new(b"ERR x"))
+            ),
+        ],
+        "round 7 is not live: its +OK is matched and dropped"
+    );
+    for round in 7..=10 {
+        assert!(!link.has_pending_for(round));
+    }
 }
 
 #[test]

@@ -1,0 +1,185 @@
+//! Batches (issue 9, part 6) against real `redis-server`s: many independent
+//! locks taken or released in one tick, one write per master, each with
+//! its own result; several rounds in flight on each connection.
+
+#![allow(clippy::expect_used, reason = "a test fails loudly on broken set-up")]
+
+mod support;
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use redlock_mio::{Error, Lock, MAX_BATCH, Redlock};
+use support::cluster::Cluster;
+use support::proxy::{Dir, Proxies};
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn client(urls: Vec<String>) -> Redlock {
+    Redlock::builder(urls)
+        .request_timeout(Duration::from_millis(200))
+        .retry_count(0)
+        .build()
+        .expect("build")
+}
+
+/// Every result is a lock; releases them all in one batch, each released.
+fn release_all(redlock: &Redlock, results: Vec<Result<Lock, Error>>) {
+    let mut locks: Vec<Lock> = results.into_iter().map(|r| r.expect("locked")).collect();
+    let released = redlock.unlock_many(&mut locks).expect("valid");
+    assert!(released.iter().all(Result::is_ok), "{released:?}");
+}
+
+#[test]
+fn each_resource_of_a_batch_gets_its_own_result() {
+    let cluster = Cluster::start(5);
+    let redlock = client(cluster.urls());
+    let other = client(cluster.urls());
+    let mut held = other.try_lock("batch:3", TTL).expect("free");
+    let names: Vec<String> = (0..10).map(|i| format!("batch:{i}")).collect();
+    let results = redlock.try_lock_many(&names, TTL).expect("valid");
+    assert_eq!(results.len(), 10);
+    let mut tokens = HashSet::new();
+    let mut locks = Vec::new();
+    for (i, result) in results.into_iter().enumerate() {
+        if i == 3 {
+            assert!(matches!(result, Err(Error::Contended(_))), "{result:?}");
+            continue;
+        }
+        let lock = result.expect("free");
+        assert_eq!(lock.resource(), names[i].as_bytes());
+        assert!(lock.validity() > TTL - Duration::from_secs(1));
+        assert!(tokens.insert(*lock.token()), "tokens differ");
+        // Each key holds its own lock's token, on every master.
+        for node in cluster.nodes() {
+            assert_eq!(
+                node.get(&names[i]).as_deref(),
+                Some(&lock.token()[..]),
+                "{} on node {}",
+                names[i],
+                node.index()
+            );
+        }
+        locks.push(lock);
+    }
+    assert_eq!(
+        cluster.get(0, "batch:3").as_deref(),
+        Some(&held.token()[..])
+    );
+    let released = redlock.unlock_many(&mut locks).expect("valid");
+    assert!(released.iter().all(Result::is_ok), "{released:?}");
+    assert!(locks.iter().all(redlock_mio::Lock::is_expired));
+    for name in names.iter().filter(|n| *n != "batch:3") {
+        for i in 0..5 {
+            assert!(!cluster.exists(i, name), "{name} released on node {i}");
+        }
+    }
+    // Releasing again: each is not held any more.
+    let again = redlock.unlock_many(&mut locks).expect("valid");
+    assert!(again.iter().all(|r| matches!(r, Err(Error::NotHeld(_)))));
+    other.unlock(&mut held).expect("unlock");
+}
+
+/// A batch goes to each master in one write: the proxy in front of each
+/// sees one chunk from the client for the whole batch (100 acquires, about
+/// 7 KB: one read of the proxy's 16 KiB buffer). The largest batch works
+/// too.
+#[test]
+fn a_batch_is_one_write_per_master() {
+    let cluster = Cluster::start(3);
+    let proxies = Proxies::front(&cluster);
+    let redlock = client(proxies.urls());
+    // Warm up: connections made and handshakes done.
+    let mut lock = redlock.try_lock("warm", TTL).expect("free");
+    redlock.unlock(&mut lock).expect("unlock");
+    // The release to the third master may still be in the proxy.
+    std::thread::sleep(Duration::from_millis(100));
+    let before: Vec<usize> = proxies
+        .iter()
+        .map(|p| {
+            p.deliveries()
+                .iter()
+                .filter(|d| d.1 == Dir::ToServer)
+                .count()
+        })
+        .collect();
+    let names: Vec<String> = (0..100).map(|i| format!("one-write:{i}")).collect();
+    let results = redlock.try_lock_many(&names, TTL).expect("valid");
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    for (proxy, before) in proxies.iter().zip(before) {
+        let writes = proxy
+            .deliveries()
+            .iter()
+            .filter(|d| d.1 == Dir::ToServer)
+            .count();
+        assert_eq!(
+            writes - before,
+            1,
+            "the acquires in one write to each master"
+        );
+    }
+    release_all(&redlock, results);
+}
+
+/// Two masters of five paused: every lock of the batch still decides on the
+/// three others.
+#[test]
+fn a_paused_minority_costs_a_batch_nothing() {
+    let cluster = Cluster::start(5);
+    let redlock = client(cluster.urls());
+    cluster.pause(1);
+    cluster.pause(4);
+    let names: Vec<String> = (0..20).map(|i| format!("paused:{i}")).collect();
+    let results = redlock.try_lock_many(&names, TTL).expect("valid");
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    release_all(&redlock, results);
+    cluster.resume(1);
+    cluster.resume(4);
+}
+
+#[test]
+fn bad_batches_are_refused_before_anything_is_sent() {
+    let cluster = Cluster::start(3);
+    let redlock = client(cluster.urls());
+    let empty: [&str; 0] = [];
+    assert!(
+        redlock
+            .try_lock_many(&empty, TTL)
+            .expect("valid")
+            .is_empty()
+    );
+    let too_many: Vec<String> = (0..=MAX_BATCH).map(|i| i.to_string()).collect();
+    assert!(matches!(
+        redlock.try_lock_many(&too_many, TTL),
+        Err(Error::InvalidResources { count }) if count == MAX_BATCH + 1
+    ));
+    assert!(matches!(
+        redlock.try_lock_many(&["ok", ""], TTL),
+        Err(Error::InvalidResource { len: 0 })
+    ));
+    assert!(matches!(
+        redlock.try_lock_many(&["ok"], Duration::ZERO),
+        Err(Error::InvalidTtl { .. })
+    ));
+    for i in 0..3 {
+        assert!(!cluster.exists(i, "ok"), "nothing was sent");
+    }
+}
+
+#[test]
+fn fenced_batches_give_each_lock_a_growing_fence() {
+    let cluster = Cluster::start(3);
+    let redlock = Redlock::builder(cluster.urls())
+        .fencing(TTL)
+        .build()
+        .expect("build");
+    let results = redlock
+        .try_lock_many(&["f:a", "f:b", "f:c"], TTL)
+        .expect("valid");
+    let fences: Vec<u64> = results
+        .iter()
+        .map(|r| r.as_ref().expect("free").fence().expect("fenced"))
+        .collect();
+    assert!(fences.windows(2).all(|w| w[1] > w[0]), "{fences:?}");
+    release_all(&redlock, results);
+}
