@@ -221,3 +221,47 @@ fn a_release_during_an_extension_leaves_nothing() {
         assert!(!cluster.exists(i, "racing"), "master {i} still has the key");
     }
 }
+
+/// A keeper is the lock's guard in async code too: `Send + Sync`, and its
+/// drop never blocks (here: every master paused, a request timeout of 1 s,
+/// the drop returns at once); the thread releases once the masters answer.
+/// It carries the lock's fence.
+#[test]
+fn dropping_a_keeper_never_blocks_and_still_releases() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<redlock_mio::Keeper>();
+    let cluster = Cluster::start(3);
+    let holder = Redlock::builder(cluster.urls())
+        .request_timeout(Duration::from_secs(1))
+        .retry_count(0)
+        .fencing(Duration::from_secs(10))
+        .build()
+        .expect("build");
+    let lock = holder
+        .try_lock("dropped", Duration::from_secs(10))
+        .expect("free");
+    let fence = lock.fence();
+    let keeper = holder
+        .keep(lock, KeepOptions::new(Duration::from_secs(10)))
+        .expect("keep");
+    assert!(fence.is_some() && keeper.fence() == fence);
+    for i in 0..3 {
+        cluster.pause(i);
+    }
+    let t0 = Instant::now();
+    drop(keeper);
+    let took = t0.elapsed();
+    for i in 0..3 {
+        cluster.resume(i);
+    }
+    assert!(
+        took < Duration::from_millis(300),
+        "drop took {took:?} with a request timeout of 1 s"
+    );
+    assert!(
+        support::check::eventually(Duration::from_secs(3), || {
+            (0..3).all(|i| !cluster.exists(i, "dropped"))
+        }),
+        "released by the keeper's thread"
+    );
+}

@@ -197,13 +197,19 @@ impl Shared {
 /// A lock kept alive by a background thread: see
 /// [`Redlock::keep`](crate::Redlock::keep).
 ///
-/// Dropping the keeper releases the lock (and waits for that);
-/// [`release`](Keeper::release) does the same, returns the outcome and
-/// gives the client back.
+/// A keeper is `Send` and `Sync`, and never blocks when dropped, so it can
+/// be held across `.await` in async code as the guard of its lock, with
+/// [`lost`](Keeper::lost) as the future that completes on loss.
+///
+/// Dropping the keeper asks its thread to release the lock and returns at
+/// once: the thread sends the release and exits (within one request
+/// timeout), dropping the client. [`release`](Keeper::release) waits for
+/// it, returns the outcome and gives the client back.
 pub struct Keeper {
     shared: Arc<Shared>,
     resource: Vec<u8>,
     token: [u8; super::TOKEN_LEN],
+    fence: Option<u64>,
     thread: Option<JoinHandle<(Redlock, Result<(), Error>)>>,
 }
 
@@ -254,6 +260,12 @@ impl Keeper {
     /// The lock's token.
     pub fn token(&self) -> &[u8; super::TOKEN_LEN] {
         &self.token
+    }
+
+    /// The kept lock's fence ([`Lock::fence`](crate::Lock::fence)); the
+    /// same for the whole holding, extensions included.
+    pub fn fence(&self) -> Option<u64> {
+        self.fence
     }
 
     /// Blocks until the lock is lost or `timeout` has passed; `true` if
@@ -320,9 +332,12 @@ fn unreachable_keeper() -> ! {
 }
 
 impl Drop for Keeper {
+    /// Asks the thread to release and returns without waiting: the thread
+    /// is detached and finishes on its own.
     fn drop(&mut self) {
-        if self.thread.is_some() {
-            let _ = self.stop();
+        if self.thread.take().is_some() {
+            self.shared.lock().release = true;
+            self.shared.asked.notify_all();
         }
     }
 }
@@ -405,6 +420,7 @@ impl Redlock {
         });
         let resource = lock.resource().to_vec();
         let token = *lock.token();
+        let fence = lock.fence();
         let thread_shared = shared.clone();
         let thread = thread::Builder::new()
             .name("redlock-keeper".into())
@@ -426,6 +442,7 @@ impl Redlock {
             shared,
             resource,
             token,
+            fence,
             thread: Some(thread),
         })
     }
