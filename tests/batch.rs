@@ -17,7 +17,7 @@ const TTL: Duration = Duration::from_secs(10);
 
 fn client(urls: Vec<String>) -> Redlock {
     Redlock::builder(urls)
-        .request_timeout(Duration::from_millis(200))
+        .request_timeout(Duration::from_secs(1))
         .retry_count(0)
         .build()
         .expect("build")

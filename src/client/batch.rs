@@ -53,8 +53,9 @@ impl Redlock {
                 .map(|r| self.attempt(r.as_ref(), false, ttl_ms, None))
                 .collect());
         }
+        let _turn = self.turn();
         let tokens: Vec<[u8; TOKEN_LEN]> = {
-            let mut inner = self.inner.borrow_mut();
+            let mut inner = self.inner();
             resources.iter().map(|_| inner.tokens.token()).collect()
         };
         let commands: Vec<Command<'_>> = resources
@@ -91,10 +92,7 @@ impl Redlock {
                 eval: true,
                 ..*command
             };
-            self.inner
-                .borrow_mut()
-                .driver
-                .queue(&release, Instant::now());
+            self.inner().driver.queue(&release, Instant::now());
             self.tally_nodes(Op::Acquire, end, round.nodes(), Err(&error));
             results.push(Err(error));
         }
@@ -115,6 +113,7 @@ impl Redlock {
         if locks.len() > MAX_BATCH {
             return Err(Error::InvalidResources { count: locks.len() });
         }
+        let _turn = self.turn();
         let commands: Vec<Command<'_>> = locks.iter().map(Lock::release).collect();
         let (rounds, ends) = self.run_batch(&commands);
         drop(commands);
@@ -138,7 +137,7 @@ impl Redlock {
     /// Runs one round per command, all at once, for at most the request
     /// timeout; returns the rounds and how each ended.
     fn run_batch(&self, commands: &[Command<'_>]) -> (Vec<Round>, Vec<RoundEnd>) {
-        let mut inner = self.inner.borrow_mut();
+        let mut inner = self.inner();
         let Inner { driver, .. } = &mut *inner;
         let now = Instant::now();
         let mut rounds: Vec<Round> = commands

@@ -1,6 +1,5 @@
 //! [`Builder`]: the configuration of a [`Redlock`], checked in one place.
 
-use std::cell::RefCell;
 use std::fmt;
 use std::time::{Duration, Instant};
 
@@ -385,7 +384,8 @@ impl Builder {
         Ok(Redlock {
             masters,
             counters: super::stats::Counters::new(n),
-            inner: RefCell::new(Inner {
+            turn: std::sync::Mutex::new(()),
+            inner: std::sync::Mutex::new(Inner {
                 fences: super::fence::FenceBook::new(n),
                 driver,
                 tokens: TokenSource::new(),

@@ -146,7 +146,7 @@ impl Redlock {
     /// Records what the last round said of each master's counter; returns
     /// the largest count among the masters that did what was asked.
     fn note_fences(&self, now: Instant) -> Option<u64> {
-        let mut inner = self.inner.borrow_mut();
+        let mut inner = self.inner();
         let super::Inner { round, fences, .. } = &mut *inner;
         for (node, state) in round.nodes().iter().enumerate() {
             match state {
@@ -173,7 +173,7 @@ impl Redlock {
         };
         let wait = longest.saturating_add(rules::drift(longest, self.config.drift_factor));
         let now = Instant::now();
-        if !self.inner.borrow().fences.read_due(now, wait) {
+        if !self.inner().fences.read_due(now, wait) {
             return;
         }
         let read = Command {
@@ -192,7 +192,7 @@ impl Redlock {
         let highest = self.note_fences(end.ended);
         let mut ids: SmallVec<[u8; 128]> = SmallVec::new();
         let value = {
-            let mut inner = self.inner.borrow_mut();
+            let mut inner = self.inner();
             let super::Inner { round, fences, .. } = &mut *inner;
             fences.last_read = Some(end.ended);
             let nodes = round.nodes();
@@ -229,7 +229,7 @@ impl Redlock {
             ..read
         };
         let end = self.round(&sync, deadline);
-        let mut inner = self.inner.borrow_mut();
+        let mut inner = self.inner();
         let super::Inner { round, fences, .. } = &mut *inner;
         if end.result.is_ok() {
             for (node, state) in round.nodes().iter().enumerate() {

@@ -17,10 +17,9 @@ mod stats;
 mod tls;
 mod token;
 
-use std::cell::RefCell;
 use std::fmt;
 use std::io;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
@@ -92,11 +91,14 @@ struct RoundEnd {
 ///
 /// # Threads and processes
 ///
-/// A client owns its connections and is [`Send`] but not [`Sync`]: its
-/// methods take `&self` but must not be called from two threads at once.
-/// Give each thread its own client (each keeps one connection per master,
-/// so N masters × T threads connections in all): no thread then waits for
-/// another's round.
+/// A client owns its connections and is [`Send`] and [`Sync`]: one client
+/// (in an `Arc`, or borrowed by scoped threads) can serve many threads.
+/// Their calls take turns: each call holds the client for its rounds (at
+/// most a request timeout each), never for the delays between retries.
+/// Rounds of different callers do not overlap yet (the pipelined shared
+/// client is to come), so under many concurrent callers a client per
+/// thread (N masters × T threads connections in all) has the higher
+/// throughput.
 ///
 /// Do not use a client across `fork()`: parent and child would share its
 /// sockets and read each other's replies. Build a new client in the child.
@@ -115,7 +117,10 @@ struct RoundEnd {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Redlock {
-    inner: RefCell<Inner>,
+    inner: Mutex<Inner>,
+    /// Held by each operation for its rounds (not for retry delays), so
+    /// that calls from several threads take turns.
+    turn: Mutex<()>,
     config: Config,
     /// The masters' addresses, passwords masked, for reports.
     masters: Arc<[String]>,
@@ -125,7 +130,7 @@ pub struct Redlock {
 impl fmt::Debug for Redlock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut list = f.debug_struct("Redlock");
-        if let Ok(inner) = self.inner.try_borrow() {
+        if let Ok(inner) = self.inner.try_lock() {
             let servers: Vec<String> = inner.driver.addrs().map(ToString::to_string).collect();
             list.field("servers", &servers);
         }
@@ -147,9 +152,19 @@ impl Redlock {
         Builder::new(servers.into_iter().map(|s| s.as_ref().to_owned()).collect())
     }
 
+    /// The client's state, for one step of an operation.
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// This caller's turn: held by an operation for its rounds.
+    fn turn(&self) -> MutexGuard<'_, ()> {
+        self.turn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The number of masters.
     pub fn masters(&self) -> usize {
-        self.inner.borrow().driver.len()
+        self.inner().driver.len()
     }
 
     /// What the client has done since it was built: attempts and their
@@ -157,7 +172,7 @@ impl Redlock {
     /// timed out in and the connects made to it. Counting costs a few
     /// relaxed atomic additions per round; this call copies the counters.
     pub fn stats(&self) -> Stats {
-        let inner = self.inner.borrow();
+        let inner = self.inner();
         let masters = self.masters.iter().map(String::as_str);
         self.counters.snapshot(masters.zip(inner.driver.connects()))
     }
@@ -335,6 +350,7 @@ impl Redlock {
                 return Err(Error::ExtensionLimit { limit });
             }
         }
+        let _turn = self.turn();
         let (resource, many) = lock.keys();
         let command = Command {
             op: Op::Extend,
@@ -377,6 +393,7 @@ impl Redlock {
     /// any more (it expired or was already released),
     /// [`Error::Unavailable`], or [`Error::Io`].
     pub fn unlock(&self, lock: &mut Lock) -> Result<(), Error> {
+        let _turn = self.turn();
         let end = self.round(&lock.release(), None);
         lock.expire(end.started);
         let result = match end.result {
@@ -448,7 +465,7 @@ impl Redlock {
     }
 
     fn retry_delay(&self) -> Duration {
-        let unit = self.inner.borrow_mut().tokens.unit();
+        let unit = self.inner().tokens.unit();
         rules::retry_delay(self.config.retry_delay, self.config.retry_jitter, unit)
     }
 
@@ -461,11 +478,12 @@ impl Redlock {
         ttl_ms: u64,
         deadline: Option<Instant>,
     ) -> Result<Lock, Error> {
+        let _turn = self.turn();
         let fenced = self.config.fencing.is_some();
         if fenced {
             self.sync_fences(deadline);
         }
-        let token = self.inner.borrow_mut().tokens.token();
+        let token = self.inner().tokens.token();
         let command = Command {
             op: Op::Acquire,
             resource,
@@ -498,10 +516,7 @@ impl Redlock {
             fenced: false,
             ..command
         };
-        self.inner
-            .borrow_mut()
-            .driver
-            .queue(&release, Instant::now());
+        self.inner().driver.queue(&release, Instant::now());
         self.tally(Op::Acquire, &end, Err(&error));
         Err(error)
     }
@@ -509,7 +524,7 @@ impl Redlock {
     /// Counts the round just run, of `op`, that ended with `result` (and
     /// records it in its span and the metrics, with those features).
     fn tally(&self, op: Op, end: &RoundEnd, result: Result<(), &Error>) {
-        let inner = self.inner.borrow();
+        let inner = self.inner();
         self.tally_nodes(op, end, inner.round.nodes(), result);
     }
 
@@ -529,7 +544,7 @@ impl Redlock {
     /// Runs one round of `command`, for at most the request timeout, and
     /// never past `cap`.
     fn round(&self, command: &Command<'_>, cap: Option<Instant>) -> RoundEnd {
-        let mut inner = self.inner.borrow_mut();
+        let mut inner = self.inner();
         let Inner { driver, round, .. } = &mut *inner;
         let now = Instant::now();
         let timeout = match cap {
@@ -563,7 +578,7 @@ impl Redlock {
     /// The last round's per-node report, the masters named by their
     /// addresses (allocates: for errors only).
     fn report(&self) -> Box<Report> {
-        let report = self.inner.borrow().round.report();
+        let report = self.inner().round.report();
         Box::new(report.with_masters(self.masters.clone()))
     }
 

@@ -123,6 +123,5 @@ fn state_name(state: &NodeState) -> &'static str {
         NodeState::TimedOut => "timed_out",
         NodeState::Quarantined => "quarantined",
         NodeState::Unsynced => "unsynced",
-        _ => "other",
     }
 }
