@@ -106,17 +106,25 @@ fn a_batch_is_one_write_per_master() {
     let names: Vec<String> = (0..100).map(|i| format!("one-write:{i}")).collect();
     let results = redlock.try_lock_many(&names, TTL).expect("valid");
     assert!(results.iter().all(Result::is_ok), "{results:?}");
-    for (proxy, before) in proxies.iter().zip(before) {
-        let writes = proxy
-            .deliveries()
+    // The round decides at a quorum: the third master's chunk may still be
+    // in its proxy.
+    let writes = || -> Vec<usize> {
+        proxies
             .iter()
-            .filter(|d| d.1 == Dir::ToServer)
-            .count();
-        assert_eq!(
-            writes - before,
-            1,
-            "the acquires in one write to each master"
-        );
+            .map(|p| {
+                p.deliveries()
+                    .iter()
+                    .filter(|d| d.1 == Dir::ToServer)
+                    .count()
+            })
+            .collect()
+    };
+    support::check::eventually(Duration::from_secs(2), || {
+        writes().iter().zip(&before).all(|(now, was)| now > was)
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    for (now, was) in writes().into_iter().zip(before) {
+        assert_eq!(now - was, 1, "the acquires in one write to each master");
     }
     release_all(&redlock, results);
 }
