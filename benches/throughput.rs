@@ -1,0 +1,435 @@
+//! Throughput under concurrency: acquire + release cycles per second, and
+//! the cycle's p50/p99, at 1, 4, 16, 64 and 256 concurrent callers, each
+//! caller on its own resource (so that no cycle fails for contention), on
+//! five local masters, all variants in one run:
+//!
+//! - `redlock-mio, client per thread`: each caller a thread with its own
+//!   client (N connections per caller);
+//! - `redlock-mio, shared`: one client shared by the caller threads (calls
+//!   take turns for their rounds; not pipelined yet, issue 9);
+//! - `rslock 0.10, shared`: one `LockManager`, the callers tokio tasks on a
+//!   two-worker runtime;
+//! - `redis-rs multiplexed`: one multiplexed connection per master shared by
+//!   the callers (tokio tasks): `SET NX PX` to all, quorum, `EVALSHA`
+//!   release to all;
+//! - `floor, K in flight`: no lock logic: one raw connection per master,
+//!   K pre-encoded `SET NX PX` (K resources) written to every master, the
+//!   K replies of each read, then K releases likewise (K = 1, 16, 64).
+//!
+//! ```text
+//! cargo bench -p redlock-mio-bench --bench throughput             # about 1.5 minutes
+//! cargo bench -p redlock-mio-bench --bench throughput -- --quick  # smoke run
+//! ```
+
+#![allow(
+    clippy::expect_used,
+    reason = "a benchmark must fail loudly on bad setup or a broken variant"
+)]
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::error::Error as StdError;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use hdrhistogram::Histogram;
+use redlock_mio::{RELEASE_SCRIPT, RELEASE_SHA1, Redlock};
+use support::cluster::Cluster;
+
+type Result<T> = std::result::Result<T, Box<dyn StdError>>;
+
+const MASTERS: usize = 5;
+const TTL: Duration = Duration::from_secs(10);
+const REQUEST_TIMEOUT: Duration = Duration::from_millis(200);
+
+/// What one cell of the table measured.
+struct Cell {
+    cycles: u64,
+    failed: u64,
+    elapsed: Duration,
+    latency: Histogram<u64>,
+}
+
+impl Cell {
+    fn rate(&self) -> f64 {
+        self.cycles as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds")
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Runs `callers` threads, each calling `cycle(caller)` until `run` is over;
+/// counts the cycles and records their latencies.
+fn threads(callers: usize, run: Duration, cycle: impl Fn(usize) -> bool + Sync) -> Cell {
+    let stop = AtomicBool::new(false);
+    let failed = AtomicU64::new(0);
+    let started = Instant::now();
+    let hists: Vec<Histogram<u64>> = thread::scope(|s| {
+        let handles: Vec<_> = (0..callers)
+            .map(|c| {
+                let (stop, failed, cycle) = (&stop, &failed, &cycle);
+                s.spawn(move || {
+                    let mut h = histogram();
+                    while !stop.load(Ordering::Relaxed) {
+                        let t0 = Instant::now();
+                        if cycle(c) {
+                            h.saturating_record(nanos(t0.elapsed()));
+                        } else {
+                            failed.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    h
+                })
+            })
+            .collect();
+        thread::sleep(run);
+        stop.store(true, Ordering::Relaxed);
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("caller thread"))
+            .collect()
+    });
+    merge(hists, failed.into_inner(), started.elapsed())
+}
+
+fn merge(hists: Vec<Histogram<u64>>, failed: u64, elapsed: Duration) -> Cell {
+    let mut latency = histogram();
+    for h in &hists {
+        latency.add(h).expect("same bounds");
+    }
+    Cell {
+        cycles: latency.len(),
+        failed,
+        elapsed,
+        latency,
+    }
+}
+
+fn client(urls: &[String]) -> Redlock {
+    Redlock::builder(urls)
+        .request_timeout(REQUEST_TIMEOUT)
+        .retry_count(0)
+        .build()
+        .expect("build a client")
+}
+
+fn mine_per_thread(urls: &[String], callers: usize, run: Duration) -> Cell {
+    let clients: Vec<Redlock> = (0..callers).map(|_| client(urls)).collect();
+    threads(callers, run, |c| {
+        let redlock = &clients[c];
+        match redlock.try_lock(format!("tp:own:{c}"), TTL) {
+            Ok(mut lock) => redlock.unlock(&mut lock).is_ok(),
+            Err(_) => false,
+        }
+    })
+}
+
+fn mine_shared(urls: &[String], callers: usize, run: Duration) -> Cell {
+    let redlock = client(urls);
+    threads(callers, run, |c| {
+        match redlock.try_lock(format!("tp:shared:{c}"), TTL) {
+            Ok(mut lock) => redlock.unlock(&mut lock).is_ok(),
+            Err(_) => false,
+        }
+    })
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// Runs `callers` tokio tasks, each looping over `cycle(caller)`.
+fn tasks<F, Fut>(rt: &tokio::runtime::Runtime, callers: usize, run: Duration, cycle: F) -> Cell
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = bool> + Send,
+{
+    let cycle = Arc::new(cycle);
+    let stop = Arc::new(AtomicBool::new(false));
+    let failed = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let handles: Vec<_> = (0..callers)
+        .map(|c| {
+            let (cycle, stop, failed) = (cycle.clone(), stop.clone(), failed.clone());
+            rt.spawn(async move {
+                let mut h = histogram();
+                while !stop.load(Ordering::Relaxed) {
+                    let t0 = Instant::now();
+                    if cycle(c).await {
+                        h.saturating_record(nanos(t0.elapsed()));
+                    } else {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                h
+            })
+        })
+        .collect();
+    thread::sleep(run);
+    stop.store(true, Ordering::Relaxed);
+    let hists = rt
+        .block_on(join_all(handles))
+        .into_iter()
+        .map(|h| h.expect("caller task"))
+        .collect();
+    merge(hists, failed.load(Ordering::Relaxed), started.elapsed())
+}
+
+fn rslock_shared(
+    rt: &tokio::runtime::Runtime,
+    urls: &[String],
+    callers: usize,
+    run: Duration,
+) -> Cell {
+    let mut manager = rslock::LockManager::new(urls.to_vec());
+    manager.set_retry(1, Duration::from_millis(1));
+    let manager = Arc::new(manager);
+    tasks(rt, callers, run, move |c| {
+        let manager = manager.clone();
+        async move {
+            let resource = format!("tp:rslock:{c}");
+            match manager.lock(resource.as_bytes(), TTL).await {
+                Ok(lock) => {
+                    manager.unlock(&lock).await;
+                    true
+                }
+                Err(_) => false,
+            }
+        }
+    })
+}
+
+fn multiplexed(
+    rt: &tokio::runtime::Runtime,
+    urls: &[String],
+    callers: usize,
+    run: Duration,
+) -> Cell {
+    let release = redis1::Script::new(RELEASE_SCRIPT);
+    let conns: Vec<redis1::aio::MultiplexedConnection> = urls
+        .iter()
+        .map(|url| {
+            let client = redis1::Client::open(url.as_str()).expect("a redis-rs client");
+            let mut conn = rt
+                .block_on(client.get_multiplexed_async_connection())
+                .expect("connect");
+            let sha: String = rt.block_on(release.load_async(&mut conn)).expect("load");
+            assert_eq!(sha, RELEASE_SHA1);
+            conn
+        })
+        .collect();
+    let conns = Arc::new(conns);
+    let quorum = urls.len() / 2 + 1;
+    tasks(rt, callers, run, move |c| {
+        let conns = conns.clone();
+        async move {
+            let resource = format!("tp:multiplexed:{c}");
+            let token: [u8; 20] = rand::random();
+            let sets = join_all(conns.iter().map(|conn| {
+                let mut conn = conn.clone();
+                let mut cmd = redis1::cmd("SET");
+                cmd.arg(&resource)
+                    .arg(&token[..])
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(10_000);
+                async move {
+                    tokio::time::timeout(
+                        REQUEST_TIMEOUT,
+                        cmd.query_async::<redis1::Value>(&mut conn),
+                    )
+                    .await
+                }
+            }))
+            .await;
+            let won = sets
+                .iter()
+                .filter(|r| matches!(r, Ok(Ok(redis1::Value::Okay))))
+                .count();
+            let released = join_all(conns.iter().map(|conn| {
+                let mut conn = conn.clone();
+                let mut cmd = redis1::cmd("EVALSHA");
+                cmd.arg(RELEASE_SHA1).arg(1).arg(&resource).arg(&token[..]);
+                async move {
+                    tokio::time::timeout(REQUEST_TIMEOUT, cmd.query_async::<i64>(&mut conn)).await
+                }
+            }))
+            .await;
+            won >= quorum && released.iter().filter(|r| matches!(r, Ok(Ok(1)))).count() >= quorum
+        }
+    })
+}
+
+fn encode(args: &[&[u8]]) -> Vec<u8> {
+    let mut out = format!("*{}\r\n", args.len()).into_bytes();
+    for arg in args {
+        out.extend_from_slice(format!("${}\r\n", arg.len()).as_bytes());
+        out.extend_from_slice(arg);
+        out.extend_from_slice(b"\r\n");
+    }
+    out
+}
+
+/// The floor: `k` cycles in flight per connection, one thread.
+fn floor(urls: &[String], k: usize, run: Duration) -> Cell {
+    let mut conns: Vec<(TcpStream, BufReader<TcpStream>)> = urls
+        .iter()
+        .map(|url| {
+            let addr = url.trim_start_matches("redis://");
+            let stream = TcpStream::connect(addr).expect("connect");
+            stream.set_nodelay(true).expect("nodelay");
+            let reader = BufReader::new(stream.try_clone().expect("clone"));
+            (stream, reader)
+        })
+        .collect();
+    let token = b"floor-token-of-20-by";
+    let ttl = b"10000";
+    let mut sets = Vec::new();
+    let mut releases = Vec::new();
+    for i in 0..k {
+        let resource = format!("tp:floor:{i}");
+        sets.extend(encode(&[
+            b"SET",
+            resource.as_bytes(),
+            token,
+            b"NX",
+            b"PX",
+            ttl,
+        ]));
+        releases.extend(encode(&[b"DEL", resource.as_bytes()]));
+    }
+    let mut line = String::new();
+    let mut exchange = |bytes: &[u8], conns: &mut Vec<(TcpStream, BufReader<TcpStream>)>| -> bool {
+        for (stream, _) in conns.iter_mut() {
+            stream.write_all(bytes).expect("write");
+        }
+        let mut ok = true;
+        for (_, reader) in conns.iter_mut() {
+            for _ in 0..k {
+                line.clear();
+                reader.read_line(&mut line).expect("read");
+                ok &= line.starts_with('+') || line.starts_with(':');
+            }
+        }
+        ok
+    };
+    let mut latency = histogram();
+    let mut failed = 0;
+    let started = Instant::now();
+    while started.elapsed() < run {
+        let t0 = Instant::now();
+        let ok = exchange(&sets, &mut conns) & exchange(&releases, &mut conns);
+        let took = nanos(t0.elapsed());
+        for _ in 0..k {
+            latency.saturating_record(took);
+        }
+        if !ok {
+            failed += k as u64;
+        }
+    }
+    Cell {
+        cycles: latency.len(),
+        failed,
+        elapsed: started.elapsed(),
+        latency,
+    }
+}
+
+fn us(ns: u64) -> String {
+    format!("{:.0}", ns as f64 / 1000.0)
+}
+
+fn main() -> Result<()> {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let (run, counts): (Duration, &[usize]) = if quick {
+        (Duration::from_millis(300), &[1, 4, 16])
+    } else {
+        (Duration::from_secs(2), &[1, 4, 16, 64, 256])
+    };
+    let cluster = Cluster::start(MASTERS);
+    let urls = cluster.urls();
+    let rt = runtime();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "throughput bench: {MASTERS} local masters, {:?} per cell, load average {}",
+        run,
+        load.trim()
+    );
+    println!(
+        "{:<34} {:>7} {:>12} {:>9} {:>9} {:>7}",
+        "variant", "callers", "cycles/s", "p50 µs", "p99 µs", "failed"
+    );
+    let print = |name: &str, callers: usize, cell: &Cell| {
+        println!(
+            "{name:<34} {callers:>7} {:>12.0} {:>9} {:>9} {:>7}",
+            cell.rate(),
+            us(cell.latency.value_at_quantile(0.5)),
+            us(cell.latency.value_at_quantile(0.99)),
+            cell.failed
+        );
+    };
+    let mut floors = Vec::new();
+    for k in [1, 16, 64] {
+        let cell = floor(&urls, k, run);
+        print(&format!("floor, {k} in flight per connection"), 1, &cell);
+        floors.push((k, cell.rate()));
+    }
+    let mut at: Vec<(&str, usize, f64)> = Vec::new();
+    for &callers in counts {
+        let cells = [
+            (
+                "redlock-mio, client per thread",
+                mine_per_thread(&urls, callers, run),
+            ),
+            ("redlock-mio, shared", mine_shared(&urls, callers, run)),
+            (
+                "rslock 0.10, shared",
+                rslock_shared(&rt, &urls, callers, run),
+            ),
+            (
+                "redis-rs multiplexed",
+                multiplexed(&rt, &urls, callers, run),
+            ),
+        ];
+        for (name, cell) in &cells {
+            print(name, callers, cell);
+            at.push((name, callers, cell.rate()));
+        }
+    }
+    let rate = |name: &str, callers: usize| {
+        at.iter()
+            .find(|(n, c, _)| *n == name && *c == callers)
+            .map(|(_, _, r)| *r)
+    };
+    let most = *counts.last().unwrap_or(&1);
+    let callers = if counts.contains(&64) { 64 } else { most };
+    let floor64 = floors.iter().find(|(k, _)| *k == 64).map(|(_, r)| *r);
+    if let (Some(shared), Some(floor), Some(rslock)) = (
+        rate("redlock-mio, shared", callers),
+        floor64,
+        rate("rslock 0.10, shared", callers),
+    ) {
+        println!(
+            "at {callers} callers: redlock-mio shared / floor (64 in flight) = {:.2}, / rslock shared = {:.2}",
+            shared / floor,
+            shared / rslock
+        );
+    }
+    Ok(())
+}
