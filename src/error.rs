@@ -147,8 +147,9 @@ pub enum Error {
     /// No quorum: other clients hold the resource on some nodes (the
     /// unreachable nodes alone would not have prevented a quorum).
     Contended(Box<Report>),
-    /// No quorum: so many nodes failed or timed out that a majority is
-    /// unreachable.
+    /// No quorum: so many nodes failed, timed out or were quarantined (see
+    /// [`Builder::restart_guard`](crate::Builder::restart_guard)) that a
+    /// quorum could not be reached whatever the others answered.
     Unavailable(Box<Report>),
     /// A quorum agreed, but the round took so long that no validity was
     /// left (the partial lock was released).

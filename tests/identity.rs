@@ -212,3 +212,22 @@ fn a_restart_or_flush_seen_at_a_reconnect_quarantines_for_the_guard() {
         cluster.command(other, &[b"DEL", b"b"]);
     }
 }
+
+/// Masters seen for the first time with an uptime below the guard's TTL
+/// are quarantined: nothing holds the resource, so the failed attempt is
+/// `Unavailable`, not "held by another client".
+#[test]
+fn quarantined_grants_are_unavailable_not_contended() {
+    let cluster = Cluster::start(3);
+    let guarded = builder(cluster.urls())
+        .restart_guard(Duration::from_secs(30))
+        .build()
+        .expect("build");
+    let err = guarded
+        .try_lock("fresh", Duration::from_secs(3))
+        .expect_err("every master is quarantined at first sight");
+    assert!(matches!(err, Error::Unavailable(_)), "{err}");
+    let report = err.report().expect("report");
+    assert!(report.quarantined() >= 2, "{report}");
+    assert!(!err.to_string().contains("held by another"), "{err}");
+}

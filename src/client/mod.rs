@@ -584,12 +584,15 @@ impl Redlock {
 
     /// The error for a round that found no quorum: [`Error::Misconfigured`]
     /// when masters that refuse the configuration alone prevent a quorum,
-    /// [`Error::Unavailable`] when the unreachable masters do, else `other`.
+    /// [`Error::Unavailable`] when the unreachable and quarantined masters
+    /// do, else `other`.
     fn no_quorum(&self, report: Box<Report>, other: fn(Box<Report>) -> Error) -> Error {
         let n = report.nodes().len();
         if report.misconfigured() > n - report.quorum() {
             Error::Misconfigured(report)
-        } else if report.unreachable() > n - report.quorum() {
+        } else if report.unreachable() + report.quarantined() > n - report.quorum() {
+            // Masters unreachable or quarantined (restart guard) alone
+            // kept the quorum away: not the refusals.
             Error::Unavailable(report)
         } else {
             other(report)

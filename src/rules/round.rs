@@ -346,6 +346,12 @@ impl Report {
         self.count(|s| matches!(s, NodeState::Refused))
     }
 
+    /// How many nodes granted but were quarantined
+    /// ([`NodeState::Quarantined`]).
+    pub fn quarantined(&self) -> usize {
+        self.count(|s| matches!(s, NodeState::Quarantined))
+    }
+
     /// How many nodes did not count because their fence counter is
     /// missing ([`NodeState::Unsynced`]).
     pub fn unsynced(&self) -> usize {
