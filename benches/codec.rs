@@ -275,9 +275,14 @@ fn ours_frame(decoder: &mut Decoder, buf: &[u8], mut each: impl FnMut(&Token<'_>
         // The result is looked at where it is, not moved out.
         match &decoder.decode(&buf[at..]) {
             Ok(Status::Complete(item)) => {
+                // Length and end flag are read before `each`, as the peers'
+                // loops read theirs before `black_box`: `black_box` may write
+                // through the reference, so reading them after it would
+                // reload them from memory on the loop's dependency chain.
+                let (len, frame_end) = (item.len, item.frame_end);
                 each(&item.token);
-                at += item.len;
-                if item.frame_end {
+                at += len;
+                if frame_end {
                     return at;
                 }
             }
