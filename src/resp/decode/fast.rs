@@ -21,9 +21,10 @@ impl Decoder {
         let &first = buf.first()?;
         // Numbers here have at most 21 bytes before their CRLF; the
         // resumable path checks the line limit against smaller settings.
-        if self.limits.max_line_len < MAX_FAST_NUMBER
-            || matches!(self.stack.last(), Some(Level::StreamedString(_)))
-        {
+        // Inside a streamed string only chunks may come, and the fast path
+        // takes none: `fast_value` and `fast_push` refuse there, as does
+        // `fast_begin` for a token still arriving, before anything changes.
+        if self.limits.max_line_len < MAX_FAST_NUMBER {
             return None;
         }
         let (token, len) = match first {
@@ -35,7 +36,7 @@ impl Decoder {
                 };
                 let Some(cr) = find_line_end(buf, 1) else {
                     // Not arrived yet: the resumable path would stop here.
-                    if buf.len() - 1 > self.limits.max_line_len {
+                    if buf.len() - 1 > self.limits.max_line_len || self.in_streamed_string() {
                         return None;
                     }
                     #[cfg(test)]
@@ -53,6 +54,9 @@ impl Decoder {
                     Some(b'\n') => {}
                     Some(_) => return None,
                     None => {
+                        if self.in_streamed_string() {
+                            return None;
+                        }
                         #[cfg(test)]
                         {
                             self.examined += cr;
@@ -108,7 +112,7 @@ impl Decoder {
                             } else {
                                 NullKind::Array
                             };
-                            Some(self.fast_value(Token::Null(kind), 5))
+                            self.fast_value(Token::Null(kind), 5)
                         }
                         _ => None,
                     };
@@ -133,6 +137,9 @@ impl Decoder {
                     if count == 0 {
                         (Token::Array(0), header)
                     } else {
+                        if self.in_streamed_string() {
+                            return None;
+                        }
                         return Some(
                             self.push(Level::Counted(acc))
                                 .map(|()| Status::Complete(self.open(Token::Array(count), header))),
@@ -146,6 +153,9 @@ impl Decoder {
                         Some(b"\r\n") => (Token::Bulk(&buf[header..body_end]), body_end + 2),
                         Some(_) => return None,
                         None => {
+                            if self.in_streamed_string() {
+                                return None;
+                            }
                             // The payload is on its way; it is never scanned.
                             #[cfg(test)]
                             {
@@ -161,21 +171,46 @@ impl Decoder {
             }
             _ => return None,
         };
-        Some(self.fast_value(token, len))
+        self.fast_value(token, len)
     }
 
+    /// `true` when the innermost open aggregate is a streamed string.
+    #[inline(always)]
+    fn in_streamed_string(&self) -> bool {
+        matches!(self.stack.last(), Some(Level::StreamedString(_)))
+    }
+
+    /// [`Decoder::value`], with the common case (an element of a counted
+    /// aggregate that is not its last) inline; `None`, with nothing
+    /// changed, inside a streamed string.
     #[inline(always)]
     fn fast_value<'a>(
         &mut self,
         token: Token<'a>,
         len: usize,
-    ) -> Result<Status<Decoded<'a>>, Error> {
-        self.value(token, len).map(Status::Complete)
+    ) -> Option<Result<Status<Decoded<'a>>, Error>> {
+        match self.stack.last_mut() {
+            Some(Level::Counted(left)) if *left > 1 => {
+                *left -= 1;
+                self.annotating = false;
+                Some(Ok(Status::Complete(Decoded {
+                    token,
+                    len,
+                    frame_end: false,
+                })))
+            }
+            Some(Level::StreamedString(_)) => None,
+            _ => Some(self.value(token, len).map(Status::Complete)),
+        }
     }
 
     /// Leaves a number whose terminator the fast path did not find where the
     /// resumable path would have reached after its digits.
+    /// Inside a streamed string it leaves everything as it was.
     fn hand_over_number(&mut self, num: Num, pos: usize, acc: u64, digits: usize, negative: bool) {
+        if self.in_streamed_string() {
+            return;
+        }
         #[cfg(test)]
         {
             self.examined += pos - 1;
@@ -199,20 +234,23 @@ const ONES: u64 = 0x0101_0101_0101_0101;
 /// time.
 #[inline(always)]
 fn find_line_end(buf: &[u8], from: usize) -> Option<usize> {
-    // A byte of `x` is zero: the lowest such byte sets the lowest bit of
-    // the result (bytes above it may be flagged falsely; they are not used).
-    fn zero_byte(x: u64) -> u64 {
-        x.wrapping_sub(ONES) & !x & (ONES << 7)
-    }
     let mut i = from;
     while let Some(word) = buf.get(i..).and_then(|rest| rest.first_chunk::<8>()) {
         let word = u64::from_le_bytes(*word);
-        let found = zero_byte(word ^ (ONES * u64::from(b'\r')))
-            | zero_byte(word ^ (ONES * u64::from(b'\n')));
-        if found != 0 {
-            return Some(i + (found.trailing_zeros() / 8) as usize);
+        // Bytes below 0x0e (CR, LF, and the rarer other controls) flag
+        // their top bit; the lowest flag is exact (a borrow only reaches
+        // bytes above a flagged one), and is all that is used.
+        let low = word.wrapping_sub(ONES * 0x0e) & !word & (ONES * 0x80);
+        if low == 0 {
+            i += 8;
+            continue;
         }
-        i += 8;
+        let at = i + (low.trailing_zeros() / 8) as usize;
+        if matches!(buf.get(at), Some(b'\r' | b'\n')) {
+            return Some(at);
+        }
+        // A tab or another control byte inside the line: go on after it.
+        i = at + 1;
     }
     let rest = buf.get(i..)?;
     rest.iter()
@@ -237,12 +275,11 @@ const POW10: [u64; 9] = [
 /// little-endian): their value and how many there are.
 #[inline(always)]
 fn eight_digits(word: u64) -> (u64, usize) {
-    // Digits become 0..=9; anything else has a high nibble, or a low
-    // nibble that reaches 16 when 6 is added (no carry leaves a byte).
+    // Digits become 0..=9. A byte is no digit when it reaches 0x80 itself or
+    // when adding 0x76 does (0x0a and up): a carry out of a byte only leaves
+    // a byte already flagged, and only the lowest flag is used.
     let t = word ^ (ONES * 0x30);
-    let high = ((t >> 4) & (ONES * 0x0f)).wrapping_add(ONES * 0x0f);
-    let low = (t & (ONES * 0x0f)).wrapping_add(ONES * 0x06);
-    let other = (high | low) & (ONES * 0x10);
+    let other = (t | t.wrapping_add(ONES * 0x76)) & (ONES * 0x80);
     let count = (other.trailing_zeros() / 8) as usize;
     if count == 0 {
         return (0, 0);
@@ -250,30 +287,51 @@ fn eight_digits(word: u64) -> (u64, usize) {
     // The digits to the top, the first (most significant) digit lowest;
     // zero bytes below them are leading zeros. Then pairs, quads, eights.
     let v = t << (8 * (8 - count));
+    (combine_eight(v), count)
+}
+
+/// The value of eight bytes holding one decimal digit each, the most
+/// significant lowest.
+#[inline(always)]
+fn combine_eight(v: u64) -> u64 {
     let v = (v.wrapping_mul(10) + (v >> 8)) & 0x00ff_00ff_00ff_00ff;
     let v = (v.wrapping_mul(100) + (v >> 16)) & 0x0000_ffff_0000_ffff;
-    let v = (v.wrapping_mul(10_000) + (v >> 32)) & 0xffff_ffff;
-    (v, count)
+    (v.wrapping_mul(10_000) + (v >> 32)) & 0xffff_ffff
 }
 
 /// The run of up to 19 ASCII digits at `buf[from..]` (19 digits always fit
 /// in a `u64`): its value and length.
 #[inline(always)]
 fn parse_digits(buf: &[u8], from: usize) -> (u64, usize) {
-    let mut acc = 0u64;
-    let mut count = 0;
-    while count < 16 {
-        let Some(word) = buf
-            .get(from + count..)
-            .and_then(|rest| rest.first_chunk::<8>())
-        else {
-            break;
-        };
-        let (value, n) = eight_digits(u64::from_le_bytes(*word));
-        acc = acc * POW10[n] + value;
-        count += n;
+    let (mut acc, mut count) = (0u64, 0);
+    if let Some(words) = buf.get(from..).and_then(|rest| rest.first_chunk::<16>()) {
+        // Both words at once, so that neither load waits for a branch.
+        let both = u128::from_le_bytes(*words);
+        let (first, second) = (both as u64, (both >> 64) as u64);
+        let (high, n) = eight_digits(first);
         if n < 8 {
-            return (acc, count);
+            return (high, n);
+        }
+        let (low, m) = eight_digits(second);
+        if m < 8 {
+            return (high * POW10[m] + low, 8 + m);
+        }
+        acc = high * POW10[8] + low;
+        count = 16;
+    } else {
+        while count < 16 {
+            let Some(word) = buf
+                .get(from + count..)
+                .and_then(|rest| rest.first_chunk::<8>())
+            else {
+                break;
+            };
+            let (value, n) = eight_digits(u64::from_le_bytes(*word));
+            acc = acc * POW10[n] + value;
+            count += n;
+            if n < 8 {
+                return (acc, count);
+            }
         }
     }
     while count < 19 {
