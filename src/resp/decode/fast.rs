@@ -230,32 +230,50 @@ const MAX_FAST_NUMBER: usize = 21;
 
 const ONES: u64 = 0x0101_0101_0101_0101;
 
-/// The position of the first CR or LF in `buf` from `from`, eight bytes at a
-/// time.
+/// The position of the first CR or LF in `buf` from `from`, sixteen bytes
+/// at a time.
 #[inline(always)]
 fn find_line_end(buf: &[u8], from: usize) -> Option<usize> {
     let mut i = from;
-    while let Some(word) = buf.get(i..).and_then(|rest| rest.first_chunk::<8>()) {
-        let word = u64::from_le_bytes(*word);
-        // Bytes below 0x0e (CR, LF, and the rarer other controls) flag
-        // their top bit; the lowest flag is exact (a borrow only reaches
-        // bytes above a flagged one), and is all that is used.
-        let low = word.wrapping_sub(ONES * 0x0e) & !word & (ONES * 0x80);
-        if low == 0 {
-            i += 8;
-            continue;
-        }
-        let at = i + (low.trailing_zeros() / 8) as usize;
-        if matches!(buf.get(at), Some(b'\r' | b'\n')) {
+    while let Some(chunk) = buf.get(i..).and_then(|rest| rest.first_chunk::<16>()) {
+        if let Some(at) = first_line_end(buf, i, u128::from_le_bytes(*chunk), 0) {
             return Some(at);
         }
-        // A tab or another control byte inside the line: go on after it.
-        i = at + 1;
+        i += 16;
+    }
+    if i >= buf.len() {
+        return None;
+    }
+    // Fewer than sixteen bytes are left: the last sixteen of the buffer,
+    // with those already looked at masked off.
+    if let Some(base) = buf.len().checked_sub(16) {
+        let chunk = buf.get(base..).and_then(|rest| rest.first_chunk::<16>())?;
+        return first_line_end(buf, base, u128::from_le_bytes(*chunk), i - base);
     }
     let rest = buf.get(i..)?;
     rest.iter()
         .position(|&b| b == b'\r' || b == b'\n')
         .map(|at| i + at)
+}
+
+/// The first CR or LF among the sixteen bytes `chunk` read at `buf[base..]`,
+/// its first `skip` bytes left out.
+#[inline(always)]
+fn first_line_end(buf: &[u8], base: usize, chunk: u128, skip: usize) -> Option<usize> {
+    const ONES: u128 = u128::MAX / 0xff;
+    // Bytes below 0x0e flag their top bit. Every CR and LF is flagged; a
+    // borrow out of a flagged byte may also flag a byte above it, so each
+    // flag is checked: the others (and tabs, nulls and such) are skipped.
+    let mut flags = chunk.wrapping_sub(ONES * 0x0e) & !chunk & (ONES * 0x80);
+    flags &= u128::MAX << (8 * skip);
+    while flags != 0 {
+        let at = base + (flags.trailing_zeros() / 8) as usize;
+        if matches!(buf.get(at), Some(b'\r' | b'\n')) {
+            return Some(at);
+        }
+        flags &= flags - 1;
+    }
+    None
 }
 
 /// Powers of ten up to 10^8.
@@ -271,23 +289,25 @@ const POW10: [u64; 9] = [
     100_000_000,
 ];
 
-/// The leading ASCII digits of eight bytes (in memory order, read
-/// little-endian): their value and how many there are.
+/// Eight bytes (in memory order, read little-endian) with ASCII digits made
+/// 0..=9, and how many of them lead: 8 when all are digits.
 #[inline(always)]
-fn eight_digits(word: u64) -> (u64, usize) {
-    // Digits become 0..=9. A byte is no digit when it reaches 0x80 itself or
-    // when adding 0x76 does (0x0a and up): a carry out of a byte only leaves
-    // a byte already flagged, and only the lowest flag is used.
+fn leading_digits(word: u64) -> (u64, usize) {
+    // A byte is no digit when it reaches 0x80 itself or when adding 0x76
+    // does (0x0a and up): a carry out of a byte only leaves a byte already
+    // flagged, and only the lowest flag is used.
     let t = word ^ (ONES * 0x30);
     let other = (t | t.wrapping_add(ONES * 0x76)) & (ONES * 0x80);
-    let count = (other.trailing_zeros() / 8) as usize;
-    if count == 0 {
-        return (0, 0);
-    }
+    (t, (other.trailing_zeros() / 8) as usize)
+}
+
+/// The value of the first `count` (1 to 7) digits of `t`, as
+/// `leading_digits` leaves them.
+#[inline(always)]
+fn some_digits(t: u64, count: usize) -> u64 {
     // The digits to the top, the first (most significant) digit lowest;
-    // zero bytes below them are leading zeros. Then pairs, quads, eights.
-    let v = t << (8 * (8 - count));
-    (combine_eight(v), count)
+    // zero bytes below them are leading zeros.
+    combine_eight(t << (8 * (8 - count)))
 }
 
 /// The value of eight bytes holding one decimal digit each, the most
@@ -307,17 +327,20 @@ fn parse_digits(buf: &[u8], from: usize) -> (u64, usize) {
     if let Some(words) = buf.get(from..).and_then(|rest| rest.first_chunk::<16>()) {
         // Both words at once, so that neither load waits for a branch.
         let both = u128::from_le_bytes(*words);
-        let (first, second) = (both as u64, (both >> 64) as u64);
-        let (high, n) = eight_digits(first);
-        if n < 8 {
-            return (high, n);
+        let (high, n) = leading_digits(both as u64);
+        let (low, m) = leading_digits((both >> 64) as u64);
+        match (n, m) {
+            (0, _) => return (0, 0),
+            (1..=7, _) => return (some_digits(high, n), n),
+            (_, 0) => return (combine_eight(high), 8),
+            (_, 1..=7) => {
+                return (combine_eight(high) * POW10[m] + some_digits(low, m), 8 + m);
+            }
+            _ => {
+                acc = combine_eight(high) * POW10[8] + combine_eight(low);
+                count = 16;
+            }
         }
-        let (low, m) = eight_digits(second);
-        if m < 8 {
-            return (high * POW10[m] + low, 8 + m);
-        }
-        acc = high * POW10[8] + low;
-        count = 16;
     } else {
         while count < 16 {
             let Some(word) = buf
@@ -326,12 +349,13 @@ fn parse_digits(buf: &[u8], from: usize) -> (u64, usize) {
             else {
                 break;
             };
-            let (value, n) = eight_digits(u64::from_le_bytes(*word));
-            acc = acc * POW10[n] + value;
-            count += n;
-            if n < 8 {
-                return (acc, count);
+            let (t, n) = leading_digits(u64::from_le_bytes(*word));
+            match n {
+                0 => return (acc, count),
+                1..=7 => return (acc * POW10[n] + some_digits(t, n), count + n),
+                _ => acc = acc * POW10[8] + combine_eight(t),
             }
+            count += 8;
         }
     }
     while count < 19 {
