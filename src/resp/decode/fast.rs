@@ -331,7 +331,12 @@ fn parse_digits(buf: &[u8], from: usize) -> (u64, usize) {
         let (low, m) = leading_digits((both >> 64) as u64);
         match (n, m) {
             (0, _) => return (0, 0),
-            (1..=7, _) => return (some_digits(high, n), n),
+            // Lengths of short payloads and counts of small aggregates:
+            // their value is on the path to the next token's position,
+            // so no multiply chain for them.
+            (1, _) => return (high & 0xff, 1),
+            (2, _) => return ((high & 0xff) * 10 + ((high >> 8) & 0xff), 2),
+            (3..=7, _) => return (some_digits(high, n), n),
             (_, 0) => return (combine_eight(high), 8),
             (_, 1..=7) => {
                 return (combine_eight(high) * POW10[m] + some_digits(low, m), 8 + m);
