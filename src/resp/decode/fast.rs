@@ -79,10 +79,15 @@ impl Decoder {
                 _ => return None,
             },
             b':' => {
-                let negative = buf.get(1) == Some(&b'-');
-                let from = 1 + usize::from(negative);
-                let (acc, digits) = parse_digits(buf, from);
-                let end = from + digits;
+                // Digits first: a sign is found as no digit there, so
+                // that the common positive number's end does not wait for
+                // a test of its second byte.
+                let (mut acc, mut digits) = parse_digits(buf, 1);
+                let negative = digits == 0 && buf.get(1) == Some(&b'-');
+                if negative {
+                    (acc, digits) = parse_digits(buf, 2);
+                }
+                let end = 1 + usize::from(negative) + digits;
                 let limit = i64::MAX as u64 + u64::from(negative);
                 if digits == 0 || acc > limit {
                     return None;
