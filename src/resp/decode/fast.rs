@@ -109,7 +109,10 @@ impl Decoder {
                 } else {
                     Num::Count(Agg::Array)
                 };
-                if buf.get(1) == Some(&b'-') {
+                // Digits first, as for integers: a null is found as no
+                // digit after the type byte.
+                let (acc, digits) = parse_digits(buf, 1);
+                if digits == 0 {
                     return match buf.get(1..5)? {
                         b"-1\r\n" => {
                             let kind = if first == b'$' {
@@ -122,14 +125,13 @@ impl Decoder {
                         _ => None,
                     };
                 }
-                let (acc, digits) = parse_digits(buf, 1);
                 let end = 1 + digits;
                 let limit = if first == b'$' {
                     self.limits.max_bulk_len
                 } else {
                     self.limits.max_elements
                 };
-                if digits == 0 || acc > limit {
+                if acc > limit {
                     return None;
                 }
                 if buf.get(end..end + 2) != Some(b"\r\n") {
@@ -153,9 +155,9 @@ impl Decoder {
                 } else {
                     let body_len = usize::try_from(acc).ok()?;
                     let body_end = header.checked_add(body_len)?;
-                    body_end.checked_add(2)?;
-                    match buf.get(body_end..body_end + 2) {
-                        Some(b"\r\n") => (Token::Bulk(&buf[header..body_end]), body_end + 2),
+                    let tail_end = body_end.checked_add(2)?;
+                    match buf.get(body_end..tail_end) {
+                        Some(b"\r\n") => (Token::Bulk(&buf[header..body_end]), tail_end),
                         Some(_) => return None,
                         None => {
                             if self.in_streamed_string() {
