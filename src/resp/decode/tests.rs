@@ -865,3 +865,37 @@ fn any_split_gives_the_same_error_as_whole() {
         }
     }
 }
+
+#[test]
+fn line_search_agrees_with_a_byte_loop() {
+    // Control bytes around CR and LF (a tab, NUL, 0x0c, 0x0e) at every
+    // position of lines of every length up to 40, whole and followed by
+    // more bytes, so that the line end falls in the sixteen-byte steps, in
+    // the overlapping tail and in the byte loop of short buffers.
+    for len in 0..40 {
+        for at in 0..len {
+            for control in [b'\t', 0, 0x0c, 0x0e, b'\n', b'\r'] {
+                let mut content = vec![b'x'; len];
+                content[at] = control;
+                let mut input = vec![b'+'];
+                input.extend_from_slice(&content);
+                input.extend_from_slice(b"\r\n");
+                // A CR not followed by LF, or a bare LF, ends nothing.
+                let expect = match control {
+                    b'\n' | b'\r' => Err(Error::MissingCrlf),
+                    _ => Ok(format!("{:?}", Token::Simple(&content))),
+                };
+                for tail in [&b""[..], b":1\r\n", b"+0123456789abcdef\r\n"] {
+                    let mut buf = input.clone();
+                    buf.extend_from_slice(tail);
+                    let got = match Decoder::new().decode(&buf) {
+                        Ok(Status::Complete(d)) => Ok(format!("{:?}", d.token)),
+                        Ok(Status::Partial) => panic!("partial: {:?}", buf.escape_ascii()),
+                        Err(e) => Err(e),
+                    };
+                    assert_eq!(got, expect, "{:?}", buf.escape_ascii().to_string());
+                }
+            }
+        }
+    }
+}
