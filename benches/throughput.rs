@@ -5,8 +5,8 @@
 //!
 //! - `redlock-mio, client per thread`: each caller a thread with its own
 //!   client (N connections per caller);
-//! - `redlock-mio, shared`: one client shared by the caller threads (calls
-//!   take turns for their rounds; not pipelined yet, issue 9);
+//! - `redlock-mio, shared`: one client shared by the caller threads, their
+//!   rounds in flight at once over its N connections;
 //! - `rslock 0.10, shared`: one `LockManager`, the callers tokio tasks on a
 //!   two-worker runtime;
 //! - `redis-rs multiplexed`: one multiplexed connection per master shared by

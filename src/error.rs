@@ -64,6 +64,9 @@ pub enum ConfigError {
     /// The TLS configuration could not be made (no root certificates in
     /// the system store, say).
     Tls(String),
+    /// [`Builder::max_in_flight`](crate::Builder::max_in_flight) was 0 or
+    /// more than [`MAX_IN_FLIGHT`](crate::MAX_IN_FLIGHT).
+    MaxInFlight(usize),
     /// The operating system refused to create the event poller.
     Io(io::ErrorKind),
 }
@@ -72,6 +75,11 @@ impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ConfigError::NoServers => f.write_str("no servers given"),
+            ConfigError::MaxInFlight(cap) => write!(
+                f,
+                "max_in_flight {cap}: it must be 1 to {}",
+                crate::MAX_IN_FLIGHT
+            ),
             ConfigError::InvalidAddr { index, error } => write!(f, "server #{index}: {error}"),
             ConfigError::DuplicateServer { index, first } => {
                 write!(f, "server #{index} is the same master as server #{first}")
@@ -186,6 +194,14 @@ pub enum Error {
     /// [`lock_until`](crate::Redlock::lock_until): the deadline had
     /// already passed; the masters were not asked.
     DeadlinePassed,
+    /// The client had as many rounds in flight as
+    /// [`Builder::max_in_flight`](crate::Builder::max_in_flight) allows
+    /// for a whole request timeout: nothing was sent (a lock is
+    /// unchanged). Retryable.
+    Busy {
+        /// The cap on rounds in flight.
+        limit: usize,
+    },
     /// The event poller failed. If an acquire was under way, its release
     /// was queued on every master.
     Io(io::ErrorKind),
@@ -206,11 +222,16 @@ impl Error {
     }
 
     /// `true` when trying again later may succeed: contention, an
-    /// unreachable majority, a slow round, or no fence yet.
+    /// unreachable majority, a slow round, no fence yet, or a client at
+    /// its cap of rounds in flight.
     pub fn is_retryable(&self) -> bool {
         matches!(
             self,
-            Error::Contended(_) | Error::Unavailable(_) | Error::TooSlow(_) | Error::Unfenced(_)
+            Error::Contended(_)
+                | Error::Unavailable(_)
+                | Error::TooSlow(_)
+                | Error::Unfenced(_)
+                | Error::Busy { .. }
         )
     }
 }
@@ -248,6 +269,10 @@ impl fmt::Display for Error {
             Error::DeadlinePassed => {
                 f.write_str("the deadline had passed before the first attempt")
             }
+            Error::Busy { limit } => write!(
+                f,
+                "client busy: {limit} rounds in flight (its cap) for a whole request timeout; nothing sent"
+            ),
             Error::Io(kind) => write!(f, "event poller failed: {kind}"),
         }
     }

@@ -98,14 +98,16 @@ mod commands;
 mod driver;
 mod error;
 pub mod fencing;
+mod flights;
 mod link;
 pub mod resp;
 pub mod rules;
 
 pub use addr::{AddrError, Endpoint, ServerAddr};
 pub use client::{
-    Builder, KeepOptions, Keeper, Lock, LockGuard, Lost, MAX_BATCH, MAX_RESOURCE_LEN, MAX_TIMEOUT,
-    MAX_TTL, MasterStats, OnChange, Redlock, Require, Standing, Stats, TOKEN_LEN,
+    Builder, KeepOptions, Keeper, Lock, LockGuard, Lost, MAX_BATCH, MAX_IN_FLIGHT,
+    MAX_RESOURCE_LEN, MAX_TIMEOUT, MAX_TTL, MasterStats, OnChange, Redlock, Require, Standing,
+    Stats, TOKEN_LEN,
 };
 pub use commands::{
     ACQUIRE_MANY_SCRIPT, ACQUIRE_MANY_SHA1, EXTEND_MANY_SCRIPT, EXTEND_MANY_SHA1, EXTEND_SCRIPT,

@@ -171,6 +171,64 @@ fn hot_paths_do_not_allocate() {
     decoder_allocates_nothing();
 }
 
+/// 64 threads share one client, each cycling (acquire + release) on its own
+/// resource, their rounds in flight at once over the same connections:
+/// after a warm-up none of them allocates, whether it polls for the others
+/// or waits to be woken.
+#[test]
+fn sixty_four_callers_of_one_client_do_not_allocate() {
+    const CALLERS: usize = 64;
+    const EACH: u32 = 200;
+    let cluster = Cluster::start(5);
+    // Deadlines far away: 64 threads on a busy machine may wait their
+    // turn for a core longer than the default request timeout, and this
+    // test counts allocations, not time.
+    let client = Redlock::builder(cluster.urls())
+        .retry_count(0)
+        .request_timeout(Duration::from_secs(1))
+        .stall_timeout(Duration::from_secs(2))
+        .build()
+        .expect("build the shared client");
+    let start = std::sync::Barrier::new(CALLERS);
+    let counts: Vec<u64> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..CALLERS)
+            .map(|t| {
+                let (client, start) = (&client, &start);
+                scope.spawn(move || {
+                    let resource = format!("redlock-mio:alloc-test:caller:{t}");
+                    let cycle = || {
+                        let mut lock = client.try_lock(&resource, TTL).expect("acquire");
+                        client.unlock(&mut lock).expect("release");
+                    };
+                    for _ in 0..WARM_UP {
+                        cycle();
+                    }
+                    // Every caller warmed up: the steady state starts
+                    // with all of them in it.
+                    start.wait();
+                    allocations(|| {
+                        for _ in 0..EACH {
+                            cycle();
+                        }
+                    })
+                    .0
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().expect("a caller panicked"))
+            .collect()
+    });
+    let total: u64 = counts.iter().sum();
+    let cycles = CALLERS as u64 * u64::from(EACH);
+    println!(
+        "{CALLERS} callers of one client: {total} allocations in {cycles} cycles ({:.4} per cycle)",
+        total as f64 / cycles as f64
+    );
+    assert_eq!(total, 0, "allocations per caller: {counts:?}");
+}
+
 /// Decodes a stream of every reply type, nested aggregates with large
 /// declared counts among them, with one decoder made beforehand.
 fn decoder_allocates_nothing() {

@@ -52,8 +52,12 @@ use support::holdings::{Holding, fence_order, overlaps};
 use support::proxy::{Dir, Proxies};
 
 const N: usize = 5;
+/// Threads and resources, each thread with its own client.
 const THREADS: usize = 4;
 const RESOURCES: usize = 3;
+/// Threads and resources of the campaign with one client shared by all.
+const SHARED_THREADS: usize = 64;
+const SHARED_RESOURCES: usize = 8;
 const TTLS: [Duration; 3] = [
     Duration::from_millis(300),
     Duration::from_millis(600),
@@ -134,16 +138,8 @@ fn hold(
     Ok(())
 }
 
-fn worker(
-    thread: usize,
-    seed: u64,
-    urls: &[String],
-    fenced: bool,
-    stop: &AtomicBool,
-    healed: &AtomicBool,
-) -> Work {
-    let mut rng =
-        StdRng::seed_from_u64(seed ^ (thread as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+/// A client for the campaign.
+fn client(urls: &[String], fenced: bool) -> Redlock {
     let mut builder = Redlock::builder(urls)
         .request_timeout(REQUEST_TIMEOUT)
         .stall_timeout(Duration::from_millis(200))
@@ -154,12 +150,46 @@ fn worker(
     if fenced {
         builder = builder.fencing(MAX_TTL).restart_guard(MAX_TTL);
     }
-    let redlock = builder.build().expect("build a client");
+    builder.build().expect("build a client")
+}
+
+/// One campaign's shape.
+#[derive(Debug, Clone, Copy)]
+struct Setup {
+    fenced: bool,
+    /// One client for all threads (else one each).
+    shared: bool,
+}
+
+impl Setup {
+    fn threads(self) -> usize {
+        if self.shared { SHARED_THREADS } else { THREADS }
+    }
+
+    fn resources(self) -> usize {
+        if self.shared {
+            SHARED_RESOURCES
+        } else {
+            RESOURCES
+        }
+    }
+}
+
+fn worker(
+    thread: usize,
+    seed: u64,
+    redlock: &Redlock,
+    setup: Setup,
+    stop: &AtomicBool,
+    healed: &AtomicBool,
+) -> Work {
+    let mut rng =
+        StdRng::seed_from_u64(seed ^ (thread as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let mut work = Work::default();
     while !stop.load(Ordering::SeqCst) {
-        let r = rng.random_range(0..RESOURCES);
+        let r = rng.random_range(0..setup.resources());
         let ttl = TTLS[rng.random_range(0..TTLS.len())];
-        if let Err(e) = hold(&redlock, &mut rng, thread, r, ttl, &mut work) {
+        if let Err(e) = hold(redlock, &mut rng, thread, r, ttl, &mut work) {
             *work.failed.entry(kind(&e)).or_default() += 1;
             thread::sleep(Duration::from_millis(rng.random_range(1..20)));
         }
@@ -169,11 +199,11 @@ fn worker(
     while !healed.load(Ordering::SeqCst) && Instant::now() < wait_until {
         thread::sleep(Duration::from_millis(10));
     }
-    for r in 0..RESOURCES {
+    for r in 0..setup.resources() {
         let deadline = Instant::now() + RECOVERY;
         let mut ok = false;
         while Instant::now() < deadline && !ok {
-            ok = hold(&redlock, &mut rng, thread, r, MAX_TTL, &mut work).is_ok();
+            ok = hold(redlock, &mut rng, thread, r, MAX_TTL, &mut work).is_ok();
             if !ok {
                 thread::sleep(Duration::from_millis(rng.random_range(1..20)));
             }
@@ -408,15 +438,33 @@ fn add(into: &mut BTreeMap<&'static str, u64>, from: &BTreeMap<&'static str, u64
 
 #[test]
 fn chaos_campaign() {
-    campaign(false);
+    campaign(Setup {
+        fenced: false,
+        shared: false,
+    });
 }
 
 #[test]
 fn fenced_chaos_campaign() {
-    campaign(true);
+    campaign(Setup {
+        fenced: true,
+        shared: false,
+    });
 }
 
-fn campaign(fenced: bool) {
+/// 64 threads contend for 8 resources through one shared client, their
+/// rounds in flight at once over the same connections, while the faults
+/// run.
+#[test]
+fn shared_client_chaos_campaign() {
+    campaign(Setup {
+        fenced: false,
+        shared: true,
+    });
+}
+
+fn campaign(setup: Setup) {
+    let fenced = setup.fenced;
     let seed = std::env::var("CHAOS_SEED")
         .ok()
         .map(|s| s.parse::<u64>().expect("CHAOS_SEED must be a u64"))
@@ -428,7 +476,7 @@ fn campaign(fenced: bool) {
                 .expect("CHAOS_SECS must be a number of seconds")
         })
         .unwrap_or(DEFAULT_SECS);
-    eprintln!("chaos: CHAOS_SEED={seed} CHAOS_SECS={secs} fenced={fenced}");
+    eprintln!("chaos: CHAOS_SEED={seed} CHAOS_SECS={secs} {setup:?}");
     let cluster = ClusterOptions::new(N).persistence(fenced).start();
     let proxies = Proxies::front(&cluster);
     let urls = proxies.urls();
@@ -437,12 +485,22 @@ fn campaign(fenced: bool) {
     let healed = AtomicBool::new(false);
     let works = Mutex::new(Vec::new());
     let mut chaos_done = Chaos::default();
+    let shared = setup.shared.then(|| client(&urls, fenced));
     thread::scope(|s| {
-        for t in 0..THREADS {
+        for t in 0..setup.threads() {
             let (urls, stop, healed, works) = (&urls, &stop, &healed, &works);
+            let shared = shared.as_ref();
             s.spawn(move || {
                 let _stop = SetOnDrop(stop);
-                let work = worker(t, seed, urls, fenced, stop, healed);
+                let own;
+                let redlock = match shared {
+                    Some(shared) => shared,
+                    None => {
+                        own = client(urls, fenced);
+                        &own
+                    }
+                };
+                let work = worker(t, seed, redlock, setup, stop, healed);
                 works
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -468,7 +526,7 @@ fn campaign(fenced: bool) {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     assert_eq!(
         works.len(),
-        THREADS,
+        setup.threads(),
         "a client thread panicked (CHAOS_SEED={seed})"
     );
 
@@ -498,7 +556,7 @@ fn campaign(fenced: bool) {
     let violations = overlaps(&holdings);
     let misordered = fence_order(&holdings);
     let fenced_count = holdings.iter().filter(|h| h.fence.is_some()).count();
-    let per_resource: Vec<usize> = (0..RESOURCES)
+    let per_resource: Vec<usize> = (0..setup.resources())
         .map(|r| holdings.iter().filter(|h| h.resource == r).count())
         .collect();
     println!(
@@ -589,7 +647,7 @@ fn campaign(fenced: bool) {
     // Every lock was released or has expired: nothing is left anywhere.
     thread::sleep(MAX_TTL + Duration::from_millis(500));
     for i in 0..N {
-        for r in 0..RESOURCES {
+        for r in 0..setup.resources() {
             assert!(
                 !cluster.exists(i, resource(r)),
                 "CHAOS_SEED={seed}: node {i} still has {} after the longest TTL (PTTL {:?})",

@@ -5,11 +5,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::observe::RoundSpan;
-use super::{Inner, Lock, Redlock, RoundEnd, TOKEN_LEN, check_resource};
+use super::{Lock, Redlock, TOKEN_LEN, check_resource};
 use crate::commands::Command;
 use crate::error::Error;
-use crate::rules::{self, Decision, Op, Round};
+use crate::rules::{Decision, Op};
 
 /// The most locks one batch may take or release (so that a batch of
 /// commands, about 130 bytes each for a 64-byte name, stays far below a
@@ -53,10 +52,9 @@ impl Redlock {
                 .map(|r| self.attempt(r.as_ref(), false, ttl_ms, None))
                 .collect());
         }
-        let _turn = self.turn();
         let tokens: Vec<[u8; TOKEN_LEN]> = {
-            let mut inner = self.inner();
-            resources.iter().map(|_| inner.tokens.token()).collect()
+            let mut source = self.tokens();
+            resources.iter().map(|_| source.token()).collect()
         };
         let commands: Vec<Command<'_>> = resources
             .iter()
@@ -71,20 +69,26 @@ impl Redlock {
                 fenced: false,
             })
             .collect();
-        let (rounds, ends) = self.run_batch(&commands);
+        let ends = self.rounds(&commands, None);
         let mut results = Vec::with_capacity(commands.len());
-        for ((command, round), end) in commands.iter().zip(&rounds).zip(&ends) {
-            let report = || Box::new(round.report().with_masters(self.masters.clone()));
+        for ((command, token), end) in commands.iter().zip(&tokens).zip(ends) {
+            let end = match end {
+                Ok(end) => end,
+                Err(error) => {
+                    // Not started: nothing was sent.
+                    results.push(Err(error));
+                    continue;
+                }
+            };
             let error = match end.result {
                 Ok(Decision::Quorum { .. }) => {
-                    self.tally_nodes(Op::Acquire, end, round.nodes(), Ok(()));
-                    let token = tokens[results.len()];
-                    let lock = Lock::new(command.resource, false, token, end.valid_until, None);
+                    self.tally(Op::Acquire, &end, Ok(()));
+                    let lock = Lock::new(command.resource, false, *token, end.valid_until, None);
                     results.push(Ok(lock));
                     continue;
                 }
-                Ok(Decision::TooSlow) => Error::TooSlow(report()),
-                Ok(Decision::NoQuorum) => self.no_quorum(report(), Error::Contended),
+                Ok(Decision::TooSlow) => Error::TooSlow(self.report(&end)),
+                Ok(Decision::NoQuorum) => self.no_quorum(self.report(&end), Error::Contended),
                 Err(kind) => Error::Io(kind),
             };
             let release = Command {
@@ -92,8 +96,8 @@ impl Redlock {
                 eval: true,
                 ..*command
             };
-            self.inner().driver.queue(&release, Instant::now());
-            self.tally_nodes(Op::Acquire, end, round.nodes(), Err(&error));
+            self.engine.driver().driver.queue(&release, Instant::now());
+            self.tally(Op::Acquire, &end, Err(&error));
             results.push(Err(error));
         }
         Ok(results)
@@ -113,70 +117,30 @@ impl Redlock {
         if locks.len() > MAX_BATCH {
             return Err(Error::InvalidResources { count: locks.len() });
         }
-        let _turn = self.turn();
         let commands: Vec<Command<'_>> = locks.iter().map(Lock::release).collect();
-        let (rounds, ends) = self.run_batch(&commands);
+        let ends = self.rounds(&commands, None);
         drop(commands);
         let mut results = Vec::with_capacity(locks.len());
-        for ((lock, round), end) in locks.iter_mut().zip(&rounds).zip(&ends) {
+        for (lock, end) in locks.iter_mut().zip(ends) {
+            let end = match end {
+                Ok(end) => end,
+                Err(error) => {
+                    // Not started: the lock is unchanged.
+                    results.push(Err(error));
+                    continue;
+                }
+            };
             lock.expire(end.started);
             let result = match end.result {
                 Ok(Decision::Quorum { .. }) => Ok(()),
                 Ok(Decision::TooSlow | Decision::NoQuorum) => {
-                    let report = Box::new(round.report().with_masters(self.masters.clone()));
-                    Err(self.no_quorum(report, Error::NotHeld))
+                    Err(self.no_quorum(self.report(&end), Error::NotHeld))
                 }
                 Err(kind) => Err(Error::Io(kind)),
             };
-            self.tally_nodes(Op::Release, end, round.nodes(), result.as_ref().map(|_| ()));
+            self.tally(Op::Release, &end, result.as_ref().map(|_| ()));
             results.push(result);
         }
         Ok(results)
-    }
-
-    /// Runs one round per command, all at once, for at most the request
-    /// timeout; returns the rounds and how each ended.
-    fn run_batch(&self, commands: &[Command<'_>]) -> (Vec<Round>, Vec<RoundEnd>) {
-        let mut inner = self.inner();
-        let Inner { driver, .. } = &mut *inner;
-        let now = Instant::now();
-        let mut rounds: Vec<Round> = commands
-            .iter()
-            .map(|command| {
-                let ttl = match command.op {
-                    Op::Acquire | Op::Extend => Duration::from_millis(command.ttl_ms),
-                    _ => Duration::ZERO,
-                };
-                let drift = rules::drift(ttl, self.config.drift_factor);
-                Round::new(
-                    command.op,
-                    driver.len(),
-                    ttl,
-                    drift,
-                    self.config.request_timeout,
-                    now,
-                )
-            })
-            .collect();
-        let spans: Vec<RoundSpan> = commands
-            .iter()
-            .map(|c| RoundSpan::new(c.op, c.resource.len()))
-            .collect();
-        let result = driver
-            .run_many(&mut rounds, commands)
-            .map_err(|error| error.kind());
-        let ended = Instant::now();
-        let ends = rounds
-            .iter()
-            .zip(spans)
-            .map(|(round, span)| RoundEnd {
-                result: result.map(|()| round.decision().unwrap_or(Decision::NoQuorum)),
-                started: round.started(),
-                valid_until: round.valid_until(),
-                ended,
-                span,
-            })
-            .collect();
-        (rounds, ends)
     }
 }

@@ -4,13 +4,12 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::addr::ServerAddr;
-use crate::driver::Driver;
+use crate::driver::{Driver, Engine};
 use crate::error::ConfigError;
 use crate::link::LinkConfig;
-use crate::rules::{Op, Round};
 
+use super::Redlock;
 use super::token::TokenSource;
-use super::{Inner, Redlock};
 
 /// The longest value accepted for every timeout and delay of the
 /// [`Builder`]: one hour. Longer values are refused with
@@ -42,9 +41,13 @@ pub struct Builder {
     identify: bool,
     restart_guard: Option<Duration>,
     fencing: Option<Duration>,
+    max_in_flight: usize,
     #[cfg(feature = "tls")]
     tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
+
+/// The largest cap on rounds in flight ([`Builder::max_in_flight`]).
+pub const MAX_IN_FLIGHT: usize = crate::flights::MAX_FLIGHTS;
 
 /// How many masters [`Builder::build`] requires to have completed their
 /// handshake (connected, logged in, scripts loaded) within the connect
@@ -73,6 +76,7 @@ pub(super) struct Config {
     pub(super) max_extensions: Option<u32>,
     /// Fencing on: the longest TTL any client uses on these masters.
     pub(super) fencing: Option<Duration>,
+    pub(super) max_in_flight: usize,
 }
 
 impl fmt::Debug for Builder {
@@ -147,6 +151,7 @@ impl Builder {
             identify: true,
             restart_guard: None,
             fencing: None,
+            max_in_flight: 256,
             #[cfg(feature = "tls")]
             tls: None,
         }
@@ -212,6 +217,20 @@ impl Builder {
     /// Default 0.01; from 0 up to (not including) 1.
     pub fn drift_factor(mut self, factor: f64) -> Builder {
         self.drift_factor = factor;
+        self
+    }
+
+    /// The most rounds this client keeps in flight at once, over all its
+    /// callers (a batch counts one round per lock). Default 256 (as many as
+    /// [`MAX_BATCH`](crate::MAX_BATCH)); 1 to [`MAX_IN_FLIGHT`]. Each costs
+    /// memory allocated by [`build`](Self::build), so that no round
+    /// allocates: a slot of a few hundred bytes, and per master about 140
+    /// bytes of request queue (about 40 KB per master at the default). Past the cap a call waits for a slot to free up, for at
+    /// most a request timeout, then fails with
+    /// [`Error::Busy`](crate::Error::Busy), having sent nothing; a batch
+    /// that got part of its slots runs those and gives `Busy` for the rest.
+    pub fn max_in_flight(mut self, cap: usize) -> Builder {
+        self.max_in_flight = cap;
         self
     }
 
@@ -336,6 +355,7 @@ impl Builder {
             backoff_max: self.backoff_max,
             identify: self.identify,
             fencing: self.fencing.is_some(),
+            in_flight: self.max_in_flight,
             guard: self.restart_guard.map(|ttl| {
                 let guard = ttl.saturating_add(crate::rules::drift(ttl, self.drift_factor));
                 let mut marker = [0u8; 32];
@@ -355,12 +375,13 @@ impl Builder {
         };
         #[cfg(not(feature = "tls"))]
         let tls = ();
-        let mut driver = Driver::new(&addrs, conn, &tls).map_err(|e| ConfigError::Io(e.kind()))?;
+        let (mut driver, mut poller) =
+            Driver::new(&addrs, conn, &tls).map_err(|e| ConfigError::Io(e.kind()))?;
         let now = Instant::now();
         // In range: the connect timeout is at most MAX_TIMEOUT.
         let deadline = now.checked_add(self.connect_timeout).unwrap_or(now);
         driver
-            .connect_all(deadline)
+            .connect_all(&mut poller, deadline)
             .map_err(|e| ConfigError::Io(e.kind()))?;
         let n = driver.len();
         let required = match self.require {
@@ -385,19 +406,9 @@ impl Builder {
             masters,
             counters: super::stats::Counters::new(n),
             turn: std::sync::Mutex::new(()),
-            inner: std::sync::Mutex::new(Inner {
-                fences: super::fence::FenceBook::new(n),
-                driver,
-                tokens: TokenSource::new(),
-                round: Round::new(
-                    Op::Acquire,
-                    n,
-                    Duration::ZERO,
-                    Duration::ZERO,
-                    self.request_timeout,
-                    now,
-                ),
-            }),
+            fences: std::sync::Mutex::new(super::fence::FenceBook::new(n)),
+            tokens: std::sync::Mutex::new(TokenSource::new()),
+            engine: Engine::new(driver, poller),
             config: Config {
                 request_timeout: self.request_timeout,
                 retry_count: self.retry_count,
@@ -406,6 +417,7 @@ impl Builder {
                 drift_factor: self.drift_factor,
                 max_extensions: self.max_extensions,
                 fencing: self.fencing,
+                max_in_flight: self.max_in_flight,
             },
         })
     }
@@ -414,6 +426,9 @@ impl Builder {
     fn check(&self) -> Result<Vec<ServerAddr>, ConfigError> {
         if self.servers.is_empty() {
             return Err(ConfigError::NoServers);
+        }
+        if !(1..=MAX_IN_FLIGHT).contains(&self.max_in_flight) {
+            return Err(ConfigError::MaxInFlight(self.max_in_flight));
         }
         for (name, value, may_be_zero) in [
             ("request_timeout", self.request_timeout, false),

@@ -87,8 +87,8 @@ impl Redlock {
         }
         // A quorum of grants in sync carries counts.
         let fence = self
-            .note_fences(end.ended)
-            .ok_or_else(|| Error::Unfenced(self.report()))?;
+            .note_fences(end)
+            .ok_or_else(|| Error::Unfenced(self.report(end)))?;
         self.raise(acquire, fence, end.valid_until, deadline)?;
         Ok(Some(fence))
     }
@@ -96,11 +96,11 @@ impl Redlock {
     /// The error for an acquire round without a quorum: for a fenced one
     /// that masters out of sync kept from a quorum of grants,
     /// [`Error::Unfenced`]; else as for any round.
-    pub(super) fn refused(&self, fenced: bool, now: Instant) -> Error {
+    pub(super) fn refused(&self, fenced: bool, end: &RoundEnd) -> Error {
         if fenced {
-            self.note_fences(now);
+            self.note_fences(end);
         }
-        let report = self.report();
+        let report = self.report(end);
         let granted = report.ok() + report.unsynced();
         if report.unsynced() > 0 && granted >= report.quorum() {
             Error::Unfenced(report)
@@ -126,13 +126,15 @@ impl Redlock {
             ..*acquire
         };
         let cap = deadline.map_or(valid_until, |d| d.min(valid_until));
-        let end = self.round(&command, Some(cap));
-        self.note_fences(end.ended);
+        let end = self.round(&command, Some(cap))?;
+        self.note_fences(&end);
         match end.result {
             Ok(Decision::Quorum { .. }) if end.ended < valid_until => Ok(()),
-            Ok(Decision::Quorum { .. } | Decision::TooSlow) => Err(Error::TooSlow(self.report())),
+            Ok(Decision::Quorum { .. } | Decision::TooSlow) => {
+                Err(Error::TooSlow(self.report(&end)))
+            }
             Ok(Decision::NoQuorum) => {
-                let report = self.report();
+                let report = self.report(&end);
                 if report.unreachable() > report.nodes().len() - report.quorum() {
                     Err(Error::Unavailable(report))
                 } else {
@@ -143,11 +145,11 @@ impl Redlock {
         }
     }
 
-    /// Records what the last round said of each master's counter; returns
-    /// the largest count among the masters that did what was asked.
-    fn note_fences(&self, now: Instant) -> Option<u64> {
-        let mut inner = self.inner();
-        let super::Inner { round, fences, .. } = &mut *inner;
+    /// Records what a round said of each master's counter; returns the
+    /// largest count among the masters that did what was asked.
+    fn note_fences(&self, end: &RoundEnd) -> Option<u64> {
+        let (round, now) = (&end.round, end.ended);
+        let mut fences = self.fences();
         for (node, state) in round.nodes().iter().enumerate() {
             match state {
                 NodeState::Unsynced => fences.saw_lost(node, round.value(node), now),
@@ -173,7 +175,7 @@ impl Redlock {
         };
         let wait = longest.saturating_add(rules::drift(longest, self.config.drift_factor));
         let now = Instant::now();
-        if !self.inner().fences.read_due(now, wait) {
+        if !self.fences().read_due(now, wait) {
             return;
         }
         let read = Command {
@@ -185,17 +187,18 @@ impl Redlock {
             many: false,
             fenced: false,
         };
-        let end = self.round(&read, deadline);
+        let Ok(end) = self.round(&read, deadline) else {
+            return;
+        };
         if end.result.is_err() {
             return;
         }
-        let highest = self.note_fences(end.ended);
+        let highest = self.note_fences(&end);
         let mut ids: SmallVec<[u8; 128]> = SmallVec::new();
         let value = {
-            let mut inner = self.inner();
-            let super::Inner { round, fences, .. } = &mut *inner;
+            let mut fences = self.fences();
             fences.last_read = Some(end.ended);
-            let nodes = round.nodes();
+            let nodes = end.round.nodes();
             let synced = nodes.iter().filter(|s| **s == NodeState::Ok).count();
             let lost = nodes.iter().filter(|s| **s == NodeState::Unsynced).count();
             let value = if synced >= rules::quorum(nodes.len()) {
@@ -228,11 +231,12 @@ impl Redlock {
             ttl_ms: value,
             ..read
         };
-        let end = self.round(&sync, deadline);
-        let mut inner = self.inner();
-        let super::Inner { round, fences, .. } = &mut *inner;
+        let Ok(end) = self.round(&sync, deadline) else {
+            return;
+        };
+        let mut fences = self.fences();
         if end.result.is_ok() {
-            for (node, state) in round.nodes().iter().enumerate() {
+            for (node, state) in end.round.nodes().iter().enumerate() {
                 if *state == NodeState::Ok {
                     fences.saw_synced(node);
                 }

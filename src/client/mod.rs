@@ -25,12 +25,12 @@ use std::time::{Duration, Instant};
 use smallvec::SmallVec;
 
 use crate::commands::{self, Command};
-use crate::driver::Driver;
+use crate::driver::Engine;
 use crate::error::Error;
 use crate::rules::{self, Decision, Op, Report, Round};
 
 pub use batch::MAX_BATCH;
-pub use builder::{Builder, MAX_TIMEOUT, Require};
+pub use builder::{Builder, MAX_IN_FLIGHT, MAX_TIMEOUT, Require};
 pub use keeper::{KeepOptions, Keeper, Lost, OnChange, Standing};
 pub use lock::{Lock, LockGuard};
 pub use stats::{MasterStats, Stats};
@@ -49,15 +49,10 @@ pub const MAX_TTL: Duration = Duration::from_millis(i32::MAX as u64);
 /// Bytes of a lock token.
 pub const TOKEN_LEN: usize = 20;
 
-struct Inner {
-    driver: Driver,
-    tokens: TokenSource,
-    round: Round,
-    fences: fence::FenceBook,
-}
-
 /// How a round ended, with its timing, whether or not the driver failed.
 struct RoundEnd {
+    /// The round as it ended: its nodes' states, for reports and counts.
+    round: Round,
     /// The decision, or the poller's error.
     result: Result<Decision, io::ErrorKind>,
     /// `t0` of the round.
@@ -91,14 +86,16 @@ struct RoundEnd {
 ///
 /// # Threads and processes
 ///
-/// A client owns its connections and is [`Send`] and [`Sync`]: one client
-/// (in an `Arc`, or borrowed by scoped threads) can serve many threads.
-/// Their calls take turns: each call holds the client for its rounds (at
-/// most a request timeout each), never for the delays between retries.
-/// Rounds of different callers do not overlap yet (the pipelined shared
-/// client is to come), so under many concurrent callers a client per
-/// thread (N masters × T threads connections in all) has the higher
-/// throughput.
+/// A client owns one connection per master and is [`Send`] and [`Sync`]:
+/// one client (in an `Arc`, or borrowed by scoped threads) serves any
+/// number of threads over the same N connections. Their rounds are in
+/// flight at once, each reply matched to its round by the connection's
+/// order; a caller that waits polls for everyone while nobody else does,
+/// so a lone caller pays no cross-thread wake-up. At most
+/// [`Builder::max_in_flight`] rounds are in flight at once; past that a
+/// call waits for a free slot, up to a request timeout, then fails with
+/// [`Error::Busy`]. (Fenced acquires, with [`Builder::fencing`], take
+/// turns: each needs its rounds in order.)
 ///
 /// Do not use a client across `fork()`: parent and child would share its
 /// sockets and read each other's replies. Build a new client in the child.
@@ -117,9 +114,11 @@ struct RoundEnd {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Redlock {
-    inner: Mutex<Inner>,
-    /// Held by each operation for its rounds (not for retry delays), so
-    /// that calls from several threads take turns.
+    engine: Engine,
+    tokens: Mutex<TokenSource>,
+    fences: Mutex<fence::FenceBook>,
+    /// Held by a fenced acquire for its rounds (not for retry delays), so
+    /// that fenced acquires from several threads take turns.
     turn: Mutex<()>,
     config: Config,
     /// The masters' addresses, passwords masked, for reports.
@@ -130,10 +129,7 @@ pub struct Redlock {
 impl fmt::Debug for Redlock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut list = f.debug_struct("Redlock");
-        if let Ok(inner) = self.inner.try_lock() {
-            let servers: Vec<String> = inner.driver.addrs().map(ToString::to_string).collect();
-            list.field("servers", &servers);
-        }
+        list.field("servers", &self.masters);
         list.field("request_timeout", &self.config.request_timeout)
             .field("retry_count", &self.config.retry_count)
             .finish_non_exhaustive()
@@ -152,19 +148,22 @@ impl Redlock {
         Builder::new(servers.into_iter().map(|s| s.as_ref().to_owned()).collect())
     }
 
-    /// The client's state, for one step of an operation.
-    fn inner(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    /// A fenced acquire's turn: held for its rounds.
+    fn turn(&self) -> MutexGuard<'_, ()> {
+        lock(&self.turn)
     }
 
-    /// This caller's turn: held by an operation for its rounds.
-    fn turn(&self) -> MutexGuard<'_, ()> {
-        self.turn.lock().unwrap_or_else(PoisonError::into_inner)
+    fn tokens(&self) -> MutexGuard<'_, TokenSource> {
+        lock(&self.tokens)
+    }
+
+    fn fences(&self) -> MutexGuard<'_, fence::FenceBook> {
+        lock(&self.fences)
     }
 
     /// The number of masters.
     pub fn masters(&self) -> usize {
-        self.inner().driver.len()
+        self.masters.len()
     }
 
     /// What the client has done since it was built: attempts and their
@@ -172,9 +171,10 @@ impl Redlock {
     /// timed out in and the connects made to it. Counting costs a few
     /// relaxed atomic additions per round; this call copies the counters.
     pub fn stats(&self) -> Stats {
-        let inner = self.inner();
+        let shared = self.engine.driver();
         let masters = self.masters.iter().map(String::as_str);
-        self.counters.snapshot(masters.zip(inner.driver.connects()))
+        self.counters
+            .snapshot(masters.zip(shared.driver.connects()))
     }
 
     /// How many masters must agree: `N / 2 + 1`.
@@ -350,7 +350,6 @@ impl Redlock {
                 return Err(Error::ExtensionLimit { limit });
             }
         }
-        let _turn = self.turn();
         let (resource, many) = lock.keys();
         let command = Command {
             op: Op::Extend,
@@ -361,11 +360,11 @@ impl Redlock {
             many,
             fenced: false,
         };
-        let end = self.round(&command, None);
+        let end = self.round(&command, None)?;
         let result = match end.result {
             Ok(Decision::Quorum { .. }) => Ok(()),
-            Ok(Decision::TooSlow) => Err(Error::TooSlow(self.report())),
-            Ok(Decision::NoQuorum) => Err(self.no_quorum(self.report(), Error::NotHeld)),
+            Ok(Decision::TooSlow) => Err(Error::TooSlow(self.report(&end))),
+            Ok(Decision::NoQuorum) => Err(self.no_quorum(self.report(&end), Error::NotHeld)),
             Err(kind) => Err(Error::Io(kind)),
         };
         match &result {
@@ -393,13 +392,12 @@ impl Redlock {
     /// any more (it expired or was already released),
     /// [`Error::Unavailable`], or [`Error::Io`].
     pub fn unlock(&self, lock: &mut Lock) -> Result<(), Error> {
-        let _turn = self.turn();
-        let end = self.round(&lock.release(), None);
+        let end = self.round(&lock.release(), None)?;
         lock.expire(end.started);
         let result = match end.result {
             Ok(Decision::Quorum { .. }) => Ok(()),
             Ok(Decision::TooSlow | Decision::NoQuorum) => {
-                Err(self.no_quorum(self.report(), Error::NotHeld))
+                Err(self.no_quorum(self.report(&end), Error::NotHeld))
             }
             Err(kind) => Err(Error::Io(kind)),
         };
@@ -465,7 +463,7 @@ impl Redlock {
     }
 
     fn retry_delay(&self) -> Duration {
-        let unit = self.inner().tokens.unit();
+        let unit = self.tokens().unit();
         rules::retry_delay(self.config.retry_delay, self.config.retry_jitter, unit)
     }
 
@@ -478,12 +476,12 @@ impl Redlock {
         ttl_ms: u64,
         deadline: Option<Instant>,
     ) -> Result<Lock, Error> {
-        let _turn = self.turn();
         let fenced = self.config.fencing.is_some();
+        let _turn = fenced.then(|| self.turn());
         if fenced {
             self.sync_fences(deadline);
         }
-        let token = self.inner().tokens.token();
+        let token = self.tokens().token();
         let command = Command {
             op: Op::Acquire,
             resource,
@@ -493,7 +491,7 @@ impl Redlock {
             many,
             fenced,
         };
-        let end = self.round(&command, deadline);
+        let end = self.round(&command, deadline)?;
         let error = match end.result {
             Ok(Decision::Quorum { .. }) => match self.fence(&command, &end, deadline) {
                 Ok(fence) => {
@@ -502,8 +500,8 @@ impl Redlock {
                 }
                 Err(error) => error,
             },
-            Ok(Decision::TooSlow) => Error::TooSlow(self.report()),
-            Ok(Decision::NoQuorum) => self.refused(fenced, end.ended),
+            Ok(Decision::TooSlow) => Error::TooSlow(self.report(&end)),
+            Ok(Decision::NoQuorum) => self.refused(fenced, &end),
             // The SET may have gone out before the poller failed.
             Err(kind) => Error::Io(kind),
         };
@@ -516,7 +514,7 @@ impl Redlock {
             fenced: false,
             ..command
         };
-        self.inner().driver.queue(&release, Instant::now());
+        self.engine.driver().driver.queue(&release, Instant::now());
         self.tally(Op::Acquire, &end, Err(&error));
         Err(error)
     }
@@ -524,18 +522,7 @@ impl Redlock {
     /// Counts the round just run, of `op`, that ended with `result` (and
     /// records it in its span and the metrics, with those features).
     fn tally(&self, op: Op, end: &RoundEnd, result: Result<(), &Error>) {
-        let inner = self.inner();
-        self.tally_nodes(op, end, inner.round.nodes(), result);
-    }
-
-    /// [`tally`](Self::tally) for a round other than the client's own.
-    fn tally_nodes(
-        &self,
-        op: Op,
-        end: &RoundEnd,
-        nodes: &[rules::NodeState],
-        result: Result<(), &Error>,
-    ) {
+        let nodes = end.round.nodes();
         self.counters.count(op, nodes, result);
         let elapsed = end.ended.saturating_duration_since(end.started);
         observe::round_ended(&end.span, op, result, elapsed, nodes, &self.masters);
@@ -543,9 +530,27 @@ impl Redlock {
 
     /// Runs one round of `command`, for at most the request timeout, and
     /// never past `cap`.
-    fn round(&self, command: &Command<'_>, cap: Option<Instant>) -> RoundEnd {
-        let mut inner = self.inner();
-        let Inner { driver, round, .. } = &mut *inner;
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Busy`] when the client stayed at its cap of rounds in
+    /// flight for a request timeout (nothing was sent).
+    fn round(&self, command: &Command<'_>, cap: Option<Instant>) -> Result<RoundEnd, Error> {
+        let mut ends = self.rounds(std::slice::from_ref(command), cap);
+        ends.pop().unwrap_or(Err(Error::Busy {
+            limit: self.config.max_in_flight,
+        }))
+    }
+
+    /// Runs one round per command, all at once, each for at most the
+    /// request timeout and never past `cap`; returns how each ended, in
+    /// order: [`Error::Busy`] for those that could not start (nothing of
+    /// theirs was sent).
+    fn rounds(
+        &self,
+        commands: &[Command<'_>],
+        cap: Option<Instant>,
+    ) -> SmallVec<[Result<RoundEnd, Error>; 1]> {
         let now = Instant::now();
         let timeout = match cap {
             Some(cap) => self
@@ -554,32 +559,72 @@ impl Redlock {
                 .min(cap.saturating_duration_since(now)),
             None => self.config.request_timeout,
         };
-        let ttl = match command.op {
-            Op::Acquire | Op::Extend => Duration::from_millis(command.ttl_ms),
-            // The number is a fence, not a TTL.
-            _ => Duration::ZERO,
+        let masters = self.masters.len();
+        let restart = |round: &mut Round, command: &Command<'_>, now: Instant| {
+            let ttl = match command.op {
+                Op::Acquire | Op::Extend => Duration::from_millis(command.ttl_ms),
+                // The number is a fence, not a TTL.
+                _ => Duration::ZERO,
+            };
+            let drift = rules::drift(ttl, self.config.drift_factor);
+            round.restart(command.op, masters, ttl, drift, timeout, now);
         };
-        let drift = rules::drift(ttl, self.config.drift_factor);
-        round.restart(command.op, driver.len(), ttl, drift, timeout, now);
-        let span = RoundSpan::new(command.op, command.resource.len());
-        let result = span
-            .in_scope(|| driver.run(round, command))
-            .map(|()| round.decision().unwrap_or(Decision::NoQuorum))
-            .map_err(|error| error.kind());
-        RoundEnd {
-            result,
-            started: round.started(),
-            valid_until: round.valid_until(),
-            ended: Instant::now(),
-            span,
+        let spans: SmallVec<[RoundSpan; 1]> = commands
+            .iter()
+            .map(|c| RoundSpan::new(c.op, c.resource.len()))
+            .collect();
+        let busy = || Error::Busy {
+            limit: self.config.max_in_flight,
+        };
+        let wait_until = now.checked_add(self.config.request_timeout).unwrap_or(now);
+        let run = || {
+            self.engine
+                .run(commands, wait_until, restart, |driver, ids| {
+                    let rounds: SmallVec<[Option<Round>; 1]> =
+                        ids.iter().map(|&id| driver.round(id).cloned()).collect();
+                    (rounds, Instant::now())
+                })
+        };
+        // The driver's events (reconnects, dropped connections) nest in
+        // the span of a single round.
+        let run = match &spans[..] {
+            [span] => span.in_scope(run),
+            _ => run(),
+        };
+        let ((rounds, ended), polled) = match run {
+            Ok(run) => run,
+            Err(_full) => ((SmallVec::new(), now), Ok(())),
+        };
+        let mut ends: SmallVec<[Result<RoundEnd, Error>; 1]> = rounds
+            .into_iter()
+            .zip(spans)
+            .map(|(round, span)| {
+                let round = round.ok_or_else(busy)?;
+                Ok(RoundEnd {
+                    // The commands may have gone out before the poller
+                    // failed.
+                    result: match &polled {
+                        Ok(()) => Ok(round.decision().unwrap_or(Decision::NoQuorum)),
+                        Err(error) => Err(error.kind()),
+                    },
+                    started: round.started(),
+                    valid_until: round.valid_until(),
+                    ended,
+                    span,
+                    round,
+                })
+            })
+            .collect();
+        while ends.len() < commands.len() {
+            ends.push(Err(busy()));
         }
+        ends
     }
 
-    /// The last round's per-node report, the masters named by their
-    /// addresses (allocates: for errors only).
-    fn report(&self) -> Box<Report> {
-        let report = self.inner().round.report();
-        Box::new(report.with_masters(self.masters.clone()))
+    /// The per-node report of the round that ended with `end`, the masters
+    /// named by their addresses (allocates: for errors only).
+    fn report(&self, end: &RoundEnd) -> Box<Report> {
+        Box::new(end.round.report().with_masters(self.masters.clone()))
     }
 
     /// The error for a round that found no quorum: [`Error::Misconfigured`]
@@ -598,6 +643,12 @@ impl Redlock {
             other(report)
         }
     }
+}
+
+/// A poisoned lock is taken all the same: what it guards stays consistent
+/// (no caller code runs with it held).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 fn check_resource(resource: &[u8]) -> Result<(), Error> {

@@ -15,7 +15,7 @@ use mio::{Interest, Registry, Token as MioToken};
 use super::tls::{TlsFailure, TlsStream};
 use crate::addr::{Endpoint, ServerAddr};
 use crate::commands::Command;
-use crate::link::{Link, LinkConfig, Live, OnReply, READ_BUFFER};
+use crate::link::{Link, LinkConfig, READ_BUFFER, Sink};
 use crate::rules::NodeError;
 
 /// The TLS client configuration shared by the connections, if any.
@@ -273,13 +273,12 @@ impl Conn {
 
     /// Handles readiness: completes a connect, writes, and reads the
     /// replies that arrived (up to [`READ_BUDGET`] bytes), passing the
-    /// outcomes of the `live` rounds' commands to `on_reply` with the time
+    /// outcomes of the live rounds' commands to `sink` with the time
     /// they were read. Replies to other rounds are matched and dropped.
     pub(crate) fn handle_event(
         &mut self,
         event: &Event,
-        live: Live,
-        on_reply: &mut OnReply<'_>,
+        sink: &mut dyn Sink,
     ) -> Result<(), NodeError> {
         if self.link.is_connecting() {
             let Some(stream) = self.stream.as_mut() else {
@@ -296,7 +295,7 @@ impl Conn {
             // A FIN or an error that came with this event is not seen by a
             // short read: then read on to the end.
             let short_ok = !(event.is_read_closed() || event.is_error());
-            self.read(live, on_reply, short_ok)?;
+            self.read(sink, short_ok)?;
             // Reading may have finished the handshake or answered a
             // NOSCRIPT: write what that queued.
             self.flush()?;
@@ -306,13 +305,9 @@ impl Conn {
 
     /// Goes on reading after a read that stopped at its budget, as
     /// [`handle_event`](Self::handle_event) does for a readable event.
-    pub(crate) fn read_more(
-        &mut self,
-        live: Live,
-        on_reply: &mut OnReply<'_>,
-    ) -> Result<(), NodeError> {
+    pub(crate) fn read_more(&mut self, sink: &mut dyn Sink) -> Result<(), NodeError> {
         self.backlog = false;
-        self.read(live, on_reply, false)?;
+        self.read(sink, false)?;
         self.flush()
     }
 
@@ -330,12 +325,7 @@ impl Conn {
     /// Reads until the socket would block or [`READ_BUDGET`] bytes were
     /// read. The time is taken after each read, so that a decision never
     /// uses a time from before its reply arrived.
-    fn read(
-        &mut self,
-        live: Live,
-        on_reply: &mut OnReply<'_>,
-        short_ok: bool,
-    ) -> Result<(), NodeError> {
+    fn read(&mut self, sink: &mut dyn Sink, short_ok: bool) -> Result<(), NodeError> {
         let mut budget = READ_BUDGET;
         loop {
             if budget == 0 {
@@ -349,14 +339,13 @@ impl Conn {
             let buf_len = buf.len();
             match stream.read(buf) {
                 Ok(0) => {
-                    self.link.handle_read(0, Instant::now(), live, on_reply)?;
+                    self.link.handle_read(0, Instant::now(), sink)?;
                     return Err(NodeError::Closed);
                 }
                 Ok(n) => {
                     budget = budget.saturating_sub(n);
                     let short = n < buf_len;
-                    self.link
-                        .handle_read(n, Instant::now(), live.clone(), on_reply)?;
+                    self.link.handle_read(n, Instant::now(), sink)?;
                     if short && short_ok && self.reads_drain() {
                         // A stream socket's read returns all it has, up to
                         // the buffer: a short read emptied the receive

@@ -1,56 +1,90 @@
 //! The `mio` driver: one non-blocking connection per master, every round
 //! written to all of them in one event-loop tick, replies read as they
-//! arrive ("poor man's multiplexing").
+//! arrive ("poor man's multiplexing"), many rounds in flight at once over
+//! the same connections.
 //!
 //! The driver moves bytes and keeps time; what the replies mean for the
-//! lock is decided by [`crate::rules::Round`], which it feeds.
+//! lock is decided by [`crate::rules::Round`], which it feeds, and which
+//! rounds are in flight (and who waits for them) is kept by
+//! [`crate::flights::Flights`]. [`Engine`] lets many callers share one
+//! driver: whoever waits for a round polls for everyone while nobody else
+//! does.
 
 mod conn;
+mod engine;
 #[cfg(feature = "tls")]
 mod tls;
 
 use std::io;
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Registry};
 
 use crate::addr::ServerAddr;
 use crate::commands::{Command, Outcome};
-use crate::link::{Live, OnReply};
-use crate::rules::{NodeError, NodeState, Round};
+use crate::flights::Flights;
+use crate::link::Sink;
+use crate::rules::{NodeError, NodeState, Op, Round};
 
 use conn::Conn;
 pub(crate) use conn::TlsConfig;
+pub(crate) use engine::Engine;
 
 use crate::link::LinkConfig;
 
 /// Readiness events handled per poll.
 const EVENTS: usize = 64;
 
-pub(crate) struct Driver {
+/// The poller: whoever holds it waits for readiness for every caller.
+pub(crate) struct Poller {
     poll: Poll,
     events: Events,
+}
+
+impl Poller {
+    /// Waits up to `timeout` for readiness events.
+    fn poll(&mut self, timeout: Duration) -> io::Result<()> {
+        match self.poll.poll(&mut self.events, Some(timeout)) {
+            Err(e) if e.kind() != io::ErrorKind::Interrupted => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The connections and the rounds in flight: the state callers share.
+pub(crate) struct Driver {
+    registry: Registry,
     conns: Vec<Conn>,
-    next_round: u64,
+    flights: Flights<Thread>,
 }
 
 impl Driver {
+    /// A driver for `addrs` with room for `config.in_flight` rounds in
+    /// flight, and its poller.
     pub(crate) fn new(
         addrs: &[ServerAddr],
         config: LinkConfig,
         tls: &TlsConfig,
-    ) -> io::Result<Driver> {
+    ) -> io::Result<(Driver, Poller)> {
         let now = Instant::now();
-        Ok(Driver {
-            poll: Poll::new()?,
+        let poll = Poll::new()?;
+        let registry = poll.registry().try_clone()?;
+        let conns: Vec<Conn> = addrs
+            .iter()
+            .enumerate()
+            .map(|(i, addr)| Conn::new(i, addr.clone(), config, tls, now))
+            .collect();
+        let driver = Driver {
+            registry,
+            flights: Flights::new(config.in_flight, conns.len()),
+            conns,
+        };
+        let poller = Poller {
+            poll,
             events: Events::with_capacity(EVENTS),
-            conns: addrs
-                .iter()
-                .enumerate()
-                .map(|(i, addr)| Conn::new(i, addr.clone(), config, tls, now))
-                .collect(),
-            next_round: 1,
-        })
+        };
+        Ok((driver, poller))
     }
 
     /// The number of masters.
@@ -78,100 +112,138 @@ impl Driver {
             .filter_map(|conn| Some((conn.addr(), conn.link().failure()?)))
     }
 
+    /// Rounds in flight now.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.flights.len()
+    }
+
+    /// The most rounds in flight at once.
+    pub(crate) fn capacity(&self) -> usize {
+        self.flights.capacity()
+    }
+
     /// Connects every master that is down and waits, until `deadline` at
     /// the latest, for the handshakes.
-    pub(crate) fn connect_all(&mut self, deadline: Instant) -> io::Result<()> {
+    pub(crate) fn connect_all(&mut self, poller: &mut Poller, deadline: Instant) -> io::Result<()> {
         let now = Instant::now();
-        let registry = self.poll.registry();
         for conn in &mut self.conns {
             if conn.link().is_down() {
                 // A failure leaves it down, with its back-off started.
-                let _ = conn.connect(registry, now);
+                let _ = conn.connect(&self.registry, now);
             }
         }
-        let id = self.next_rounds(0);
-        self.wait(&mut Rounds::new(id, &mut []), deadline, Until::Connected)
+        loop {
+            let now = Instant::now();
+            self.check_timers(now);
+            let settled = self
+                .conns
+                .iter()
+                .all(|c| c.link().is_ready() || c.link().is_down());
+            if settled || now >= deadline {
+                return Ok(());
+            }
+            let timeout = self.poll_timeout(now, deadline);
+            poller.poll(timeout)?;
+            self.dispatch(&poller.events);
+        }
     }
 
-    /// Reserves `n` consecutive round ids; returns the first.
-    fn next_rounds(&mut self, n: usize) -> u64 {
-        let id = self.next_round;
-        self.next_round += n as u64;
-        id
-    }
-
-    /// Runs one round: queues `command` on every connection, writes them
-    /// all in the same tick, then reads replies into `round` until it is
-    /// decided or its deadline passes. (A `NOSCRIPT` reply is answered by
-    /// the connection itself, with `EVAL`, within the round.)
-    pub(crate) fn run(&mut self, round: &mut Round, command: &Command<'_>) -> io::Result<()> {
-        self.run_many(std::slice::from_mut(round), std::slice::from_ref(command))
-    }
-
-    /// Runs several rounds at once, `rounds[k]` of `commands[k]`: queues
-    /// every command on every connection, writes each connection's share in
-    /// one write in the same tick, then reads the replies, each matched to
-    /// its round by the connection's order, until every round is decided or
-    /// the deadline passes. Each round decides on its own.
-    ///
-    /// First it reads, without waiting, whatever arrived while the client
-    /// was idle: late replies to earlier rounds, so that their requests do
-    /// not look stalled, and anything unprompted, so that a reply to
-    /// nothing fails its connection before a new request could be matched
-    /// to it.
-    pub(crate) fn run_many(
+    /// Starts one round per command, `restart` setting each round up: the
+    /// command goes to every connection, and each connection's share is
+    /// written at once, in one write. Returns the rounds' ids, in the
+    /// order of `commands`; fewer than asked when the rounds in flight
+    /// reach the cap (then the caller waits for a slot, or fails).
+    pub(crate) fn submit(
         &mut self,
-        rounds: &mut [Round],
         commands: &[Command<'_>],
-    ) -> io::Result<()> {
-        let n = rounds.len().min(commands.len());
-        let rounds = &mut rounds[..n];
-        let base = self.next_rounds(n);
-        self.poll_once(Duration::ZERO, &mut Rounds::new(base, &mut []))?;
+        mut restart: impl FnMut(&mut Round, &Command<'_>, Instant),
+        ids: &mut impl Extend<u64>,
+    ) -> usize {
         let now = Instant::now();
-        let registry = self.poll.registry();
-        for (i, conn) in self.conns.iter_mut().enumerate() {
-            // Until the next run: the batch is in flight.
-            conn.link_mut().allow_batch(n.saturating_sub(1));
-            for (k, command) in commands[..n].iter().enumerate() {
-                if let Err(error) = conn.send(registry, command, base + k as u64, now) {
+        let n = self.conns.len();
+        let mut started = 0;
+        for command in commands {
+            let Some(id) = self.flights.begin() else {
+                break;
+            };
+            if let Some(round) = self.flights.round_mut(id) {
+                restart(round, command, now);
+                debug_assert_eq!(round.nodes().len(), n);
+            }
+            for (i, conn) in self.conns.iter_mut().enumerate() {
+                if let Err(error) = conn.send(&self.registry, command, id, now) {
                     // A failed send leaves the connection down, with what
-                    // the batch had queued there: every round of the batch
-                    // fails on this master.
-                    for round in rounds.iter_mut() {
-                        round.handle_failure(i, error.clone(), now);
+                    // was queued there: the rounds waiting for it (this
+                    // one included) fail on this master.
+                    self.flights.fail_node(i, &error, now);
+                }
+            }
+            ids.extend([id]);
+            started += 1;
+        }
+        for i in 0..n {
+            if let Err(error) = self.conns[i].flush() {
+                self.fail(i, error, now);
+            }
+        }
+        started
+    }
+
+    /// Whether every round of `ids` is decided (or over).
+    pub(crate) fn decided(&self, ids: &[u64]) -> bool {
+        ids.iter().all(|&id| self.flights.is_decided(id))
+    }
+
+    /// Round `id`, if it is in flight.
+    pub(crate) fn round(&self, id: u64) -> Option<&Round> {
+        self.flights.round(id)
+    }
+
+    /// Ends the rounds `ids`: a connection that let one of them time out
+    /// is marked late (see [`crate::link`]); their slots are freed.
+    pub(crate) fn finish(&mut self, ids: &[u64]) {
+        for &id in ids {
+            if let Some(round) = self.flights.round(id) {
+                for (conn, state) in self.conns.iter_mut().zip(round.nodes()) {
+                    if *state == NodeState::TimedOut {
+                        conn.link_mut().note_late(round.started());
                     }
-                    break;
                 }
             }
+            self.flights.finish(id);
         }
-        let deadline = rounds.iter().map(Round::deadline).max().unwrap_or(now);
-        let mut live = Rounds::new(base, rounds);
-        for (i, conn) in self.conns.iter_mut().enumerate() {
-            if let Err(error) = conn.flush() {
-                fail(conn, registry, i, error, now, &mut live);
+    }
+
+    /// Sets `waiter` to be woken when round `id` is decided.
+    pub(crate) fn set_waiter(&mut self, id: u64, waiter: Thread) {
+        self.flights.set_waiter(id, waiter);
+    }
+
+    /// Wakes the waiters of the rounds decided so far.
+    pub(crate) fn wake_decided(&mut self) {
+        self.flights.wake_decided(|waiter| waiter.unpark());
+    }
+
+    /// Wakes one caller waiting for an undecided round, to take over the
+    /// poller; returns whether there was one.
+    pub(crate) fn hand_over(&mut self) -> bool {
+        match self.flights.take_undecided_waiter() {
+            Some(waiter) => {
+                waiter.unpark();
+                true
             }
+            None => false,
         }
-        self.wait(&mut live, deadline, Until::Decided)?;
-        for round in live.rounds.iter() {
-            for (conn, state) in self.conns.iter_mut().zip(round.nodes()) {
-                if *state == NodeState::TimedOut {
-                    conn.link_mut().note_late(round.started());
-                }
-            }
-        }
-        Ok(())
     }
 
     /// Queues `command` on every connection that is up (or may reconnect at
     /// once) and writes what can be written now, without waiting: not for
     /// a handshake, a full socket buffer or a reply. What is left goes out
-    /// as the connections become ready during later calls; the replies are
-    /// matched and dropped by later rounds. A master that is paused or
-    /// down costs nothing here.
+    /// as the connections become ready later; the replies are matched and
+    /// dropped. A master that is paused or down costs nothing here.
     pub(crate) fn queue(&mut self, command: &Command<'_>, now: Instant) {
-        let id = self.next_rounds(1);
-        let registry = self.poll.registry();
+        // An id no round has: its replies are matched and dropped.
+        let id = 0;
         for conn in &mut self.conns {
             // A connection dropped in the failed round (say, as stalled,
             // after its SET went out) reconnects at once: the command waits
@@ -180,87 +252,91 @@ impl Driver {
                 continue;
             }
             // A failed send leaves the connection down.
-            if conn.send(registry, command, id, now).is_ok() {
+            if conn.send(&self.registry, command, id, now).is_ok() {
                 if let Err(error) = conn.flush() {
-                    conn.close(registry, error, now);
+                    conn.close(&self.registry, error, now);
                 }
             }
         }
     }
 
-    /// Polls and dispatches readiness until `until` holds or `deadline`
-    /// passes. Outcomes of the live rounds go to them; a connection that
-    /// fails is closed, and a request of a live round it had counts as
-    /// failed.
-    fn wait(&mut self, live: &mut Rounds<'_>, deadline: Instant, until: Until) -> io::Result<()> {
-        loop {
-            let now = Instant::now();
-            let registry = self.poll.registry();
-            for (i, conn) in self.conns.iter_mut().enumerate() {
-                if let Err(error) = conn.link().check_timers(now) {
-                    fail(conn, registry, i, error, now, live);
-                }
+    /// The time is `now`: fails the connections whose connect, handshake
+    /// or oldest request ran out of time, and lets the rounds in flight
+    /// count the masters that missed their deadlines.
+    pub(crate) fn check_timers(&mut self, now: Instant) {
+        for i in 0..self.conns.len() {
+            if let Err(error) = self.conns[i].link().check_timers(now) {
+                self.fail(i, error, now);
             }
-            for round in live.rounds.iter_mut() {
-                round.handle_timeout(now);
-            }
-            let done = match until {
-                Until::Decided => live.rounds.iter().all(|r| r.decision().is_some()),
-                Until::Connected => self
-                    .conns
-                    .iter()
-                    .all(|c| c.link().is_ready() || c.link().is_down()),
-            };
-            if done || now >= deadline {
-                return Ok(());
-            }
-            // A connection with unread data left by its read budget gets no
-            // new event: look at the others without sleeping, then go on
-            // reading it.
-            let timeout = if self.conns.iter().any(Conn::has_backlog) {
-                Duration::ZERO
-            } else {
-                let wake = self
-                    .conns
-                    .iter()
-                    .filter_map(|c| c.link().next_timer())
-                    .fold(deadline, Instant::min);
-                wake.saturating_duration_since(now)
-            };
-            self.poll_once(timeout, live)?;
-            self.read_backlog(live);
         }
+        self.flights.handle_timeout(now);
     }
 
-    /// Waits up to `timeout` for readiness and handles every event:
-    /// outcomes of the live rounds go to them; a connection that fails is
-    /// closed, and a request of a live round it had counts as failed.
-    fn poll_once(&mut self, timeout: Duration, live: &mut Rounds<'_>) -> io::Result<()> {
-        match self.poll.poll(&mut self.events, Some(timeout)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(()),
-            Err(e) => return Err(e),
+    /// How long a poll may wait: until the next connection timer or round
+    /// deadline, and at most until `deadline`; zero while a connection has
+    /// unread data left by its read budget (it gets no new event).
+    pub(crate) fn poll_timeout(&self, now: Instant, deadline: Instant) -> Duration {
+        if self.conns.iter().any(Conn::has_backlog) {
+            return Duration::ZERO;
         }
-        let registry = self.poll.registry();
-        for event in self.events.iter() {
+        let wake = self
+            .conns
+            .iter()
+            .filter_map(|c| c.link().next_timer())
+            .chain(self.flights.next_deadline())
+            .fold(deadline, Instant::min);
+        wake.saturating_duration_since(now)
+    }
+
+    /// Handles the readiness `events` of the last poll: outcomes go to
+    /// the rounds in flight; a connection that fails is closed, and the
+    /// rounds it owed a reply count it as failed. Then goes on reading
+    /// the connections left with a backlog by their read budget.
+    pub(crate) fn dispatch(&mut self, events: &Events) {
+        for event in events.iter() {
             let i = event.token().0;
-            if let Some(conn) = self.conns.get_mut(i) {
-                let ids = live.ids();
-                serve(conn, registry, i, live, |conn, on_reply| {
-                    conn.handle_event(event, ids, on_reply)
-                });
+            if i < self.conns.len() {
+                self.serve(i, |conn, sink| conn.handle_event(event, sink));
             }
         }
-        self.check_identities(live);
-        Ok(())
+        self.check_identities();
+        for i in 0..self.conns.len() {
+            if self.conns[i].has_backlog() {
+                self.serve(i, |conn, sink| conn.read_more(sink));
+            }
+        }
+        self.check_identities();
+    }
+
+    /// Lets `io` read and write connection `i`, handing the outcomes of the
+    /// rounds in flight to them; if it fails, closes the connection as
+    /// [`fail`](Self::fail) does.
+    fn serve(
+        &mut self,
+        i: usize,
+        io: impl FnOnce(&mut Conn, &mut dyn Sink) -> Result<(), NodeError>,
+    ) {
+        let mut sink = NodeSink {
+            flights: &mut self.flights,
+            node: i,
+        };
+        if let Err(error) = io(&mut self.conns[i], &mut sink) {
+            self.fail(i, error, Instant::now());
+        }
+    }
+
+    /// Closes connection `i` after `error`; each round in flight it owed a
+    /// reply learns that node `i` failed.
+    fn fail(&mut self, i: usize, error: NodeError, now: Instant) {
+        self.flights.fail_node(i, &error, now);
+        self.conns[i].close(&self.registry, error, now);
     }
 
     /// Compares the `run_id` of each handshake just completed with the
     /// other ready masters': a server reached through a second address is
     /// refused there ([`NodeError::SameServer`]), so that it never votes
     /// twice.
-    fn check_identities(&mut self, live: &mut Rounds<'_>) {
-        let registry = self.poll.registry();
+    fn check_identities(&mut self) {
         for i in 0..self.conns.len() {
             #[cfg(feature = "tracing")]
             if let Some(suspicion) = self.conns[i].link_mut().take_suspicion() {
@@ -280,102 +356,24 @@ impl Driver {
                     address: self.conns[other].addr().to_string().into(),
                 };
                 let now = Instant::now();
-                fail(&mut self.conns[i], registry, i, error, now, live);
+                self.fail(i, error, now);
             }
         }
     }
-
-    /// Goes on reading the connections whose last read stopped at its
-    /// budget, one budget each.
-    fn read_backlog(&mut self, live: &mut Rounds<'_>) {
-        let registry = self.poll.registry();
-        for (i, conn) in self.conns.iter_mut().enumerate() {
-            if conn.has_backlog() {
-                let ids = live.ids();
-                serve(conn, registry, i, live, |conn, on_reply| {
-                    conn.read_more(ids, on_reply)
-                });
-            }
-        }
-        self.check_identities(live);
-    }
 }
 
-/// The rounds in progress: `rounds[k]` has id `base + k`.
-struct Rounds<'a> {
-    base: u64,
-    rounds: &'a mut [Round],
+/// Hands the outcomes read on node `node` to the rounds in flight.
+struct NodeSink<'a> {
+    flights: &'a mut Flights<Thread>,
+    node: usize,
 }
 
-impl<'a> Rounds<'a> {
-    fn new(base: u64, rounds: &'a mut [Round]) -> Rounds<'a> {
-        Rounds { base, rounds }
+impl Sink for NodeSink<'_> {
+    fn is_live(&self, id: u64) -> bool {
+        self.flights.is_live(id)
     }
 
-    fn ids(&self) -> Live {
-        self.base..self.base + self.rounds.len() as u64
+    fn on_reply(&mut self, id: u64, _: Op, outcome: Outcome, now: Instant) {
+        self.flights.deliver(id, self.node, outcome, now);
     }
-
-    /// The round with id `id`, if it is live.
-    fn get(&mut self, id: u64) -> Option<&mut Round> {
-        let k = usize::try_from(id.checked_sub(self.base)?).ok()?;
-        self.rounds.get_mut(k)
-    }
-}
-
-/// Lets `io` read and write connection `i`, handing the outcomes of the
-/// live rounds to them; if it fails, closes the connection as [`fail`]
-/// does.
-fn serve(
-    conn: &mut Conn,
-    registry: &Registry,
-    i: usize,
-    live: &mut Rounds<'_>,
-    io: impl FnOnce(&mut Conn, &mut OnReply<'_>) -> Result<(), NodeError>,
-) {
-    let result = io(conn, &mut |id, _, outcome, now| {
-        if let Some(round) = live.get(id) {
-            deliver(round, i, outcome, now);
-        }
-    });
-    if let Err(error) = result {
-        fail(conn, registry, i, error, Instant::now(), live);
-    }
-}
-
-/// What [`Driver::wait`] waits for.
-#[derive(Debug, Clone, Copy)]
-enum Until {
-    /// The round is decided.
-    Decided,
-    /// Every connection is ready or down.
-    Connected,
-}
-
-fn deliver(round: &mut Round, i: usize, outcome: Outcome, now: Instant) {
-    match outcome {
-        Outcome::Reply(reply) => round.handle_reply(i, reply, now),
-        Outcome::Server(error) => round.handle_failure(i, NodeError::Server(error), now),
-        Outcome::Quarantined => round.handle_quarantined(i, now),
-        Outcome::NoScript | Outcome::Unexpected => {}
-    }
-}
-
-/// Closes `conn` after `error`; each live round it owed a reply learns
-/// that node `i` failed.
-fn fail(
-    conn: &mut Conn,
-    registry: &Registry,
-    i: usize,
-    error: NodeError,
-    now: Instant,
-    live: &mut Rounds<'_>,
-) {
-    let base = live.base;
-    for (k, round) in live.rounds.iter_mut().enumerate() {
-        if conn.link().has_pending_for(base + k as u64) {
-            round.handle_failure(i, error.clone(), now);
-        }
-    }
-    conn.close(registry, error, now);
 }

@@ -35,32 +35,30 @@ pub(crate) const REPLY_LIMITS: Limits = Limits::DEFAULT
 /// header and CRLF; it never grows.
 pub(crate) const READ_BUFFER: usize = 8 * 1024 + 64;
 
-/// Requests kept without reallocating the queue.
-const PENDING_CAPACITY: usize = 64;
-
-/// Unanswered requests after which a connection counts as stalled. A
-/// healthy connection has the handshake and a round or two in flight; a
-/// stopped server would otherwise collect a request per round until the
-/// stall timer fires.
+/// Unanswered requests after which a connection counts as stalled, beyond
+/// one per round the client may have in flight ([`LinkConfig::in_flight`]).
+/// A healthy connection has the handshake and the rounds in flight, plus
+/// the late replies of rounds decided without it; a stopped server would
+/// otherwise collect a request per round until the stall timer fires.
 const MAX_PENDING: usize = 32;
 
 /// Requests beyond [`MAX_PENDING`] that releases may still queue.
 const RELEASE_HEADROOM: usize = 8;
 
-/// Room for the arguments of the most script commands in flight on resources
-/// stored inline in a `Lock` (64 bytes) with 20-byte tokens: a lagging
-/// master never makes the replay arena grow in steady state.
-const REPLAY_CAPACITY: usize = 4096;
-const _: () =
-    assert!(REPLAY_CAPACITY >= (MAX_PENDING + RELEASE_HEADROOM) * (64 + crate::TOKEN_LEN));
-const _: () = assert!(PENDING_CAPACITY >= MAX_PENDING + RELEASE_HEADROOM);
+/// Bytes of replay arena per request: the arguments of a script command on
+/// a resource stored inline in a `Lock` (64 bytes) with a 20-byte token.
+/// The queue and the arena are allocated for the most requests a
+/// connection may hold: a lagging master never makes them grow.
+const REPLAY_PER_REQUEST: usize = 64 + crate::TOKEN_LEN;
 
-/// Room in the output and held-back buffers for the handshake and the most
-/// commands in flight (an `EVAL` of the extend script on a 64-byte
-/// resource is about 260 bytes): a master that stops answering never makes
-/// them grow before the stall limit drops the connection.
-const OUTPUT_CAPACITY: usize = 16 * 1024;
-const _: () = assert!(OUTPUT_CAPACITY >= 512 + (MAX_PENDING + RELEASE_HEADROOM) * 320);
+/// Room in the output and held-back buffers for the handshake, and per
+/// request for a command on a resource stored inline in a `Lock` (an
+/// `EVALSHA` of the extend script on a 64-byte name is about 170 bytes):
+/// allocated for the most requests a connection may hold, so that a master
+/// that stops answering never makes them grow before the stall limit drops
+/// the connection.
+const OUTPUT_BASE: usize = 1024;
+const OUTPUT_PER_REQUEST: usize = 192;
 
 /// Unwritten bytes after which a connection counts as stalled.
 const MAX_UNWRITTEN: usize = 64 * 1024;
@@ -70,13 +68,27 @@ const MAX_UNWRITTEN: usize = 64 * 1024;
 /// RESP2), so a server that sends more is broken or hostile.
 pub(crate) const UNSOLICITED_BUDGET: usize = 16 * 1024;
 
-/// The rounds in progress: their ids, consecutive. Replies to other rounds
-/// are matched to their requests and dropped.
-pub(crate) type Live = std::ops::Range<u64>;
+/// Where a link hands the outcomes of the rounds in progress. Replies to
+/// rounds that are not live are matched to their requests and dropped.
+pub(crate) trait Sink {
+    /// Whether round `id` is in progress.
+    fn is_live(&self, id: u64) -> bool;
+    /// The outcome of a live round's command: the round's id, the
+    /// command's operation, the outcome, and when it was read.
+    fn on_reply(&mut self, id: u64, op: Op, outcome: Outcome, now: Instant);
+}
 
-/// Where a link hands the outcome of a live round's command: the round's
-/// id, the command's operation, the outcome, and when it was read.
-pub(crate) type OnReply<'a> = dyn FnMut(u64, Op, Outcome, Instant) + 'a;
+/// A range of live round ids with a closure for their outcomes.
+#[cfg(test)]
+impl<F: FnMut(u64, Op, Outcome, Instant)> Sink for (std::ops::Range<u64>, F) {
+    fn is_live(&self, id: u64) -> bool {
+        self.0.contains(&id)
+    }
+
+    fn on_reply(&mut self, id: u64, op: Op, outcome: Outcome, now: Instant) {
+        (self.1)(id, op, outcome, now)
+    }
+}
 
 /// `now + d`, or `now` if that is beyond what an [`Instant`] can hold
 /// (unreachable with the builder's ranges; never a panic).
@@ -96,10 +108,26 @@ pub(crate) struct LinkConfig {
     pub(crate) identify: bool,
     /// Load the fence scripts in the handshake.
     pub(crate) fencing: bool,
+    /// The most rounds the client keeps in flight: each may have a request
+    /// queued here.
+    pub(crate) in_flight: usize,
     /// The restart guard: how long a suspect master stays quarantined (the
     /// longest TTL in use plus its drift), and the marker value this client
     /// sets. `None`: off.
     pub(crate) guard: Option<(Duration, [u8; 32])>,
+}
+
+impl LinkConfig {
+    /// The most requests a connection holds before it counts as stalled.
+    fn max_requests(&self) -> usize {
+        MAX_PENDING + RELEASE_HEADROOM + self.in_flight
+    }
+
+    /// The room allocated for bytes to write (and for those held back
+    /// during a handshake): at most the stall limit of unwritten bytes.
+    fn output_capacity(&self) -> usize {
+        (OUTPUT_BASE + self.max_requests() * OUTPUT_PER_REQUEST).min(MAX_UNWRITTEN + OUTPUT_BASE)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,8 +207,6 @@ pub(crate) struct Link {
     late_since: Option<Instant>,
     /// Bytes of unsolicited frames since the last reply.
     unsolicited: usize,
-    /// Requests beyond [`MAX_PENDING`] allowed for the batch being queued.
-    batch: usize,
     /// Connects started, for statistics.
     connects: u64,
     /// What the handshake under way learned: `INFO`, and the marker's
@@ -202,22 +228,21 @@ impl Link {
         Link {
             config,
             state: State::Down { retry_at: now },
-            out: Vec::with_capacity(OUTPUT_CAPACITY),
+            out: Vec::with_capacity(config.output_capacity()),
             written: 0,
             input: vec![0; READ_BUFFER],
             start: 0,
             end: 0,
             decoder: Decoder::with_limits(REPLY_LIMITS),
-            pending: VecDeque::with_capacity(PENDING_CAPACITY),
+            pending: VecDeque::with_capacity(config.max_requests()),
             steps: Vec::with_capacity(4),
             skip: Skip::No,
             backoff: config.backoff_min,
-            held: Vec::with_capacity(OUTPUT_CAPACITY),
-            replay: Vec::with_capacity(REPLAY_CAPACITY),
+            held: Vec::with_capacity(config.output_capacity()),
+            replay: Vec::with_capacity(config.max_requests() * REPLAY_PER_REQUEST),
             last_error: None,
             late_since: None,
             unsolicited: 0,
-            batch: 0,
             connects: 0,
             info: None,
             marker: None,
@@ -246,14 +271,6 @@ impl Link {
     #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
     pub(crate) fn take_suspicion(&mut self) -> Option<Suspicion> {
         self.suspicion.take()
-    }
-
-    /// Sets how many more requests than [`MAX_PENDING`] may be in flight
-    /// before the connection counts as stalled, for the batch about to be
-    /// queued (until the next call): a batch of `k` rounds queues `k` at
-    /// once, which is not a stall. 0 for a single round.
-    pub(crate) fn allow_batch(&mut self, extra: usize) {
-        self.batch = extra;
     }
 
     /// How many connects were started.
@@ -301,6 +318,7 @@ impl Link {
     }
 
     /// Whether a request of `round` is still unanswered.
+    #[cfg(test)]
     pub(crate) fn has_pending_for(&self, round: u64) -> bool {
         self.pending
             .iter()
@@ -461,7 +479,7 @@ impl Link {
     /// may: `headroom` more requests are allowed for releases.
     fn check_limits(&self, headroom: usize) -> Result<(), NodeError> {
         let unwritten = self.out.len() - self.written + self.held.len();
-        let limit = MAX_PENDING + headroom + self.batch;
+        let limit = MAX_PENDING + headroom + self.config.in_flight;
         if self.pending.len() >= limit || unwritten > MAX_UNWRITTEN {
             return Err(NodeError::Stalled);
         }
@@ -531,27 +549,21 @@ impl Link {
 
     /// `n` bytes were read into [`read_buf`](Self::read_buf) at `now`:
     /// decodes them and passes the outcomes of the commands of the rounds
-    /// in progress, `live`, to `on_reply`, with their round and `now`.
+    /// in progress to `sink`, with their round and `now`.
     /// Replies to other rounds are matched and dropped. An error means the
     /// connection must be closed.
     pub(crate) fn handle_read(
         &mut self,
         n: usize,
         now: Instant,
-        live: Live,
-        on_reply: &mut OnReply<'_>,
+        sink: &mut dyn Sink,
     ) -> Result<(), NodeError> {
         self.end = (self.end + n).min(self.input.len());
-        self.process(now, live, on_reply)
+        self.process(now, sink)
     }
 
     /// Decodes and dispatches every complete token in the read buffer.
-    fn process(
-        &mut self,
-        now: Instant,
-        live: Live,
-        on_reply: &mut OnReply<'_>,
-    ) -> Result<(), NodeError> {
+    fn process(&mut self, now: Instant, sink: &mut dyn Sink) -> Result<(), NodeError> {
         loop {
             let decoded = match self.decoder.decode(&self.input[self.start..self.end]) {
                 Ok(Status::Complete(decoded)) => decoded,
@@ -626,7 +638,7 @@ impl Link {
                                 match outcome {
                                     Outcome::Unexpected => return Err(NodeError::UnexpectedReply),
                                     Outcome::NoScript
-                                        if op != Op::Release && !live.contains(&round) =>
+                                        if op != Op::Release && !sink.is_live(round) =>
                                     {
                                         // An extend of a round that is over
                                         // is never replayed: newer commands
@@ -679,13 +691,15 @@ impl Link {
                                     // count; its fence counter (if it has
                                     // one, it kept its data) does.
                                     Outcome::Reply(Reply::Ok | Reply::Count(_))
-                                        if live.contains(&round)
+                                        if sink.is_live(round)
                                             && matches!(op, Op::Acquire | Op::Extend)
                                             && self.sighting.is_quarantined(now) =>
                                     {
-                                        on_reply(round, op, Outcome::Quarantined, now)
+                                        sink.on_reply(round, op, Outcome::Quarantined, now)
                                     }
-                                    _ if live.contains(&round) => on_reply(round, op, outcome, now),
+                                    _ if sink.is_live(round) => {
+                                        sink.on_reply(round, op, outcome, now)
+                                    }
                                     _ => {}
                                 }
                                 // Drop the consumed arguments now: with early

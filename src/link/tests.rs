@@ -21,6 +21,7 @@ fn config() -> LinkConfig {
         backoff_max: 80 * MS,
         identify: false,
         fencing: false,
+        in_flight: 1,
         guard: None,
     }
 }
@@ -107,11 +108,10 @@ fn feed(
         link.handle_read(
             n,
             now,
-            current..current + 1,
-            &mut |round, op, outcome, _| {
+            &mut (current..current + 1, |round, op, outcome, _| {
                 assert_eq!(round, current, "only the live round's outcomes");
                 outcomes.push((op, outcome))
-            },
+            }),
         )?;
     }
     Ok(outcomes)
@@ -203,9 +203,13 @@ fn each_live_round_gets_exactly_its_replies() {
     for byte in replies.chunks(1) {
         let buf = link.read_buf().unwrap();
         buf[0] = byte[0];
-        link.handle_read(1, t0 + MS, 8..11, &mut |round, _, outcome, _| {
-            got.push((round, outcome));
-        })
+        link.handle_read(
+            1,
+            t0 + MS,
+            &mut (8..11, |round, _, outcome, _| {
+                got.push((round, outcome));
+            }),
+        )
         .unwrap();
     }
     assert_eq!(

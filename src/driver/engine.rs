@@ -1,0 +1,242 @@
+//! Many callers, one driver: threads share the connections and the rounds
+//! in flight, and take turns at the poller.
+//!
+//! A caller starts its rounds (their commands go out at once, in its own
+//! write to each master) and then waits for their decisions. While nobody
+//! polls, it polls itself, for everyone: it reads every reply that
+//! arrives, hands each to its round, and wakes the callers whose rounds
+//! are decided. Otherwise it parks until its rounds are decided or their
+//! deadline passes. A lone caller therefore never pays a cross-thread
+//! wake-up: it writes, polls and reads on its own thread, as a client
+//! without sharing would. When the polling caller's rounds are decided it
+//! wakes one of the callers still waiting, which takes the poller over.
+//!
+//! Lock order: the poller before the driver, and the poller is only ever
+//! taken with `try_lock` while the driver is held, so no two callers can
+//! wait for each other.
+
+use std::io;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
+
+use smallvec::SmallVec;
+
+use super::{Driver, Poller};
+use crate::commands::Command;
+use crate::rules::Round;
+
+/// Round ids of one call.
+pub(crate) type Ids = SmallVec<[u64; 4]>;
+
+/// The rounds in flight are at the client's cap, and no slot freed up in
+/// time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Full;
+
+/// A driver shared by many callers (see the module docs).
+pub(crate) struct Engine {
+    driver: Mutex<Shared>,
+    poller: Mutex<Poller>,
+}
+
+/// What the driver's mutex guards.
+pub(crate) struct Shared {
+    pub(crate) driver: Driver,
+    /// Callers waiting for a free slot, woken one per freed slot.
+    slot_waiters: Vec<Thread>,
+}
+
+/// A poisoned lock is taken all the same: the state it guards is kept
+/// consistent between calls (a panic in a caller's code never runs with
+/// it held).
+fn take<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Engine {
+    pub(crate) fn new(driver: Driver, poller: Poller) -> Engine {
+        Engine {
+            driver: Mutex::new(Shared {
+                slot_waiters: Vec::with_capacity(driver.capacity()),
+                driver,
+            }),
+            poller: Mutex::new(poller),
+        }
+    }
+
+    /// The shared driver, for a short step (queueing a release, reading
+    /// statistics).
+    pub(crate) fn driver(&self) -> MutexGuard<'_, Shared> {
+        take(&self.driver)
+    }
+
+    /// Runs one round per command, `restart` setting each up, until all
+    /// are decided (each by its own deadline) or the poller fails; then
+    /// hands their ids, in the order of `commands`, to `done` with the
+    /// driver held (the rounds are freed when it returns), and returns
+    /// what `done` made with the poller's error, if any.
+    ///
+    /// Rounds take slots of the client's table; when all are taken the
+    /// call waits for others to finish, until `wait_until`. Then it fails
+    /// with [`Full`] if it could start none of its rounds; a batch that
+    /// started some runs those (`done` gets fewer ids than commands: the
+    /// first ones).
+    pub(crate) fn run<T>(
+        &self,
+        commands: &[Command<'_>],
+        wait_until: Instant,
+        mut restart: impl FnMut(&mut Round, &Command<'_>, Instant),
+        done: impl FnOnce(&Driver, &[u64]) -> T,
+    ) -> Result<(T, io::Result<()>), Full> {
+        let mut shared = take(&self.driver);
+        let mut poller = self.poller.try_lock().ok();
+        if let Some(poller) = poller.as_mut() {
+            // Read, without waiting, whatever arrived while nobody polled:
+            // late replies to earlier rounds, so that their requests do
+            // not look stalled, and anything unprompted, so that a reply
+            // to nothing fails its connection before a new request could
+            // be matched to it.
+            // (Should the poller fail, the wait below says so.)
+            if poller.poll(Duration::ZERO).is_ok() {
+                shared.driver.dispatch(&poller.events);
+            }
+        }
+        let mut ids = Ids::new();
+        while ids.len() < commands.len() {
+            let started = shared
+                .driver
+                .submit(&commands[ids.len()..], &mut restart, &mut ids);
+            if ids.len() == commands.len() {
+                break;
+            }
+            // No free slot. None can free up if every round in flight is
+            // this call's own; else wait for one (polling while nobody
+            // else does: the rounds holding the slots need their replies).
+            let now = Instant::now();
+            let only_ours = shared.driver.in_flight() == ids.len();
+            if started > 0 || only_ours || now >= wait_until {
+                if ids.is_empty() {
+                    leave(self, &mut shared, &mut poller);
+                    return Err(Full);
+                }
+                if only_ours || now >= wait_until {
+                    // Part of a batch is out: wait for it, and fail the
+                    // rest.
+                    break;
+                }
+                continue;
+            }
+            shared.driver.check_timers(now);
+            shared.driver.wake_decided();
+            // (A poller error is met again, and returned, by the wait.)
+            shared = self.turn(shared, &mut poller, wait_until, Waiting::Slot).0;
+        }
+        let (mut shared, result) = self.wait(shared, &mut poller, &ids);
+        let value = done(&shared.driver, &ids);
+        shared.driver.finish(&ids);
+        for _ in 0..ids.len() {
+            match shared.slot_waiters.pop() {
+                Some(waiter) => waiter.unpark(),
+                None => break,
+            }
+        }
+        leave(self, &mut shared, &mut poller);
+        Ok((value, result))
+    }
+
+    /// Waits until every round of `ids` is decided: polling while nobody
+    /// else does, else parked until woken or the earliest deadline.
+    fn wait<'a>(
+        &'a self,
+        mut shared: MutexGuard<'a, Shared>,
+        poller: &mut Option<MutexGuard<'a, Poller>>,
+        ids: &[u64],
+    ) -> (MutexGuard<'a, Shared>, io::Result<()>) {
+        loop {
+            let now = Instant::now();
+            shared.driver.check_timers(now);
+            shared.driver.wake_decided();
+            if shared.driver.decided(ids) {
+                return (shared, Ok(()));
+            }
+            let deadline = ids
+                .iter()
+                .filter_map(|&id| shared.driver.round(id))
+                .filter(|round| round.decision().is_none())
+                .map(Round::deadline)
+                .min()
+                .unwrap_or(now);
+            let undecided = ids.iter().find(|&&id| !shared.driver.decided(&[id]));
+            let waiting = undecided.map_or(Waiting::Slot, |&id| Waiting::Round(id));
+            let result;
+            (shared, result) = self.turn(shared, poller, deadline, waiting);
+            if let Err(error) = result {
+                return (shared, Err(error));
+            }
+        }
+    }
+
+    /// One turn of waiting, until `until` at the latest: polls for every
+    /// caller and dispatches what it read if this caller holds the poller
+    /// or nobody does, else parks until woken.
+    fn turn<'a>(
+        &'a self,
+        mut shared: MutexGuard<'a, Shared>,
+        poller: &mut Option<MutexGuard<'a, Poller>>,
+        until: Instant,
+        waiting: Waiting,
+    ) -> (MutexGuard<'a, Shared>, io::Result<()>) {
+        if poller.is_none() {
+            *poller = self.poller.try_lock().ok();
+        }
+        let now = Instant::now();
+        match poller.as_mut() {
+            Some(held) => {
+                let timeout = shared.driver.poll_timeout(now, until);
+                // Poll with the driver free, so that other callers can
+                // start their rounds meanwhile.
+                drop(shared);
+                let polled = held.poll(timeout);
+                shared = take(&self.driver);
+                if polled.is_ok() {
+                    shared.driver.dispatch(&held.events);
+                }
+                (shared, polled)
+            }
+            None => {
+                match waiting {
+                    Waiting::Round(id) => shared.driver.set_waiter(id, thread::current()),
+                    Waiting::Slot => shared.slot_waiters.push(thread::current()),
+                }
+                drop(shared);
+                thread::park_timeout(until.saturating_duration_since(now));
+                shared = take(&self.driver);
+                if waiting == Waiting::Slot {
+                    let me = thread::current().id();
+                    shared.slot_waiters.retain(|t| t.id() != me);
+                }
+                (shared, Ok(()))
+            }
+        }
+    }
+}
+
+/// What a parked caller waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waiting {
+    /// A decision of this round.
+    Round(u64),
+    /// A free slot.
+    Slot,
+}
+
+/// Lets go of the poller, if this caller holds it or nobody does, and
+/// wakes a caller still waiting for a round to take it over.
+fn leave<'a>(engine: &'a Engine, shared: &mut Shared, poller: &mut Option<MutexGuard<'a, Poller>>) {
+    let held = poller.take().or_else(|| engine.poller.try_lock().ok());
+    if let Some(held) = held {
+        drop(held);
+        shared.driver.hand_over();
+    }
+}

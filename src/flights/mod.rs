@@ -1,0 +1,228 @@
+//! Rounds in flight: the many rounds a shared client runs at once over the
+//! same connections, and who waits for each. Free of I/O and of threads:
+//! the driver feeds it outcomes and the time, and asks which waiters to
+//! wake; a fake clock tests it.
+//!
+//! Each round lives in a slot of a table allocated once, up to the
+//! client's cap on rounds in flight, and is named by an id that is never
+//! reused: the slot's index in the low 16 bits, a sequence number above
+//! them. A reply that arrives for a round that has ended (its id no longer
+//! in its slot) is matched to its request by the connection and dropped;
+//! it can never count for the round that took the slot next.
+
+#[cfg(test)]
+mod tests;
+
+use std::time::Instant;
+
+use crate::commands::Outcome;
+use crate::rules::{NodeError, Round};
+
+/// The most rounds a table can hold: slot indices take 16 bits of an id.
+pub(crate) const MAX_FLIGHTS: usize = 1 << 16;
+
+const INDEX_BITS: u32 = 16;
+const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
+
+/// Rounds in flight, each with an optional waiter `W` to wake when it is
+/// decided.
+pub(crate) struct Flights<W> {
+    slots: Vec<Slot<W>>,
+    /// Indices of free slots.
+    free: Vec<u32>,
+    /// Ids handed out so far: the next id's sequence number.
+    seq: u64,
+    /// Slots in use.
+    live: usize,
+    /// One past the highest slot index ever used: scans stop there (free
+    /// slots are taken lowest first, so a lone caller scans one slot).
+    high: usize,
+}
+
+struct Slot<W> {
+    /// The id of the round in this slot; 0 when free.
+    id: u64,
+    round: Round,
+    waiter: Option<W>,
+}
+
+impl<W> Flights<W> {
+    /// A table for up to `cap` rounds (at least 1, at most
+    /// [`MAX_FLIGHTS`]) over `masters` masters, allocated now.
+    pub(crate) fn new(cap: usize, masters: usize) -> Flights<W> {
+        let cap = cap.clamp(1, MAX_FLIGHTS);
+        let now = Instant::now();
+        let idle = || {
+            let mut round = Round::new(
+                crate::rules::Op::Release,
+                masters,
+                Default::default(),
+                Default::default(),
+                Default::default(),
+                now,
+            );
+            round.handle_timeout(now);
+            round
+        };
+        Flights {
+            slots: (0..cap)
+                .map(|_| Slot {
+                    id: 0,
+                    round: idle(),
+                    waiter: None,
+                })
+                .collect(),
+            free: (0..cap as u32).rev().collect(),
+            seq: 1,
+            live: 0,
+            high: 0,
+        }
+    }
+
+    /// The most rounds in flight at once.
+    pub(crate) fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Rounds in flight now.
+    pub(crate) fn len(&self) -> usize {
+        self.live
+    }
+
+    /// Takes a free slot for a new round and returns its id, or `None` when
+    /// all are taken. The round must be restarted by the caller
+    /// ([`round_mut`](Self::round_mut)) before anything is delivered to it.
+    pub(crate) fn begin(&mut self) -> Option<u64> {
+        let index = self.free.pop()?;
+        let id = (self.seq << INDEX_BITS) | u64::from(index);
+        self.seq += 1;
+        let slot = &mut self.slots[index as usize];
+        slot.id = id;
+        slot.waiter = None;
+        self.live += 1;
+        self.high = self.high.max(index as usize + 1);
+        Some(id)
+    }
+
+    fn slot(&self, id: u64) -> Option<&Slot<W>> {
+        let slot = self.slots.get((id & INDEX_MASK) as usize)?;
+        (id != 0 && slot.id == id).then_some(slot)
+    }
+
+    fn slot_mut(&mut self, id: u64) -> Option<&mut Slot<W>> {
+        let slot = self.slots.get_mut((id & INDEX_MASK) as usize)?;
+        (id != 0 && slot.id == id).then_some(slot)
+    }
+
+    /// Whether round `id` is in flight.
+    pub(crate) fn is_live(&self, id: u64) -> bool {
+        self.slot(id).is_some()
+    }
+
+    /// Round `id`, if it is in flight.
+    pub(crate) fn round(&self, id: u64) -> Option<&Round> {
+        self.slot(id).map(|slot| &slot.round)
+    }
+
+    /// Round `id`, if it is in flight.
+    pub(crate) fn round_mut(&mut self, id: u64) -> Option<&mut Round> {
+        self.slot_mut(id).map(|slot| &mut slot.round)
+    }
+
+    /// Whether round `id` is decided; a round not in flight counts as
+    /// decided (there is nothing left to wait for).
+    pub(crate) fn is_decided(&self, id: u64) -> bool {
+        self.slot(id)
+            .is_none_or(|slot| slot.round.decision().is_some())
+    }
+
+    /// Ends round `id` and frees its slot; its id is dead from now on.
+    pub(crate) fn finish(&mut self, id: u64) {
+        if let Some(slot) = self.slot_mut(id) {
+            slot.id = 0;
+            slot.waiter = None;
+            let index = (id & INDEX_MASK) as u32;
+            self.free.push(index);
+            self.live -= 1;
+        }
+    }
+
+    /// Hands the outcome of node `node`'s command to round `id`, if it is
+    /// in flight.
+    pub(crate) fn deliver(&mut self, id: u64, node: usize, outcome: Outcome, now: Instant) {
+        let Some(slot) = self.slot_mut(id) else {
+            return;
+        };
+        let round = &mut slot.round;
+        match outcome {
+            Outcome::Reply(reply) => round.handle_reply(node, reply, now),
+            Outcome::Server(error) => round.handle_failure(node, NodeError::Server(error), now),
+            Outcome::Quarantined => round.handle_quarantined(node, now),
+            Outcome::NoScript | Outcome::Unexpected => {}
+        }
+    }
+
+    /// Node `node` failed (its connection closed after `error`): every
+    /// round in flight that still waits for its reply counts it as failed
+    /// (each round's command went to every connection when it started, so
+    /// a round still waiting for this node lost its request with the
+    /// connection).
+    pub(crate) fn fail_node(&mut self, node: usize, error: &NodeError, now: Instant) {
+        for slot in self.slots[..self.high]
+            .iter_mut()
+            .filter(|slot| slot.id != 0)
+        {
+            slot.round.handle_failure(node, error.clone(), now);
+        }
+    }
+
+    /// The time is `now`: rounds past their deadline count the nodes that
+    /// have not answered as timed out.
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        for slot in self.slots[..self.high]
+            .iter_mut()
+            .filter(|slot| slot.id != 0)
+        {
+            slot.round.handle_timeout(now);
+        }
+    }
+
+    /// The earliest deadline of the undecided rounds in flight.
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.slots[..self.high]
+            .iter()
+            .filter(|slot| slot.id != 0 && slot.round.decision().is_none())
+            .map(|slot| slot.round.deadline())
+            .min()
+    }
+
+    /// Sets who waits for round `id` (replacing any earlier waiter).
+    pub(crate) fn set_waiter(&mut self, id: u64, waiter: W) {
+        if let Some(slot) = self.slot_mut(id) {
+            slot.waiter = Some(waiter);
+        }
+    }
+
+    /// Takes the waiters of the decided rounds, for `wake`.
+    pub(crate) fn wake_decided(&mut self, mut wake: impl FnMut(W)) {
+        for slot in self.slots[..self.high]
+            .iter_mut()
+            .filter(|slot| slot.id != 0)
+        {
+            if slot.round.decision().is_some() {
+                if let Some(waiter) = slot.waiter.take() {
+                    wake(waiter);
+                }
+            }
+        }
+    }
+
+    /// Takes the waiter of one undecided round, if any has one: whoever
+    /// must take over the polling when its current driver leaves.
+    pub(crate) fn take_undecided_waiter(&mut self) -> Option<W> {
+        self.slots[..self.high]
+            .iter_mut()
+            .filter(|slot| slot.id != 0 && slot.round.decision().is_none())
+            .find_map(|slot| slot.waiter.take())
+    }
+}

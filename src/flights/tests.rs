@@ -1,0 +1,137 @@
+//! The rounds in flight with a fake clock: ids, slots, deadlines, waiters.
+
+#![allow(clippy::expect_used, reason = "a test fails loudly")]
+
+use std::time::{Duration, Instant};
+
+use super::*;
+use crate::commands::Outcome;
+use crate::rules::{Decision, NodeState, Op, Reply};
+
+const MS: Duration = Duration::from_millis(1);
+const TTL: Duration = Duration::from_secs(10);
+
+fn start(flights: &mut Flights<&'static str>, now: Instant, timeout: Duration) -> u64 {
+    let id = flights.begin().expect("a free slot");
+    let round = flights.round_mut(id).expect("live");
+    round.restart(Op::Acquire, 3, TTL, MS, timeout, now);
+    id
+}
+
+#[test]
+fn each_round_decides_on_its_own_replies() {
+    let t0 = Instant::now();
+    let mut flights = Flights::new(4, 3);
+    let a = start(&mut flights, t0, 50 * MS);
+    let b = start(&mut flights, t0, 50 * MS);
+    assert_ne!(a, b);
+    assert_eq!(flights.len(), 2);
+    for node in 0..2 {
+        flights.deliver(a, node, Outcome::Reply(Reply::Ok), t0 + MS);
+        flights.deliver(b, node, Outcome::Reply(Reply::Refused), t0 + MS);
+    }
+    assert!(matches!(
+        flights.round(a).and_then(Round::decision),
+        Some(Decision::Quorum { .. })
+    ));
+    assert_eq!(
+        flights.round(b).and_then(Round::decision),
+        Some(Decision::NoQuorum)
+    );
+}
+
+#[test]
+fn a_freed_slot_gets_a_new_id_and_old_replies_miss_it() {
+    let t0 = Instant::now();
+    let mut flights = Flights::new(1, 3);
+    let old = start(&mut flights, t0, 50 * MS);
+    flights.finish(old);
+    assert!(!flights.is_live(old));
+    let new = start(&mut flights, t0 + MS, 50 * MS);
+    assert_ne!(old, new, "a slot's next round has another id");
+    // Two late grants for the old round: they must not count for the new
+    // one, which took the same slot.
+    flights.deliver(old, 0, Outcome::Reply(Reply::Ok), t0 + 2 * MS);
+    flights.deliver(old, 1, Outcome::Reply(Reply::Ok), t0 + 2 * MS);
+    let round = flights.round(new).expect("live");
+    assert!(round.nodes().iter().all(|s| *s == NodeState::Pending));
+    assert_eq!(round.decision(), None);
+    assert!(
+        flights.is_decided(old),
+        "an ended round has nothing to wait for"
+    );
+}
+
+#[test]
+fn the_cap_holds_and_frees() {
+    let t0 = Instant::now();
+    let mut flights = Flights::new(2, 3);
+    let a = start(&mut flights, t0, 50 * MS);
+    let _b = start(&mut flights, t0, 50 * MS);
+    assert_eq!(flights.begin(), None, "two of two in flight");
+    flights.finish(a);
+    flights.finish(a); // twice: no effect
+    assert_eq!(flights.len(), 1);
+    assert!(flights.begin().is_some());
+    assert_eq!(flights.begin(), None);
+    assert_eq!(flights.capacity(), 2);
+}
+
+#[test]
+fn deadlines_are_per_round() {
+    let t0 = Instant::now();
+    let mut flights = Flights::new(4, 3);
+    let short = start(&mut flights, t0, 10 * MS);
+    let long = start(&mut flights, t0, 50 * MS);
+    assert_eq!(flights.next_deadline(), Some(t0 + 10 * MS));
+    flights.handle_timeout(t0 + 10 * MS);
+    assert_eq!(
+        flights.round(short).and_then(Round::decision),
+        Some(Decision::NoQuorum)
+    );
+    assert_eq!(flights.round(long).and_then(Round::decision), None);
+    assert_eq!(
+        flights.next_deadline(),
+        Some(t0 + 50 * MS),
+        "decided rounds have no deadline left"
+    );
+}
+
+#[test]
+fn a_failed_node_fails_only_the_rounds_waiting_for_it() {
+    let t0 = Instant::now();
+    let mut flights = Flights::new(4, 3);
+    let answered = start(&mut flights, t0, 50 * MS);
+    let waiting = start(&mut flights, t0, 50 * MS);
+    flights.deliver(answered, 2, Outcome::Reply(Reply::Ok), t0 + MS);
+    flights.fail_node(2, &NodeError::Closed, t0 + 2 * MS);
+    assert_eq!(
+        flights.round(answered).expect("live").nodes()[2],
+        NodeState::Ok
+    );
+    assert_eq!(
+        flights.round(waiting).expect("live").nodes()[2],
+        NodeState::Failed(NodeError::Closed)
+    );
+}
+
+#[test]
+fn waiters_are_woken_once_decided_and_one_takes_over() {
+    let t0 = Instant::now();
+    let mut flights = Flights::new(4, 3);
+    let a = start(&mut flights, t0, 50 * MS);
+    let b = start(&mut flights, t0, 50 * MS);
+    flights.set_waiter(a, "a");
+    flights.set_waiter(b, "b");
+    let mut woken = Vec::new();
+    flights.wake_decided(|w| woken.push(w));
+    assert!(woken.is_empty(), "nothing decided yet");
+    flights.deliver(a, 0, Outcome::Reply(Reply::Ok), t0 + MS);
+    flights.deliver(a, 1, Outcome::Reply(Reply::Ok), t0 + MS);
+    flights.wake_decided(|w| woken.push(w));
+    assert_eq!(woken, ["a"]);
+    flights.wake_decided(|w| woken.push(w));
+    assert_eq!(woken, ["a"], "a waiter is woken once");
+    assert_eq!(flights.take_undecided_waiter(), Some("b"));
+    assert_eq!(flights.take_undecided_waiter(), None);
+}
