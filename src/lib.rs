@@ -37,12 +37,18 @@
 //!   in flight and the matching of replies to them, `NOSCRIPT` replay, the
 //!   budgets that keep a hostile server from holding the client, and the
 //!   connection's timers. Unit-tested with a fake clock and no socket.
+//! - the flights (private): the rounds a shared client has in flight at
+//!   once, with their ids, deadlines and waiters, free of I/O and tested
+//!   with a fake clock.
 //! - the `mio` driver (private): one non-blocking connection per master;
 //!   each round's command is written to all masters in the same event-loop
-//!   tick and the replies are read as they arrive. It feeds the round and
-//!   never decides quorum itself.
+//!   tick and the replies are read as they arrive. It feeds the rounds and
+//!   never decides quorum itself. Its engine lets many threads and tasks
+//!   share it.
 //!
-//! [`Redlock`] is the blocking API on top, for callers' own threads.
+//! [`Redlock`] is the API on top: blocking calls for threads, and the same
+//! operations as futures (`*_async`) for any executor, one client shared
+//! by all of them.
 //!
 //! # The algorithm
 //!
@@ -105,7 +111,7 @@ pub mod rules;
 
 pub use addr::{AddrError, Endpoint, ServerAddr};
 pub use client::{
-    Builder, KeepOptions, Keeper, Lock, LockGuard, Lost, MAX_BATCH, MAX_IN_FLIGHT,
+    AsyncLockGuard, Builder, KeepOptions, Keeper, Lock, LockGuard, Lost, MAX_BATCH, MAX_IN_FLIGHT,
     MAX_RESOURCE_LEN, MAX_TIMEOUT, MAX_TTL, MasterStats, OnChange, Redlock, Require, Standing,
     Stats, TOKEN_LEN,
 };

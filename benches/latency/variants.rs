@@ -9,6 +9,7 @@ use super::*;
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Kind {
     Mine,
+    MineAsync,
     Redlock,
     Rslock,
     SyncBaseline,
@@ -17,8 +18,9 @@ pub(crate) enum Kind {
     FloorQuorum,
 }
 
-pub(crate) const ALL: [Kind; 7] = [
+pub(crate) const ALL: [Kind; 8] = [
     Kind::Mine,
+    Kind::MineAsync,
     Kind::Redlock,
     Kind::Rslock,
     Kind::SyncBaseline,
@@ -31,6 +33,7 @@ impl Kind {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Kind::Mine => "redlock-mio",
+            Kind::MineAsync => "redlock-mio as.",
             Kind::Redlock => "redlock 2.0",
             Kind::Rslock => "rslock 0.10",
             Kind::SyncBaseline => "redis-rs sync",
@@ -43,6 +46,7 @@ impl Kind {
     pub(crate) fn id(self) -> &'static str {
         match self {
             Kind::Mine => "redlock_mio",
+            Kind::MineAsync => "redlock_mio_async",
             Kind::Redlock => "redlock",
             Kind::Rslock => "rslock",
             Kind::SyncBaseline => "redis_rs_sync",
@@ -55,6 +59,7 @@ impl Kind {
     pub(crate) fn color(self) -> &'static str {
         match self {
             Kind::Mine => "#d62728",
+            Kind::MineAsync => "#ff7f0e",
             Kind::Redlock => "#8c564b",
             Kind::Rslock => "#9467bd",
             Kind::SyncBaseline => "#1f77b4",
@@ -87,6 +92,7 @@ pub(crate) fn make(
 ) -> Result<Box<dyn Variant>> {
     Ok(match kind {
         Kind::Mine => Box::new(Mine::new(env, resource)?),
+        Kind::MineAsync => Box::new(MineAsync::new(env, resource)?),
         Kind::Redlock => Box::new(RedlockPeer::new(env, resource)),
         Kind::Rslock => Box::new(RslockPeer::new(env, resource)?),
         Kind::SyncBaseline => Box::new(SyncBaseline::new(env, resource)?),
@@ -130,6 +136,45 @@ impl Variant for Mine {
     fn release(&mut self) -> std::result::Result<(), String> {
         let mut lock = self.held.take().ok_or("release without a lock")?;
         self.client.unlock(&mut lock).map_err(|e| e.to_string())
+    }
+}
+
+/// Variant 1b: This crate's async API, each call a future run to completion
+/// on a tokio current-thread runtime by the measuring thread (the client's
+/// background thread writes and polls for it).
+pub(crate) struct MineAsync {
+    pub(crate) client: Redlock,
+    pub(crate) resource: Vec<u8>,
+    pub(crate) held: Option<redlock_mio::Lock>,
+    pub(crate) rt: tokio::runtime::Runtime,
+}
+
+impl MineAsync {
+    pub(crate) fn new(env: &Env, resource: &str) -> Result<MineAsync> {
+        let Mine {
+            client, resource, ..
+        } = Mine::new(env, resource)?;
+        Ok(MineAsync {
+            client,
+            resource,
+            held: None,
+            rt: current_thread_runtime()?,
+        })
+    }
+}
+
+impl Variant for MineAsync {
+    fn acquire(&mut self) -> std::result::Result<(), String> {
+        let future = self.client.try_lock_async(&self.resource, TTL);
+        let lock = self.rt.block_on(future).map_err(|e| e.to_string())?;
+        self.held = Some(lock);
+        Ok(())
+    }
+
+    fn release(&mut self) -> std::result::Result<(), String> {
+        let mut lock = self.held.take().ok_or("release without a lock")?;
+        let future = self.client.unlock_async(&mut lock);
+        self.rt.block_on(future).map_err(|e| e.to_string())
     }
 }
 

@@ -402,13 +402,14 @@ impl Builder {
             });
         }
         let masters = driver.addrs().map(ToString::to_string).collect();
+        let engine = Engine::new(driver, poller).map_err(|e| ConfigError::Io(e.kind()))?;
         Ok(Redlock {
             masters,
             counters: super::stats::Counters::new(n),
             turn: std::sync::Mutex::new(()),
             fences: std::sync::Mutex::new(super::fence::FenceBook::new(n)),
             tokens: std::sync::Mutex::new(TokenSource::new()),
-            engine: Engine::new(driver, poller),
+            engine: std::sync::Arc::new(engine),
             config: Config {
                 request_timeout: self.request_timeout,
                 retry_count: self.retry_count,

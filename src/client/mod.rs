@@ -12,13 +12,14 @@ mod fence;
 mod keeper;
 mod lock;
 mod observe;
+mod rounds;
 mod stats;
+mod tasks;
 #[cfg(feature = "tls")]
 mod tls;
 mod token;
 
 use std::fmt;
-use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -27,16 +28,17 @@ use smallvec::SmallVec;
 use crate::commands::{self, Command};
 use crate::driver::Engine;
 use crate::error::Error;
-use crate::rules::{self, Decision, Op, Report, Round};
+use crate::rules::{self, Op};
 
 pub use batch::MAX_BATCH;
 pub use builder::{Builder, MAX_IN_FLIGHT, MAX_TIMEOUT, Require};
 pub use keeper::{KeepOptions, Keeper, Lost, OnChange, Standing};
 pub use lock::{Lock, LockGuard};
 pub use stats::{MasterStats, Stats};
+pub use tasks::AsyncLockGuard;
 
 use builder::Config;
-use observe::RoundSpan;
+use rounds::RoundEnd;
 use stats::Counters;
 use token::TokenSource;
 
@@ -48,21 +50,6 @@ pub const MAX_TTL: Duration = Duration::from_millis(i32::MAX as u64);
 
 /// Bytes of a lock token.
 pub const TOKEN_LEN: usize = 20;
-
-/// How a round ended, with its timing, whether or not the driver failed.
-struct RoundEnd {
-    /// The round as it ended: its nodes' states, for reports and counts.
-    round: Round,
-    /// The decision, or the poller's error.
-    result: Result<Decision, io::ErrorKind>,
-    /// `t0` of the round.
-    started: Instant,
-    /// `t0 + ttl - drift`: the most a lock touched by the round may claim.
-    valid_until: Instant,
-    /// When the call got control back.
-    ended: Instant,
-    span: RoundSpan,
-}
 
 /// A Redlock client over N independent Redis masters.
 ///
@@ -114,7 +101,7 @@ struct RoundEnd {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Redlock {
-    engine: Engine,
+    engine: Arc<Engine>,
     tokens: Mutex<TokenSource>,
     fences: Mutex<fence::FenceBook>,
     /// Held by a fenced acquire for its rounds (not for retry delays), so
@@ -256,15 +243,39 @@ impl Redlock {
     /// Runs `attempt` until it succeeds, fails for good, or the retries
     /// run out, with a random delay before each retry.
     fn retrying(&self, attempt: impl Fn() -> Result<Lock, Error>) -> Result<Lock, Error> {
-        let mut attempts_left = self.config.retry_count;
+        let mut retries = Retries::new(self.config.retry_count, None);
         loop {
             match attempt() {
-                Err(error) if error.is_retryable() && attempts_left > 0 => {
-                    attempts_left -= 1;
-                    std::thread::sleep(self.retry_delay());
-                }
+                Err(error) => match self.next_delay(&error, &mut retries) {
+                    Some(delay) => std::thread::sleep(delay),
+                    None => return Err(error),
+                },
                 result => return result,
             }
+        }
+    }
+
+    /// After a failed attempt: the random delay before the next one, or
+    /// `None` when there is none to make (the error is final, the retries
+    /// are used up, or the next attempt's whole request timeout would not
+    /// fit before the deadline after the delay).
+    fn next_delay(&self, error: &Error, retries: &mut Retries) -> Option<Duration> {
+        if !error.is_retryable() {
+            return None;
+        }
+        let delay = self.retry_delay();
+        match retries.deadline {
+            Some(deadline) => {
+                let start_by = Instant::now()
+                    .checked_add(delay)
+                    .and_then(|at| at.checked_add(self.config.request_timeout));
+                start_by.is_some_and(|at| at <= deadline).then_some(delay)
+            }
+            None if retries.left > 0 => {
+                retries.left -= 1;
+                Some(delay)
+            }
+            None => None,
         }
     }
 
@@ -291,18 +302,13 @@ impl Redlock {
         if Instant::now() >= deadline {
             return Err(Error::DeadlinePassed);
         }
+        let mut retries = Retries::new(0, Some(deadline));
         loop {
             match self.attempt(resource, false, ttl_ms, Some(deadline)) {
-                Err(error) if error.is_retryable() => {
-                    let delay = self.retry_delay();
-                    let start_by = Instant::now()
-                        .checked_add(delay)
-                        .and_then(|at| at.checked_add(self.config.request_timeout));
-                    if start_by.is_none_or(|at| at > deadline) {
-                        return Err(error);
-                    }
-                    std::thread::sleep(delay);
-                }
+                Err(error) => match self.next_delay(&error, &mut retries) {
+                    Some(delay) => std::thread::sleep(delay),
+                    None => return Err(error),
+                },
                 result => return result,
             }
         }
@@ -341,15 +347,7 @@ impl Redlock {
     /// [`Error::TooSlow`] or [`Error::Io`] (the lock's validity is capped
     /// at what this round would have granted).
     pub fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<(), Error> {
-        let ttl_ms = self.check_ttl(ttl)?;
-        if lock.is_expired() {
-            return Err(Error::Expired);
-        }
-        if let Some(limit) = self.config.max_extensions {
-            if lock.extensions() >= limit {
-                return Err(Error::ExtensionLimit { limit });
-            }
-        }
+        let ttl_ms = self.check_extend(lock, ttl)?;
         let (resource, many) = lock.keys();
         let command = Command {
             op: Op::Extend,
@@ -361,21 +359,7 @@ impl Redlock {
             fenced: false,
         };
         let end = self.round(&command, None)?;
-        let result = match end.result {
-            Ok(Decision::Quorum { .. }) => Ok(()),
-            Ok(Decision::TooSlow) => Err(Error::TooSlow(self.report(&end))),
-            Ok(Decision::NoQuorum) => Err(self.no_quorum(self.report(&end), Error::NotHeld)),
-            Err(kind) => Err(Error::Io(kind)),
-        };
-        match &result {
-            Ok(()) => lock.renew(end.valid_until),
-            // A quorum said the token is gone.
-            Err(Error::NotHeld(_)) => lock.expire(end.started),
-            // Masters that applied the extend expire the key at its TTL.
-            Err(_) => lock.cap(end.valid_until),
-        }
-        self.tally(Op::Extend, &end, result.as_ref().map(|_| ()));
-        result
+        self.extended(lock, &end)
     }
 
     /// Releases `lock` on every master. Afterwards the lock is expired,
@@ -393,16 +377,22 @@ impl Redlock {
     /// [`Error::Unavailable`], or [`Error::Io`].
     pub fn unlock(&self, lock: &mut Lock) -> Result<(), Error> {
         let end = self.round(&lock.release(), None)?;
-        lock.expire(end.started);
-        let result = match end.result {
-            Ok(Decision::Quorum { .. }) => Ok(()),
-            Ok(Decision::TooSlow | Decision::NoQuorum) => {
-                Err(self.no_quorum(self.report(&end), Error::NotHeld))
+        self.unlocked(lock, &end)
+    }
+
+    /// What [`extend`](Self::extend) checks before asking the masters;
+    /// the TTL in milliseconds.
+    fn check_extend(&self, lock: &Lock, ttl: Duration) -> Result<u64, Error> {
+        let ttl_ms = self.check_ttl(ttl)?;
+        if lock.is_expired() {
+            return Err(Error::Expired);
+        }
+        if let Some(limit) = self.config.max_extensions {
+            if lock.extensions() >= limit {
+                return Err(Error::ExtensionLimit { limit });
             }
-            Err(kind) => Err(Error::Io(kind)),
-        };
-        self.tally(Op::Release, &end, result.as_ref().map(|_| ()));
-        result
+        }
+        Ok(ttl_ms)
     }
 
     fn check(&self, resource: &[u8], ttl: Duration) -> Result<u64, Error> {
@@ -492,156 +482,20 @@ impl Redlock {
             fenced,
         };
         let end = self.round(&command, deadline)?;
-        let error = match end.result {
-            Ok(Decision::Quorum { .. }) => match self.fence(&command, &end, deadline) {
-                Ok(fence) => {
-                    self.tally(Op::Acquire, &end, Ok(()));
-                    return Ok(Lock::new(resource, many, token, end.valid_until, fence));
-                }
-                Err(error) => error,
-            },
-            Ok(Decision::TooSlow) => Error::TooSlow(self.report(&end)),
-            Ok(Decision::NoQuorum) => self.refused(fenced, &end),
-            // The SET may have gone out before the poller failed.
-            Err(kind) => Error::Io(kind),
-        };
-        // Release on all masters, also those that seemed to fail: a reply
-        // may have been lost after the server set the key. EVAL cannot meet
-        // an empty script cache, so nothing needs to wait for the replies.
-        let release = Command {
-            op: Op::Release,
-            eval: true,
-            fenced: false,
-            ..command
-        };
-        self.engine.driver().driver.queue(&release, Instant::now());
-        self.tally(Op::Acquire, &end, Err(&error));
-        Err(error)
+        self.acquired(&command, token, &end, deadline)
     }
+}
 
-    /// Counts the round just run, of `op`, that ended with `result` (and
-    /// records it in its span and the metrics, with those features).
-    fn tally(&self, op: Op, end: &RoundEnd, result: Result<(), &Error>) {
-        let nodes = end.round.nodes();
-        self.counters.count(op, nodes, result);
-        let elapsed = end.ended.saturating_duration_since(end.started);
-        observe::round_ended(&end.span, op, result, elapsed, nodes, &self.masters);
-    }
+/// How many more attempts an acquire may make: up to a count, or until a
+/// deadline.
+struct Retries {
+    left: u32,
+    deadline: Option<Instant>,
+}
 
-    /// Runs one round of `command`, for at most the request timeout, and
-    /// never past `cap`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Busy`] when the client stayed at its cap of rounds in
-    /// flight for a request timeout (nothing was sent).
-    fn round(&self, command: &Command<'_>, cap: Option<Instant>) -> Result<RoundEnd, Error> {
-        let mut ends = self.rounds(std::slice::from_ref(command), cap);
-        ends.pop().unwrap_or(Err(Error::Busy {
-            limit: self.config.max_in_flight,
-        }))
-    }
-
-    /// Runs one round per command, all at once, each for at most the
-    /// request timeout and never past `cap`; returns how each ended, in
-    /// order: [`Error::Busy`] for those that could not start (nothing of
-    /// theirs was sent).
-    fn rounds(
-        &self,
-        commands: &[Command<'_>],
-        cap: Option<Instant>,
-    ) -> SmallVec<[Result<RoundEnd, Error>; 1]> {
-        let now = Instant::now();
-        let timeout = match cap {
-            Some(cap) => self
-                .config
-                .request_timeout
-                .min(cap.saturating_duration_since(now)),
-            None => self.config.request_timeout,
-        };
-        let masters = self.masters.len();
-        let restart = |round: &mut Round, command: &Command<'_>, now: Instant| {
-            let ttl = match command.op {
-                Op::Acquire | Op::Extend => Duration::from_millis(command.ttl_ms),
-                // The number is a fence, not a TTL.
-                _ => Duration::ZERO,
-            };
-            let drift = rules::drift(ttl, self.config.drift_factor);
-            round.restart(command.op, masters, ttl, drift, timeout, now);
-        };
-        let spans: SmallVec<[RoundSpan; 1]> = commands
-            .iter()
-            .map(|c| RoundSpan::new(c.op, c.resource.len()))
-            .collect();
-        let busy = || Error::Busy {
-            limit: self.config.max_in_flight,
-        };
-        let wait_until = now.checked_add(self.config.request_timeout).unwrap_or(now);
-        let run = || {
-            self.engine
-                .run(commands, wait_until, restart, |driver, ids| {
-                    let rounds: SmallVec<[Option<Round>; 1]> =
-                        ids.iter().map(|&id| driver.round(id).cloned()).collect();
-                    (rounds, Instant::now())
-                })
-        };
-        // The driver's events (reconnects, dropped connections) nest in
-        // the span of a single round.
-        let run = match &spans[..] {
-            [span] => span.in_scope(run),
-            _ => run(),
-        };
-        let ((rounds, ended), polled) = match run {
-            Ok(run) => run,
-            Err(_full) => ((SmallVec::new(), now), Ok(())),
-        };
-        let mut ends: SmallVec<[Result<RoundEnd, Error>; 1]> = rounds
-            .into_iter()
-            .zip(spans)
-            .map(|(round, span)| {
-                let round = round.ok_or_else(busy)?;
-                Ok(RoundEnd {
-                    // The commands may have gone out before the poller
-                    // failed.
-                    result: match &polled {
-                        Ok(()) => Ok(round.decision().unwrap_or(Decision::NoQuorum)),
-                        Err(error) => Err(error.kind()),
-                    },
-                    started: round.started(),
-                    valid_until: round.valid_until(),
-                    ended,
-                    span,
-                    round,
-                })
-            })
-            .collect();
-        while ends.len() < commands.len() {
-            ends.push(Err(busy()));
-        }
-        ends
-    }
-
-    /// The per-node report of the round that ended with `end`, the masters
-    /// named by their addresses (allocates: for errors only).
-    fn report(&self, end: &RoundEnd) -> Box<Report> {
-        Box::new(end.round.report().with_masters(self.masters.clone()))
-    }
-
-    /// The error for a round that found no quorum: [`Error::Misconfigured`]
-    /// when masters that refuse the configuration alone prevent a quorum,
-    /// [`Error::Unavailable`] when the unreachable and quarantined masters
-    /// do, else `other`.
-    fn no_quorum(&self, report: Box<Report>, other: fn(Box<Report>) -> Error) -> Error {
-        let n = report.nodes().len();
-        if report.misconfigured() > n - report.quorum() {
-            Error::Misconfigured(report)
-        } else if report.unreachable() + report.quarantined() > n - report.quorum() {
-            // Masters unreachable or quarantined (restart guard) alone
-            // kept the quorum away: not the refusals.
-            Error::Unavailable(report)
-        } else {
-            other(report)
-        }
+impl Retries {
+    fn new(left: u32, deadline: Option<Instant>) -> Retries {
+        Retries { left, deadline }
     }
 }
 
@@ -649,6 +503,14 @@ impl Redlock {
 /// (no caller code runs with it held).
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Drop for Redlock {
+    /// Ends the background thread of the async API, if it was started
+    /// (without waiting for it).
+    fn drop(&mut self) {
+        self.engine.close();
+    }
 }
 
 fn check_resource(resource: &[u8]) -> Result<(), Error> {

@@ -11,12 +11,22 @@
 //! without sharing would. When the polling caller's rounds are decided it
 //! wakes one of the callers still waiting, which takes the poller over.
 //!
+//! Tasks (the async API) cannot block in a poll: a task starts its rounds
+//! with their commands queued, not written, and a background thread,
+//! started at the first async call, takes the poller's part for them. It
+//! writes what the tasks queued in one write per master, however many
+//! rounds that holds (the first task to queue in a tick wakes it; the
+//! others find it woken), polls, and wakes the tasks whose rounds are
+//! decided. It also keeps the timers of the tasks' retry delays. While a
+//! thread polls, the background thread leaves the polling to it.
+//!
 //! Lock order: the poller before the driver, and the poller is only ever
 //! taken with `try_lock` while the driver is held, so no two callers can
 //! wait for each other.
 
 use std::io;
 use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::task::Waker;
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
@@ -25,6 +35,32 @@ use smallvec::SmallVec;
 use super::{Driver, Poller};
 use crate::commands::Command;
 use crate::rules::Round;
+
+mod tasks;
+
+/// The poller token of the engine's waker (never a connection's index).
+pub(crate) const WAKE: mio::Token = mio::Token(usize::MAX);
+
+/// Who waits for a round.
+pub(crate) enum Waiter {
+    /// A thread, parked.
+    Thread(Thread),
+    /// A task, through its waker.
+    Task(Waker),
+}
+
+impl Waiter {
+    pub(crate) fn wake(self) {
+        match self {
+            Waiter::Thread(thread) => thread.unpark(),
+            Waiter::Task(waker) => waker.wake(),
+        }
+    }
+
+    pub(crate) fn is_thread(&self) -> bool {
+        matches!(self, Waiter::Thread(_))
+    }
+}
 
 /// Round ids of one call.
 pub(crate) type Ids = SmallVec<[u64; 4]>;
@@ -38,6 +74,8 @@ pub(crate) struct Full;
 pub(crate) struct Engine {
     driver: Mutex<Shared>,
     poller: Mutex<Poller>,
+    /// Interrupts a poll in progress, so that what tasks queued is written.
+    waker: mio::Waker,
 }
 
 /// What the driver's mutex guards.
@@ -45,6 +83,15 @@ pub(crate) struct Shared {
     pub(crate) driver: Driver,
     /// Callers waiting for a free slot, woken one per freed slot.
     slot_waiters: Vec<Thread>,
+    /// The background thread, once started.
+    background: Option<Thread>,
+    /// Tasks queued commands since the background thread last flushed.
+    kicked: bool,
+    /// Tasks' timers: when, and whom to wake, by timer id.
+    timers: Vec<(u64, Instant, Waker)>,
+    next_timer: u64,
+    /// The client is gone: the background thread ends.
+    closed: bool,
 }
 
 /// A poisoned lock is taken all the same: the state it guards is kept
@@ -55,14 +102,21 @@ fn take<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Engine {
-    pub(crate) fn new(driver: Driver, poller: Poller) -> Engine {
-        Engine {
+    pub(crate) fn new(driver: Driver, poller: Poller) -> io::Result<Engine> {
+        let waker = mio::Waker::new(poller.poll.registry(), WAKE)?;
+        Ok(Engine {
             driver: Mutex::new(Shared {
                 slot_waiters: Vec::with_capacity(driver.capacity()),
                 driver,
+                background: None,
+                kicked: false,
+                timers: Vec::new(),
+                next_timer: 1,
+                closed: false,
             }),
             poller: Mutex::new(poller),
-        }
+            waker,
+        })
     }
 
     /// The shared driver, for a short step (queueing a release, reading
@@ -104,9 +158,10 @@ impl Engine {
         }
         let mut ids = Ids::new();
         while ids.len() < commands.len() {
-            let started = shared
-                .driver
-                .submit(&commands[ids.len()..], &mut restart, &mut ids);
+            let started =
+                shared
+                    .driver
+                    .submit(&commands[ids.len()..], &mut restart, &mut ids, true);
             if ids.len() == commands.len() {
                 break;
             }
@@ -135,12 +190,7 @@ impl Engine {
         let (mut shared, result) = self.wait(shared, &mut poller, &ids);
         let value = done(&shared.driver, &ids);
         shared.driver.finish(&ids);
-        for _ in 0..ids.len() {
-            match shared.slot_waiters.pop() {
-                Some(waiter) => waiter.unpark(),
-                None => break,
-            }
-        }
+        shared.slots_freed(ids.len());
         leave(self, &mut shared, &mut poller);
         Ok((value, result))
     }
@@ -201,13 +251,19 @@ impl Engine {
                 shared = take(&self.driver);
                 if polled.is_ok() {
                     shared.driver.dispatch(&held.events);
+                    // What tasks queued meanwhile (they woke this poll).
+                    shared.driver.flush_all();
                 }
                 (shared, polled)
             }
             None => {
                 match waiting {
-                    Waiting::Round(id) => shared.driver.set_waiter(id, thread::current()),
+                    Waiting::Round(id) => shared
+                        .driver
+                        .set_waiter(id, Waiter::Thread(thread::current())),
                     Waiting::Slot => shared.slot_waiters.push(thread::current()),
+                    // Woken by the thread that polls when it leaves.
+                    Waiting::Background => {}
                 }
                 drop(shared);
                 thread::park_timeout(until.saturating_duration_since(now));
@@ -229,6 +285,8 @@ enum Waiting {
     Round(u64),
     /// A free slot.
     Slot,
+    /// The background thread: anything to do for the tasks.
+    Background,
 }
 
 /// Lets go of the poller, if this caller holds it or nobody does, and
@@ -237,6 +295,10 @@ fn leave<'a>(engine: &'a Engine, shared: &mut Shared, poller: &mut Option<MutexG
     let held = poller.take().or_else(|| engine.poller.try_lock().ok());
     if let Some(held) = held {
         drop(held);
-        shared.driver.hand_over();
+        if !shared.driver.hand_over() && shared.driver.tasks_waiting() {
+            if let Some(background) = &shared.background {
+                background.unpark();
+            }
+        }
     }
 }

@@ -16,7 +16,6 @@ mod engine;
 mod tls;
 
 use std::io;
-use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use mio::{Events, Poll, Registry};
@@ -29,7 +28,7 @@ use crate::rules::{NodeError, NodeState, Op, Round};
 
 use conn::Conn;
 pub(crate) use conn::TlsConfig;
-pub(crate) use engine::Engine;
+pub(crate) use engine::{Engine, Ids, Waiter};
 
 use crate::link::LinkConfig;
 
@@ -56,7 +55,7 @@ impl Poller {
 pub(crate) struct Driver {
     registry: Registry,
     conns: Vec<Conn>,
-    flights: Flights<Thread>,
+    flights: Flights<Waiter>,
 }
 
 impl Driver {
@@ -158,6 +157,7 @@ impl Driver {
         commands: &[Command<'_>],
         mut restart: impl FnMut(&mut Round, &Command<'_>, Instant),
         ids: &mut impl Extend<u64>,
+        flush: bool,
     ) -> usize {
         let now = Instant::now();
         let n = self.conns.len();
@@ -181,10 +181,8 @@ impl Driver {
             ids.extend([id]);
             started += 1;
         }
-        for i in 0..n {
-            if let Err(error) = self.conns[i].flush() {
-                self.fail(i, error, now);
-            }
+        if flush {
+            self.flush_all();
         }
         started
     }
@@ -215,24 +213,48 @@ impl Driver {
     }
 
     /// Sets `waiter` to be woken when round `id` is decided.
-    pub(crate) fn set_waiter(&mut self, id: u64, waiter: Thread) {
+    pub(crate) fn set_waiter(&mut self, id: u64, waiter: Waiter) {
         self.flights.set_waiter(id, waiter);
     }
 
     /// Wakes the waiters of the rounds decided so far.
     pub(crate) fn wake_decided(&mut self) {
-        self.flights.wake_decided(|waiter| waiter.unpark());
+        self.flights.wake_decided(Waiter::wake);
     }
 
-    /// Wakes one caller waiting for an undecided round, to take over the
+    /// Wakes one thread waiting for an undecided round, to take over the
     /// poller; returns whether there was one.
     pub(crate) fn hand_over(&mut self) -> bool {
-        match self.flights.take_undecided_waiter() {
+        match self.flights.take_undecided_waiter(Waiter::is_thread) {
             Some(waiter) => {
-                waiter.unpark();
+                waiter.wake();
                 true
             }
             None => false,
+        }
+    }
+
+    /// Whether a task (not a thread) waits for an undecided round.
+    pub(crate) fn tasks_waiting(&self) -> bool {
+        self.flights.any_undecided(|w| !w.is_thread())
+    }
+
+    /// Ends the rounds `ids` now, decided or not: their slots are freed
+    /// and their late replies will be dropped.
+    pub(crate) fn abandon(&mut self, ids: &[u64]) {
+        for &id in ids {
+            self.flights.finish(id);
+        }
+    }
+
+    /// Writes what every connection has queued, as far as the sockets take
+    /// it now.
+    pub(crate) fn flush_all(&mut self) {
+        let now = Instant::now();
+        for i in 0..self.conns.len() {
+            if let Err(error) = self.conns[i].flush() {
+                self.fail(i, error, now);
+            }
         }
     }
 
@@ -364,7 +386,7 @@ impl Driver {
 
 /// Hands the outcomes read on node `node` to the rounds in flight.
 struct NodeSink<'a> {
-    flights: &'a mut Flights<Thread>,
+    flights: &'a mut Flights<Waiter>,
     node: usize,
 }
 

@@ -217,12 +217,22 @@ impl<W> Flights<W> {
         }
     }
 
-    /// Takes the waiter of one undecided round, if any has one: whoever
-    /// must take over the polling when its current driver leaves.
-    pub(crate) fn take_undecided_waiter(&mut self) -> Option<W> {
+    /// Takes the waiter of one undecided round for which `pick` says yes,
+    /// if any: whoever must take over the polling when its current driver
+    /// leaves.
+    pub(crate) fn take_undecided_waiter(&mut self, pick: impl Fn(&W) -> bool) -> Option<W> {
         self.slots[..self.high]
             .iter_mut()
             .filter(|slot| slot.id != 0 && slot.round.decision().is_none())
-            .find_map(|slot| slot.waiter.take())
+            .find_map(|slot| slot.waiter.take_if(|w| pick(w)))
+    }
+
+    /// Whether some round in flight is undecided and its waiter, if it has
+    /// one, is one `pick` says yes to.
+    pub(crate) fn any_undecided(&self, pick: impl Fn(&W) -> bool) -> bool {
+        self.slots[..self.high]
+            .iter()
+            .filter(|slot| slot.id != 0 && slot.round.decision().is_none())
+            .any(|slot| slot.waiter.as_ref().is_some_and(&pick))
     }
 }

@@ -132,6 +132,9 @@ fn waiters_are_woken_once_decided_and_one_takes_over() {
     assert_eq!(woken, ["a"]);
     flights.wake_decided(|w| woken.push(w));
     assert_eq!(woken, ["a"], "a waiter is woken once");
-    assert_eq!(flights.take_undecided_waiter(), Some("b"));
-    assert_eq!(flights.take_undecided_waiter(), None);
+    assert!(flights.any_undecided(|w| *w == "b"));
+    assert_eq!(flights.take_undecided_waiter(|w| *w == "c"), None);
+    assert_eq!(flights.take_undecided_waiter(|_| true), Some("b"));
+    assert_eq!(flights.take_undecided_waiter(|_| true), None);
+    assert!(!flights.any_undecided(|_| true));
 }

@@ -1,0 +1,274 @@
+//! Rounds, blocking and async alike: running them on the engine, and what
+//! their ends mean for the caller's lock.
+
+use std::io;
+use std::time::{Duration, Instant};
+
+use smallvec::SmallVec;
+
+use super::observe::{self, RoundSpan};
+use super::{Lock, Redlock, TOKEN_LEN};
+use crate::commands::Command;
+use crate::error::Error;
+use crate::rules::{self, Decision, Op, Report, Round};
+
+/// How a round ended, with its timing, whether or not the driver failed.
+pub(super) struct RoundEnd {
+    /// The round as it ended: its nodes' states, for reports and counts.
+    pub(super) round: Round,
+    /// The decision, or the poller's error.
+    pub(super) result: Result<Decision, io::ErrorKind>,
+    /// `t0` of the round.
+    pub(super) started: Instant,
+    /// `t0 + ttl - drift`: the most a lock touched by the round may claim.
+    pub(super) valid_until: Instant,
+    /// When the call got control back.
+    pub(super) ended: Instant,
+    pub(super) span: RoundSpan,
+}
+
+/// How each round of a call ended, in the order of its commands.
+pub(super) type Ends = SmallVec<[Result<RoundEnd, Error>; 1]>;
+
+/// A call's rounds as they ended (copied out of the engine's table).
+pub(super) type Rounds = SmallVec<[Option<Round>; 1]>;
+
+/// A call's tracing spans, one per round.
+pub(super) type Spans = SmallVec<[RoundSpan; 1]>;
+
+/// Opens the span of each command's round.
+pub(super) fn spans(commands: &[Command<'_>]) -> Spans {
+    commands
+        .iter()
+        .map(|c| RoundSpan::new(c.op, c.resource.len()))
+        .collect()
+}
+
+impl Redlock {
+    /// Counts the round just run, of `op`, that ended with `result` (and
+    /// records it in its span and the metrics, with those features).
+    pub(super) fn tally(&self, op: Op, end: &RoundEnd, result: Result<(), &Error>) {
+        let nodes = end.round.nodes();
+        self.counters.count(op, nodes, result);
+        let elapsed = end.ended.saturating_duration_since(end.started);
+        observe::round_ended(&end.span, op, result, elapsed, nodes, &self.masters);
+    }
+
+    /// Runs one round of `command`, for at most the request timeout, and
+    /// never past `cap`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Busy`] when the client stayed at its cap of rounds in
+    /// flight for a request timeout (nothing was sent).
+    pub(super) fn round(
+        &self,
+        command: &Command<'_>,
+        cap: Option<Instant>,
+    ) -> Result<RoundEnd, Error> {
+        let mut ends = self.rounds(std::slice::from_ref(command), cap);
+        ends.pop().unwrap_or(Err(Error::Busy {
+            limit: self.config.max_in_flight,
+        }))
+    }
+
+    /// Runs one round per command, all at once, each for at most the
+    /// request timeout and never past `cap`; returns how each ended, in
+    /// order: [`Error::Busy`] for those that could not start (nothing of
+    /// theirs was sent).
+    pub(super) fn rounds(&self, commands: &[Command<'_>], cap: Option<Instant>) -> Ends {
+        let now = Instant::now();
+        let restart = self.restarter(cap, now);
+        let spans = spans(commands);
+        let wait_until = now.checked_add(self.config.request_timeout).unwrap_or(now);
+        let run = || {
+            self.engine
+                .run(commands, wait_until, restart, |driver, ids| {
+                    let rounds: Rounds = ids.iter().map(|&id| driver.round(id).cloned()).collect();
+                    (rounds, Instant::now())
+                })
+        };
+        // The driver's events (reconnects, dropped connections) nest in
+        // the span of a single round.
+        let run = match &spans[..] {
+            [span] => span.in_scope(run),
+            _ => run(),
+        };
+        match run {
+            Ok(((rounds, ended), polled)) => self.ends(
+                commands.len(),
+                rounds,
+                spans,
+                ended,
+                polled.map_err(|e| e.kind()),
+            ),
+            Err(_full) => self.ends(commands.len(), Rounds::new(), spans, now, Ok(())),
+        }
+    }
+
+    /// Sets up each round of a call: its operation, TTL and drift, over
+    /// every master, for at most the request timeout and never past `cap`.
+    pub(super) fn restarter(
+        &self,
+        cap: Option<Instant>,
+        now: Instant,
+    ) -> impl Fn(&mut Round, &Command<'_>, Instant) + '_ {
+        let timeout = match cap {
+            Some(cap) => self
+                .config
+                .request_timeout
+                .min(cap.saturating_duration_since(now)),
+            None => self.config.request_timeout,
+        };
+        let masters = self.masters.len();
+        move |round: &mut Round, command: &Command<'_>, now: Instant| {
+            let ttl = match command.op {
+                Op::Acquire | Op::Extend => Duration::from_millis(command.ttl_ms),
+                // The number is a fence, not a TTL.
+                _ => Duration::ZERO,
+            };
+            let drift = rules::drift(ttl, self.config.drift_factor);
+            round.restart(command.op, masters, ttl, drift, timeout, now);
+        }
+    }
+
+    /// How each of a call's `n` rounds ended: `rounds` as they ended (the
+    /// first ones; [`Error::Busy`] for those that never started), at
+    /// `ended`, with the poller's error if it failed.
+    pub(super) fn ends(
+        &self,
+        n: usize,
+        rounds: Rounds,
+        spans: Spans,
+        ended: Instant,
+        polled: Result<(), io::ErrorKind>,
+    ) -> Ends {
+        let busy = || Error::Busy {
+            limit: self.config.max_in_flight,
+        };
+        let mut ends: Ends = rounds
+            .into_iter()
+            .zip(spans)
+            .map(|(round, span)| {
+                let round = round.ok_or_else(busy)?;
+                Ok(RoundEnd {
+                    // The commands may have gone out before the poller
+                    // failed.
+                    result: match polled {
+                        Ok(()) => Ok(round.decision().unwrap_or(Decision::NoQuorum)),
+                        Err(kind) => Err(kind),
+                    },
+                    started: round.started(),
+                    valid_until: round.valid_until(),
+                    ended,
+                    span,
+                    round,
+                })
+            })
+            .collect();
+        while ends.len() < n {
+            ends.push(Err(busy()));
+        }
+        ends
+    }
+
+    /// The per-node report of the round that ended with `end`, the masters
+    /// named by their addresses (allocates: for errors only).
+    pub(super) fn report(&self, end: &RoundEnd) -> Box<Report> {
+        Box::new(end.round.report().with_masters(self.masters.clone()))
+    }
+
+    /// The error for a round that found no quorum: [`Error::Misconfigured`]
+    /// when masters that refuse the configuration alone prevent a quorum,
+    /// [`Error::Unavailable`] when the unreachable and quarantined masters
+    /// do, else `other`.
+    pub(super) fn no_quorum(&self, report: Box<Report>, other: fn(Box<Report>) -> Error) -> Error {
+        let n = report.nodes().len();
+        if report.misconfigured() > n - report.quorum() {
+            Error::Misconfigured(report)
+        } else if report.unreachable() + report.quarantined() > n - report.quorum() {
+            // Masters unreachable or quarantined (restart guard) alone
+            // kept the quorum away: not the refusals.
+            Error::Unavailable(report)
+        } else {
+            other(report)
+        }
+    }
+
+    /// After an acquire round of `command` (with `token`): the lock, or
+    /// the error, after which its release is queued on every master
+    /// without waiting.
+    pub(super) fn acquired(
+        &self,
+        command: &Command<'_>,
+        token: [u8; TOKEN_LEN],
+        end: &RoundEnd,
+        deadline: Option<Instant>,
+    ) -> Result<Lock, Error> {
+        let error = match end.result {
+            Ok(Decision::Quorum { .. }) => match self.fence(command, end, deadline) {
+                Ok(fence) => {
+                    self.tally(Op::Acquire, end, Ok(()));
+                    return Ok(Lock::new(
+                        command.resource,
+                        command.many,
+                        token,
+                        end.valid_until,
+                        fence,
+                    ));
+                }
+                Err(error) => error,
+            },
+            Ok(Decision::TooSlow) => Error::TooSlow(self.report(end)),
+            Ok(Decision::NoQuorum) => self.refused(command.fenced, end),
+            // The SET may have gone out before the poller failed.
+            Err(kind) => Error::Io(kind),
+        };
+        // Release on all masters, also those that seemed to fail: a reply
+        // may have been lost after the server set the key. EVAL cannot meet
+        // an empty script cache, so nothing needs to wait for the replies.
+        let release = Command {
+            op: Op::Release,
+            eval: true,
+            fenced: false,
+            ..*command
+        };
+        self.engine.driver().driver.queue(&release, Instant::now());
+        self.tally(Op::Acquire, end, Err(&error));
+        Err(error)
+    }
+
+    /// After an extend round of `lock`: its validity as the table in
+    /// [`Lock`]'s docs says.
+    pub(super) fn extended(&self, lock: &mut Lock, end: &RoundEnd) -> Result<(), Error> {
+        let result = match end.result {
+            Ok(Decision::Quorum { .. }) => Ok(()),
+            Ok(Decision::TooSlow) => Err(Error::TooSlow(self.report(end))),
+            Ok(Decision::NoQuorum) => Err(self.no_quorum(self.report(end), Error::NotHeld)),
+            Err(kind) => Err(Error::Io(kind)),
+        };
+        match &result {
+            Ok(()) => lock.renew(end.valid_until),
+            // A quorum said the token is gone.
+            Err(Error::NotHeld(_)) => lock.expire(end.started),
+            // Masters that applied the extend expire the key at its TTL.
+            Err(_) => lock.cap(end.valid_until),
+        }
+        self.tally(Op::Extend, end, result.as_ref().map(|_| ()));
+        result
+    }
+
+    /// After a release round of `lock`: expired, whatever the outcome.
+    pub(super) fn unlocked(&self, lock: &mut Lock, end: &RoundEnd) -> Result<(), Error> {
+        lock.expire(end.started);
+        let result = match end.result {
+            Ok(Decision::Quorum { .. }) => Ok(()),
+            Ok(Decision::TooSlow | Decision::NoQuorum) => {
+                Err(self.no_quorum(self.report(end), Error::NotHeld))
+            }
+            Err(kind) => Err(Error::Io(kind)),
+        };
+        self.tally(Op::Release, end, result.as_ref().map(|_| ()));
+        result
+    }
+}

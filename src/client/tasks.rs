@@ -1,0 +1,447 @@
+//! The async API: the same operations as futures, under any executor, with
+//! no runtime in the library.
+//!
+//! A future starts its rounds on the shared engine when first polled: the
+//! commands are queued, and the engine's background thread writes them
+//! (with what other tasks queued in the same tick, one write per master),
+//! polls, and wakes the task once its rounds are decided. Retry delays
+//! are the background thread's timers.
+//!
+//! Cancellation: a future dropped after its command went out ends its
+//! rounds at once (their late replies are matched and dropped, and can
+//! never count for another round); an acquire's release is queued on
+//! every master behind the acquire, so no lock is left behind; an
+//! extend's lock is capped at what the extend could have granted, and an
+//! unlock's lock is expired, as if the round had failed.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use smallvec::SmallVec;
+
+use super::rounds::{Ends, Rounds, Spans, spans};
+use super::{Lock, Redlock, Retries, TOKEN_LEN};
+use crate::commands::Command;
+use crate::driver::Engine;
+use crate::error::Error;
+use crate::rules::{self, Op};
+
+/// The rounds of one async call, started when first polled.
+struct RoundsFuture<'a, 'c> {
+    client: &'a Redlock,
+    commands: &'a [Command<'c>],
+    cap: Option<Instant>,
+    spans: Option<Spans>,
+    /// The rounds in flight, once started.
+    ids: Option<crate::driver::Ids>,
+    /// Dropped in flight: queue each command's release (acquires).
+    release_on_drop: bool,
+}
+
+impl<'a, 'c> RoundsFuture<'a, 'c> {
+    fn new(
+        client: &'a Redlock,
+        commands: &'a [Command<'c>],
+        cap: Option<Instant>,
+        release_on_drop: bool,
+    ) -> Self {
+        RoundsFuture {
+            client,
+            commands,
+            cap,
+            spans: Some(spans(commands)),
+            ids: None,
+            release_on_drop,
+        }
+    }
+}
+
+impl Future for RoundsFuture<'_, '_> {
+    type Output = Ends;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Ends> {
+        let this = self.get_mut();
+        let client = this.client;
+        let n = this.commands.len();
+        let Some(spans) = this.spans.take() else {
+            // Polled after it completed: nothing is left to give.
+            return Poll::Ready(Ends::new());
+        };
+        let ids = match &this.ids {
+            Some(ids) => ids,
+            None => {
+                let now = Instant::now();
+                let restart = client.restarter(this.cap, now);
+                match client.engine.start(this.commands, restart, cx.waker()) {
+                    Ok(ids) => this.ids.insert(ids),
+                    Err(_full) => {
+                        return Poll::Ready(client.ends(n, Rounds::new(), spans, now, Ok(())));
+                    }
+                }
+            }
+        };
+        let checked = client.engine.check(ids, cx.waker(), |driver, ids| {
+            let rounds: Rounds = ids.iter().map(|&id| driver.round(id).cloned()).collect();
+            (rounds, Instant::now())
+        });
+        match checked {
+            Some((rounds, ended)) => {
+                this.ids = None;
+                Poll::Ready(client.ends(n, rounds, spans, ended, Ok(())))
+            }
+            None => {
+                this.spans = Some(spans);
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl Drop for RoundsFuture<'_, '_> {
+    fn drop(&mut self) {
+        let Some(ids) = self.ids.take() else {
+            return;
+        };
+        let (commands, release) = (self.commands, self.release_on_drop);
+        self.client.engine.abandon(&ids, |driver| {
+            if release {
+                let now = Instant::now();
+                for command in &commands[..ids.len()] {
+                    // Behind the acquire on every connection: it frees the
+                    // key wherever the acquire set it.
+                    let release = Command {
+                        op: Op::Release,
+                        eval: true,
+                        fenced: false,
+                        ..*command
+                    };
+                    driver.queue(&release, now);
+                }
+            }
+        });
+    }
+}
+
+/// A delay, kept by the engine's background thread.
+struct Sleep<'a> {
+    engine: &'a Arc<Engine>,
+    until: Instant,
+    timer: u64,
+}
+
+impl Future for Sleep<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        if this.engine.timer(&mut this.timer, this.until, cx.waker()) {
+            this.timer = 0;
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
+}
+
+impl Drop for Sleep<'_> {
+    fn drop(&mut self) {
+        if self.timer != 0 {
+            self.engine.cancel_timer(self.timer);
+        }
+    }
+}
+
+/// Caps (or expires) a lock whose extend (or release) future is dropped
+/// with its round in flight.
+struct OnDrop<'l> {
+    lock: &'l mut Lock,
+    /// `Some((at, expire))`: cap at `at`, or expire at `at`.
+    armed: Option<(Instant, bool)>,
+}
+
+impl Drop for OnDrop<'_> {
+    fn drop(&mut self) {
+        match self.armed {
+            Some((at, true)) => self.lock.expire(at),
+            Some((at, false)) => self.lock.cap(at),
+            None => {}
+        }
+    }
+}
+
+/// A lock's keys and token, copied out of it so that the future can hold
+/// the lock itself.
+fn copy_keys(lock: &Lock) -> (SmallVec<[u8; 128]>, bool, [u8; TOKEN_LEN]) {
+    let (resource, many) = lock.keys();
+    (SmallVec::from_slice(resource), many, *lock.token())
+}
+
+impl Redlock {
+    /// [`try_lock`](Self::try_lock) as a future, for any executor.
+    ///
+    /// Dropping the future after its command went out queues the release
+    /// on every master: no lock is left behind.
+    ///
+    /// # Errors
+    ///
+    /// As for [`try_lock`](Self::try_lock); [`Error::Busy`] at once when
+    /// the client is at its cap of rounds in flight.
+    pub async fn try_lock_async(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<Lock, Error> {
+        let resource = resource.as_ref();
+        let ttl_ms = self.check(resource, ttl)?;
+        self.attempt_async(resource, ttl_ms, None).await
+    }
+
+    /// [`lock`](Self::lock) as a future: the delays between attempts are
+    /// timers, not sleeping threads.
+    ///
+    /// # Errors
+    ///
+    /// The last attempt's error, as for
+    /// [`try_lock_async`](Self::try_lock_async).
+    pub async fn lock_async(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<Lock, Error> {
+        let resource = resource.as_ref();
+        let ttl_ms = self.check(resource, ttl)?;
+        let retries = Retries::new(self.config.retry_count, None);
+        self.retrying_async(resource, ttl_ms, retries).await
+    }
+
+    /// [`lock_until`](Self::lock_until) as a future: completes by
+    /// `deadline`.
+    ///
+    /// # Errors
+    ///
+    /// As for [`lock_until`](Self::lock_until).
+    pub async fn lock_until_async(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<Lock, Error> {
+        let resource = resource.as_ref();
+        let ttl_ms = self.check(resource, ttl)?;
+        if Instant::now() >= deadline {
+            return Err(Error::DeadlinePassed);
+        }
+        self.retrying_async(resource, ttl_ms, Retries::new(0, Some(deadline)))
+            .await
+    }
+
+    /// Attempts until one succeeds or `retries` says to stop, waiting a
+    /// random delay (a timer) before each retry.
+    async fn retrying_async(
+        &self,
+        resource: &[u8],
+        ttl_ms: u64,
+        mut retries: Retries,
+    ) -> Result<Lock, Error> {
+        loop {
+            match self.attempt_async(resource, ttl_ms, retries.deadline).await {
+                Err(error) => match self.next_delay(&error, &mut retries) {
+                    Some(delay) => self.sleep(delay).await,
+                    None => return Err(error),
+                },
+                result => return result,
+            }
+        }
+    }
+
+    /// [`extend`](Self::extend) as a future. Dropped with its round in
+    /// flight, it caps the lock's validity at what the extend could have
+    /// granted, as a failed extend does.
+    ///
+    /// # Errors
+    ///
+    /// As for [`extend`](Self::extend).
+    pub async fn extend_async(&self, lock: &mut Lock, ttl: Duration) -> Result<(), Error> {
+        let ttl_ms = self.check_extend(lock, ttl)?;
+        let (resource, many, token) = copy_keys(lock);
+        let command = Command {
+            op: Op::Extend,
+            resource: &resource,
+            token: &token,
+            ttl_ms,
+            eval: false,
+            many,
+            fenced: false,
+        };
+        let now = Instant::now();
+        let whole = Duration::from_millis(ttl_ms);
+        let worst = now
+            .checked_add(whole.saturating_sub(rules::drift(whole, self.config.drift_factor)))
+            .unwrap_or(now);
+        let mut guard = OnDrop {
+            lock,
+            armed: Some((worst, false)),
+        };
+        let mut ends = RoundsFuture::new(self, std::slice::from_ref(&command), None, false).await;
+        guard.armed = None;
+        let end = self.first(&mut ends)?;
+        self.extended(guard.lock, &end)
+    }
+
+    /// [`unlock`](Self::unlock) as a future. Dropped with its round in
+    /// flight, it leaves the lock expired (the release may have been
+    /// applied).
+    ///
+    /// # Errors
+    ///
+    /// As for [`unlock`](Self::unlock).
+    pub async fn unlock_async(&self, lock: &mut Lock) -> Result<(), Error> {
+        let (resource, many, token) = copy_keys(lock);
+        let command = Command {
+            resource: &resource,
+            token: &token,
+            many,
+            ..lock.release()
+        };
+        let mut guard = OnDrop {
+            lock,
+            armed: Some((Instant::now(), true)),
+        };
+        let mut ends = RoundsFuture::new(self, std::slice::from_ref(&command), None, false).await;
+        guard.armed = None;
+        let end = self.first(&mut ends)?;
+        self.unlocked(guard.lock, &end)
+    }
+
+    /// Acquires `resource` as [`lock_async`](Self::lock_async) does and
+    /// returns a guard that releases it when dropped, without blocking or
+    /// awaiting (the release is queued on every master). The guard holds
+    /// the client, so that it can live in a spawned task.
+    ///
+    /// # Errors
+    ///
+    /// As for [`lock_async`](Self::lock_async).
+    pub async fn lock_guard_async(
+        self: &Arc<Self>,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+    ) -> Result<AsyncLockGuard, Error> {
+        let lock = self.lock_async(resource, ttl).await?;
+        Ok(AsyncLockGuard {
+            client: Arc::clone(self),
+            lock: Some(lock),
+        })
+    }
+
+    /// One async acquire attempt. A fenced client runs it as the blocking
+    /// one does (its rounds must run in order, one client-wide turn at a
+    /// time), on the caller's thread.
+    async fn attempt_async(
+        &self,
+        resource: &[u8],
+        ttl_ms: u64,
+        deadline: Option<Instant>,
+    ) -> Result<Lock, Error> {
+        if self.config.fencing.is_some() {
+            return self.attempt(resource, false, ttl_ms, deadline);
+        }
+        let token = self.tokens().token();
+        let command = Command {
+            op: Op::Acquire,
+            resource,
+            token: &token,
+            ttl_ms,
+            eval: false,
+            many: false,
+            fenced: false,
+        };
+        let mut ends =
+            RoundsFuture::new(self, std::slice::from_ref(&command), deadline, true).await;
+        let end = self.first(&mut ends)?;
+        self.acquired(&command, token, &end, deadline)
+    }
+
+    /// The end of a call's only round.
+    fn first(&self, ends: &mut Ends) -> Result<super::RoundEnd, Error> {
+        ends.drain(..).next().unwrap_or(Err(Error::Busy {
+            limit: self.config.max_in_flight,
+        }))
+    }
+
+    /// Waits `delay` on the engine's timers.
+    fn sleep(&self, delay: Duration) -> Sleep<'_> {
+        let now = Instant::now();
+        Sleep {
+            engine: &self.engine,
+            until: now.checked_add(delay).unwrap_or(now),
+            timer: 0,
+        }
+    }
+}
+
+/// A lock held by async code: released when dropped, without blocking or
+/// awaiting (the release is queued on every master and its replies read
+/// later), or explicitly with [`release`](Self::release) for the outcome.
+/// It holds the client (an `Arc`), so that it can move into a spawned
+/// task.
+pub struct AsyncLockGuard {
+    client: Arc<Redlock>,
+    lock: Option<Lock>,
+}
+
+impl std::fmt::Debug for AsyncLockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsyncLockGuard")
+            .field("lock", &self.lock)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AsyncLockGuard {
+    /// The lock held.
+    pub fn lock(&self) -> Option<&Lock> {
+        self.lock.as_ref()
+    }
+
+    /// How long the lock is still valid ([`Lock::validity`]); zero once
+    /// released.
+    pub fn validity(&self) -> Duration {
+        self.lock.as_ref().map_or(Duration::ZERO, Lock::validity)
+    }
+
+    /// Extends the lock as [`Redlock::extend_async`] does.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Redlock::extend`]; [`Error::Expired`] once released.
+    pub async fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
+        match self.lock.as_mut() {
+            Some(lock) => self.client.extend_async(lock, ttl).await,
+            None => Err(Error::Expired),
+        }
+    }
+
+    /// Releases the lock and waits for the outcome.
+    ///
+    /// # Errors
+    ///
+    /// As for [`Redlock::unlock`].
+    pub async fn release(mut self) -> Result<(), Error> {
+        match self.lock.take() {
+            Some(mut lock) => self.client.unlock_async(&mut lock).await,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for AsyncLockGuard {
+    fn drop(&mut self) {
+        if let Some(lock) = self.lock.take() {
+            let mut engine = self.client.engine.driver();
+            engine.driver.queue(&lock.release(), Instant::now());
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! The async API under two executors (tokio, current-thread and
+//! multi-thread, and `futures::executor`), many tasks sharing one client,
+//! cancellation (a dropped future leaves no lock and no stale reply), and
+//! the async guard.
+
+#![allow(clippy::expect_used, reason = "a test fails loudly on broken set-up")]
+
+mod support;
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlock_mio::{Error, Redlock};
+use support::cluster::Cluster;
+use support::holdings::{Holding, overlaps};
+use support::proxy::{Dir, Proxies};
+
+const TTL: Duration = Duration::from_secs(10);
+
+fn client(urls: Vec<String>) -> Arc<Redlock> {
+    Arc::new(
+        Redlock::builder(urls)
+            .retry_count(50)
+            .retry_delay(Duration::from_millis(2))
+            .retry_jitter(Duration::from_millis(2))
+            .build()
+            .expect("build"),
+    )
+}
+
+/// Acquire, extend, release, and a contended acquire, as one task.
+async fn cycle(redlock: &Redlock, resource: &str) {
+    let mut lock = redlock
+        .try_lock_async(resource, TTL)
+        .await
+        .expect("acquire");
+    let before = lock.valid_until();
+    thread::sleep(Duration::from_millis(2));
+    redlock.extend_async(&mut lock, TTL).await.expect("extend");
+    assert!(lock.valid_until() > before, "the extend renewed the lock");
+    match redlock.try_lock_async(resource, TTL).await {
+        Err(Error::Contended(_)) => {}
+        other => panic!("a held lock was acquired again: {other:?}"),
+    }
+    redlock.unlock_async(&mut lock).await.expect("release");
+    assert!(lock.is_expired());
+    let mut again = redlock.lock_async(resource, TTL).await.expect("free again");
+    redlock
+        .unlock_async(&mut again)
+        .await
+        .expect("release again");
+}
+
+#[test]
+fn runs_under_tokio_and_futures_executor() {
+    let cluster = Cluster::start(3);
+    let redlock = client(cluster.urls());
+    let current = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("current-thread runtime");
+    current.block_on(cycle(&redlock, "async:current"));
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .expect("multi-thread runtime");
+    let shared = Arc::clone(&redlock);
+    multi
+        .block_on(multi.spawn(async move { cycle(&shared, "async:multi").await }))
+        .expect("the task");
+    futures_executor::block_on(cycle(&redlock, "async:futures"));
+    let stats = redlock.stats();
+    assert_eq!(stats.acquired, 6, "{stats:?}");
+    assert_eq!(stats.released, 6, "{stats:?}");
+}
+
+/// 64 tasks on a two-thread runtime contend for 8 resources through one
+/// client: no two holdings of a resource overlap, and every lock is
+/// released.
+#[test]
+fn many_tasks_share_one_client() {
+    let cluster = Cluster::start(3);
+    let redlock = client(cluster.urls());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .build()
+        .expect("runtime");
+    let holdings = Arc::new(Mutex::new(Vec::new()));
+    let tasks: Vec<_> = (0..64)
+        .map(|t| {
+            let (redlock, holdings) = (Arc::clone(&redlock), Arc::clone(&holdings));
+            runtime.spawn(async move {
+                let mut failed = 0;
+                for i in 0..10 {
+                    let r = (t + i) % 8;
+                    match redlock.lock_async(format!("async:many:{r}"), TTL).await {
+                        Ok(mut lock) => {
+                            let start = Instant::now();
+                            // Work, without an await: the executor thread
+                            // is held as real work would hold it.
+                            thread::sleep(Duration::from_micros(200));
+                            let end = Instant::now().min(lock.valid_until());
+                            holdings.lock().expect("not poisoned").push(Holding {
+                                resource: r,
+                                thread: t,
+                                token: *lock.token(),
+                                start,
+                                end,
+                                fence: None,
+                            });
+                            redlock.unlock_async(&mut lock).await.expect("release");
+                        }
+                        Err(Error::Contended(_)) => failed += 1,
+                        Err(other) => panic!("unexpected: {other}"),
+                    }
+                }
+                failed
+            })
+        })
+        .collect();
+    let failed: u32 = runtime.block_on(async {
+        let mut failed = 0;
+        for task in tasks {
+            failed += task.await.expect("a task panicked");
+        }
+        failed
+    });
+    let holdings = holdings.lock().expect("not poisoned").clone();
+    assert_eq!(holdings.len() as u32 + failed, 640);
+    assert!(holdings.len() >= 320, "{} of 640 taken", holdings.len());
+    assert!(overlaps(&holdings).is_empty(), "{:?}", overlaps(&holdings));
+    for i in 0..cluster.len() {
+        for r in 0..8 {
+            assert!(!cluster.exists(i, format!("async:many:{r}")));
+        }
+    }
+}
+
+/// A client to `cluster` through proxies, with a request timeout long
+/// enough for the latency the tests add.
+fn behind_proxies(cluster: &Cluster) -> (Proxies, Redlock) {
+    let proxies = Proxies::front(cluster);
+    let redlock = Redlock::builder(proxies.urls())
+        .request_timeout(Duration::from_secs(1))
+        .retry_count(0)
+        .build()
+        .expect("build");
+    (proxies, redlock)
+}
+
+/// Polls `future` once, then drops it.
+fn poll_once_and_drop<F: Future>(future: F) -> Poll<F::Output> {
+    let mut future = pin!(future);
+    future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()))
+}
+
+/// Waits up to 2 s for `check` to hold.
+fn eventually(check: impl Fn() -> bool) -> bool {
+    let until = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < until {
+        if check() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    check()
+}
+
+/// An acquire future dropped after its command went out (every reply held
+/// back 300 ms): the release queued behind the acquire removes the key
+/// everywhere, and the acquire's late replies count for no other round.
+#[test]
+fn a_dropped_acquire_leaves_no_lock() {
+    let cluster = Cluster::start(3);
+    let (proxies, redlock) = behind_proxies(&cluster);
+    for proxy in proxies.iter() {
+        proxy.latency(Dir::ToClient, Duration::from_millis(300));
+    }
+    let sent = || -> Vec<u64> { proxies.iter().map(|p| p.stats().to_server).collect() };
+    let before = sent();
+    let polled = poll_once_and_drop(redlock.try_lock_async("async:dropped", TTL));
+    assert!(polled.is_pending(), "the round waits for its replies");
+    // The SET (about 80 bytes) and the EVAL of the release script (more
+    // than 200) went to every master; the key they set and removed is
+    // gone too soon to be seen.
+    assert!(
+        eventually(|| sent()
+            .iter()
+            .zip(&before)
+            .all(|(now, then)| now - then > 250)),
+        "the acquire and its release reached every master: {before:?} -> {:?}",
+        sent()
+    );
+    assert!(
+        eventually(|| (0..3).all(|i| !cluster.exists(i, "async:dropped"))),
+        "the release queued at the drop removed the key everywhere"
+    );
+    for proxy in proxies.iter() {
+        proxy.latency(Dir::ToClient, Duration::ZERO);
+    }
+    let mut lock = futures_executor::block_on(redlock.try_lock_async("async:dropped", TTL))
+        .expect("the resource is free");
+    futures_executor::block_on(redlock.unlock_async(&mut lock)).expect("release");
+}
+
+/// An extend future dropped in flight leaves the lock capped at what the
+/// extend could have granted; an unlock future dropped in flight leaves it
+/// expired.
+#[test]
+fn dropped_extend_and_unlock_leave_the_lock_honest() {
+    let cluster = Cluster::start(3);
+    let (proxies, redlock) = behind_proxies(&cluster);
+    let mut lock =
+        futures_executor::block_on(redlock.try_lock_async("async:honest", TTL)).expect("acquire");
+    for proxy in proxies.iter() {
+        proxy.latency(Dir::ToClient, Duration::from_millis(300));
+    }
+    let asked = Instant::now();
+    let short = Duration::from_secs(2);
+    let polled = poll_once_and_drop(redlock.extend_async(&mut lock, short));
+    assert!(polled.is_pending());
+    assert!(
+        lock.valid_until() <= asked + short,
+        "a dropped extend to {short:?} caps the lock: {:?} left",
+        lock.validity()
+    );
+    assert!(!lock.is_expired());
+    let polled = poll_once_and_drop(redlock.unlock_async(&mut lock));
+    assert!(polled.is_pending());
+    assert!(lock.is_expired(), "a dropped unlock expires the lock");
+    assert!(
+        eventually(|| (0..3).all(|i| !cluster.exists(i, "async:honest"))),
+        "the release went out all the same"
+    );
+}
+
+/// Dropping an async guard inside a task returns at once and releases the
+/// lock on every master.
+#[test]
+fn dropping_an_async_guard_releases() {
+    let cluster = Cluster::start(3);
+    let redlock = client(cluster.urls());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let guard = runtime
+        .block_on(redlock.lock_guard_async("async:guard", TTL))
+        .expect("acquire");
+    assert!(guard.validity() > Duration::ZERO);
+    assert!((0..3).all(|i| cluster.exists(i, "async:guard")));
+    runtime.block_on(async move { drop(guard) });
+    assert!(
+        eventually(|| (0..3).all(|i| !cluster.exists(i, "async:guard"))),
+        "the guard's drop released the lock"
+    );
+    let guard = runtime
+        .block_on(redlock.lock_guard_async("async:guard", TTL))
+        .expect("free again");
+    runtime.block_on(guard.release()).expect("released");
+    assert!((0..3).all(|i| !cluster.exists(i, "async:guard")));
+}
