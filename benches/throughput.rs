@@ -7,6 +7,8 @@
 //!   client (N connections per caller);
 //! - `redlock-mio, shared`: one client shared by the caller threads, their
 //!   rounds in flight at once over its N connections;
+//! - `redlock-mio async, shared`: one client shared by tokio tasks (on the
+//!   same two-worker runtime as the peers), through the async API;
 //! - `rslock 0.10, shared`: one `LockManager`, the callers tokio tasks on a
 //!   two-worker runtime;
 //! - `redis-rs multiplexed`: one multiplexed connection per master shared by
@@ -142,6 +144,25 @@ fn mine_shared(urls: &[String], callers: usize, run: Duration) -> Cell {
         match redlock.try_lock(format!("tp:shared:{c}"), TTL) {
             Ok(mut lock) => redlock.unlock(&mut lock).is_ok(),
             Err(_) => false,
+        }
+    })
+}
+
+fn mine_async(
+    rt: &tokio::runtime::Runtime,
+    urls: &[String],
+    callers: usize,
+    run: Duration,
+) -> Cell {
+    let redlock = Arc::new(client(urls));
+    tasks(rt, callers, run, move |c| {
+        let redlock = redlock.clone();
+        async move {
+            let resource = format!("tp:async:{c}");
+            match redlock.try_lock_async(&resource, TTL).await {
+                Ok(mut lock) => redlock.unlock_async(&mut lock).await.is_ok(),
+                Err(_) => false,
+            }
         }
     })
 }
@@ -351,6 +372,109 @@ fn floor(urls: &[String], k: usize, run: Duration) -> Cell {
     }
 }
 
+/// A line chart of cycles/s against callers (log scale), one line per
+/// variant, the floors as dashed horizontal lines.
+fn svg(at: &[(&str, usize, f64)], floors: &[(usize, f64)]) -> String {
+    use std::fmt::Write as _;
+    let (w, h, left, right, top, bottom) = (760.0, 420.0, 70.0, 230.0, 30.0, 50.0);
+    let mut names: Vec<&str> = Vec::new();
+    for (name, _, _) in at {
+        if !names.contains(name) {
+            names.push(name);
+        }
+    }
+    let callers: Vec<usize> = {
+        let mut c: Vec<usize> = at.iter().map(|(_, c, _)| *c).collect();
+        c.sort_unstable();
+        c.dedup();
+        c
+    };
+    let top_rate = at
+        .iter()
+        .map(|(_, _, r)| *r)
+        .chain(floors.iter().map(|(_, r)| *r))
+        .fold(1.0, f64::max)
+        * 1.05;
+    let (lo, hi) = (
+        (*callers.first().unwrap_or(&1) as f64).ln(),
+        (*callers.last().unwrap_or(&1) as f64).ln().max(1.0),
+    );
+    let x = |c: usize| left + (w - left - right) * ((c as f64).ln() - lo) / (hi - lo).max(1e-9);
+    let y = |r: f64| top + (h - top - bottom) * (1.0 - r / top_rate);
+    let colors = [
+        "#d62728", "#ff7f0e", "#1f77b4", "#9467bd", "#2ca02c", "#8c564b",
+    ];
+    let mut out = format!(
+        "<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='12'>\n\
+         <rect width='100%' height='100%' fill='white'/>\n\
+         <text x='{left}' y='18'>acquire + release cycles/s against concurrent callers, 5 local masters</text>\n"
+    );
+    for &c in &callers {
+        let _ = writeln!(
+            out,
+            "<text x='{:.1}' y='{:.1}' text-anchor='middle'>{c}</text>",
+            x(c),
+            h - bottom + 18.0
+        );
+    }
+    for k in 0..=4 {
+        let r = top_rate * f64::from(k) / 4.0;
+        let _ = writeln!(
+            out,
+            "<line x1='{left}' x2='{:.1}' y1='{:.1}' y2='{:.1}' stroke='#eee'/><text x='{:.1}' y='{:.1}' text-anchor='end'>{:.0}</text>",
+            w - right,
+            y(r),
+            y(r),
+            left - 6.0,
+            y(r) + 4.0,
+            r
+        );
+    }
+    let _ = writeln!(
+        out,
+        "<text x='{:.1}' y='{:.1}' text-anchor='middle'>callers (threads or tasks)</text>",
+        (left + w - right) / 2.0,
+        h - 12.0
+    );
+    let mut legend = top + 10.0;
+    for (k, r) in floors {
+        let _ = writeln!(
+            out,
+            "<line x1='{left}' x2='{:.1}' y1='{:.1}' y2='{:.1}' stroke='#7f7f7f' stroke-dasharray='4 4'/>\
+             <text x='{:.1}' y='{:.1}' fill='#7f7f7f'>floor, {k} in flight</text>",
+            w - right,
+            y(*r),
+            y(*r),
+            w - right + 8.0,
+            y(*r) + 4.0
+        );
+    }
+    for (i, name) in names.iter().enumerate() {
+        let color = colors[i % colors.len()];
+        let points: Vec<String> = at
+            .iter()
+            .filter(|(n, _, _)| n == name)
+            .map(|(_, c, r)| format!("{:.1},{:.1}", x(*c), y(*r)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "<polyline fill='none' stroke='{color}' stroke-width='2' points='{}'/>",
+            points.join(" ")
+        );
+        legend += 16.0;
+        let _ = writeln!(
+            out,
+            "<rect x='{:.1}' y='{:.1}' width='12' height='3' fill='{color}'/><text x='{:.1}' y='{:.1}'>{name}</text>",
+            w - right + 8.0,
+            h - bottom - 110.0 + legend - 6.0,
+            w - right + 24.0,
+            h - bottom - 110.0 + legend
+        );
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
 fn us(ns: u64) -> String {
     format!("{:.0}", ns as f64 / 1000.0)
 }
@@ -399,6 +523,10 @@ fn main() -> Result<()> {
             ),
             ("redlock-mio, shared", mine_shared(&urls, callers, run)),
             (
+                "redlock-mio async, shared",
+                mine_async(&rt, &urls, callers, run),
+            ),
+            (
                 "rslock 0.10, shared",
                 rslock_shared(&rt, &urls, callers, run),
             ),
@@ -420,16 +548,23 @@ fn main() -> Result<()> {
     let most = *counts.last().unwrap_or(&1);
     let callers = if counts.contains(&64) { 64 } else { most };
     let floor64 = floors.iter().find(|(k, _)| *k == 64).map(|(_, r)| *r);
-    if let (Some(shared), Some(floor), Some(rslock)) = (
-        rate("redlock-mio, shared", callers),
-        floor64,
-        rate("rslock 0.10, shared", callers),
-    ) {
-        println!(
-            "at {callers} callers: redlock-mio shared / floor (64 in flight) = {:.2}, / rslock shared = {:.2}",
-            shared / floor,
-            shared / rslock
-        );
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/throughput");
+    std::fs::create_dir_all(&dir)?;
+    let floors_shown: Vec<(usize, f64)> = floors.iter().copied().filter(|(k, _)| *k > 1).collect();
+    std::fs::write(dir.join("throughput.svg"), svg(&at, &floors_shown))?;
+    println!("wrote {}", dir.join("throughput.svg").display());
+    for name in ["redlock-mio, shared", "redlock-mio async, shared"] {
+        if let (Some(shared), Some(floor), Some(rslock)) = (
+            rate(name, callers),
+            floor64,
+            rate("rslock 0.10, shared", callers),
+        ) {
+            println!(
+                "at {callers} callers: {name} / floor (64 in flight) = {:.2}, / rslock shared = {:.2}",
+                shared / floor,
+                shared / rslock
+            );
+        }
     }
     Ok(())
 }

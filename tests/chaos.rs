@@ -295,8 +295,11 @@ fn chaos(seed: u64, cluster: &Cluster, proxies: &Proxies, fenced: bool, until: I
     let mut rng = StdRng::seed_from_u64(seed);
     let mut active: Vec<Active> = Vec::new();
     let mut done = Chaos::default();
-    // Wiped nodes not yet restarted: they have no fence counter.
-    let mut wiped: Vec<usize> = Vec::new();
+    // Per node, whether it was last seen without its fence counter: set by
+    // a wipe, read again while the node runs and answers, kept while it is
+    // down or paused (a node killed while without its counter comes back
+    // without it).
+    let mut lacks = [false; N];
     loop {
         let now = Instant::now();
         let (over, still): (Vec<Active>, Vec<Active>) = active.iter().partition(|a| {
@@ -350,31 +353,24 @@ fn chaos(seed: u64, cluster: &Cluster, proxies: &Proxies, fenced: bool, until: I
             // `redlock_mio::fencing`), as the lock itself would with a
             // majority restarted empty and no guard. Wipe only while the
             // others keep that rule.
-            wiped.retain(|i| {
-                active
-                    .iter()
-                    .any(|a| a.node == *i && a.fault == Fault::Wipe)
-            });
-            let without = (0..N)
-                .filter(|&i| i != node)
-                .filter(|&i| {
-                    // Killed nodes keep their data; a paused or busy one
-                    // counts as without, to be safe.
-                    let node = cluster.node(i);
-                    let has = || {
-                        node.try_command(
-                            &[b"EXISTS", redlock_mio::FENCE_KEY.as_bytes()],
-                            Duration::from_millis(200),
-                        )
-                        .is_ok_and(|reply| reply == b":1\r\n")
-                    };
-                    wiped.contains(&i) || (node.is_running() && (node.is_paused() || !has()))
-                })
-                .count();
+            for (i, lacking) in lacks.iter_mut().enumerate() {
+                let node = cluster.node(i);
+                let wiping = active.iter().any(|a| a.node == i && a.fault == Fault::Wipe);
+                if wiping || !node.is_running() || node.is_paused() {
+                    continue;
+                }
+                if let Ok(reply) = node.try_command(
+                    &[b"EXISTS", redlock_mio::FENCE_KEY.as_bytes()],
+                    Duration::from_millis(200),
+                ) {
+                    *lacking = reply != b":1\r\n";
+                }
+            }
+            let without = (0..N).filter(|&i| i != node && lacks[i]).count();
             if without + 1 > N - N / 2 - 1 {
                 fault = Fault::Kill;
             } else {
-                wiped.push(node);
+                lacks[node] = true;
             }
         }
         let now = Instant::now();
