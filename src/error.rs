@@ -64,6 +64,9 @@ pub enum ConfigError {
     /// The TLS configuration could not be made (no root certificates in
     /// the system store, say).
     Tls(String),
+    /// [`Builder::build_embedded`](crate::Builder::build_embedded) cannot
+    /// serve this configuration: what it cannot do.
+    NotEmbeddable(&'static str),
     /// [`Builder::max_in_flight`](crate::Builder::max_in_flight) was 0 or
     /// more than [`MAX_IN_FLIGHT`](crate::MAX_IN_FLIGHT).
     MaxInFlight(usize),
@@ -75,6 +78,9 @@ impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ConfigError::NoServers => f.write_str("no servers given"),
+            ConfigError::NotEmbeddable(what) => {
+                write!(f, "an embedded client cannot do this: {what}")
+            }
             ConfigError::MaxInFlight(cap) => write!(
                 f,
                 "max_in_flight {cap}: it must be 1 to {}",

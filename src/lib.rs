@@ -111,9 +111,9 @@ pub mod rules;
 
 pub use addr::{AddrError, Endpoint, ServerAddr};
 pub use client::{
-    AsyncLockGuard, Builder, KeepOptions, Keeper, Lock, LockGuard, Lost, MAX_BATCH, MAX_IN_FLIGHT,
-    MAX_RESOURCE_LEN, MAX_TIMEOUT, MAX_TTL, MasterStats, OnChange, Redlock, Require, Standing,
-    Stats, TOKEN_LEN,
+    AsyncLockGuard, Builder, Completion, EmbeddedRedlock, KeepOptions, Keeper, Lock, LockGuard,
+    Lost, MAX_BATCH, MAX_IN_FLIGHT, MAX_RESOURCE_LEN, MAX_TIMEOUT, MAX_TTL, MasterStats, OnChange,
+    Redlock, Require, Standing, Stats, TOKEN_LEN, Ticket,
 };
 pub use commands::{
     ACQUIRE_MANY_SCRIPT, ACQUIRE_MANY_SHA1, EXTEND_MANY_SCRIPT, EXTEND_MANY_SHA1, EXTEND_SCRIPT,

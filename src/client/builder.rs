@@ -4,7 +4,7 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use crate::addr::ServerAddr;
-use crate::driver::{Driver, Engine};
+use crate::driver::{Driver, Engine, TlsConfig};
 use crate::error::ConfigError;
 use crate::link::LinkConfig;
 
@@ -224,8 +224,9 @@ impl Builder {
     /// callers (a batch counts one round per lock). Default 256 (as many as
     /// [`MAX_BATCH`](crate::MAX_BATCH)); 1 to [`MAX_IN_FLIGHT`]. Each costs
     /// memory allocated by [`build`](Self::build), so that no round
-    /// allocates: a slot of a few hundred bytes, and per master about 140
-    /// bytes of request queue (about 40 KB per master at the default). Past the cap a call waits for a slot to free up, for at
+    /// allocates: a slot of a few hundred bytes, and per master about half
+    /// a kilobyte of request queue and output buffers (about 150 KB per
+    /// master at the default). Past the cap a call waits for a slot to free up, for at
     /// most a request timeout, then fails with
     /// [`Error::Busy`](crate::Error::Busy), having sent nothing; a batch
     /// that got part of its slots runs those and gives `Busy` for the rest.
@@ -346,35 +347,7 @@ impl Builder {
     ///
     /// [`ConfigError`] says what is wrong.
     pub fn build(self) -> Result<Redlock, ConfigError> {
-        let addrs = self.check()?;
-        let conn = LinkConfig {
-            request_timeout: self.request_timeout,
-            connect_timeout: self.connect_timeout,
-            stall_timeout: self.stall_timeout,
-            backoff_min: Duration::from_millis(10).min(self.backoff_max),
-            backoff_max: self.backoff_max,
-            identify: self.identify,
-            fencing: self.fencing.is_some(),
-            in_flight: self.max_in_flight,
-            guard: self.restart_guard.map(|ttl| {
-                let guard = ttl.saturating_add(crate::rules::drift(ttl, self.drift_factor));
-                let mut marker = [0u8; 32];
-                let random: [u8; 16] = rand::random();
-                for (pair, byte) in marker.chunks_exact_mut(2).zip(random) {
-                    pair[0] = HEX[usize::from(byte >> 4)];
-                    pair[1] = HEX[usize::from(byte & 0xf)];
-                }
-                (guard, marker)
-            }),
-        };
-        #[cfg(feature = "tls")]
-        let tls = match (&self.tls, addrs.iter().any(ServerAddr::is_tls)) {
-            (Some(config), _) => Some(config.clone()),
-            (None, true) => Some(super::tls::system_roots()?),
-            (None, false) => None,
-        };
-        #[cfg(not(feature = "tls"))]
-        let tls = ();
+        let (addrs, conn, tls) = self.prepare()?;
         let (mut driver, mut poller) =
             Driver::new(&addrs, conn, &tls).map_err(|e| ConfigError::Io(e.kind()))?;
         let now = Instant::now();
@@ -410,17 +383,57 @@ impl Builder {
             fences: std::sync::Mutex::new(super::fence::FenceBook::new(n)),
             tokens: std::sync::Mutex::new(TokenSource::new()),
             engine: std::sync::Arc::new(engine),
-            config: Config {
-                request_timeout: self.request_timeout,
-                retry_count: self.retry_count,
-                retry_delay: self.retry_delay,
-                retry_jitter: self.retry_jitter,
-                drift_factor: self.drift_factor,
-                max_extensions: self.max_extensions,
-                fencing: self.fencing,
-                max_in_flight: self.max_in_flight,
-            },
+            config: self.config(),
         })
+    }
+
+    /// What a client keeps of the configuration.
+    pub(super) fn config(&self) -> Config {
+        Config {
+            request_timeout: self.request_timeout,
+            retry_count: self.retry_count,
+            retry_delay: self.retry_delay,
+            retry_jitter: self.retry_jitter,
+            drift_factor: self.drift_factor,
+            max_extensions: self.max_extensions,
+            fencing: self.fencing,
+            max_in_flight: self.max_in_flight,
+        }
+    }
+
+    /// Checks everything, parses the addresses, and makes the connections'
+    /// configuration and the TLS client configuration.
+    pub(super) fn prepare(&self) -> Result<(Vec<ServerAddr>, LinkConfig, TlsConfig), ConfigError> {
+        let addrs = self.check()?;
+        let conn = LinkConfig {
+            request_timeout: self.request_timeout,
+            connect_timeout: self.connect_timeout,
+            stall_timeout: self.stall_timeout,
+            backoff_min: Duration::from_millis(10).min(self.backoff_max),
+            backoff_max: self.backoff_max,
+            identify: self.identify,
+            fencing: self.fencing.is_some(),
+            in_flight: self.max_in_flight,
+            guard: self.restart_guard.map(|ttl| {
+                let guard = ttl.saturating_add(crate::rules::drift(ttl, self.drift_factor));
+                let mut marker = [0u8; 32];
+                let random: [u8; 16] = rand::random();
+                for (pair, byte) in marker.chunks_exact_mut(2).zip(random) {
+                    pair[0] = HEX[usize::from(byte >> 4)];
+                    pair[1] = HEX[usize::from(byte & 0xf)];
+                }
+                (guard, marker)
+            }),
+        };
+        #[cfg(feature = "tls")]
+        let tls = match (&self.tls, addrs.iter().any(ServerAddr::is_tls)) {
+            (Some(config), _) => Some(config.clone()),
+            (None, true) => Some(super::tls::system_roots()?),
+            (None, false) => None,
+        };
+        #[cfg(not(feature = "tls"))]
+        let tls = ();
+        Ok((addrs, conn, tls))
     }
 
     /// Validates everything and parses the addresses.

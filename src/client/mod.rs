@@ -8,6 +8,7 @@
 
 mod batch;
 mod builder;
+mod embed;
 mod fence;
 mod keeper;
 mod lock;
@@ -32,6 +33,7 @@ use crate::rules::{self, Op};
 
 pub use batch::MAX_BATCH;
 pub use builder::{Builder, MAX_IN_FLIGHT, MAX_TIMEOUT, Require};
+pub use embed::{Completion, EmbeddedRedlock, Ticket};
 pub use keeper::{KeepOptions, Keeper, Lost, OnChange, Standing};
 pub use lock::{Lock, LockGuard};
 pub use stats::{MasterStats, Stats};
@@ -433,23 +435,7 @@ impl Redlock {
     }
 
     fn check_ttl(&self, ttl: Duration) -> Result<u64, Error> {
-        let invalid = |reason| Err(Error::InvalidTtl { ttl, reason });
-        if ttl > MAX_TTL {
-            return invalid("longer than MAX_TTL (2^31 - 1 ms)");
-        }
-        let ttl_ms = ttl.as_millis() as u64;
-        if ttl_ms == 0 {
-            return invalid("shorter than 1 ms");
-        }
-        let whole = Duration::from_millis(ttl_ms);
-        if whole <= self.config.request_timeout {
-            return invalid("not longer than the request timeout");
-        }
-        let drift = rules::drift(whole, self.config.drift_factor);
-        if rules::validity(whole, self.config.request_timeout, drift).is_none() {
-            return invalid("no validity would be left after the request timeout and drift");
-        }
-        Ok(ttl_ms)
+        check_ttl(&self.config, ttl)
     }
 
     fn retry_delay(&self) -> Duration {
@@ -511,6 +497,27 @@ impl Drop for Redlock {
     fn drop(&mut self) {
         self.engine.close();
     }
+}
+
+/// Checks a TTL against the configuration; the TTL in milliseconds.
+fn check_ttl(config: &builder::Config, ttl: Duration) -> Result<u64, Error> {
+    let invalid = |reason| Err(Error::InvalidTtl { ttl, reason });
+    if ttl > MAX_TTL {
+        return invalid("longer than MAX_TTL (2^31 - 1 ms)");
+    }
+    let ttl_ms = ttl.as_millis() as u64;
+    if ttl_ms == 0 {
+        return invalid("shorter than 1 ms");
+    }
+    let whole = Duration::from_millis(ttl_ms);
+    if whole <= config.request_timeout {
+        return invalid("not longer than the request timeout");
+    }
+    let drift = rules::drift(whole, config.drift_factor);
+    if rules::validity(whole, config.request_timeout, drift).is_none() {
+        return invalid("no validity would be left after the request timeout and drift");
+    }
+    Ok(ttl_ms)
 }
 
 fn check_resource(resource: &[u8]) -> Result<(), Error> {

@@ -183,16 +183,7 @@ impl Redlock {
     /// [`Error::Unavailable`] when the unreachable and quarantined masters
     /// do, else `other`.
     pub(super) fn no_quorum(&self, report: Box<Report>, other: fn(Box<Report>) -> Error) -> Error {
-        let n = report.nodes().len();
-        if report.misconfigured() > n - report.quorum() {
-            Error::Misconfigured(report)
-        } else if report.unreachable() + report.quarantined() > n - report.quorum() {
-            // Masters unreachable or quarantined (restart guard) alone
-            // kept the quorum away: not the refusals.
-            Error::Unavailable(report)
-        } else {
-            other(report)
-        }
+        no_quorum(report, other)
     }
 
     /// After an acquire round of `command` (with `token`): the lock, or
@@ -270,5 +261,22 @@ impl Redlock {
         };
         self.tally(Op::Release, end, result.as_ref().map(|_| ()));
         result
+    }
+}
+
+/// The error for a round that found no quorum: [`Error::Misconfigured`]
+/// when masters that refuse the configuration alone prevent a quorum,
+/// [`Error::Unavailable`] when the unreachable and quarantined masters do,
+/// else `other`.
+pub(super) fn no_quorum(report: Box<Report>, other: fn(Box<Report>) -> Error) -> Error {
+    let n = report.nodes().len();
+    if report.misconfigured() > n - report.quorum() {
+        Error::Misconfigured(report)
+    } else if report.unreachable() + report.quarantined() > n - report.quorum() {
+        // Masters unreachable or quarantined (restart guard) alone kept the
+        // quorum away: not the refusals.
+        Error::Unavailable(report)
+    } else {
+        other(report)
     }
 }

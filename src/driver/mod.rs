@@ -56,6 +56,8 @@ pub(crate) struct Driver {
     registry: Registry,
     conns: Vec<Conn>,
     flights: Flights<Waiter>,
+    /// The poller token of connection 0.
+    base: usize,
 }
 
 impl Driver {
@@ -66,24 +68,53 @@ impl Driver {
         config: LinkConfig,
         tls: &TlsConfig,
     ) -> io::Result<(Driver, Poller)> {
-        let now = Instant::now();
         let poll = Poll::new()?;
-        let registry = poll.registry().try_clone()?;
-        let conns: Vec<Conn> = addrs
-            .iter()
-            .enumerate()
-            .map(|(i, addr)| Conn::new(i, addr.clone(), config, tls, now))
-            .collect();
-        let driver = Driver {
-            registry,
-            flights: Flights::new(config.in_flight, conns.len()),
-            conns,
-        };
+        let driver = Driver::embedded(addrs, config, tls, poll.registry(), 0)?;
         let poller = Poller {
             poll,
             events: Events::with_capacity(EVENTS),
         };
         Ok((driver, poller))
+    }
+
+    /// A driver whose sockets are registered with `registry` (the caller's
+    /// poller) under tokens `base..base + addrs.len()`.
+    pub(crate) fn embedded(
+        addrs: &[ServerAddr],
+        config: LinkConfig,
+        tls: &TlsConfig,
+        registry: &Registry,
+        base: usize,
+    ) -> io::Result<Driver> {
+        let now = Instant::now();
+        let conns: Vec<Conn> = addrs
+            .iter()
+            .enumerate()
+            .map(|(i, addr)| Conn::new(base + i, addr.clone(), config, tls, now))
+            .collect();
+        Ok(Driver {
+            registry: registry.try_clone()?,
+            flights: Flights::new(config.in_flight, conns.len()),
+            conns,
+            base,
+        })
+    }
+
+    /// The poller tokens of the connections.
+    pub(crate) fn tokens(&self) -> std::ops::Range<usize> {
+        self.base..self.base + self.conns.len()
+    }
+
+    /// Starts connecting every master that is down (the handshakes go on
+    /// as their sockets become ready).
+    pub(crate) fn connect(&mut self) {
+        let now = Instant::now();
+        for conn in &mut self.conns {
+            if conn.link().is_down() {
+                // A failure leaves it down, with its back-off started.
+                let _ = conn.connect(&self.registry, now);
+            }
+        }
     }
 
     /// The number of masters.
@@ -124,13 +155,7 @@ impl Driver {
     /// Connects every master that is down and waits, until `deadline` at
     /// the latest, for the handshakes.
     pub(crate) fn connect_all(&mut self, poller: &mut Poller, deadline: Instant) -> io::Result<()> {
-        let now = Instant::now();
-        for conn in &mut self.conns {
-            if conn.link().is_down() {
-                // A failure leaves it down, with its back-off started.
-                let _ = conn.connect(&self.registry, now);
-            }
-        }
+        self.connect();
         loop {
             let now = Instant::now();
             self.check_timers(now);
@@ -294,20 +319,25 @@ impl Driver {
         self.flights.handle_timeout(now);
     }
 
-    /// How long a poll may wait: until the next connection timer or round
-    /// deadline, and at most until `deadline`; zero while a connection has
-    /// unread data left by its read budget (it gets no new event).
+    /// How long a poll may wait: until [`next_wake`](Self::next_wake),
+    /// and at most until `deadline`.
     pub(crate) fn poll_timeout(&self, now: Instant, deadline: Instant) -> Duration {
+        let wake = self.next_wake(now).map_or(deadline, |at| at.min(deadline));
+        wake.saturating_duration_since(now)
+    }
+
+    /// When the next connection timer or round deadline falls due; `now`
+    /// while a connection has unread data left by its read budget (it gets
+    /// no new event); `None` when nothing waits.
+    pub(crate) fn next_wake(&self, now: Instant) -> Option<Instant> {
         if self.conns.iter().any(Conn::has_backlog) {
-            return Duration::ZERO;
+            return Some(now);
         }
-        let wake = self
-            .conns
+        self.conns
             .iter()
             .filter_map(|c| c.link().next_timer())
             .chain(self.flights.next_deadline())
-            .fold(deadline, Instant::min);
-        wake.saturating_duration_since(now)
+            .min()
     }
 
     /// Handles the readiness `events` of the last poll: outcomes go to
@@ -316,11 +346,26 @@ impl Driver {
     /// the connections left with a backlog by their read budget.
     pub(crate) fn dispatch(&mut self, events: &Events) {
         for event in events.iter() {
-            let i = event.token().0;
+            self.handle_event(event);
+        }
+        self.after_events();
+    }
+
+    /// Handles one readiness event, if it is one of the connections'.
+    /// Call [`after_events`](Self::after_events) once the events of a poll
+    /// are handled.
+    pub(crate) fn handle_event(&mut self, event: &mio::event::Event) {
+        if let Some(i) = event.token().0.checked_sub(self.base) {
             if i < self.conns.len() {
                 self.serve(i, |conn, sink| conn.handle_event(event, sink));
             }
         }
+    }
+
+    /// After the events of a poll: compares the identities of masters that
+    /// just completed a handshake, and goes on reading the connections
+    /// left with a backlog by their read budget.
+    pub(crate) fn after_events(&mut self) {
         self.check_identities();
         for i in 0..self.conns.len() {
             if self.conns[i].has_backlog() {

@@ -126,7 +126,13 @@ impl LinkConfig {
     /// The room allocated for bytes to write (and for those held back
     /// during a handshake): at most the stall limit of unwritten bytes.
     fn output_capacity(&self) -> usize {
-        (OUTPUT_BASE + self.max_requests() * OUTPUT_PER_REQUEST).min(MAX_UNWRITTEN + OUTPUT_BASE)
+        OUTPUT_BASE + self.max_unwritten()
+    }
+
+    /// Unwritten bytes after which a connection counts as stalled: room
+    /// for the most requests it may hold (at least [`MAX_UNWRITTEN`]).
+    fn max_unwritten(&self) -> usize {
+        MAX_UNWRITTEN.max(self.max_requests() * OUTPUT_PER_REQUEST)
     }
 }
 
@@ -480,7 +486,7 @@ impl Link {
     fn check_limits(&self, headroom: usize) -> Result<(), NodeError> {
         let unwritten = self.out.len() - self.written + self.held.len();
         let limit = MAX_PENDING + headroom + self.config.in_flight;
-        if self.pending.len() >= limit || unwritten > MAX_UNWRITTEN {
+        if self.pending.len() >= limit || unwritten > self.config.max_unwritten() {
             return Err(NodeError::Stalled);
         }
         Ok(())

@@ -1,0 +1,154 @@
+//! Holds 1,000 locks from one event loop that the caller owns: the client
+//! registers its sockets with the caller's `mio` poller, takes the events
+//! of each poll, and says when it next needs the time. No thread of the
+//! client's, nothing blocks.
+//!
+//! ```sh
+//! cargo run --release --example embedded                  # five local masters
+//! cargo run --release --example embedded -- redis://127.0.0.1:7000 redis://127.0.0.1:7001 redis://127.0.0.1:7002
+//! ```
+//!
+//! It exits with a non-zero status if a lock is not taken, a held lock can
+//! be taken by another client, or a release fails.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::error::Error as StdError;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mio::{Events, Poll, Token, Waker};
+use redlock_mio::{Completion, EmbeddedRedlock, Error, Lock, Redlock};
+use support::cluster::Cluster;
+
+type Result<T> = std::result::Result<T, Box<dyn StdError>>;
+
+const LOCKS: usize = 1000;
+const TTL: Duration = Duration::from_secs(30);
+/// The caller's own source in the same loop.
+const MINE: Token = Token(0);
+/// The client's tokens start here (one per master).
+const CLIENT: Token = Token(1);
+
+/// Polls until `n` completions were collected, handing each to `each`;
+/// the caller's own events are counted in `own`.
+fn drive(
+    poll: &mut Poll,
+    events: &mut Events,
+    redlock: &mut EmbeddedRedlock,
+    n: usize,
+    own: &mut usize,
+    mut each: impl FnMut(Completion) -> Result<()>,
+) -> Result<()> {
+    let mut done = 0;
+    let give_up = Instant::now() + Duration::from_secs(30);
+    while done < n {
+        if Instant::now() > give_up {
+            return Err(format!("only {done} of {n} completed in 30 s").into());
+        }
+        let timeout = redlock
+            .next_timeout()
+            .map(|at| at.saturating_duration_since(Instant::now()));
+        poll.poll(events, timeout)?;
+        *own += events.iter().filter(|e| e.token() == MINE).count();
+        redlock.handle_events(events);
+        redlock.handle_timeout(Instant::now());
+        while let Some(completion) = redlock.poll_completion() {
+            each(completion)?;
+            done += 1;
+        }
+    }
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let cluster;
+    let urls = if args.is_empty() {
+        cluster = Cluster::start(5);
+        cluster.urls()
+    } else {
+        args
+    };
+
+    let mut poll = Poll::new()?;
+    let mut events = Events::with_capacity(256);
+    // The caller's own source, woken once from another thread.
+    let waker = Arc::new(Waker::new(poll.registry(), MINE)?);
+    let mut redlock = Redlock::builder(&urls)
+        .request_timeout(Duration::from_secs(1))
+        .max_in_flight(LOCKS)
+        .build_embedded(poll.registry(), CLIENT)?;
+    println!(
+        "embedded client on {} masters, tokens {:?}; the loop's own source is token {}",
+        urls.len(),
+        redlock.tokens(),
+        MINE.0
+    );
+    let other = Arc::clone(&waker);
+    std::thread::spawn(move || other.wake());
+
+    let started = Instant::now();
+    let mut tickets = Vec::with_capacity(LOCKS);
+    for i in 0..LOCKS {
+        tickets.push(redlock.try_lock(format!("redlock-mio:embedded:{i}"), TTL)?);
+    }
+    let mut own = 0;
+    let mut locks: Vec<Lock> = Vec::with_capacity(LOCKS);
+    drive(
+        &mut poll,
+        &mut events,
+        &mut redlock,
+        LOCKS,
+        &mut own,
+        |c| match c {
+            Completion::Acquired { result, .. } => {
+                locks.push(result?);
+                Ok(())
+            }
+            other => Err(format!("unexpected {other:?}").into()),
+        },
+    )?;
+    let acquired = started.elapsed();
+    println!(
+        "{} locks held after {:.1} ms, all started at once from one loop",
+        locks.len(),
+        acquired.as_secs_f64() * 1e3
+    );
+
+    // Another client cannot take any of them.
+    let probe = Redlock::builder(&urls).retry_count(0).build()?;
+    for i in [0, LOCKS / 2, LOCKS - 1] {
+        match probe.try_lock(format!("redlock-mio:embedded:{i}"), TTL) {
+            Err(Error::Contended(_)) => {}
+            other => return Err(format!("lock {i} is not held: {other:?}").into()),
+        }
+    }
+    if locks.iter().any(|l| l.validity() < TTL / 2) {
+        return Err("a lock has less validity than expected".into());
+    }
+
+    let started = Instant::now();
+    for lock in &mut locks {
+        redlock.unlock(lock)?;
+    }
+    drive(
+        &mut poll,
+        &mut events,
+        &mut redlock,
+        LOCKS,
+        &mut own,
+        |c| match c {
+            Completion::Released { result, .. } => Ok(result?),
+            other => Err(format!("unexpected {other:?}").into()),
+        },
+    )?;
+    println!(
+        "{LOCKS} locks released after {:.1} ms; the loop's own source fired {own} time(s)",
+        started.elapsed().as_secs_f64() * 1e3
+    );
+    let mut again = probe.try_lock("redlock-mio:embedded:0", TTL)?;
+    probe.unlock(&mut again)?;
+    Ok(())
+}
