@@ -87,6 +87,8 @@ pub(crate) struct Shared {
     background: Option<Thread>,
     /// Tasks queued commands since the background thread last flushed.
     kicked: bool,
+    /// A thread queued commands for the polling caller and woke its poll.
+    woken: bool,
     /// Tasks' timers: when, and whom to wake, by timer id.
     timers: Vec<(u64, Instant, Waker)>,
     next_timer: u64,
@@ -110,6 +112,7 @@ impl Engine {
                 driver,
                 background: None,
                 kicked: false,
+                woken: false,
                 timers: Vec::new(),
                 next_timer: 1,
                 closed: false,
@@ -158,10 +161,21 @@ impl Engine {
         }
         let mut ids = Ids::new();
         while ids.len() < commands.len() {
+            // While another caller polls, the commands are queued for it
+            // to write, with whatever else is queued, once its poll
+            // returns (woken for it): one write per master per tick
+            // however many callers start rounds meanwhile.
+            let flush = poller.is_some();
             let started =
                 shared
                     .driver
-                    .submit(&commands[ids.len()..], &mut restart, &mut ids, true);
+                    .submit(&commands[ids.len()..], &mut restart, &mut ids, flush);
+            if !flush && started > 0 && !shared.woken {
+                shared.woken = true;
+                // A failed wake leaves the commands to the poll's next
+                // return (at the latest a deadline).
+                let _ = self.waker.wake();
+            }
             if ids.len() == commands.len() {
                 break;
             }
@@ -251,8 +265,10 @@ impl Engine {
                 shared = take(&self.driver);
                 if polled.is_ok() {
                     shared.driver.dispatch(&held.events);
-                    // What tasks queued meanwhile (they woke this poll).
+                    // What other callers and tasks queued meanwhile (they
+                    // woke this poll).
                     shared.driver.flush_all();
+                    shared.woken = false;
                 }
                 (shared, polled)
             }
