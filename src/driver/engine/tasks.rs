@@ -14,8 +14,9 @@ use crate::rules::Round;
 
 impl Engine {
     /// Starts one round per command for a task, `restart` setting each up:
-    /// queued on every connection, written by the background thread
-    /// (with what other tasks queued in the same tick). Returns the
+    /// written at once when no other round is in flight, else queued on
+    /// every connection and written by the background thread (with what
+    /// other tasks queued in the same tick). Returns the
     /// rounds' ids, in order: fewer than asked when the cap is reached,
     /// [`Full`] when none could start.
     pub(crate) fn start(
@@ -26,7 +27,12 @@ impl Engine {
     ) -> Result<Ids, Full> {
         let mut shared = take(&self.driver);
         let mut ids = Ids::new();
-        shared.driver.submit(commands, restart, &mut ids, false);
+        // A task alone (no round in flight) writes its commands at once,
+        // without waiting for the background thread; under load they are
+        // queued, and the background thread writes all that the tasks of
+        // a tick queued together.
+        let flush = shared.driver.in_flight() == 0 && !shared.kicked;
+        shared.driver.submit(commands, restart, &mut ids, flush);
         let Some(&first) = ids.first() else {
             return Err(Full);
         };
