@@ -118,9 +118,13 @@ pub(crate) struct LinkConfig {
 }
 
 impl LinkConfig {
-    /// The most requests a connection holds before it counts as stalled.
+    /// The most requests a connection holds before it counts as stalled:
+    /// one per round in flight, and as many again for the late replies of
+    /// rounds decided without this master (a master a little behind the
+    /// others under load is slow, not stalled; one that stops answering is
+    /// caught by the stall timer).
     fn max_requests(&self) -> usize {
-        MAX_PENDING + RELEASE_HEADROOM + self.in_flight
+        MAX_PENDING + RELEASE_HEADROOM + 2 * self.in_flight
     }
 
     /// The room allocated for bytes to write (and for those held back
@@ -130,9 +134,10 @@ impl LinkConfig {
     }
 
     /// Unwritten bytes after which a connection counts as stalled: room
-    /// for the most requests it may hold (at least [`MAX_UNWRITTEN`]).
+    /// for a command of every round in flight and more (at least
+    /// [`MAX_UNWRITTEN`]).
     fn max_unwritten(&self) -> usize {
-        MAX_UNWRITTEN.max(self.max_requests() * OUTPUT_PER_REQUEST)
+        MAX_UNWRITTEN.max((MAX_PENDING + RELEASE_HEADROOM + self.in_flight) * OUTPUT_PER_REQUEST)
     }
 }
 
@@ -485,7 +490,7 @@ impl Link {
     /// may: `headroom` more requests are allowed for releases.
     fn check_limits(&self, headroom: usize) -> Result<(), NodeError> {
         let unwritten = self.out.len() - self.written + self.held.len();
-        let limit = MAX_PENDING + headroom + self.config.in_flight;
+        let limit = self.config.max_requests() - RELEASE_HEADROOM + headroom;
         if self.pending.len() >= limit || unwritten > self.config.max_unwritten() {
             return Err(NodeError::Stalled);
         }
