@@ -264,3 +264,33 @@ fn dropping_an_async_guard_releases() {
     runtime.block_on(guard.release()).expect("released");
     assert!((0..3).all(|i| !cluster.exists(i, "async:guard")));
 }
+
+/// `lock_until_async` on a resource another client holds completes by its
+/// deadline, with the last attempt's error, its delays kept by the
+/// client's timers; a deadline already past asks nobody.
+#[test]
+fn lock_until_async_completes_by_its_deadline() {
+    let cluster = Cluster::start(3);
+    let redlock = client(cluster.urls());
+    let holder = client(cluster.urls());
+    let mut held = futures_executor::block_on(holder.try_lock_async("async:until", TTL))
+        .expect("the holder acquires");
+    let wait = Duration::from_millis(300);
+    let deadline = Instant::now() + wait;
+    let result = futures_executor::block_on(redlock.lock_until_async("async:until", TTL, deadline));
+    let late = Instant::now().saturating_duration_since(deadline);
+    assert!(matches!(result, Err(Error::Contended(_))), "{result:?}");
+    assert!(
+        late < Duration::from_millis(100),
+        "{late:?} past the deadline"
+    );
+    assert!(
+        redlock.stats().attempts > 1,
+        "it retried until the deadline: {:?}",
+        redlock.stats()
+    );
+    let past =
+        futures_executor::block_on(redlock.lock_until_async("async:until", TTL, Instant::now()));
+    assert!(matches!(past, Err(Error::DeadlinePassed)), "{past:?}");
+    futures_executor::block_on(holder.unlock_async(&mut held)).expect("release");
+}

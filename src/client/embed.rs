@@ -49,13 +49,13 @@ use mio::{Registry, Token};
 use smallvec::SmallVec;
 
 use super::builder::{Builder, Config};
-use super::rounds::no_quorum;
+use super::rounds::{no_quorum, restarter};
 use super::token::TokenSource;
 use super::{Lock, TOKEN_LEN, check_resource, check_ttl};
 use crate::commands::Command;
 use crate::driver::Driver;
 use crate::error::{ConfigError, Error};
-use crate::rules::{self, Decision, Op, Round};
+use crate::rules::{Decision, Op, Round};
 
 /// Names an operation started on an [`EmbeddedRedlock`], in its
 /// [`Completion`].
@@ -217,15 +217,11 @@ impl EmbeddedRedlock {
             many,
             fenced: false,
         };
-        let (config, masters) = (&self.config, self.masters.len());
-        let restart = |round: &mut Round, command: &Command<'_>, now: Instant| {
-            let ttl = match command.op {
-                Op::Acquire | Op::Extend => Duration::from_millis(command.ttl_ms),
-                _ => Duration::ZERO,
-            };
-            let drift = rules::drift(ttl, config.drift_factor);
-            round.restart(command.op, masters, ttl, drift, config.request_timeout, now);
-        };
+        let restart = restarter(
+            &self.config,
+            self.masters.len(),
+            self.config.request_timeout,
+        );
         let mut ids: SmallVec<[u64; 1]> = SmallVec::new();
         self.driver
             .submit(std::slice::from_ref(&command), restart, &mut ids, true);

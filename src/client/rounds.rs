@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
+use super::builder::Config;
 use super::observe::{self, RoundSpan};
 use super::{Lock, Redlock, TOKEN_LEN};
 use crate::commands::Command;
@@ -120,16 +121,7 @@ impl Redlock {
                 .min(cap.saturating_duration_since(now)),
             None => self.config.request_timeout,
         };
-        let masters = self.masters.len();
-        move |round: &mut Round, command: &Command<'_>, now: Instant| {
-            let ttl = match command.op {
-                Op::Acquire | Op::Extend => Duration::from_millis(command.ttl_ms),
-                // The number is a fence, not a TTL.
-                _ => Duration::ZERO,
-            };
-            let drift = rules::drift(ttl, self.config.drift_factor);
-            round.restart(command.op, masters, ttl, drift, timeout, now);
-        }
+        restarter(&self.config, self.masters.len(), timeout)
     }
 
     /// How each of a call's `n` rounds ended: `rounds` as they ended (the
@@ -278,5 +270,23 @@ pub(super) fn no_quorum(report: Box<Report>, other: fn(Box<Report>) -> Error) ->
         Error::Unavailable(report)
     } else {
         other(report)
+    }
+}
+
+/// Sets up a round of a command over `masters` masters, waiting for them at
+/// most `timeout`: its operation, and the TTL and drift of a grant.
+pub(super) fn restarter(
+    config: &Config,
+    masters: usize,
+    timeout: Duration,
+) -> impl Fn(&mut Round, &Command<'_>, Instant) + '_ {
+    move |round: &mut Round, command: &Command<'_>, now: Instant| {
+        let ttl = match command.op {
+            Op::Acquire | Op::Extend => Duration::from_millis(command.ttl_ms),
+            // The number is a fence, not a TTL.
+            _ => Duration::ZERO,
+        };
+        let drift = rules::drift(ttl, config.drift_factor);
+        round.restart(command.op, masters, ttl, drift, timeout, now);
     }
 }
