@@ -16,10 +16,14 @@
 //!   release to all;
 //! - `floor, K in flight`: no lock logic: one raw connection per master,
 //!   K pre-encoded `SET NX PX` (K resources) written to every master, the
-//!   K replies of each read, then K releases likewise (K = 1, 16, 64).
+//!   K replies of each read, then K releases likewise (K = 1, 16, 64), by
+//!   the same `EVALSHA` compare-and-delete script every Redlock client
+//!   sends; and, for reference only, K = 64 with a bare `DEL` as the
+//!   release (cheaper for the server, but no lock can release that way).
 //!
 //! ```text
 //! cargo bench -p redlock-mio-bench --bench throughput             # about 1.5 minutes
+//! cargo bench -p redlock-mio-bench --bench throughput -- --repeat 3  # medians of 3 passes
 //! cargo bench -p redlock-mio-bench --bench throughput -- --quick  # smoke run
 //! ```
 
@@ -307,8 +311,17 @@ fn encode(args: &[&[u8]]) -> Vec<u8> {
     out
 }
 
+/// How the floor releases: with the compare-and-delete script every
+/// Redlock client must use, or with a bare `DEL` (no lock can release
+/// that way safely; shown for reference).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Release {
+    Script,
+    Del,
+}
+
 /// The floor: `k` cycles in flight per connection, one thread.
-fn floor(urls: &[String], k: usize, run: Duration) -> Cell {
+fn floor(urls: &[String], k: usize, release: Release, run: Duration) -> Cell {
     let mut conns: Vec<(TcpStream, BufReader<TcpStream>)> = urls
         .iter()
         .map(|url| {
@@ -333,9 +346,28 @@ fn floor(urls: &[String], k: usize, run: Duration) -> Cell {
             b"PX",
             ttl,
         ]));
-        releases.extend(encode(&[b"DEL", resource.as_bytes()]));
+        releases.extend(match release {
+            Release::Script => encode(&[
+                b"EVALSHA",
+                RELEASE_SHA1.as_bytes(),
+                b"1",
+                resource.as_bytes(),
+                token,
+            ]),
+            Release::Del => encode(&[b"DEL", resource.as_bytes()]),
+        });
     }
     let mut line = String::new();
+    for (stream, reader) in &mut conns {
+        stream
+            .write_all(&encode(&[b"SCRIPT", b"LOAD", RELEASE_SCRIPT.as_bytes()]))
+            .expect("write");
+        line.clear();
+        reader.read_line(&mut line).expect("read");
+        line.clear();
+        reader.read_line(&mut line).expect("read");
+        assert_eq!(line.trim_end(), RELEASE_SHA1, "the release script's SHA1");
+    }
     let mut exchange = |bytes: &[u8], conns: &mut Vec<(TcpStream, BufReader<TcpStream>)>| -> bool {
         for (stream, _) in conns.iter_mut() {
             stream.write_all(bytes).expect("write");
@@ -479,72 +511,182 @@ fn us(ns: u64) -> String {
     format!("{:.0}", ns as f64 / 1000.0)
 }
 
+/// One measured cell: variant, callers, cycles/s, p50 and p99 in ns,
+/// failed attempts.
+struct Row {
+    name: String,
+    callers: usize,
+    rate: f64,
+    p50: u64,
+    p99: u64,
+    failed: u64,
+}
+
+/// The median of `values` (the upper one of an even count).
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
 fn main() -> Result<()> {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    // `--repeat N`: the whole matrix N times over, interleaved (floors
+    // included), and the medians summed up at the end.
+    let repeat: usize = args
+        .iter()
+        .position(|a| a == "--repeat")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
+        .max(1);
     let (run, counts): (Duration, &[usize]) = if quick {
         (Duration::from_millis(300), &[1, 4, 16])
     } else {
         (Duration::from_secs(2), &[1, 4, 16, 64, 256])
     };
+    // For profiling one cell: THROUGHPUT_CALLERS=64 THROUGHPUT_ONLY=async
+    // (words the variant's name must contain; the floors always run).
+    let chosen: Vec<usize> = std::env::var("THROUGHPUT_CALLERS")
+        .map(|v| v.split(',').filter_map(|c| c.trim().parse().ok()).collect())
+        .unwrap_or_default();
+    let counts: &[usize] = if chosen.is_empty() { counts } else { &chosen };
+    let only: Vec<String> = std::env::var("THROUGHPUT_ONLY")
+        .map(|v| v.split_whitespace().map(str::to_owned).collect())
+        .unwrap_or_default();
     let cluster = Cluster::start(MASTERS);
     let urls = cluster.urls();
     let rt = runtime();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "throughput bench: {MASTERS} local masters, {:?} per cell, load average {}",
+        "throughput bench: {MASTERS} local masters, {:?} per cell, {repeat} pass(es), load average {}",
         run,
         load.trim()
     );
-    println!(
-        "{:<34} {:>7} {:>12} {:>9} {:>9} {:>7}",
-        "variant", "callers", "cycles/s", "p50 µs", "p99 µs", "failed"
-    );
-    let print = |name: &str, callers: usize, cell: &Cell| {
+    let header = || {
         println!(
-            "{name:<34} {callers:>7} {:>12.0} {:>9} {:>9} {:>7}",
-            cell.rate(),
-            us(cell.latency.value_at_quantile(0.5)),
-            us(cell.latency.value_at_quantile(0.99)),
-            cell.failed
+            "{:<34} {:>7} {:>12} {:>9} {:>9} {:>7}",
+            "variant", "callers", "cycles/s", "p50 µs", "p99 µs", "failed"
         );
     };
-    let mut floors = Vec::new();
-    for k in [1, 16, 64] {
-        let cell = floor(&urls, k, run);
-        print(&format!("floor, {k} in flight per connection"), 1, &cell);
-        floors.push((k, cell.rate()));
+    let print = |row: &Row| {
+        println!(
+            "{:<34} {:>7} {:>12.0} {:>9} {:>9} {:>7}",
+            row.name,
+            row.callers,
+            row.rate,
+            us(row.p50),
+            us(row.p99),
+            row.failed
+        );
+    };
+    let row = |name: &str, callers: usize, cell: &Cell| Row {
+        name: name.to_owned(),
+        callers,
+        rate: cell.rate(),
+        p50: cell.latency.value_at_quantile(0.5),
+        p99: cell.latency.value_at_quantile(0.99),
+        failed: cell.failed,
+    };
+    let mut rows: Vec<Row> = Vec::new();
+    for pass in 1..=repeat {
+        if repeat > 1 {
+            println!("pass {pass} of {repeat}");
+        }
+        header();
+        for k in [1, 16, 64] {
+            let cell = floor(&urls, k, Release::Script, run);
+            rows.push(row(
+                &format!("floor, {k} in flight per connection"),
+                1,
+                &cell,
+            ));
+            print(rows.last().expect("just pushed"));
+        }
+        let del = floor(&urls, 64, Release::Del, run);
+        rows.push(row("floor, 64 in flight, DEL release", 1, &del));
+        print(rows.last().expect("just pushed"));
+        for &callers in counts {
+            let variants: [(&str, &dyn Fn() -> Cell); 5] = [
+                ("redlock-mio, client per thread", &|| {
+                    mine_per_thread(&urls, callers, run)
+                }),
+                ("redlock-mio, shared", &|| mine_shared(&urls, callers, run)),
+                ("redlock-mio async, shared", &|| {
+                    mine_async(&rt, &urls, callers, run)
+                }),
+                ("rslock 0.10, shared", &|| {
+                    rslock_shared(&rt, &urls, callers, run)
+                }),
+                ("redis-rs multiplexed", &|| {
+                    multiplexed(&rt, &urls, callers, run)
+                }),
+            ];
+            for (name, measure) in variants {
+                if !only.iter().all(|o| name.contains(o.as_str())) {
+                    continue;
+                }
+                let cell = measure();
+                rows.push(row(name, callers, &cell));
+                print(rows.last().expect("just pushed"));
+            }
+        }
     }
-    let mut at: Vec<(&str, usize, f64)> = Vec::new();
-    for &callers in counts {
-        let cells = [
-            (
-                "redlock-mio, client per thread",
-                mine_per_thread(&urls, callers, run),
-            ),
-            ("redlock-mio, shared", mine_shared(&urls, callers, run)),
-            (
-                "redlock-mio async, shared",
-                mine_async(&rt, &urls, callers, run),
-            ),
-            (
-                "rslock 0.10, shared",
-                rslock_shared(&rt, &urls, callers, run),
-            ),
-            (
-                "redis-rs multiplexed",
-                multiplexed(&rt, &urls, callers, run),
-            ),
-        ];
-        for (name, cell) in &cells {
-            print(name, callers, cell);
-            at.push((name, callers, cell.rate()));
+    // The medians over the passes, per variant and callers, in first-seen
+    // order.
+    let mut keys: Vec<(String, usize)> = Vec::new();
+    for r in &rows {
+        if !keys.iter().any(|(n, c)| *n == r.name && *c == r.callers) {
+            keys.push((r.name.clone(), r.callers));
+        }
+    }
+    let medians: Vec<Row> = keys
+        .iter()
+        .map(|(name, callers)| {
+            let of = |f: &dyn Fn(&Row) -> f64| {
+                median(
+                    rows.iter()
+                        .filter(|r| r.name == *name && r.callers == *callers)
+                        .map(f)
+                        .collect(),
+                )
+            };
+            Row {
+                name: name.clone(),
+                callers: *callers,
+                rate: of(&|r| r.rate),
+                p50: of(&|r| r.p50 as f64) as u64,
+                p99: of(&|r| r.p99 as f64) as u64,
+                failed: rows
+                    .iter()
+                    .filter(|r| r.name == *name && r.callers == *callers)
+                    .map(|r| r.failed)
+                    .sum(),
+            }
+        })
+        .collect();
+    if repeat > 1 {
+        println!("medians of {repeat} passes (failed: the sum)");
+        header();
+        for r in &medians {
+            print(r);
         }
     }
     let rate = |name: &str, callers: usize| {
-        at.iter()
-            .find(|(n, c, _)| *n == name && *c == callers)
-            .map(|(_, _, r)| *r)
+        medians
+            .iter()
+            .find(|r| r.name == name && r.callers == callers)
+            .map(|r| r.rate)
     };
+    let floors: Vec<(usize, f64)> = [1, 16, 64]
+        .into_iter()
+        .filter_map(|k| Some((k, rate(&format!("floor, {k} in flight per connection"), 1)?)))
+        .collect();
+    let at: Vec<(&str, usize, f64)> = medians
+        .iter()
+        .filter(|r| !r.name.starts_with("floor"))
+        .map(|r| (r.name.as_str(), r.callers, r.rate))
+        .collect();
     let most = *counts.last().unwrap_or(&1);
     let callers = if counts.contains(&64) { 64 } else { most };
     let floor64 = floors.iter().find(|(k, _)| *k == 64).map(|(_, r)| *r);
