@@ -1,7 +1,7 @@
-//! The async API under two executors (tokio, current-thread and
-//! multi-thread, and `futures::executor`), many tasks sharing one client,
-//! cancellation (a dropped future leaves no lock and no stale reply), and
-//! the async guard.
+//! The async API under three executors (tokio, current-thread and
+//! multi-thread, smol and `futures::executor`), many tasks sharing one
+//! client, a lone task polling for itself, cancellation (a dropped future
+//! leaves no lock and no stale reply), and the async guard.
 
 #![allow(clippy::expect_used, reason = "a test fails loudly on broken set-up")]
 
@@ -56,7 +56,7 @@ async fn cycle(redlock: &Redlock, resource: &str) {
 }
 
 #[test]
-fn runs_under_tokio_and_futures_executor() {
+fn runs_under_tokio_smol_and_futures_executor() {
     let cluster = Cluster::start(3);
     let redlock = client(cluster.urls());
     let current = tokio::runtime::Builder::new_current_thread()
@@ -72,9 +72,140 @@ fn runs_under_tokio_and_futures_executor() {
         .block_on(multi.spawn(async move { cycle(&shared, "async:multi").await }))
         .expect("the task");
     futures_executor::block_on(cycle(&redlock, "async:futures"));
+    smol::block_on(cycle(&redlock, "async:smol"));
+    // Tasks of smol's executor, on two threads.
+    let executor = smol::Executor::new();
+    let (stop, stopped) = smol::channel::unbounded::<()>();
+    thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| smol::block_on(executor.run(stopped.recv())));
+        }
+        let tasks: Vec<_> = (0..2)
+            .map(|i| {
+                let redlock = Arc::clone(&redlock);
+                executor.spawn(async move { cycle(&redlock, &format!("async:smol:{i}")).await })
+            })
+            .collect();
+        smol::block_on(async {
+            for task in tasks {
+                task.await;
+            }
+        });
+        drop(stop);
+    });
     let stats = redlock.stats();
-    assert_eq!(stats.acquired, 6, "{stats:?}");
-    assert_eq!(stats.released, 6, "{stats:?}");
+    assert_eq!(stats.acquired, 12, "{stats:?}");
+    assert_eq!(stats.released, 12, "{stats:?}");
+}
+
+/// Runs `future` to completion on a thread of its own, failing the test if
+/// it takes more than `limit` (a future that nobody wakes never ends).
+fn run_within<T: Send + 'static>(
+    limit: Duration,
+    future: impl Future<Output = T> + Send + 'static,
+) -> (T, Duration) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        let t0 = Instant::now();
+        let value = futures_executor::block_on(future);
+        let _ = tx.send((value, t0.elapsed()));
+    });
+    rx.recv_timeout(limit)
+        .expect("the future completed (nothing left it unwoken)")
+}
+
+/// A task alone on the client polls for its replies itself; when they
+/// take longer than its spin (a majority paused), it leaves the polling to
+/// the background thread, and still ends within one request timeout. With
+/// the spin off, the background thread polls from the start.
+#[test]
+fn a_lone_task_polls_for_itself_then_hands_over() {
+    let cluster = Cluster::start(5);
+    let timeout = Duration::from_millis(300);
+    for spin in [Duration::from_millis(1), Duration::ZERO] {
+        let redlock = Arc::new(
+            Redlock::builder(cluster.urls())
+                .request_timeout(timeout)
+                .retry_count(0)
+                .async_spin(spin)
+                .build()
+                .expect("build"),
+        );
+        let shared = Arc::clone(&redlock);
+        let (released, _) = run_within(Duration::from_secs(5), async move {
+            let mut lock = shared.try_lock_async("async:spin", TTL).await?;
+            shared.unlock_async(&mut lock).await
+        });
+        released.expect("a healthy cycle");
+        for node in 0..3 {
+            cluster.node(node).pause();
+        }
+        let shared = Arc::clone(&redlock);
+        let (result, took) = run_within(Duration::from_secs(5), async move {
+            shared.try_lock_async("async:spin:paused", TTL).await
+        });
+        for node in 0..3 {
+            cluster.node(node).resume();
+        }
+        assert!(
+            matches!(result, Err(Error::Unavailable(_))),
+            "spin {spin:?}: {result:?}"
+        );
+        assert!(
+            took >= timeout && took < timeout + Duration::from_millis(150),
+            "spin {spin:?}: ended after {took:?}, the request timeout is {timeout:?}"
+        );
+    }
+}
+
+/// A task woken at its round's decision that is never polled again holds
+/// nobody up: the commands other tasks queue meanwhile (which wait, a
+/// moment, for the tasks woken in the same tick) still go out at once.
+#[test]
+fn a_woken_task_that_never_comes_back_holds_nobody_up() {
+    let cluster = Cluster::start(3);
+    let redlock = Arc::new(
+        Redlock::builder(cluster.urls())
+            .request_timeout(Duration::from_secs(1))
+            .retry_count(0)
+            .async_spin(Duration::ZERO)
+            .build()
+            .expect("build"),
+    );
+    let woken = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let waker = Waker::from(Arc::new(Flag(Arc::clone(&woken))));
+    let mut stuck = Box::pin(redlock.try_lock_async("async:stuck", TTL));
+    assert!(
+        stuck
+            .as_mut()
+            .poll(&mut Context::from_waker(&waker))
+            .is_pending()
+    );
+    assert!(
+        eventually(|| woken.load(std::sync::atomic::Ordering::SeqCst)),
+        "the first task is woken at its round's decision"
+    );
+    let shared = Arc::clone(&redlock);
+    let (result, took) = run_within(Duration::from_secs(5), async move {
+        let mut lock = shared.try_lock_async("async:other", TTL).await?;
+        shared.unlock_async(&mut lock).await
+    });
+    result.expect("the other task's cycle");
+    assert!(
+        took < Duration::from_millis(500),
+        "the other task waited {took:?} for one that never came back"
+    );
+    let mut lock = futures_executor::block_on(stuck).expect("the first task's lock");
+    futures_executor::block_on(redlock.unlock_async(&mut lock)).expect("release");
+}
+
+/// A waker that raises a flag.
+struct Flag(Arc<std::sync::atomic::AtomicBool>);
+
+impl std::task::Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// 64 tasks on a two-thread runtime contend for 8 resources through one

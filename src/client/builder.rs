@@ -42,6 +42,7 @@ pub struct Builder {
     restart_guard: Option<Duration>,
     fencing: Option<Duration>,
     max_in_flight: usize,
+    async_spin: Duration,
     #[cfg(feature = "tls")]
     tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
@@ -77,6 +78,7 @@ pub(super) struct Config {
     /// Fencing on: the longest TTL any client uses on these masters.
     pub(super) fencing: Option<Duration>,
     pub(super) max_in_flight: usize,
+    pub(super) async_spin: Duration,
 }
 
 impl fmt::Debug for Builder {
@@ -97,6 +99,8 @@ impl fmt::Debug for Builder {
             .field("identify_masters", &self.identify)
             .field("restart_guard", &self.restart_guard)
             .field("fencing", &self.fencing)
+            .field("max_in_flight", &self.max_in_flight)
+            .field("async_spin", &self.async_spin)
             .finish()
     }
 }
@@ -152,6 +156,7 @@ impl Builder {
             restart_guard: None,
             fencing: None,
             max_in_flight: 256,
+            async_spin: Duration::from_millis(1),
             #[cfg(feature = "tls")]
             tls: None,
         }
@@ -232,6 +237,21 @@ impl Builder {
     /// that got part of its slots runs those and gives `Busy` for the rest.
     pub fn max_in_flight(mut self, cap: usize) -> Builder {
         self.max_in_flight = cap;
+        self
+    }
+
+    /// How long an async call that finds the client idle (no other round
+    /// in flight) waits for its replies by polling the sockets itself,
+    /// yielding to the executor between polls, before it leaves the
+    /// polling to the client's background thread and sleeps until that
+    /// thread wakes it. Default 1 ms: a round on a local network is
+    /// decided well within it, and the lone caller pays no cross-thread
+    /// wake-up (which costs tens of microseconds); the price is a busy
+    /// task, though one that yields, for as long as the round takes. Zero
+    /// turns it off. Under load (other rounds in flight) the background
+    /// thread polls for every task, and this does not apply.
+    pub fn async_spin(mut self, spin: Duration) -> Builder {
+        self.async_spin = spin;
         self
     }
 
@@ -398,6 +418,7 @@ impl Builder {
             max_extensions: self.max_extensions,
             fencing: self.fencing,
             max_in_flight: self.max_in_flight,
+            async_spin: self.async_spin,
         }
     }
 

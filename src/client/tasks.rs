@@ -25,7 +25,7 @@ use smallvec::SmallVec;
 use super::rounds::{Ends, Rounds, Spans, spans};
 use super::{Lock, Redlock, Retries, TOKEN_LEN};
 use crate::commands::Command;
-use crate::driver::Engine;
+use crate::driver::{Engine, Polling};
 use crate::error::Error;
 use crate::rules::{self, Op};
 
@@ -37,6 +37,11 @@ struct RoundsFuture<'a, 'c> {
     spans: Option<Spans>,
     /// The rounds in flight, once started.
     ids: Option<crate::driver::Ids>,
+    /// Until when this task polls for its rounds itself (it started them
+    /// alone on the client; see [`Builder::async_spin`]).
+    ///
+    /// [`Builder::async_spin`]: crate::Builder::async_spin
+    spin_until: Option<Instant>,
     /// Dropped in flight: queue each command's release (acquires).
     release_on_drop: bool,
 }
@@ -54,6 +59,7 @@ impl<'a, 'c> RoundsFuture<'a, 'c> {
             cap,
             spans: Some(spans(commands)),
             ids: None,
+            spin_until: None,
             release_on_drop,
         }
     }
@@ -70,30 +76,57 @@ impl Future for RoundsFuture<'_, '_> {
             // Polled after it completed: nothing is left to give.
             return Poll::Ready(Ends::new());
         };
+        let spin_for = client.config.async_spin;
         let ids = match &this.ids {
             Some(ids) => ids,
             None => {
                 let now = Instant::now();
                 let restart = client.restarter(this.cap, now);
-                match client.engine.start(this.commands, restart, cx.waker()) {
-                    Ok(ids) => this.ids.insert(ids),
+                let may_spin = !spin_for.is_zero();
+                match client
+                    .engine
+                    .start(this.commands, restart, cx.waker(), may_spin)
+                {
+                    Ok((ids, spin)) => {
+                        this.spin_until = spin.then(|| now.checked_add(spin_for)).flatten();
+                        this.ids.insert(ids)
+                    }
                     Err(_full) => {
                         return Poll::Ready(client.ends(n, Rounds::new(), spans, now, Ok(())));
                     }
                 }
             }
         };
-        let checked = client.engine.check(ids, cx.waker(), |driver, ids| {
-            let rounds: Rounds = ids.iter().map(|&id| driver.round(id).cloned()).collect();
-            (rounds, Instant::now())
-        });
+        let polling = match this.spin_until {
+            Some(until) if Instant::now() >= until => {
+                this.spin_until = None;
+                Polling::HandOver
+            }
+            Some(_) => Polling::Myself,
+            None => Polling::Background,
+        };
+        let checked = client
+            .engine
+            .check(ids, cx.waker(), polling, |driver, ids| {
+                let rounds: Rounds = ids.iter().map(|&id| driver.round(id).cloned()).collect();
+                (rounds, Instant::now())
+            });
         match checked {
             Some((rounds, ended)) => {
                 this.ids = None;
+                this.spin_until = None;
                 Poll::Ready(client.ends(n, rounds, spans, ended, Ok(())))
             }
             None => {
                 this.spans = Some(spans);
+                if polling == Polling::Myself {
+                    // Nothing wakes a task that polls for itself: it asks
+                    // again once the executor has run the others. Its
+                    // thread lets other threads run meanwhile (the masters,
+                    // if they share the machine).
+                    std::thread::yield_now();
+                    cx.waker().wake_by_ref();
+                }
                 Poll::Pending
             }
         }

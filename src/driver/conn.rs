@@ -65,6 +65,16 @@ impl Stream {
         }
     }
 
+    /// Whether this is a TLS session (whose own writes may wait for the
+    /// socket at any time).
+    fn is_tls(&self) -> bool {
+        match self {
+            #[cfg(feature = "tls")]
+            Stream::Tls(_) => true,
+            _ => false,
+        }
+    }
+
     /// Sends what a TLS session still holds (nothing for plain sockets).
     fn flush_pending(&mut self) -> io::Result<()> {
         match self {
@@ -116,6 +126,12 @@ pub(crate) struct Conn {
     /// waiting: under edge-triggered readiness no new event will say so,
     /// so the driver calls [`read_more`](Self::read_more).
     backlog: bool,
+    /// The socket is registered for writable events too. Only while it
+    /// connects or has bytes the socket would not take (and always for
+    /// TLS): a writable edge after every send (the peer's ACK frees buffer
+    /// space) would otherwise end the wait for replies early, one wasted
+    /// poll per round.
+    writable: bool,
 }
 
 impl Conn {
@@ -136,6 +152,7 @@ impl Conn {
             stream: None,
             link: Link::new(config, now),
             backlog: false,
+            writable: false,
         }
     }
 
@@ -188,6 +205,7 @@ impl Conn {
             Ok(stream) => {
                 self.stream = Some(stream);
                 self.backlog = false;
+                self.writable = true;
                 self.link
                     .start(self.addr.user(), self.addr.password(), self.addr.db(), now);
                 Ok(())
@@ -244,25 +262,39 @@ impl Conn {
     }
 
     /// Writes what the link has to send until done or the socket would
-    /// block.
-    pub(crate) fn flush(&mut self) -> Result<(), NodeError> {
+    /// block; in the latter case the socket is registered for writable
+    /// events until it takes the rest.
+    pub(crate) fn flush(&mut self, registry: &Registry) -> Result<(), NodeError> {
         let Some(stream) = self.stream.as_mut() else {
             return Ok(());
         };
         stream.flush_pending().map_err(|e| io_error(&e))?;
-        loop {
+        let blocked = loop {
             let bytes = self.link.transmit();
             if bytes.is_empty() {
-                return Ok(());
+                break false;
             }
             match stream.write(bytes) {
                 Ok(0) => return Err(NodeError::Io(io::ErrorKind::WriteZero)),
                 Ok(n) => self.link.advance(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break true,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(io_error(&e)),
             }
+        };
+        let want = blocked || self.link.is_connecting() || stream.is_tls();
+        if want != self.writable {
+            let interest = if want {
+                Interest::READABLE | Interest::WRITABLE
+            } else {
+                Interest::READABLE
+            };
+            registry
+                .reregister(stream.source(), MioToken(self.index), interest)
+                .map_err(|e| io_error(&e))?;
+            self.writable = want;
         }
+        Ok(())
     }
 
     /// Whether the last read stopped at its budget with data possibly
@@ -278,6 +310,7 @@ impl Conn {
     pub(crate) fn handle_event(
         &mut self,
         event: &Event,
+        registry: &Registry,
         sink: &mut dyn Sink,
     ) -> Result<(), NodeError> {
         if self.link.is_connecting() {
@@ -290,7 +323,7 @@ impl Conn {
                 Err(e) => return Err(tls_error(&e).unwrap_or(NodeError::Connect(e.kind()))),
             }
         }
-        self.flush()?;
+        self.flush(registry)?;
         if event.is_readable() || event.is_read_closed() || event.is_error() {
             // A FIN or an error that came with this event is not seen by a
             // short read: then read on to the end.
@@ -298,17 +331,21 @@ impl Conn {
             self.read(sink, short_ok)?;
             // Reading may have finished the handshake or answered a
             // NOSCRIPT: write what that queued.
-            self.flush()?;
+            self.flush(registry)?;
         }
         Ok(())
     }
 
     /// Goes on reading after a read that stopped at its budget, as
     /// [`handle_event`](Self::handle_event) does for a readable event.
-    pub(crate) fn read_more(&mut self, sink: &mut dyn Sink) -> Result<(), NodeError> {
+    pub(crate) fn read_more(
+        &mut self,
+        registry: &Registry,
+        sink: &mut dyn Sink,
+    ) -> Result<(), NodeError> {
         self.backlog = false;
         self.read(sink, false)?;
-        self.flush()
+        self.flush(registry)
     }
 
     /// Whether a short read proves the socket drained: true for plain TCP

@@ -38,6 +38,8 @@ use crate::rules::Round;
 
 mod tasks;
 
+pub(crate) use tasks::Polling;
+
 /// The poller token of the engine's waker (never a connection's index).
 pub(crate) const WAKE: mio::Token = mio::Token(usize::MAX);
 
@@ -89,6 +91,10 @@ pub(crate) struct Shared {
     kicked: bool,
     /// A thread queued commands for the polling caller and woke its poll.
     woken: bool,
+    /// Commands were queued without waking the poll, because callers
+    /// woken at their rounds' decisions had yet to come back (see
+    /// [`Engine::settled`]): since when, and whether a task queued some.
+    deferred: Option<(Instant, bool)>,
     /// Tasks' timers: when, and whom to wake, by timer id.
     timers: Vec<(u64, Instant, Waker)>,
     next_timer: u64,
@@ -113,6 +119,7 @@ impl Engine {
                 background: None,
                 kicked: false,
                 woken: false,
+                deferred: None,
                 timers: Vec::new(),
                 next_timer: 1,
                 closed: false,
@@ -149,15 +156,7 @@ impl Engine {
         let mut shared = take(&self.driver);
         let mut poller = self.poller.try_lock().ok();
         if let Some(poller) = poller.as_mut() {
-            // Read, without waiting, whatever arrived while nobody polled:
-            // late replies to earlier rounds, so that their requests do
-            // not look stalled, and anything unprompted, so that a reply
-            // to nothing fails its connection before a new request could
-            // be matched to it.
-            // (Should the poller fail, the wait below says so.)
-            if poller.poll(Duration::ZERO).is_ok() {
-                shared.driver.dispatch(&poller.events);
-            }
+            self.read_stale(&mut shared, poller);
         }
         let mut ids = Ids::new();
         while ids.len() < commands.len() {
@@ -170,11 +169,8 @@ impl Engine {
                 shared
                     .driver
                     .submit(&commands[ids.len()..], &mut restart, &mut ids, flush);
-            if !flush && started > 0 && !shared.woken {
-                shared.woken = true;
-                // A failed wake leaves the commands to the poll's next
-                // return (at the latest a deadline).
-                let _ = self.waker.wake();
+            if !flush && started > 0 {
+                self.wake_poll(&mut shared, false);
             }
             if ids.len() == commands.len() {
                 break;
@@ -205,6 +201,7 @@ impl Engine {
         let value = done(&shared.driver, &ids);
         shared.driver.finish(&ids);
         shared.slots_freed(ids.len());
+        self.settled(&mut shared);
         leave(self, &mut shared, &mut poller);
         Ok((value, result))
     }
@@ -257,6 +254,7 @@ impl Engine {
         let now = Instant::now();
         match poller.as_mut() {
             Some(held) => {
+                let until = shared.deferred_until(now, until);
                 let timeout = shared.driver.poll_timeout(now, until);
                 // Poll with the driver free, so that other callers can
                 // start their rounds meanwhile.
@@ -267,8 +265,8 @@ impl Engine {
                     shared.driver.dispatch(&held.events);
                     // What other callers and tasks queued meanwhile (they
                     // woke this poll).
-                    shared.driver.flush_all();
                     shared.woken = false;
+                    shared.flush(Instant::now());
                 }
                 (shared, polled)
             }
@@ -290,6 +288,92 @@ impl Engine {
                 }
                 (shared, Ok(()))
             }
+        }
+    }
+}
+
+impl Engine {
+    /// Reads, without waiting, whatever arrived while nobody polled, if
+    /// that was a while ago ([`Poller::stale`]): late replies to earlier
+    /// rounds, so that their requests do not look stalled, and anything
+    /// unprompted, so that a reply to nothing fails its connection before
+    /// a new request could be matched to it.
+    fn read_stale(&self, shared: &mut Shared, poller: &mut Poller) {
+        // (Should the poller fail, the caller's wait says so.)
+        if poller.stale(Instant::now()) && poller.poll(Duration::ZERO).is_ok() {
+            shared.driver.dispatch(&poller.events);
+        }
+    }
+}
+
+/// The longest that commands queued for a tick wait for the callers still
+/// to come back (a caller whose future is never polled again must not
+/// hold the others' commands back for long).
+const DEFER: Duration = Duration::from_micros(250);
+
+impl Engine {
+    /// Commands were queued while another caller polls: wakes the poll so
+    /// that it writes them, unless callers woken at their rounds'
+    /// decisions have yet to come back, likely with commands of their
+    /// own; then the wake waits for the last of them
+    /// ([`settled`](Self::settled)), and one write per master carries
+    /// what they all queued.
+    fn wake_poll(&self, shared: &mut Shared, task: bool) {
+        if shared.driver.pending() > 0 {
+            let since = shared.deferred.map_or_else(Instant::now, |(at, _)| at);
+            let task = task || shared.deferred.is_some_and(|(_, t)| t);
+            shared.deferred = Some((since, task));
+            return;
+        }
+        if task {
+            self.kick(shared);
+        } else if !shared.woken {
+            shared.woken = true;
+            // A failed wake leaves the commands to the poll's next return
+            // (at the latest a deadline).
+            let _ = self.waker.wake();
+        }
+    }
+
+    /// A caller came back for its rounds: once none woken is left to come
+    /// back, what was queued meanwhile is written (the poll is woken).
+    fn settled(&self, shared: &mut Shared) {
+        if shared.driver.pending() > 0 {
+            return;
+        }
+        if let Some((_, task)) = shared.deferred.take() {
+            self.wake_poll(shared, task);
+        }
+    }
+}
+
+impl Shared {
+    /// Writes what the callers queued, unless it waits for callers still
+    /// to come back (for [`DEFER`] at most).
+    fn flush(&mut self, now: Instant) {
+        if let Some((since, _)) = self.deferred {
+            if now < since + DEFER {
+                return;
+            }
+        }
+        self.deferred = None;
+        self.driver.flush_all();
+    }
+
+    /// How long a poll that starts `now` may wait, given that it would
+    /// wait until `until`: while callers woken at their rounds' decisions
+    /// have yet to come back, commands may be queued for them and wait,
+    /// [`DEFER`] at most, for the others', and the poll must return in
+    /// time to write them.
+    fn deferred_until(&self, now: Instant, until: Instant) -> Instant {
+        let until = match self.deferred {
+            Some((since, _)) => until.min(since + DEFER),
+            None => until,
+        };
+        if self.driver.pending() > 0 {
+            until.min(now + DEFER)
+        } else {
+            until
         }
     }
 }

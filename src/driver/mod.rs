@@ -28,26 +28,49 @@ use crate::rules::{NodeError, NodeState, Op, Round};
 
 use conn::Conn;
 pub(crate) use conn::TlsConfig;
-pub(crate) use engine::{Engine, Ids, Waiter};
+pub(crate) use engine::{Engine, Ids, Polling, Waiter};
 
 use crate::link::LinkConfig;
 
 /// Readiness events handled per poll.
 const EVENTS: usize = 64;
 
+/// How long after the last poll the connections may have received
+/// something nobody has read: a caller about to send reads it first (see
+/// [`Poller::stale`]).
+const FRESH: Duration = Duration::from_millis(1);
+
 /// The poller: whoever holds it waits for readiness for every caller.
 pub(crate) struct Poller {
     poll: Poll,
     events: Events,
+    /// When the last poll returned.
+    last: Instant,
 }
 
 impl Poller {
     /// Waits up to `timeout` for readiness events.
     fn poll(&mut self, timeout: Duration) -> io::Result<()> {
-        match self.poll.poll(&mut self.events, Some(timeout)) {
+        let polled = match self.poll.poll(&mut self.events, Some(timeout)) {
             Err(e) if e.kind() != io::ErrorKind::Interrupted => Err(e),
             _ => Ok(()),
-        }
+        };
+        self.last = Instant::now();
+        polled
+    }
+
+    /// Whether what arrived since the last poll must be read before new
+    /// requests are sent: bytes that arrived on a connection while nothing
+    /// was asked of it (a hostile or broken server's reply to nothing)
+    /// would otherwise be matched to the next request. That takes a poll
+    /// (a system call) in front of the requests, so a caller that sends
+    /// within [`FRESH`] of the last poll skips it: its requests go out a
+    /// few microseconds sooner, the late replies of the last round are
+    /// read while it waits for the new ones, and an unprompted reply
+    /// could slip through only in that millisecond (as it can, with a
+    /// poll in front, in the microseconds before the send).
+    fn stale(&self, now: Instant) -> bool {
+        now.saturating_duration_since(self.last) >= FRESH
     }
 }
 
@@ -73,6 +96,7 @@ impl Driver {
         let poller = Poller {
             poll,
             events: Events::with_capacity(EVENTS),
+            last: Instant::now(),
         };
         Ok((driver, poller))
     }
@@ -244,7 +268,24 @@ impl Driver {
 
     /// Wakes the waiters of the rounds decided so far.
     pub(crate) fn wake_decided(&mut self) {
-        self.flights.wake_decided(Waiter::wake);
+        self.flights.wake_decided(|waiter| {
+            waiter.wake();
+            // Either comes back for its rounds.
+            true
+        });
+    }
+
+    /// How many callers were woken at their rounds' decisions and have not
+    /// come back for them yet.
+    pub(crate) fn pending(&self) -> usize {
+        self.flights.pending()
+    }
+
+    /// The caller of rounds `ids` came back for them.
+    pub(crate) fn settle(&mut self, ids: &[u64]) {
+        for &id in ids {
+            self.flights.settle(id);
+        }
     }
 
     /// Wakes one thread waiting for an undecided round, to take over the
@@ -277,7 +318,7 @@ impl Driver {
     pub(crate) fn flush_all(&mut self) {
         let now = Instant::now();
         for i in 0..self.conns.len() {
-            if let Err(error) = self.conns[i].flush() {
+            if let Err(error) = self.conns[i].flush(&self.registry) {
                 self.fail(i, error, now);
             }
         }
@@ -300,7 +341,7 @@ impl Driver {
             }
             // A failed send leaves the connection down.
             if conn.send(&self.registry, command, id, now).is_ok() {
-                if let Err(error) = conn.flush() {
+                if let Err(error) = conn.flush(&self.registry) {
                     conn.close(&self.registry, error, now);
                 }
             }
@@ -357,7 +398,9 @@ impl Driver {
     pub(crate) fn handle_event(&mut self, event: &mio::event::Event) {
         if let Some(i) = event.token().0.checked_sub(self.base) {
             if i < self.conns.len() {
-                self.serve(i, |conn, sink| conn.handle_event(event, sink));
+                self.serve(i, |conn, registry, sink| {
+                    conn.handle_event(event, registry, sink)
+                });
             }
         }
     }
@@ -369,7 +412,7 @@ impl Driver {
         self.check_identities();
         for i in 0..self.conns.len() {
             if self.conns[i].has_backlog() {
-                self.serve(i, |conn, sink| conn.read_more(sink));
+                self.serve(i, |conn, registry, sink| conn.read_more(registry, sink));
             }
         }
         self.check_identities();
@@ -381,13 +424,13 @@ impl Driver {
     fn serve(
         &mut self,
         i: usize,
-        io: impl FnOnce(&mut Conn, &mut dyn Sink) -> Result<(), NodeError>,
+        io: impl FnOnce(&mut Conn, &Registry, &mut dyn Sink) -> Result<(), NodeError>,
     ) {
         let mut sink = NodeSink {
             flights: &mut self.flights,
             node: i,
         };
-        if let Err(error) = io(&mut self.conns[i], &mut sink) {
+        if let Err(error) = io(&mut self.conns[i], &self.registry, &mut sink) {
             self.fail(i, error, Instant::now());
         }
     }

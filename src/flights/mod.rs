@@ -37,6 +37,9 @@ pub(crate) struct Flights<W> {
     /// One past the highest slot index ever used: scans stop there (free
     /// slots are taken lowest first, so a lone caller scans one slot).
     high: usize,
+    /// Rounds whose waiter was woken at their decision and has not come
+    /// for them yet (see [`pending`](Self::pending)).
+    pending: usize,
 }
 
 struct Slot<W> {
@@ -44,6 +47,8 @@ struct Slot<W> {
     id: u64,
     round: Round,
     waiter: Option<W>,
+    /// Its waiter was woken and counts in `pending`.
+    pending: bool,
 }
 
 impl<W> Flights<W> {
@@ -70,12 +75,14 @@ impl<W> Flights<W> {
                     id: 0,
                     round: idle(),
                     waiter: None,
+                    pending: false,
                 })
                 .collect(),
             free: (0..cap as u32).rev().collect(),
             seq: 1,
             live: 0,
             high: 0,
+            pending: 0,
         }
     }
 
@@ -138,6 +145,7 @@ impl<W> Flights<W> {
 
     /// Ends round `id` and frees its slot; its id is dead from now on.
     pub(crate) fn finish(&mut self, id: u64) {
+        self.settle(id);
         if let Some(slot) = self.slot_mut(id) {
             slot.id = 0;
             slot.waiter = None;
@@ -203,16 +211,40 @@ impl<W> Flights<W> {
         }
     }
 
-    /// Takes the waiters of the decided rounds, for `wake`.
-    pub(crate) fn wake_decided(&mut self, mut wake: impl FnMut(W)) {
+    /// Takes the waiters of the decided rounds, for `wake`; those for
+    /// which it returns `true` are expected back: each counts as
+    /// [`pending`](Self::pending) until its round is
+    /// [`settle`](Self::settle)d or finished.
+    pub(crate) fn wake_decided(&mut self, mut wake: impl FnMut(W) -> bool) {
         for slot in self.slots[..self.high]
             .iter_mut()
             .filter(|slot| slot.id != 0)
         {
             if slot.round.decision().is_some() {
                 if let Some(waiter) = slot.waiter.take() {
-                    wake(waiter);
+                    if wake(waiter) && !slot.pending {
+                        slot.pending = true;
+                        self.pending += 1;
+                    }
                 }
+            }
+        }
+    }
+
+    /// How many waiters were woken at their rounds' decisions and have not
+    /// come for them yet. While some have not, whoever writes for them
+    /// may wait for what they will queue next, and write it all at once.
+    pub(crate) fn pending(&self) -> usize {
+        self.pending
+    }
+
+    /// The waiter of round `id` came for it: it no longer counts as
+    /// pending.
+    pub(crate) fn settle(&mut self, id: u64) {
+        if let Some(slot) = self.slot_mut(id) {
+            if slot.pending {
+                slot.pending = false;
+                self.pending -= 1;
             }
         }
     }

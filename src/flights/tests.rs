@@ -124,17 +124,59 @@ fn waiters_are_woken_once_decided_and_one_takes_over() {
     flights.set_waiter(a, "a");
     flights.set_waiter(b, "b");
     let mut woken = Vec::new();
-    flights.wake_decided(|w| woken.push(w));
+    flights.wake_decided(|w| {
+        woken.push(w);
+        false
+    });
     assert!(woken.is_empty(), "nothing decided yet");
     flights.deliver(a, 0, Outcome::Reply(Reply::Ok), t0 + MS);
     flights.deliver(a, 1, Outcome::Reply(Reply::Ok), t0 + MS);
-    flights.wake_decided(|w| woken.push(w));
+    flights.wake_decided(|w| {
+        woken.push(w);
+        false
+    });
     assert_eq!(woken, ["a"]);
-    flights.wake_decided(|w| woken.push(w));
+    flights.wake_decided(|w| {
+        woken.push(w);
+        false
+    });
     assert_eq!(woken, ["a"], "a waiter is woken once");
     assert!(flights.any_undecided(|w| *w == "b"));
     assert_eq!(flights.take_undecided_waiter(|w| *w == "c"), None);
     assert_eq!(flights.take_undecided_waiter(|_| true), Some("b"));
     assert_eq!(flights.take_undecided_waiter(|_| true), None);
     assert!(!flights.any_undecided(|_| true));
+}
+
+#[test]
+fn woken_waiters_are_pending_until_they_come_back() {
+    let t0 = Instant::now();
+    let mut flights = Flights::new(4, 3);
+    let ids: Vec<u64> = (0..3).map(|_| start(&mut flights, t0, 50 * MS)).collect();
+    for (&id, name) in ids.iter().zip(["task", "thread", "late"]) {
+        flights.set_waiter(id, name);
+    }
+    for &id in &ids[..2] {
+        flights.deliver(id, 0, Outcome::Reply(Reply::Ok), t0 + MS);
+        flights.deliver(id, 1, Outcome::Reply(Reply::Ok), t0 + MS);
+    }
+    // Only the waiters the caller says will come back count.
+    flights.wake_decided(|w| w != "thread");
+    assert_eq!(flights.pending(), 1);
+    // Woken again (a new waiter set on a decided round): counted once.
+    flights.set_waiter(ids[0], "task");
+    flights.wake_decided(|_| true);
+    assert_eq!(flights.pending(), 1);
+    flights.settle(ids[0]);
+    assert_eq!(flights.pending(), 0);
+    flights.settle(ids[0]);
+    assert_eq!(flights.pending(), 0, "settled once");
+    // Finishing a round settles it; a late decision counts when woken.
+    flights.handle_timeout(t0 + 60 * MS);
+    flights.wake_decided(|_| true);
+    assert_eq!(flights.pending(), 1, "the timed-out round's waiter");
+    flights.finish(ids[2]);
+    assert_eq!(flights.pending(), 0);
+    flights.finish(ids[2]);
+    assert_eq!(flights.pending(), 0);
 }

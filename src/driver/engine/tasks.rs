@@ -12,54 +12,114 @@ use crate::commands::Command;
 use crate::driver::Driver;
 use crate::rules::Round;
 
+/// Who polls for a task's rounds until they are decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Polling {
+    /// The task itself, without waiting, each time it is polled.
+    Myself,
+    /// The background thread, from now on: the task polled until now.
+    HandOver,
+    /// The background thread (or a thread that waits).
+    Background,
+}
+
 impl Engine {
-    /// Starts one round per command for a task, `restart` setting each up:
-    /// written at once when no other round is in flight, else queued on
-    /// every connection and written by the background thread (with what
-    /// other tasks queued in the same tick). Returns the
-    /// rounds' ids, in order: fewer than asked when the cap is reached,
+    /// Starts one round per command for a task, `restart` setting each up.
+    /// A task alone (no round in flight) writes its commands at once and
+    /// is told to poll for the replies itself ([`check`](Self::check)
+    /// with `spin`): `Ok((ids, true))`. Otherwise they are queued on every
+    /// connection and written by whoever polls (with what other callers
+    /// queued in the same tick), and the task is woken at their decision.
+    /// The ids are in order: fewer than asked when the cap is reached,
     /// [`Full`] when none could start.
     pub(crate) fn start(
         self: &Arc<Self>,
         commands: &[Command<'_>],
         restart: impl FnMut(&mut Round, &Command<'_>, Instant),
         waker: &Waker,
-    ) -> Result<Ids, Full> {
+        may_spin: bool,
+    ) -> Result<(Ids, bool), Full> {
         let mut shared = take(&self.driver);
         let mut ids = Ids::new();
-        // A task alone (no round in flight) writes its commands at once,
-        // without waiting for the background thread; under load they are
-        // queued, and the background thread writes all that the tasks of
-        // a tick queued together.
-        let flush = shared.driver.in_flight() == 0 && !shared.kicked;
-        shared.driver.submit(commands, restart, &mut ids, flush);
+        let alone = shared.driver.in_flight() == 0 && !shared.kicked;
+        if alone {
+            if let Ok(mut poller) = self.poller.try_lock() {
+                self.read_stale(&mut shared, &mut poller);
+            }
+        }
+        shared.driver.submit(commands, restart, &mut ids, alone);
         let Some(&first) = ids.first() else {
             return Err(Full);
         };
+        self.spawn_background(&mut shared);
+        if alone && may_spin {
+            // No waiter: nobody wakes this task, it polls.
+            return Ok((ids, true));
+        }
         shared.driver.set_waiter(first, Waiter::Task(waker.clone()));
-        self.kick(&mut shared);
-        Ok(ids)
+        if alone {
+            // Written: the background thread polls for the replies.
+            self.kick(&mut shared);
+        } else {
+            self.wake_poll(&mut shared, true);
+            // Whatever the wake waits for, the background thread must poll
+            // for this task's rounds (a no-op when it does already).
+            if let Some(background) = &shared.background {
+                background.unpark();
+            }
+        }
+        Ok((ids, false))
     }
 
     /// A task's look at its rounds: once all are decided, `done` makes
-    /// the result from them and they end; until then the task's waker is
-    /// kept to be woken at their decision.
+    /// the result from them and they end. Until then, as `polling` says,
+    /// the task polls the sockets itself (without waiting, if nobody else
+    /// does; nothing will wake it, it must ask again soon), or its waker
+    /// is kept to be woken at their decision.
     pub(crate) fn check<T>(
         &self,
         ids: &[u64],
         waker: &Waker,
+        polling: Polling,
         done: impl FnOnce(&Driver, &[u64]) -> T,
     ) -> Option<T> {
         let mut shared = take(&self.driver);
-        shared.driver.check_timers(Instant::now());
+        if polling == Polling::Myself && !shared.driver.decided(ids) {
+            if let Ok(mut poller) = self.poller.try_lock() {
+                if poller.poll(std::time::Duration::ZERO).is_ok() {
+                    shared.driver.dispatch(&poller.events);
+                    // Others whose rounds this decided.
+                    shared.driver.wake_decided();
+                    // What others queued meanwhile (they may have woken
+                    // this poll).
+                    shared.woken = false;
+                    shared.flush(Instant::now());
+                }
+                let mut poller = Some(poller);
+                leave(self, &mut shared, &mut poller);
+            }
+        }
+        if polling == Polling::Myself && !shared.driver.decided(ids) {
+            // Nobody else keeps the rounds' deadlines (a thread or the
+            // background thread that polls does, when it polls).
+            shared.driver.check_timers(Instant::now());
+        }
         if shared.driver.decided(ids) {
             let value = done(&shared.driver, ids);
             shared.driver.finish(ids);
             shared.slots_freed(ids.len());
+            self.settled(&mut shared);
             return Some(value);
         }
-        if let Some(&id) = ids.iter().find(|&&id| !shared.driver.decided(&[id])) {
-            shared.driver.set_waiter(id, Waiter::Task(waker.clone()));
+        shared.driver.settle(ids);
+        self.settled(&mut shared);
+        if polling != Polling::Myself {
+            if let Some(&id) = ids.iter().find(|&&id| !shared.driver.decided(&[id])) {
+                shared.driver.set_waiter(id, Waiter::Task(waker.clone()));
+            }
+        }
+        if polling == Polling::HandOver {
+            self.kick(&mut shared);
         }
         None
     }
@@ -72,6 +132,7 @@ impl Engine {
         shared.driver.abandon(ids);
         then(&mut shared.driver);
         shared.slots_freed(ids.len());
+        self.settled(&mut shared);
     }
 
     /// Whether timer `id` (0: none yet) has reached `at`; if not, it is
@@ -110,26 +171,31 @@ impl Engine {
         let _ = self.waker.wake();
     }
 
+    /// Starts the background thread, unless it runs.
+    fn spawn_background(self: &Arc<Self>, shared: &mut Shared) {
+        if shared.background.is_some() {
+            return;
+        }
+        let engine = Arc::clone(self);
+        let spawned = thread::Builder::new()
+            .name("redlock-mio".into())
+            .spawn(move || engine.background());
+        // Without a thread (the system refused one) the tasks' rounds are
+        // still polled by any thread that waits, and time out at their
+        // deadlines otherwise.
+        shared.background = spawned.ok().map(|t| t.thread().clone());
+    }
+
     /// Makes sure what tasks queued is written and their rounds are polled
-    /// for: starts the background thread, or wakes it and any poll in
-    /// progress (once per tick: the first task to queue does it).
-    fn kick(self: &Arc<Self>, shared: &mut Shared) {
+    /// for: wakes the background thread and any poll in progress (once
+    /// per tick: the first task to queue does it).
+    pub(super) fn kick(&self, shared: &mut Shared) {
         if shared.kicked {
             return;
         }
         shared.kicked = true;
-        match &shared.background {
-            Some(background) => background.unpark(),
-            None => {
-                let engine = Arc::clone(self);
-                let spawned = thread::Builder::new()
-                    .name("redlock-mio".into())
-                    .spawn(move || engine.background());
-                // Without a thread (the system refused one) the tasks'
-                // rounds are still polled by any thread that waits, and
-                // time out at their deadlines otherwise.
-                shared.background = spawned.ok().map(|t| t.thread().clone());
-            }
+        if let Some(background) = &shared.background {
+            background.unpark();
         }
         // Interrupts a poll in progress, the background thread's or a
         // waiting thread's, so that it writes what was queued.
@@ -144,8 +210,8 @@ impl Engine {
         let mut shared = take(&self.driver);
         while !shared.closed {
             shared.kicked = false;
-            shared.driver.flush_all();
             let now = Instant::now();
+            shared.flush(now);
             shared.driver.check_timers(now);
             shared.driver.wake_decided();
             let mut next_timer: Option<Instant> = None;

@@ -1,0 +1,95 @@
+//! A master that takes its requests slowly: what its socket would not take
+//! is written as soon as the socket can take it, while a caller waits, even
+//! when no reply comes to prompt the driver (it asks for writable events
+//! only while bytes wait, so that every send does not end the wait for
+//! replies early).
+
+#![allow(clippy::expect_used, reason = "a test fails loudly on broken set-up")]
+
+mod support;
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use redlock_mio::{Error, Redlock};
+use support::cluster::Cluster;
+use support::hostile::{Action, Handshake, Hostile};
+
+const TTL: Duration = Duration::from_secs(60);
+
+#[test]
+fn bytes_the_socket_would_not_take_go_out_when_it_can() {
+    let cluster = Cluster::start(2);
+    // The fake master reads its first lock command, then sleeps before it
+    // reads on, and answers nothing: what the client sends meanwhile fills
+    // the socket's buffers, and the rest waits in the client.
+    let pause = Duration::from_secs(2);
+    let fake = Hostile::start(Handshake::Correct, move |req| match req.seq {
+        0 => vec![Action::Sleep(pause)],
+        _ => Vec::new(),
+    });
+    let urls = vec![cluster.node(0).url(), cluster.node(1).url(), fake.url()];
+    let timeout = Duration::from_secs(4);
+    let redlock = Arc::new(
+        Redlock::builder(urls)
+            .request_timeout(timeout)
+            .stall_timeout(Duration::from_secs(30))
+            // Room for megabytes of unwritten requests before the
+            // connection would count as stalled.
+            .max_in_flight(redlock_mio::MAX_IN_FLIGHT)
+            .retry_count(0)
+            .build()
+            .expect("build"),
+    );
+    // Batches of 256 locks on 1 KiB names, and their releases, decided by
+    // the two real masters: about 8 MB for the fake, more than the socket
+    // buffers of a loopback connection hold (about 6 MB here).
+    let started = Instant::now();
+    let mut sent = 0;
+    for batch in 0..14 {
+        let names: Vec<Vec<u8>> = (0..256)
+            .map(|i| {
+                let mut name = format!("backpressure:{batch}:{i}:").into_bytes();
+                name.resize(1024, b'x');
+                name
+            })
+            .collect();
+        let mut locks: Vec<_> = redlock
+            .try_lock_many(&names, TTL)
+            .expect("a valid batch")
+            .into_iter()
+            .map(|r| r.expect("the real masters grant it"))
+            .collect();
+        for released in redlock.unlock_many(&mut locks).expect("a valid batch") {
+            released.expect("the real masters release it");
+        }
+        sent += 2 * names.len();
+    }
+    assert!(
+        started.elapsed() < pause,
+        "the batches took {:?}: the test needs them done while the fake sleeps",
+        started.elapsed()
+    );
+    // With node 0 paused, a quorum needs the fake, whose reply never comes:
+    // the probe waits for its whole request timeout, polling meanwhile.
+    cluster.node(0).pause();
+    let client = Arc::clone(&redlock);
+    let probe = thread::spawn(move || client.try_lock("backpressure:probe", TTL));
+    let all = sent + 1;
+    // Once the fake reads again, and well before the probe's deadline (when
+    // a driver that waited for no writable event would write the rest),
+    // every command reached it.
+    let within = timeout - Duration::from_secs(1);
+    let arrived = fake.wait_until(within, |f| f.lock_commands() >= all);
+    let seen = fake.lock_commands();
+    let result = probe.join().expect("the probe thread");
+    cluster.node(0).resume();
+    assert!(
+        arrived,
+        "{seen} of {all} commands reached the fake within {within:?} of the probe; \
+         the rest waited in the client"
+    );
+    assert!(matches!(result, Err(Error::Unavailable(_))), "{result:?}");
+    assert_eq!(fake.peer_closed(), 0, "the connection was dropped");
+}
