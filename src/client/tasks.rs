@@ -1,11 +1,14 @@
 //! The async API: the same operations as futures, under any executor, with
 //! no runtime in the library.
 //!
-//! A future starts its rounds on the shared engine when first polled: the
-//! commands are queued, and the engine's background thread writes them
-//! (with what other tasks queued in the same tick, one write per master),
-//! polls, and wakes the task once its rounds are decided. Retry delays
-//! are the background thread's timers.
+//! A future starts its rounds on the shared engine when first polled. Alone
+//! on the client, it writes them at once and polls for the replies itself
+//! each time it is polled (it wakes itself, yielding between polls) for up
+//! to [`Builder::async_spin`](crate::Builder::async_spin). Otherwise, and
+//! after that, the engine's background thread writes the commands (with
+//! what other tasks queued in the same tick, one write per master), polls,
+//! and wakes the task once its rounds are decided. Retry delays are the
+//! background thread's timers.
 //!
 //! Cancellation: a future dropped after its command went out ends its
 //! rounds at once (their late replies are matched and dropped, and can

@@ -239,7 +239,8 @@ impl Conn {
 
     /// Queues `command` for `round`, connecting first if the connection is
     /// down and its back-off has expired. Nothing is written yet. On error
-    /// the connection is down (closed, if it was up).
+    /// the connection is down (closed, if it was up), except for
+    /// [`NodeError::Lagging`]: then only this command was refused.
     pub(crate) fn send(
         &mut self,
         registry: &Registry,
@@ -255,7 +256,10 @@ impl Conn {
             self.connect(registry, now)?;
         }
         if let Err(error) = self.link.queue(command, round, now) {
-            self.close(registry, error.clone(), now);
+            // A lagging master keeps its connection, and what it holds.
+            if error != NodeError::Lagging {
+                self.close(registry, error.clone(), now);
+            }
             return Err(error);
         }
         Ok(())

@@ -11,18 +11,30 @@
 //! without sharing would. When the polling caller's rounds are decided it
 //! wakes one of the callers still waiting, which takes the poller over.
 //!
-//! Tasks (the async API) cannot block in a poll: a task starts its rounds
-//! with their commands queued, not written, and a background thread,
-//! started at the first async call, takes the poller's part for them. It
-//! writes what the tasks queued in one write per master, however many
-//! rounds that holds (the first task to queue in a tick wakes it; the
-//! others find it woken), polls, and wakes the tasks whose rounds are
-//! decided. It also keeps the timers of the tasks' retry delays. While a
-//! thread polls, the background thread leaves the polling to it.
+//! Tasks (the async API) cannot block in a poll. A task alone on the
+//! client (nothing else in flight) writes its commands at once and polls
+//! for the replies itself, without waiting, each time the executor polls
+//! it, for a short while ([`Builder::async_spin`]); then, and for every
+//! task under load, a background thread, started at the first async call,
+//! takes the poller's part. It writes what the tasks queued in one write
+//! per master, however many rounds that holds, polls, and wakes the tasks
+//! whose rounds are decided. It also keeps the timers of the tasks' retry
+//! delays. While a thread polls, the background thread leaves the polling
+//! to it.
+//!
+//! Ticks: the callers woken at their rounds' decisions usually come back
+//! with new rounds at once (a release after an acquire, the next
+//! acquire). Commands queued while some of them have yet to come back do
+//! not interrupt the poll; the last one to come back does, so that one
+//! write per master carries what they all queued. One that never comes
+//! back (a future no longer polled) delays the others' commands by
+//! [`DEFER`] at most.
 //!
 //! Lock order: the poller before the driver, and the poller is only ever
 //! taken with `try_lock` while the driver is held, so no two callers can
 //! wait for each other.
+//!
+//! [`Builder::async_spin`]: crate::Builder::async_spin
 
 use std::io;
 use std::sync::{Mutex, MutexGuard, PoisonError};

@@ -220,11 +220,20 @@ impl Driver {
                 debug_assert_eq!(round.nodes().len(), n);
             }
             for (i, conn) in self.conns.iter_mut().enumerate() {
-                if let Err(error) = conn.send(&self.registry, command, id, now) {
-                    // A failed send leaves the connection down, with what
-                    // was queued there: the rounds waiting for it (this
-                    // one included) fail on this master.
-                    self.flights.fail_node(i, &error, now);
+                match conn.send(&self.registry, command, id, now) {
+                    Ok(()) => {}
+                    Err(error @ NodeError::Lagging) => {
+                        // Only this round goes without this master.
+                        if let Some(round) = self.flights.round_mut(id) {
+                            round.handle_failure(i, error, now);
+                        }
+                    }
+                    Err(error) => {
+                        // A failed send leaves the connection down, with
+                        // what was queued there: the rounds waiting for it
+                        // (this one included) fail on this master.
+                        self.flights.fail_node(i, &error, now);
+                    }
                 }
             }
             ids.extend([id]);

@@ -35,11 +35,12 @@ pub(crate) const REPLY_LIMITS: Limits = Limits::DEFAULT
 /// header and CRLF; it never grows.
 pub(crate) const READ_BUFFER: usize = 8 * 1024 + 64;
 
-/// Unanswered requests after which a connection counts as stalled, beyond
-/// one per round the client may have in flight ([`LinkConfig::in_flight`]).
-/// A healthy connection has the handshake and the rounds in flight, plus
-/// the late replies of rounds decided without it; a stopped server would
-/// otherwise collect a request per round until the stall timer fires.
+/// Unanswered requests after which a connection takes no new request
+/// ([`NodeError::Lagging`]), beyond two per round the client may have in
+/// flight ([`LinkConfig::in_flight`]). A healthy connection has the
+/// handshake and the rounds in flight, plus the late replies of rounds
+/// decided without it; a stopped server would otherwise collect a request
+/// per round until the stall timer fires.
 const MAX_PENDING: usize = 32;
 
 /// Requests beyond [`MAX_PENDING`] that releases may still queue.
@@ -55,12 +56,13 @@ const REPLAY_PER_REQUEST: usize = 64 + crate::TOKEN_LEN;
 /// request for a command on a resource stored inline in a `Lock` (an
 /// `EVALSHA` of the extend script on a 64-byte name is about 170 bytes):
 /// allocated for the most requests a connection may hold, so that a master
-/// that stops answering never makes them grow before the stall limit drops
-/// the connection.
+/// that stops answering never makes them grow (past the limits, rounds skip
+/// it, and the stall timer drops its connection).
 const OUTPUT_BASE: usize = 1024;
 const OUTPUT_PER_REQUEST: usize = 192;
 
-/// Unwritten bytes after which a connection counts as stalled.
+/// Unwritten bytes after which a connection takes no new request (at
+/// least).
 const MAX_UNWRITTEN: usize = 64 * 1024;
 
 /// Bytes of frames that answer nothing (pushes, attributes) accepted
@@ -118,22 +120,23 @@ pub(crate) struct LinkConfig {
 }
 
 impl LinkConfig {
-    /// The most requests a connection holds before it counts as stalled:
-    /// one per round in flight, and as many again for the late replies of
-    /// rounds decided without this master (a master a little behind the
-    /// others under load is slow, not stalled; one that stops answering is
-    /// caught by the stall timer).
+    /// The most requests a connection holds; past it, new rounds skip the
+    /// master ([`NodeError::Lagging`]): one per round in flight, and as
+    /// many again for the late replies of rounds decided without this
+    /// master. A master behind the others under load is slow, not stalled:
+    /// its connection, and the releases it holds, stay; one that stops
+    /// answering is caught by the stall timer.
     fn max_requests(&self) -> usize {
         MAX_PENDING + RELEASE_HEADROOM + 2 * self.in_flight
     }
 
     /// The room allocated for bytes to write (and for those held back
-    /// during a handshake): at most the stall limit of unwritten bytes.
+    /// during a handshake): at most the limit of unwritten bytes.
     fn output_capacity(&self) -> usize {
         OUTPUT_BASE + self.max_unwritten()
     }
 
-    /// Unwritten bytes after which a connection counts as stalled: room
+    /// Unwritten bytes after which a connection takes no new request: room
     /// for a command of every round in flight and more (at least
     /// [`MAX_UNWRITTEN`]).
     fn max_unwritten(&self) -> usize {
@@ -421,7 +424,8 @@ impl Link {
     }
 
     /// Queues `command` for `round`; nothing is written yet. Fails if the
-    /// link is down, or stalled (then the caller closes it).
+    /// link is down, or stalled (then the caller closes it), or lagging
+    /// (then the command is not queued, and the connection stays).
     pub(crate) fn queue(
         &mut self,
         command: &Command<'_>,
@@ -438,6 +442,7 @@ impl Link {
             self.check_limits(RELEASE_HEADROOM)?;
         } else {
             self.check_stall(now)?;
+            self.check_limits(0)?;
         }
         let target = if self.state == State::Ready {
             &mut self.out
@@ -486,24 +491,27 @@ impl Link {
         }
     }
 
-    /// Fails a connection holding more requests or unwritten bytes than it
-    /// may: `headroom` more requests are allowed for releases.
+    /// Refuses a request to a connection that holds as many requests or
+    /// unwritten bytes as it may ([`NodeError::Lagging`]: the request is
+    /// not queued, the connection stays): `headroom` more requests are
+    /// allowed for releases.
     fn check_limits(&self, headroom: usize) -> Result<(), NodeError> {
         let unwritten = self.out.len() - self.written + self.held.len();
         let limit = self.config.max_requests() - RELEASE_HEADROOM + headroom;
         if self.pending.len() >= limit || unwritten > self.config.max_unwritten() {
-            return Err(NodeError::Stalled);
+            return Err(NodeError::Lagging);
         }
         Ok(())
     }
 
+    /// Fails a connection that stopped answering: its oldest request, or
+    /// its late replies, older than the stall timeout.
     fn check_stall(&self, now: Instant) -> Result<(), NodeError> {
         if let Some(since) = self.late_since {
             if now.saturating_duration_since(since) > self.config.stall_timeout {
                 return Err(NodeError::Stalled);
             }
         }
-        self.check_limits(0)?;
         match self.pending.front() {
             Some(oldest)
                 if now.saturating_duration_since(oldest.sent) > self.config.stall_timeout =>

@@ -474,3 +474,48 @@ fn a_flushed_master_is_quarantined_at_its_next_handshake() {
     let outcomes = feed(&mut link, b"+OK\r\n", t0, 1).unwrap();
     assert_eq!(outcomes, [(Op::Acquire, Outcome::Quarantined)]);
 }
+
+#[test]
+fn a_lagging_link_refuses_new_requests_and_stays() {
+    let t0 = Instant::now();
+    let mut link = ready(t0);
+    // One round in flight allowed: 32 + 2 unanswered requests at most
+    // (MAX_PENDING + 2 x in_flight), 8 more for releases.
+    let mut queued = 0u64;
+    while link
+        .queue(&command(Op::Acquire, 30_000), queued + 1, t0)
+        .is_ok()
+    {
+        queued += 1;
+        assert!(queued < 1000, "no limit");
+    }
+    assert_eq!(queued, 34);
+    assert_eq!(
+        link.queue(&command(Op::Acquire, 30_000), 99, t0),
+        Err(NodeError::Lagging)
+    );
+    assert_eq!(
+        link.queue(&command(Op::Extend, 30_000), 99, t0),
+        Err(NodeError::Lagging)
+    );
+    // Releases have headroom.
+    for i in 0..8 {
+        link.queue(&command(Op::Release, 0), 100 + i, t0).unwrap();
+    }
+    assert_eq!(
+        link.queue(&command(Op::Release, 0), 200, t0),
+        Err(NodeError::Lagging)
+    );
+    // Lagging is not stalled: the link is up, its timers fine.
+    assert!(link.is_ready());
+    assert_eq!(link.check_timers(t0 + 100 * MS), Ok(()));
+    // Once the master answers (below the limit, releases included),
+    // requests are taken again.
+    take(&mut link);
+    feed(&mut link, "+OK\r\n".repeat(9).as_bytes(), t0 + 100 * MS, 1).unwrap();
+    link.queue(&command(Op::Acquire, 30_000), 300, t0 + 100 * MS)
+        .unwrap();
+    // Stalled is still about time: the oldest request unanswered past the
+    // stall timeout.
+    assert_eq!(link.check_timers(t0 + 501 * MS), Err(NodeError::Stalled));
+}

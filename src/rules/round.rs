@@ -170,6 +170,12 @@ pub enum NodeError {
     /// The connection stopped answering: requests older than the stall
     /// limit went unanswered, so it was dropped.
     Stalled,
+    /// The master lags behind the others: its connection holds as many
+    /// unanswered requests (or unwritten bytes) as the client allows, so
+    /// the round skipped it. The connection and what it holds stay (the
+    /// master is slow, not stalled; the stall timeout catches one that
+    /// stopped).
+    Lagging,
     /// The server kept sending frames that answer nothing (pushes,
     /// attributes) beyond a small budget; the connection was dropped.
     Unsolicited,
@@ -229,6 +235,7 @@ impl fmt::Display for NodeError {
             NodeError::Handshake(error) => write!(f, "handshake refused: {error}"),
             NodeError::Server(error) => write!(f, "server error: {error}"),
             NodeError::Stalled => f.write_str("connection stalled"),
+            NodeError::Lagging => f.write_str("lagging behind (too many requests unanswered)"),
             NodeError::Unsolicited => f.write_str("flooded with unsolicited data"),
             NodeError::Tls(message) => write!(f, "TLS failed: {message}"),
             NodeError::Replica => f.write_str("a replica, not a master (INFO says role:slave)"),
