@@ -223,8 +223,13 @@ impl EmbeddedRedlock {
             self.config.request_timeout,
         );
         let mut ids: SmallVec<[u64; 1]> = SmallVec::new();
-        self.driver
-            .submit(std::slice::from_ref(&command), restart, &mut ids, true);
+        self.driver.submit(
+            std::slice::from_ref(&command),
+            restart,
+            &mut ids,
+            true,
+            Instant::now(),
+        );
         let Some(&id) = ids.first() else {
             return Err(Error::Busy {
                 limit: self.config.max_in_flight,

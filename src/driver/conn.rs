@@ -237,14 +237,16 @@ impl Conn {
         self.link.close(error, now);
     }
 
-    /// Queues `command` for `round`, connecting first if the connection is
-    /// down and its back-off has expired. Nothing is written yet. On error
+    /// Queues `command`, encoded as `bytes`, for `round`, connecting first
+    /// if the connection is down and its back-off has expired. Nothing is
+    /// written yet. On error
     /// the connection is down (closed, if it was up), except for
     /// [`NodeError::Lagging`]: then only this command was refused.
     pub(crate) fn send(
         &mut self,
         registry: &Registry,
         command: &Command<'_>,
+        bytes: &[u8],
         round: u64,
         now: Instant,
     ) -> Result<(), NodeError> {
@@ -255,7 +257,7 @@ impl Conn {
             }
             self.connect(registry, now)?;
         }
-        if let Err(error) = self.link.queue(command, round, now) {
+        if let Err(error) = self.link.queue(command, bytes, round, now) {
             // A lagging master keeps its connection, and what it holds.
             if error != NodeError::Lagging {
                 self.close(registry, error.clone(), now);

@@ -167,8 +167,11 @@ impl Engine {
     ) -> Result<(T, io::Result<()>), Full> {
         let mut shared = take(&self.driver);
         let mut poller = self.poller.try_lock().ok();
+        let mut now = Instant::now();
         if let Some(poller) = poller.as_mut() {
-            self.read_stale(&mut shared, poller);
+            if self.read_stale(&mut shared, poller, now) {
+                now = Instant::now();
+            }
         }
         let mut ids = Ids::new();
         while ids.len() < commands.len() {
@@ -180,7 +183,7 @@ impl Engine {
             let started =
                 shared
                     .driver
-                    .submit(&commands[ids.len()..], &mut restart, &mut ids, flush);
+                    .submit(&commands[ids.len()..], &mut restart, &mut ids, flush, now);
             if !flush && started > 0 {
                 self.wake_poll(&mut shared, false);
             }
@@ -190,7 +193,7 @@ impl Engine {
             // No free slot. None can free up if every round in flight is
             // this call's own; else wait for one (polling while nobody
             // else does: the rounds holding the slots need their replies).
-            let now = Instant::now();
+            now = Instant::now();
             let only_ours = shared.driver.in_flight() == ids.len();
             if started > 0 || only_ours || now >= wait_until {
                 if ids.is_empty() {
@@ -207,9 +210,12 @@ impl Engine {
             shared.driver.check_timers(now);
             shared.driver.wake_decided();
             // (A poller error is met again, and returned, by the wait.)
-            shared = self.turn(shared, &mut poller, wait_until, Waiting::Slot).0;
+            shared = self
+                .turn(shared, &mut poller, wait_until, Waiting::Slot, now)
+                .0;
+            now = Instant::now();
         }
-        let (mut shared, result) = self.wait(shared, &mut poller, &ids);
+        let (mut shared, result) = self.wait(shared, &mut poller, &ids, now);
         let value = done(&shared.driver, &ids);
         shared.driver.finish(&ids);
         shared.slots_freed(ids.len());
@@ -219,15 +225,16 @@ impl Engine {
     }
 
     /// Waits until every round of `ids` is decided: polling while nobody
-    /// else does, else parked until woken or the earliest deadline.
+    /// else does, else parked until woken or the earliest deadline. The
+    /// time is `now`.
     fn wait<'a>(
         &'a self,
         mut shared: MutexGuard<'a, Shared>,
         poller: &mut Option<MutexGuard<'a, Poller>>,
         ids: &[u64],
+        mut now: Instant,
     ) -> (MutexGuard<'a, Shared>, io::Result<()>) {
         loop {
-            let now = Instant::now();
             shared.driver.check_timers(now);
             shared.driver.wake_decided();
             if shared.driver.decided(ids) {
@@ -243,27 +250,30 @@ impl Engine {
             let undecided = ids.iter().find(|&&id| !shared.driver.decided(&[id]));
             let waiting = undecided.map_or(Waiting::Slot, |&id| Waiting::Round(id));
             let result;
-            (shared, result) = self.turn(shared, poller, deadline, waiting);
+            (shared, result, now) = self.turn(shared, poller, deadline, waiting, now);
             if let Err(error) = result {
                 return (shared, Err(error));
             }
         }
     }
 
-    /// One turn of waiting, until `until` at the latest: polls for every
-    /// caller and dispatches what it read if this caller holds the poller
-    /// or nobody does, else parks until woken.
+    /// One turn of waiting, until `until` at the latest, from `now`: polls
+    /// for every caller and dispatches what it read if this caller holds
+    /// the poller or nobody does, else parks until woken. Returns with the
+    /// time the poll or the park ended (timers checked with it fire at
+    /// most the dispatch's few microseconds late; replies are timed as
+    /// they are read).
     fn turn<'a>(
         &'a self,
         mut shared: MutexGuard<'a, Shared>,
         poller: &mut Option<MutexGuard<'a, Poller>>,
         until: Instant,
         waiting: Waiting,
-    ) -> (MutexGuard<'a, Shared>, io::Result<()>) {
+        now: Instant,
+    ) -> (MutexGuard<'a, Shared>, io::Result<()>, Instant) {
         if poller.is_none() {
             *poller = self.poller.try_lock().ok();
         }
-        let now = Instant::now();
         match poller.as_mut() {
             Some(held) => {
                 let until = shared.deferred_until(now, until);
@@ -272,15 +282,16 @@ impl Engine {
                 // start their rounds meanwhile.
                 drop(shared);
                 let polled = held.poll(timeout);
+                let now = held.last;
                 shared = take(&self.driver);
                 if polled.is_ok() {
                     shared.driver.dispatch(&held.events);
                     // What other callers and tasks queued meanwhile (they
                     // woke this poll).
                     shared.woken = false;
-                    shared.flush(Instant::now());
+                    shared.flush(now);
                 }
-                (shared, polled)
+                (shared, polled, now)
             }
             None => {
                 match waiting {
@@ -298,7 +309,7 @@ impl Engine {
                     let me = thread::current().id();
                     shared.slot_waiters.retain(|t| t.id() != me);
                 }
-                (shared, Ok(()))
+                (shared, Ok(()), Instant::now())
             }
         }
     }
@@ -310,11 +321,17 @@ impl Engine {
     /// rounds, so that their requests do not look stalled, and anything
     /// unprompted, so that a reply to nothing fails its connection before
     /// a new request could be matched to it.
-    fn read_stale(&self, shared: &mut Shared, poller: &mut Poller) {
+    ///
+    /// The time is `now`; returns whether it polled (then time passed).
+    fn read_stale(&self, shared: &mut Shared, poller: &mut Poller, now: Instant) -> bool {
+        if !poller.stale(now) {
+            return false;
+        }
         // (Should the poller fail, the caller's wait says so.)
-        if poller.stale(Instant::now()) && poller.poll(Duration::ZERO).is_ok() {
+        if poller.poll(Duration::ZERO).is_ok() {
             shared.driver.dispatch(&poller.events);
         }
+        true
     }
 }
 

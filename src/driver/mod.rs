@@ -81,7 +81,18 @@ pub(crate) struct Driver {
     flights: Flights<Waiter>,
     /// The poller token of connection 0.
     base: usize,
+    /// The command being queued, encoded once for all the connections.
+    encoded: Vec<u8>,
+    /// Rounds were started since the last [`flush_all`](Self::flush_all):
+    /// their commands may wait in the connections' buffers. (Everything
+    /// else a connection queues it writes at once: replays and handshake
+    /// steps after a read, releases, or when its socket becomes ready.)
+    unflushed: bool,
 }
+
+/// Room for an encoded command, allocated at build (a larger one, say a
+/// batch's or a script's, grows it once).
+const ENCODED_CAPACITY: usize = 512;
 
 impl Driver {
     /// A driver for `addrs` with room for `config.in_flight` rounds in
@@ -121,6 +132,8 @@ impl Driver {
             flights: Flights::new(config.in_flight, conns.len()),
             conns,
             base,
+            encoded: Vec::with_capacity(ENCODED_CAPACITY),
+            unflushed: false,
         })
     }
 
@@ -201,14 +214,17 @@ impl Driver {
     /// written at once, in one write. Returns the rounds' ids, in the
     /// order of `commands`; fewer than asked when the rounds in flight
     /// reach the cap (then the caller waits for a slot, or fails).
+    ///
+    /// `now` is the rounds' start: taken before anything of theirs is sent
+    /// (an earlier time only shortens what a grant is worth).
     pub(crate) fn submit(
         &mut self,
         commands: &[Command<'_>],
         mut restart: impl FnMut(&mut Round, &Command<'_>, Instant),
         ids: &mut impl Extend<u64>,
         flush: bool,
+        now: Instant,
     ) -> usize {
-        let now = Instant::now();
         let n = self.conns.len();
         let mut started = 0;
         for command in commands {
@@ -219,8 +235,10 @@ impl Driver {
                 restart(round, command, now);
                 debug_assert_eq!(round.nodes().len(), n);
             }
+            self.encoded.clear();
+            command.encode(&mut self.encoded);
             for (i, conn) in self.conns.iter_mut().enumerate() {
-                match conn.send(&self.registry, command, id, now) {
+                match conn.send(&self.registry, command, &self.encoded, id, now) {
                     Ok(()) => {}
                     Err(error @ NodeError::Lagging) => {
                         // Only this round goes without this master.
@@ -239,6 +257,7 @@ impl Driver {
             ids.extend([id]);
             started += 1;
         }
+        self.unflushed |= started > 0;
         if flush {
             self.flush_all();
         }
@@ -322,13 +341,15 @@ impl Driver {
         }
     }
 
-    /// Writes what every connection has queued, as far as the sockets take
-    /// it now.
+    /// Writes the commands of the rounds started since the last call, as
+    /// far as the sockets take them now.
     pub(crate) fn flush_all(&mut self) {
-        let now = Instant::now();
+        if !std::mem::take(&mut self.unflushed) {
+            return;
+        }
         for i in 0..self.conns.len() {
             if let Err(error) = self.conns[i].flush(&self.registry) {
-                self.fail(i, error, now);
+                self.fail(i, error, Instant::now());
             }
         }
     }
@@ -341,6 +362,8 @@ impl Driver {
     pub(crate) fn queue(&mut self, command: &Command<'_>, now: Instant) {
         // An id no round has: its replies are matched and dropped.
         let id = 0;
+        self.encoded.clear();
+        command.encode(&mut self.encoded);
         for conn in &mut self.conns {
             // A connection dropped in the failed round (say, as stalled,
             // after its SET went out) reconnects at once: the command waits
@@ -349,7 +372,10 @@ impl Driver {
                 continue;
             }
             // A failed send leaves the connection down.
-            if conn.send(&self.registry, command, id, now).is_ok() {
+            if conn
+                .send(&self.registry, command, &self.encoded, id, now)
+                .is_ok()
+            {
                 if let Err(error) = conn.flush(&self.registry) {
                     conn.close(&self.registry, error, now);
                 }

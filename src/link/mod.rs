@@ -423,12 +423,14 @@ impl Link {
         self.late_since.get_or_insert(started);
     }
 
-    /// Queues `command` for `round`; nothing is written yet. Fails if the
-    /// link is down, or stalled (then the caller closes it), or lagging
-    /// (then the command is not queued, and the connection stays).
+    /// Queues `command`, whose encoding is `bytes` (encoded once for all
+    /// the masters it goes to), for `round`; nothing is written yet. Fails
+    /// if the link is down, or stalled (then the caller closes it), or
+    /// lagging (then the command is not queued, and the connection stays).
     pub(crate) fn queue(
         &mut self,
         command: &Command<'_>,
+        bytes: &[u8],
         round: u64,
         now: Instant,
     ) -> Result<(), NodeError> {
@@ -449,7 +451,7 @@ impl Link {
         } else {
             &mut self.held
         };
-        command.encode(target);
+        target.extend_from_slice(bytes);
         let (resource, token) = if command.op == Op::Acquire && !command.many && !command.fenced {
             (0, 0)
         } else {
@@ -803,3 +805,11 @@ fn learn(
 
 #[cfg(test)]
 mod tests;
+
+/// `command`'s encoding, as the driver hands it to [`Link::queue`].
+#[cfg(test)]
+pub(crate) fn encoded(command: &Command<'_>) -> Vec<u8> {
+    let mut out = Vec::new();
+    command.encode(&mut out);
+    out
+}

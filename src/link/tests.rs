@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Link, LinkConfig, UNSOLICITED_BUDGET};
+use super::{Link, LinkConfig, UNSOLICITED_BUDGET, encoded};
 use crate::commands::{Command, Outcome};
 use crate::rules::{NodeError, Op, Reply};
 use crate::{EXTEND_SCRIPT, EXTEND_SHA1, RELEASE_SCRIPT, RELEASE_SHA1};
@@ -82,6 +82,11 @@ fn command(op: Op, ttl_ms: u64) -> Command<'static> {
     }
 }
 
+/// Queues `command` for `round`, encoded as the driver encodes it.
+fn queue(link: &mut Link, command: Command<'_>, round: u64, now: Instant) -> Result<(), NodeError> {
+    link.queue(&command, &encoded(&command), round, now)
+}
+
 /// What the link wants written, as text; marks it written.
 fn take(link: &mut Link) -> String {
     let text = String::from_utf8_lossy(link.transmit()).into_owned();
@@ -154,8 +159,8 @@ fn ready(t0: Instant) -> Link {
 fn replies_match_requests_in_order() {
     let t0 = Instant::now();
     let mut link = ready(t0);
-    link.queue(&command(Op::Acquire, 30_000), 1, t0).unwrap();
-    link.queue(&command(Op::Release, 0), 1, t0).unwrap();
+    queue(&mut link, command(Op::Acquire, 30_000), 1, t0).unwrap();
+    queue(&mut link, command(Op::Release, 0), 1, t0).unwrap();
     let sent = take(&mut link);
     assert!(sent.starts_with("*6\r\n$3\r\nSET\r\n"), "{sent}");
     assert!(
@@ -177,8 +182,8 @@ fn replies_match_requests_in_order() {
 fn replies_of_other_rounds_are_matched_and_dropped() {
     let t0 = Instant::now();
     let mut link = ready(t0);
-    link.queue(&command(Op::Acquire, 30_000), 1, t0).unwrap();
-    link.queue(&command(Op::Acquire, 30_000), 2, t0).unwrap();
+    queue(&mut link, command(Op::Acquire, 30_000), 1, t0).unwrap();
+    queue(&mut link, command(Op::Acquire, 30_000), 2, t0).unwrap();
     let outcomes = feed(&mut link, b"$-1\r\n+OK\r\n", t0 + MS, 2).unwrap();
     assert_eq!(outcomes, [(Op::Acquire, Outcome::Reply(Reply::Ok))]);
 }
@@ -192,8 +197,7 @@ fn each_live_round_gets_exactly_its_replies() {
     let t0 = Instant::now();
     let mut link = ready(t0);
     for round in [7, 8, 9, 10] {
-        link.queue(&command(Op::Acquire, 30_000), round, t0)
-            .unwrap();
+        queue(&mut link, command(Op::Acquire, 30_000), round, t0).unwrap();
     }
     let sent = take(&mut link);
     assert_eq!(sent.matches("SET").count(), 4, "one write: {sent}");
@@ -244,7 +248,7 @@ fn commands_wait_for_the_handshake() {
     let t0 = Instant::now();
     let mut link = Link::new(config(), t0);
     link.start(Some("alice"), Some("pw"), 3, t0);
-    link.queue(&command(Op::Acquire, 30_000), 1, t0).unwrap();
+    queue(&mut link, command(Op::Acquire, 30_000), 1, t0).unwrap();
     assert_eq!(take(&mut link), "", "nothing is written before the connect");
     link.connected(t0);
     let handshake = take(&mut link);
@@ -260,7 +264,7 @@ fn a_refused_login_writes_nothing_held() {
     let t0 = Instant::now();
     let mut link = Link::new(config(), t0);
     link.start(None, Some("wrong"), 0, t0);
-    link.queue(&command(Op::Acquire, 30_000), 1, t0).unwrap();
+    queue(&mut link, command(Op::Acquire, 30_000), 1, t0).unwrap();
     link.connected(t0);
     take(&mut link);
     let err = feed(&mut link, b"-WRONGPASS invalid password\r\n", t0, 1).unwrap_err();
@@ -276,7 +280,7 @@ fn a_refused_login_writes_nothing_held() {
 fn noscript_replays_the_current_rounds_extend() {
     let t0 = Instant::now();
     let mut link = ready(t0);
-    link.queue(&command(Op::Extend, 9_000), 1, t0).unwrap();
+    queue(&mut link, command(Op::Extend, 9_000), 1, t0).unwrap();
     take(&mut link);
     let outcomes = feed(&mut link, b"-NOSCRIPT No matching script\r\n", t0, 1).unwrap();
     assert_eq!(outcomes, []);
@@ -294,8 +298,8 @@ fn noscript_replays_the_current_rounds_extend() {
 fn noscript_never_replays_a_finished_rounds_extend() {
     let t0 = Instant::now();
     let mut link = ready(t0);
-    link.queue(&command(Op::Extend, 2_000), 1, t0).unwrap();
-    link.queue(&command(Op::Extend, 30_000), 2, t0).unwrap();
+    queue(&mut link, command(Op::Extend, 2_000), 1, t0).unwrap();
+    queue(&mut link, command(Op::Extend, 30_000), 2, t0).unwrap();
     take(&mut link);
     // Round 2 is current: round 1's late NOSCRIPT must not send the 2 s
     // extend after the 30 s one.
@@ -309,7 +313,7 @@ fn noscript_never_replays_a_finished_rounds_extend() {
 fn noscript_replays_a_finished_rounds_release() {
     let t0 = Instant::now();
     let mut link = ready(t0);
-    link.queue(&command(Op::Release, 0), 1, t0).unwrap();
+    queue(&mut link, command(Op::Release, 0), 1, t0).unwrap();
     take(&mut link);
     assert_eq!(feed(&mut link, b"-NOSCRIPT x\r\n", t0, 2), Ok(vec![]));
     let resent = take(&mut link);
@@ -325,14 +329,14 @@ fn unsolicited_frames_have_a_budget() {
     let push = b">2\r\n+flood\r\n:1\r\n";
     // Within the budget, pushes are skipped and the reply still counts.
     let mut link = ready(t0);
-    link.queue(&command(Op::Acquire, 30_000), 1, t0).unwrap();
+    queue(&mut link, command(Op::Acquire, 30_000), 1, t0).unwrap();
     let mut bytes = push.repeat(UNSOLICITED_BUDGET / push.len() - 1);
     bytes.extend_from_slice(b"+OK\r\n");
     let outcomes = feed(&mut link, &bytes, t0, 1).unwrap();
     assert_eq!(outcomes, [(Op::Acquire, Outcome::Reply(Reply::Ok))]);
     // Past it, the link fails.
     let mut link = ready(t0);
-    link.queue(&command(Op::Acquire, 30_000), 1, t0).unwrap();
+    queue(&mut link, command(Op::Acquire, 30_000), 1, t0).unwrap();
     let bytes = push.repeat(UNSOLICITED_BUDGET / push.len() + 2);
     assert_eq!(feed(&mut link, &bytes, t0, 1), Err(NodeError::Unsolicited));
 }
@@ -353,7 +357,7 @@ fn timers_on_a_fake_clock() {
     let mut link = ready(t0);
     assert_eq!(link.next_timer(), None, "idle: no timer");
     let t1 = t0 + 100 * MS;
-    link.queue(&command(Op::Acquire, 30_000), 1, t1).unwrap();
+    queue(&mut link, command(Op::Acquire, 30_000), 1, t1).unwrap();
     assert_eq!(link.next_timer(), Some(t1 + 500 * MS));
     assert_eq!(link.check_timers(t1 + 500 * MS), Ok(()));
     assert_eq!(link.check_timers(t1 + 501 * MS), Err(NodeError::Stalled));
@@ -367,13 +371,12 @@ fn a_link_that_keeps_missing_deadlines_stalls() {
     // Replies keep arriving, but each too late to count.
     for i in 1..=5u32 {
         let at = t0 + i * 100 * MS;
-        link.queue(&command(Op::Acquire, 30_000), u64::from(i), at)
-            .unwrap();
+        queue(&mut link, command(Op::Acquire, 30_000), u64::from(i), at).unwrap();
         feed(&mut link, b"+OK\r\n", at + 60 * MS, u64::from(i)).unwrap();
     }
     let at = t0 + 600 * MS;
     assert_eq!(
-        link.queue(&command(Op::Acquire, 30_000), 9, at),
+        queue(&mut link, command(Op::Acquire, 30_000), 9, at),
         Err(NodeError::Stalled)
     );
 }
@@ -432,7 +435,7 @@ fn a_quarantined_masters_grants_do_not_count() {
     assert!(link.is_ready());
     assert_eq!(link.take_fresh_run_id(), Some([b'a'; 40]));
     assert_eq!(link.take_fresh_run_id(), None, "taken once");
-    link.queue(&command(Op::Acquire, 30_000), 1, t0).unwrap();
+    queue(&mut link, command(Op::Acquire, 30_000), 1, t0).unwrap();
     let outcomes = feed(&mut link, b"+OK\r\n", t0, 1).unwrap();
     assert_eq!(outcomes, [(Op::Acquire, Outcome::Reply(Reply::Ok))]);
 
@@ -450,14 +453,14 @@ fn a_quarantined_masters_grants_do_not_count() {
         (Op::Acquire, "$-1\r\n", Outcome::Reply(Reply::Refused)),
         (Op::Release, ":1\r\n", Outcome::Reply(Reply::Ok)),
     ] {
-        link.queue(&command(op, 30_000), 2, t1).unwrap();
+        queue(&mut link, command(op, 30_000), 2, t1).unwrap();
         take(&mut link);
         let outcomes = feed(&mut link, reply.as_bytes(), t1, 2).unwrap();
         assert_eq!(outcomes, [(op, expect)], "{op:?} {reply:?}");
     }
     // For the guard, and no longer.
     let t2 = t1 + 10_000 * MS;
-    link.queue(&command(Op::Acquire, 30_000), 3, t2).unwrap();
+    queue(&mut link, command(Op::Acquire, 30_000), 3, t2).unwrap();
     let outcomes = feed(&mut link, b"+OK\r\n", t2, 3).unwrap();
     assert_eq!(outcomes, [(Op::Acquire, Outcome::Reply(Reply::Ok))]);
     assert_eq!(link.sighting().suspicions(), 1);
@@ -470,7 +473,7 @@ fn a_flushed_master_is_quarantined_at_its_next_handshake() {
     link.close(NodeError::Closed, t0);
     // Same run_id, but the marker is gone: SET NX GET answered nil.
     guarded(&mut link, t0, &info('a', "master", 0, 3600), "$-1\r\n").unwrap();
-    link.queue(&command(Op::Acquire, 30_000), 1, t0).unwrap();
+    queue(&mut link, command(Op::Acquire, 30_000), 1, t0).unwrap();
     let outcomes = feed(&mut link, b"+OK\r\n", t0, 1).unwrap();
     assert_eq!(outcomes, [(Op::Acquire, Outcome::Quarantined)]);
 }
@@ -482,28 +485,25 @@ fn a_lagging_link_refuses_new_requests_and_stays() {
     // One round in flight allowed: 32 + 2 unanswered requests at most
     // (MAX_PENDING + 2 x in_flight), 8 more for releases.
     let mut queued = 0u64;
-    while link
-        .queue(&command(Op::Acquire, 30_000), queued + 1, t0)
-        .is_ok()
-    {
+    while queue(&mut link, command(Op::Acquire, 30_000), queued + 1, t0).is_ok() {
         queued += 1;
         assert!(queued < 1000, "no limit");
     }
     assert_eq!(queued, 34);
     assert_eq!(
-        link.queue(&command(Op::Acquire, 30_000), 99, t0),
+        queue(&mut link, command(Op::Acquire, 30_000), 99, t0),
         Err(NodeError::Lagging)
     );
     assert_eq!(
-        link.queue(&command(Op::Extend, 30_000), 99, t0),
+        queue(&mut link, command(Op::Extend, 30_000), 99, t0),
         Err(NodeError::Lagging)
     );
     // Releases have headroom.
     for i in 0..8 {
-        link.queue(&command(Op::Release, 0), 100 + i, t0).unwrap();
+        queue(&mut link, command(Op::Release, 0), 100 + i, t0).unwrap();
     }
     assert_eq!(
-        link.queue(&command(Op::Release, 0), 200, t0),
+        queue(&mut link, command(Op::Release, 0), 200, t0),
         Err(NodeError::Lagging)
     );
     // Lagging is not stalled: the link is up, its timers fine.
@@ -513,8 +513,7 @@ fn a_lagging_link_refuses_new_requests_and_stays() {
     // requests are taken again.
     take(&mut link);
     feed(&mut link, "+OK\r\n".repeat(9).as_bytes(), t0 + 100 * MS, 1).unwrap();
-    link.queue(&command(Op::Acquire, 30_000), 300, t0 + 100 * MS)
-        .unwrap();
+    queue(&mut link, command(Op::Acquire, 30_000), 300, t0 + 100 * MS).unwrap();
     // Stalled is still about time: the oldest request unanswered past the
     // stall timeout.
     assert_eq!(link.check_timers(t0 + 501 * MS), Err(NodeError::Stalled));

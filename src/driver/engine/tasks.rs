@@ -42,12 +42,17 @@ impl Engine {
         let mut shared = take(&self.driver);
         let mut ids = Ids::new();
         let alone = shared.driver.in_flight() == 0 && !shared.kicked;
+        let mut now = Instant::now();
         if alone {
             if let Ok(mut poller) = self.poller.try_lock() {
-                self.read_stale(&mut shared, &mut poller);
+                if self.read_stale(&mut shared, &mut poller, now) {
+                    now = Instant::now();
+                }
             }
         }
-        shared.driver.submit(commands, restart, &mut ids, alone);
+        shared
+            .driver
+            .submit(commands, restart, &mut ids, alone, now);
         let Some(&first) = ids.first() else {
             return Err(Full);
         };
@@ -240,7 +245,9 @@ impl Engine {
                     .unwrap_or(now)
             });
             // A poller error is the waiting tasks' rounds' timeout.
-            shared = self.turn(shared, &mut poller, until, Waiting::Background).0;
+            shared = self
+                .turn(shared, &mut poller, until, Waiting::Background, now)
+                .0;
         }
         leave(&self, &mut shared, &mut poller);
     }
