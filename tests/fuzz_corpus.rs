@@ -4,14 +4,15 @@
 //! and may have regressions, `fuzz/regressions/<target>/` (inputs that once
 //! crashed a target, kept forever). This test feeds every file of both
 //! through the very check the fuzz target runs: the checks live in
-//! `fuzz/src/checks.rs`, which is included here as a module, so `cargo test`
-//! exercises them without libFuzzer or a nightly toolchain.
+//! `fuzz/src/checks/` (`mod.rs` and its submodules), which is included here
+//! as a module, so `cargo test` exercises them without libFuzzer or a
+//! nightly toolchain.
 //!
 //! A target whose seed directory is missing or empty fails: the test cannot
 //! pass without replaying anything.
 
 #[allow(unreachable_pub)]
-#[path = "../fuzz/src/checks.rs"]
+#[path = "../fuzz/src/checks/mod.rs"]
 mod checks;
 
 use std::fs;
