@@ -1,0 +1,323 @@
+//! Unit tests of the commands: encodings, replies classified, handshake steps.
+
+use super::*;
+use crate::resp::NullKind;
+
+fn classify_one(op: Op, token: &Token<'_>) -> Outcome {
+    classify(op, false, false, token)
+}
+
+fn encoded(command: Command<'_>) -> String {
+    let mut out = Vec::new();
+    command.encode(&mut out);
+    out.escape_ascii().to_string()
+}
+
+#[test]
+fn commands_on_the_wire() {
+    let command = Command {
+        op: Op::Acquire,
+        resource: b"r",
+        token: b"\x00t",
+        ttl_ms: 30_000,
+        eval: false,
+        many: false,
+        fenced: false,
+    };
+    assert_eq!(
+        encoded(command),
+        "*6\\r\\n$3\\r\\nSET\\r\\n$1\\r\\nr\\r\\n$2\\r\\n\\x00t\\r\\n$2\\r\\nNX\\r\\n$2\\r\\nPX\\r\\n$5\\r\\n30000\\r\\n"
+    );
+    let release = Command {
+        op: Op::Release,
+        ..command
+    };
+    assert_eq!(
+        encoded(release),
+        format!(
+            "*5\\r\\n$7\\r\\nEVALSHA\\r\\n$40\\r\\n{RELEASE_SHA1}\\r\\n$1\\r\\n1\\r\\n$1\\r\\nr\\r\\n$2\\r\\n\\x00t\\r\\n"
+        )
+    );
+    let extend = Command {
+        op: Op::Extend,
+        eval: true,
+        ..command
+    };
+    let text = encoded(extend);
+    assert!(text.starts_with("*6\\r\\n$4\\r\\nEVAL\\r\\n"), "{text}");
+    assert!(text.ends_with("$5\\r\\n30000\\r\\n"), "{text}");
+}
+
+#[test]
+fn several_keys_on_the_wire() {
+    let mut packed = Vec::new();
+    for key in [&b"a"[..], b"bc", b""] {
+        pack_key(&mut packed, key);
+    }
+    assert_eq!(packed, b"\0\x01a\0\x02bc\0\0");
+    let keys: Vec<&[u8]> = unpack_keys(&packed).collect();
+    assert_eq!(keys, [&b"a"[..], b"bc", b""]);
+    // A truncated tail is dropped, never read past.
+    assert_eq!(unpack_keys(&packed[..4]).count(), 1);
+    let extend = Command {
+        op: Op::Extend,
+        resource: &packed[..7],
+        token: b"t",
+        ttl_ms: 500,
+        eval: false,
+        many: true,
+        fenced: false,
+    };
+    assert_eq!(
+        encoded(extend),
+        format!(
+            "*7\\r\\n$7\\r\\nEVALSHA\\r\\n$40\\r\\n{EXTEND_MANY_SHA1}\\r\\n$1\\r\\n2\\r\\n$1\\r\\na\\r\\n$2\\r\\nbc\\r\\n$1\\r\\nt\\r\\n$3\\r\\n500\\r\\n"
+        )
+    );
+    let release = Command {
+        op: Op::Release,
+        eval: true,
+        ..extend
+    };
+    let text = encoded(release);
+    assert!(text.starts_with("*6\\r\\n$4\\r\\nEVAL\\r\\n"), "{text}");
+    assert!(text.ends_with("$1\\r\\nt\\r\\n"), "no TTL: {text}");
+    assert_eq!(
+        classify(Op::Acquire, true, false, &Token::Integer(1)),
+        Outcome::Reply(Reply::Ok)
+    );
+    assert_eq!(
+        classify(Op::Acquire, true, false, &Token::Simple(b"OK")),
+        Outcome::Unexpected
+    );
+    assert_eq!(
+        classify(Op::Acquire, true, false, &Token::Error(b"NOSCRIPT x")),
+        Outcome::NoScript
+    );
+}
+
+#[test]
+fn fence_commands_on_the_wire() {
+    let acquire = Command {
+        op: Op::Acquire,
+        resource: b"r",
+        token: b"t",
+        ttl_ms: 500,
+        eval: false,
+        many: false,
+        fenced: true,
+    };
+    assert_eq!(
+        encoded(acquire),
+        format!(
+            "*8\\r\\n$7\\r\\nEVALSHA\\r\\n$40\\r\\n{FENCED_ACQUIRE_SHA1}\\r\\n$1\\r\\n3\\r\\n$17\\r\\nredlock-mio:fence\\r\\n$22\\r\\nredlock-mio:fence-lost\\r\\n$1\\r\\nr\\r\\n$1\\r\\nt\\r\\n$3\\r\\n500\\r\\n"
+        )
+    );
+    let mut packed = Vec::new();
+    pack_key(&mut packed, b"a");
+    pack_key(&mut packed, b"b");
+    let raise = Command {
+        op: Op::Fence,
+        resource: &packed,
+        ttl_ms: 42,
+        many: true,
+        fenced: false,
+        ..acquire
+    };
+    assert_eq!(
+        encoded(raise),
+        format!(
+            "*8\\r\\n$7\\r\\nEVALSHA\\r\\n$40\\r\\n{RAISE_SHA1}\\r\\n$1\\r\\n3\\r\\n$17\\r\\nredlock-mio:fence\\r\\n$1\\r\\na\\r\\n$1\\r\\nb\\r\\n$1\\r\\nt\\r\\n$2\\r\\n42\\r\\n"
+        )
+    );
+    let mut ids = Vec::new();
+    pack_key(&mut ids, b"17");
+    let sync = Command {
+        op: Op::FenceSync,
+        resource: &ids,
+        ttl_ms: 0,
+        eval: true,
+        ..raise
+    };
+    let text = encoded(sync);
+    assert!(text.starts_with("*7\\r\\n$4\\r\\nEVAL\\r\\n"), "{text}");
+    assert!(
+        text.ends_with("$1\\r\\n2\\r\\n$17\\r\\nredlock-mio:fence\\r\\n$22\\r\\nredlock-mio:fence-lost\\r\\n$1\\r\\n0\\r\\n$2\\r\\n17\\r\\n"),
+        "{text}"
+    );
+    let read = Command {
+        op: Op::FenceRead,
+        eval: false,
+        ..sync
+    };
+    assert_eq!(
+        encoded(read),
+        format!(
+            "*5\\r\\n$7\\r\\nEVALSHA\\r\\n$40\\r\\n{FENCE_READ_SHA1}\\r\\n$1\\r\\n2\\r\\n$17\\r\\nredlock-mio:fence\\r\\n$22\\r\\nredlock-mio:fence-lost\\r\\n"
+        )
+    );
+}
+
+#[test]
+fn fence_replies() {
+    use Outcome::*;
+    let fenced = |token: &Token<'_>| classify(Op::Acquire, false, true, token);
+    assert_eq!(fenced(&Token::Integer(7)), Reply(super::Reply::Count(7)));
+    assert_eq!(
+        fenced(&Token::Integer(-1_795_000_000_000_000)),
+        Reply(super::Reply::Unsynced(1_795_000_000_000_000))
+    );
+    assert_eq!(fenced(&Token::Integer(0)), Unexpected);
+    assert_eq!(
+        fenced(&Token::Null(NullKind::Bulk)),
+        Reply(super::Reply::Refused)
+    );
+    assert_eq!(fenced(&Token::Simple(b"OK")), Unexpected);
+    assert_eq!(fenced(&Token::Error(b"NOSCRIPT x")), NoScript);
+    assert_eq!(
+        classify(Op::Acquire, true, true, &Token::Integer(3)),
+        Reply(super::Reply::Count(3))
+    );
+    let raise = |token: &Token<'_>| classify(Op::Fence, false, false, token);
+    assert_eq!(raise(&Token::Integer(1)), Reply(super::Reply::Ok));
+    assert_eq!(raise(&Token::Integer(0)), Reply(super::Reply::Refused));
+    assert_eq!(raise(&Token::Integer(-1)), Reply(super::Reply::Unsynced(0)));
+    assert_eq!(raise(&Token::Integer(2)), Unexpected);
+    let read = |token: &Token<'_>| classify(Op::FenceRead, false, false, token);
+    assert_eq!(read(&Token::Integer(9)), Reply(super::Reply::Count(9)));
+    assert_eq!(read(&Token::Integer(-4)), Reply(super::Reply::Unsynced(4)));
+    assert_eq!(read(&Token::Null(NullKind::Null)), Unexpected);
+    let sync = |token: &Token<'_>| classify(Op::FenceSync, false, false, token);
+    assert_eq!(sync(&Token::Integer(1)), Reply(super::Reply::Ok));
+    assert_eq!(sync(&Token::Integer(0)), Reply(super::Reply::Refused));
+}
+
+#[test]
+fn fence_scripts_are_loaded_only_when_fencing() {
+    let mut out = Vec::new();
+    let mut steps = Vec::new();
+    let probe = Probe {
+        fencing: true,
+        ..Probe::default()
+    };
+    encode_handshake(&mut out, None, None, 0, probe, &mut steps);
+    assert_eq!(
+        steps[5..],
+        [
+            Step::LoadFencedAcquire,
+            Step::LoadRaise,
+            Step::LoadFenceRead,
+            Step::LoadFenceSync
+        ]
+    );
+    for (step, (_, sha1)) in steps[5..].iter().zip([
+        (FENCED_ACQUIRE_SCRIPT, FENCED_ACQUIRE_SHA1),
+        (RAISE_SCRIPT, RAISE_SHA1),
+        (FENCE_READ_SCRIPT, FENCE_READ_SHA1),
+        (FENCE_SYNC_SCRIPT, FENCE_SYNC_SHA1),
+    ]) {
+        assert_eq!(handshake_ok(*step, &Token::Bulk(sha1.as_bytes())), Ok(true));
+        assert_eq!(
+            handshake_ok(*step, &Token::Bulk(RELEASE_SHA1.as_bytes())),
+            Ok(false)
+        );
+    }
+}
+
+#[test]
+fn replies() {
+    use Outcome::*;
+    assert_eq!(
+        classify_one(Op::Acquire, &Token::Simple(b"OK")),
+        Reply(super::Reply::Ok)
+    );
+    for null in [NullKind::Null, NullKind::Bulk, NullKind::Array] {
+        assert_eq!(
+            classify_one(Op::Acquire, &Token::Null(null)),
+            Reply(super::Reply::Refused)
+        );
+    }
+    assert_eq!(
+        classify_one(Op::Release, &Token::Integer(1)),
+        Reply(super::Reply::Ok)
+    );
+    assert_eq!(
+        classify_one(Op::Extend, &Token::Integer(0)),
+        Reply(super::Reply::Refused)
+    );
+    assert_eq!(
+        classify_one(Op::Release, &Token::Error(b"NOSCRIPT No matching script")),
+        NoScript
+    );
+    assert!(matches!(
+        classify_one(Op::Acquire, &Token::Error(b"NOSCRIPT x")),
+        Server(_)
+    ));
+    assert!(
+        matches!(classify_one(Op::Acquire, &Token::Error(b"OOM no")), Server(e) if e.code() == b"OOM")
+    );
+    assert_eq!(
+        classify_one(Op::Acquire, &Token::Simple(b"QUEUED")),
+        Unexpected
+    );
+    assert_eq!(classify_one(Op::Acquire, &Token::Integer(1)), Unexpected);
+    assert_eq!(classify_one(Op::Release, &Token::Integer(2)), Unexpected);
+    assert_eq!(classify_one(Op::Release, &Token::Simple(b"OK")), Unexpected);
+}
+
+#[test]
+fn handshake() {
+    let mut out = Vec::new();
+    let mut steps = Vec::new();
+    encode_handshake(
+        &mut out,
+        Some("u"),
+        Some("p"),
+        3,
+        Probe::default(),
+        &mut steps,
+    );
+    assert_eq!(
+        steps,
+        [
+            Step::Auth,
+            Step::Select,
+            Step::LoadRelease,
+            Step::LoadExtend,
+            Step::LoadAcquireMany,
+            Step::LoadReleaseMany,
+            Step::LoadExtendMany
+        ]
+    );
+    out.clear();
+    encode_handshake(&mut out, None, None, 0, Probe::default(), &mut steps);
+    assert_eq!(steps.len(), 5);
+    out.clear();
+    let probe = Probe {
+        identify: true,
+        marker: Some(b"m1"),
+        fencing: false,
+    };
+    encode_handshake(&mut out, None, None, 0, probe, &mut steps);
+    assert_eq!(steps[5..], [Step::Identify, Step::Marker]);
+    let text = out.escape_ascii().to_string();
+    assert!(
+        text.ends_with("*4\\r\\n$4\\r\\nINFO\\r\\n$6\\r\\nserver\\r\\n$11\\r\\nreplication\\r\\n$7\\r\\ncluster\\r\\n*5\\r\\n$3\\r\\nSET\\r\\n$18\\r\\nredlock-mio:marker\\r\\n$2\\r\\nm1\\r\\n$2\\r\\nNX\\r\\n$3\\r\\nGET\\r\\n"),
+        "{text}"
+    );
+    assert_eq!(
+        handshake_ok(Step::Marker, &Token::Null(NullKind::Null)),
+        Ok(true)
+    );
+    assert_eq!(handshake_ok(Step::Identify, &Token::Integer(1)), Ok(false));
+    assert_eq!(
+        handshake_ok(Step::LoadRelease, &Token::Bulk(RELEASE_SHA1.as_bytes())),
+        Ok(true)
+    );
+    assert_eq!(
+        handshake_ok(Step::LoadRelease, &Token::Bulk(EXTEND_SHA1.as_bytes())),
+        Ok(false)
+    );
+    assert_eq!(handshake_ok(Step::Auth, &Token::Integer(1)), Ok(false));
+    assert!(handshake_ok(Step::Auth, &Token::Error(b"WRONGPASS")).is_err());
+}
