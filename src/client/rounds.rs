@@ -56,7 +56,9 @@ impl Redlock {
     }
 
     /// Runs one round of `command`, for at most the request timeout, and
-    /// never past `cap`.
+    /// never past `cap`. (The path of every single-resource call: the
+    /// round is copied out of the engine's table straight into its end,
+    /// with none of a batch's per-round collections.)
     ///
     /// # Errors
     ///
@@ -67,10 +69,29 @@ impl Redlock {
         command: &Command<'_>,
         cap: Option<Instant>,
     ) -> Result<RoundEnd, Error> {
-        let mut ends = self.rounds(std::slice::from_ref(command), cap);
-        ends.pop().unwrap_or(Err(Error::Busy {
-            limit: self.config.max_in_flight,
-        }))
+        let now = Instant::now();
+        let restart = self.restarter(cap, now);
+        let span = RoundSpan::new(command.op, command.resource.len());
+        let wait_until = now.checked_add(self.config.request_timeout).unwrap_or(now);
+        let run = || {
+            self.engine.run(
+                std::slice::from_ref(command),
+                wait_until,
+                restart,
+                |driver, ids| {
+                    let round = ids.first().and_then(|&id| driver.round(id)).cloned();
+                    (round, Instant::now())
+                },
+            )
+        };
+        // The driver's events (reconnects, dropped connections) nest in
+        // the round's span.
+        match span.in_scope(run) {
+            Ok(((Some(round), ended), polled)) => {
+                Ok(self.end(round, span, ended, polled.map_err(|e| e.kind())))
+            }
+            Ok(((None, _), _)) | Err(_) => Err(self.busy()),
+        }
     }
 
     /// Runs one round per command, all at once, each for at most the
@@ -135,33 +156,49 @@ impl Redlock {
         ended: Instant,
         polled: Result<(), io::ErrorKind>,
     ) -> Ends {
-        let busy = || Error::Busy {
-            limit: self.config.max_in_flight,
-        };
         let mut ends: Ends = rounds
             .into_iter()
             .zip(spans)
             .map(|(round, span)| {
-                let round = round.ok_or_else(busy)?;
-                Ok(RoundEnd {
-                    // The commands may have gone out before the poller
-                    // failed.
-                    result: match polled {
-                        Ok(()) => Ok(round.decision().unwrap_or(Decision::NoQuorum)),
-                        Err(kind) => Err(kind),
-                    },
-                    started: round.started(),
-                    valid_until: round.valid_until(),
-                    ended,
-                    span,
-                    round,
-                })
+                let round = round.ok_or_else(|| self.busy())?;
+                Ok(self.end(round, span, ended, polled))
             })
             .collect();
         while ends.len() < n {
-            ends.push(Err(busy()));
+            ends.push(Err(self.busy()));
         }
         ends
+    }
+
+    /// How `round` ended, the call getting control back at `ended`, with
+    /// the poller's error if it failed.
+    fn end(
+        &self,
+        round: Round,
+        span: RoundSpan,
+        ended: Instant,
+        polled: Result<(), io::ErrorKind>,
+    ) -> RoundEnd {
+        RoundEnd {
+            // The commands may have gone out before the poller failed.
+            result: match polled {
+                Ok(()) => Ok(round.decision().unwrap_or(Decision::NoQuorum)),
+                Err(kind) => Err(kind),
+            },
+            started: round.started(),
+            valid_until: round.valid_until(),
+            ended,
+            span,
+            round,
+        }
+    }
+
+    /// The error of a round that could not start: the client stayed at its
+    /// cap of rounds in flight.
+    fn busy(&self) -> Error {
+        Error::Busy {
+            limit: self.config.max_in_flight,
+        }
     }
 
     /// The per-node report of the round that ended with `end`, the masters

@@ -178,6 +178,20 @@ enum Expect {
 struct Pending {
     expect: Expect,
     sent: Instant,
+    /// `sent` + the stall timeout: past it, the connection is stalled.
+    /// (Kept, not computed at each check: the timers are checked at every
+    /// turn of every caller's wait.)
+    stall_at: Instant,
+}
+
+impl Pending {
+    fn new(expect: Expect, sent: Instant, config: &LinkConfig) -> Pending {
+        Pending {
+            expect,
+            sent,
+            stall_at: after(sent, config.stall_timeout),
+        }
+    }
 }
 
 /// Tokens of a top-level frame that is not a reply.
@@ -356,10 +370,8 @@ impl Link {
         };
         commands::encode_handshake(&mut self.out, user, password, db, probe, &mut self.steps);
         for &step in &self.steps {
-            self.pending.push_back(Pending {
-                expect: Expect::Step(step),
-                sent: now,
-            });
+            self.pending
+                .push_back(Pending::new(Expect::Step(step), now, &self.config));
         }
         self.state = State::Connecting {
             deadline: after(now, self.config.connect_timeout),
@@ -459,8 +471,8 @@ impl Link {
             self.replay.extend_from_slice(command.token);
             (command.resource.len() as u32, command.token.len() as u8)
         };
-        self.pending.push_back(Pending {
-            expect: Expect::Command {
+        self.pending.push_back(Pending::new(
+            Expect::Command {
                 round,
                 op: command.op,
                 resource,
@@ -470,8 +482,9 @@ impl Link {
                 many: command.many,
                 fenced: command.fenced,
             },
-            sent: now,
-        });
+            now,
+            &self.config,
+        ));
         Ok(())
     }
 
@@ -515,11 +528,7 @@ impl Link {
             }
         }
         match self.pending.front() {
-            Some(oldest)
-                if now.saturating_duration_since(oldest.sent) > self.config.stall_timeout =>
-            {
-                Err(NodeError::Stalled)
-            }
+            Some(oldest) if now > oldest.stall_at => Err(NodeError::Stalled),
             _ => Ok(()),
         }
     }
@@ -538,10 +547,7 @@ impl Link {
     /// The next instant at which [`check_timers`](Self::check_timers) may
     /// fail.
     pub(crate) fn next_timer(&self) -> Option<Instant> {
-        let stall = self
-            .pending
-            .front()
-            .map(|oldest| after(oldest.sent, self.config.stall_timeout));
+        let stall = self.pending.front().map(|oldest| oldest.stall_at);
         let connect = match self.state {
             State::Connecting { deadline } | State::Handshaking { deadline } => Some(deadline),
             _ => None,
@@ -627,7 +633,9 @@ impl Link {
                             // None of our commands is answered by an aggregate.
                             return Err(NodeError::UnexpectedReply);
                         }
-                        if now <= after(pending.sent, self.config.request_timeout) {
+                        if self.late_since.is_some()
+                            && now <= after(pending.sent, self.config.request_timeout)
+                        {
                             // An answer in time: the connection keeps up.
                             self.late_since = None;
                         }
@@ -691,8 +699,12 @@ impl Link {
                                         }
                                         .encode(&mut self.out);
                                         self.replay.extend_from_within(args.clone());
-                                        self.pending.push_back(Pending {
-                                            expect: Expect::Command {
+                                        let sent = self
+                                            .pending
+                                            .front()
+                                            .map_or_else(Instant::now, |p| p.sent);
+                                        self.pending.push_back(Pending::new(
+                                            Expect::Command {
                                                 round,
                                                 op,
                                                 resource,
@@ -702,11 +714,9 @@ impl Link {
                                                 many,
                                                 fenced,
                                             },
-                                            sent: self
-                                                .pending
-                                                .front()
-                                                .map_or_else(Instant::now, |p| p.sent),
-                                        });
+                                            sent,
+                                            &self.config,
+                                        ));
                                     }
                                     // Grants of a quarantined master do not
                                     // count; its fence counter (if it has
@@ -728,7 +738,9 @@ impl Link {
                                 // waiting for an empty arena could grow it
                                 // without bound. What is left is a request or
                                 // two, cheap to move.
-                                self.replay.drain(..args.end);
+                                if args.end > 0 {
+                                    self.replay.drain(..args.end);
+                                }
                             }
                         }
                         self.pending.pop_front();
