@@ -1,4 +1,4 @@
-//! Tests of the test harness itself (`tests/support/cluster.rs`): it starts
+//! Tests of the test harness itself (`tests/support/cluster/`): it starts
 //! real `redis-server` processes, controls them, and leaves nothing behind.
 // Test code: a panic with context is the intended way to fail.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
