@@ -16,6 +16,17 @@ pub enum Endpoint {
     Unix(PathBuf),
 }
 
+impl Endpoint {
+    /// Whether the server runs on this machine: a loopback address
+    /// (`127.0.0.0/8`, `::1`, or `::ffff:127.x.y.z`) or a Unix socket.
+    pub fn is_local(&self) -> bool {
+        match self {
+            Endpoint::Tcp(addr) => addr.ip().to_canonical().is_loopback(),
+            Endpoint::Unix(_) => true,
+        }
+    }
+}
+
 impl fmt::Display for Endpoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -337,6 +348,32 @@ fn percent_decode(text: &str) -> Result<String, AddrError> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn endpoints_on_this_machine_are_local() {
+        let local = [
+            "127.0.0.1:6379",
+            "127.3.2.1:1",
+            "[::1]:6379",
+            "[::ffff:127.0.0.1]:6379",
+        ];
+        for addr in local {
+            let endpoint = Endpoint::Tcp(addr.parse().unwrap_or_else(|e| panic!("{addr}: {e}")));
+            assert!(endpoint.is_local(), "{addr}");
+        }
+        assert!(Endpoint::Unix("/tmp/redis.sock".into()).is_local());
+        let remote = [
+            "10.0.0.1:6379",
+            "192.168.1.2:6379",
+            "[2001:db8::1]:6379",
+            "[::ffff:10.0.0.1]:6379",
+            "0.0.0.0:6379",
+        ];
+        for addr in remote {
+            let endpoint = Endpoint::Tcp(addr.parse().unwrap_or_else(|e| panic!("{addr}: {e}")));
+            assert!(!endpoint.is_local(), "{addr}");
+        }
+    }
+
     use super::*;
 
     fn tcp(url: &str) -> (SocketAddr, Option<String>, Option<String>, u32) {

@@ -167,3 +167,45 @@ fn lock_until_with_a_past_deadline_asks_nobody() {
         assert_eq!(command_stats(&cluster, i, "set").0, 0, "node {i} got a SET");
     }
 }
+
+/// A lone caller whose masters are all local yields its CPU around each
+/// wait for replies (`Builder::yield_to_local_masters`, on by default):
+/// with it on and off, healthy cycles succeed and leave nothing, and with
+/// a majority paused an attempt still ends at its request timeout, not
+/// later (the time is read again after each yield).
+#[test]
+fn a_lone_caller_keeps_its_bounds_whether_it_yields_or_not() {
+    let cluster = Cluster::start(3);
+    for on in [true, false] {
+        let redlock = Redlock::builder(cluster.urls())
+            .request_timeout(Duration::from_millis(200))
+            .retry_count(0)
+            .yield_to_local_masters(on)
+            .build()
+            .expect("build a client");
+        for _ in 0..200 {
+            let mut lock = redlock.try_lock("lone", TTL).expect("healthy acquire");
+            redlock.unlock(&mut lock).expect("healthy release");
+        }
+        assert_gone(&cluster, &[0, 1, 2], b"lone", SETTLE);
+
+        cluster.pause(0);
+        cluster.pause(1);
+        let start = Instant::now();
+        let error = redlock
+            .try_lock("lone", TTL)
+            .expect_err("no quorum with two of three paused");
+        let took = start.elapsed();
+        cluster.resume(0);
+        cluster.resume(1);
+        assert!(
+            matches!(error, Error::Unavailable(_)),
+            "yield {on}: {error}"
+        );
+        assert!(
+            took >= Duration::from_millis(200) && took < Duration::from_millis(700),
+            "yield {on}: the attempt took {took:?} against a 200 ms request timeout"
+        );
+        assert_gone(&cluster, &[0, 1, 2], b"lone", SETTLE);
+    }
+}

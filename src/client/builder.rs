@@ -43,6 +43,7 @@ pub struct Builder {
     fencing: Option<Duration>,
     max_in_flight: usize,
     async_spin: Duration,
+    local_yield: bool,
     #[cfg(feature = "tls")]
     tls: Option<std::sync::Arc<rustls::ClientConfig>>,
 }
@@ -101,6 +102,7 @@ impl fmt::Debug for Builder {
             .field("fencing", &self.fencing)
             .field("max_in_flight", &self.max_in_flight)
             .field("async_spin", &self.async_spin)
+            .field("yield_to_local_masters", &self.local_yield)
             .finish()
     }
 }
@@ -157,6 +159,7 @@ impl Builder {
             fencing: None,
             max_in_flight: 256,
             async_spin: Duration::from_millis(1),
+            local_yield: true,
             #[cfg(feature = "tls")]
             tls: None,
         }
@@ -252,6 +255,26 @@ impl Builder {
     /// thread polls for every task, and this does not apply.
     pub fn async_spin(mut self, spin: Duration) -> Builder {
         self.async_spin = spin;
+        self
+    }
+
+    /// Whether a blocking caller alone on a client whose masters all run
+    /// on this machine (loopback addresses or Unix sockets) yields its CPU
+    /// (`sched_yield`) before each wait for replies and once more when its
+    /// round is decided. Its requests woke the masters' processes, which
+    /// may be waiting for this very CPU: yielded to, they answer before the
+    /// wait, which then finds the replies instead of sleeping until each
+    /// one wakes the caller; and the masters still to answer finish before
+    /// the caller's next requests meet them. Measured on two cores with
+    /// five local masters: cycle p50 about 4 % lower (the README's latency
+    /// section). Default on; it never applies to remote masters, to async
+    /// calls, nor while other rounds are in flight. Its price: on a CPU
+    /// where other threads are ready to run, the caller may wait behind
+    /// them for up to a scheduler time slice (a millisecond or so); turn
+    /// it off for services that keep their CPUs busy next to local
+    /// masters.
+    pub fn yield_to_local_masters(mut self, on: bool) -> Builder {
+        self.local_yield = on;
         self
     }
 
@@ -395,7 +418,9 @@ impl Builder {
             });
         }
         let masters = driver.addrs().map(ToString::to_string).collect();
-        let engine = Engine::new(driver, poller).map_err(|e| ConfigError::Io(e.kind()))?;
+        let local = driver.addrs().all(|a| a.endpoint().is_local());
+        let engine = Engine::new(driver, poller, self.local_yield && local)
+            .map_err(|e| ConfigError::Io(e.kind()))?;
         Ok(Redlock {
             masters,
             counters: super::stats::Counters::new(n),

@@ -90,6 +90,11 @@ pub(crate) struct Engine {
     poller: Mutex<Poller>,
     /// Interrupts a poll in progress, so that what tasks queued is written.
     waker: mio::Waker,
+    /// A lone caller yields its CPU before each poll: the masters run on
+    /// this machine ([`Builder::yield_to_local_masters`]).
+    ///
+    /// [`Builder::yield_to_local_masters`]: crate::Builder::yield_to_local_masters
+    yield_first: bool,
 }
 
 /// What the driver's mutex guards.
@@ -122,7 +127,7 @@ fn take<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Engine {
-    pub(crate) fn new(driver: Driver, poller: Poller) -> io::Result<Engine> {
+    pub(crate) fn new(driver: Driver, poller: Poller, yield_first: bool) -> io::Result<Engine> {
         let waker = mio::Waker::new(poller.poll.registry(), WAKE)?;
         Ok(Engine {
             driver: Mutex::new(Shared {
@@ -138,6 +143,7 @@ impl Engine {
             }),
             poller: Mutex::new(poller),
             waker,
+            yield_first,
         })
     }
 
@@ -235,6 +241,20 @@ impl Engine {
         mut now: Instant,
     ) -> (MutexGuard<'a, Shared>, io::Result<()>) {
         loop {
+            if self.yield_first && poller.is_some() && shared.driver.in_flight() == ids.len() {
+                // Alone, with the masters on this machine: their processes,
+                // woken by the requests, may be waiting for this CPU. Once
+                // they have had it, the poll finds their replies instead of
+                // sleeping until each one wakes this thread; and after the
+                // decision, the masters that have yet to answer finish
+                // before the next round's requests meet them. (The driver
+                // is free meanwhile; the time is read again, so that the
+                // poll still ends at the deadline.)
+                drop(shared);
+                thread::yield_now();
+                shared = take(&self.driver);
+                now = Instant::now();
+            }
             shared.driver.check_timers(now);
             shared.driver.wake_decided();
             if shared.driver.decided(ids) {
