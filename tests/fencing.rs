@@ -19,7 +19,7 @@ use redlock_mio::{
     Error, FENCE_KEY, FENCE_LOST_KEY, FENCE_READ_SCRIPT, FENCE_SYNC_SCRIPT, FENCED_ACQUIRE_SCRIPT,
     RAISE_SCRIPT, Redlock,
 };
-use support::check::integer;
+use support::check::{eventually, integer};
 use support::cluster::{Cluster, ClusterOptions, Node};
 use support::proxy::{Dir, Proxies};
 
@@ -116,6 +116,21 @@ fn a_master_that_lost_its_counter_never_lowers_a_fence() {
     proxies[1].heal();
     let lagging = counter(cluster.node(1)).expect("in sync");
     assert!(lagging < last, "node 1 at {lagging}, last fence {last}");
+    // The client meets the reset at its next call, and only once the
+    // proxy's threads have closed the old sockets (the RST leaves then): a
+    // cycle through the new connection first, so that the attempts below
+    // see the loss of node 2's counter and nothing else.
+    let reconnected = eventually(Duration::from_secs(2), || {
+        let Ok(mut lock) = redlock.try_lock("fence:r", ttl) else {
+            return false;
+        };
+        let fence = lock.fence().expect("fenced");
+        assert!(fence > last, "{fence} after {last}");
+        last = fence;
+        redlock.unlock(&mut lock).expect("unlock");
+        true
+    });
+    assert!(reconnected, "no cycle through node 1's new connection");
 
     cluster.flushall(2);
     cluster.pause(0);
