@@ -10,6 +10,7 @@ use super::builder::Config;
 use super::observe::{self, RoundSpan};
 use super::{Lock, Redlock, TOKEN_LEN};
 use crate::commands::Command;
+use crate::driver::{Driver, Full};
 use crate::error::Error;
 use crate::rules::{self, Decision, Op, Report, Round};
 
@@ -69,24 +70,16 @@ impl Redlock {
         command: &Command<'_>,
         cap: Option<Instant>,
     ) -> Result<RoundEnd, Error> {
-        let now = Instant::now();
-        let restart = self.restarter(cap, now);
         let span = RoundSpan::new(command.op, command.resource.len());
-        let wait_until = now.checked_add(self.config.request_timeout).unwrap_or(now);
-        let run = || {
-            self.engine.run(
-                std::slice::from_ref(command),
-                wait_until,
-                restart,
-                |driver, ids| {
-                    let round = ids.first().and_then(|&id| driver.round(id)).cloned();
-                    (round, Instant::now())
-                },
-            )
-        };
         // The driver's events (reconnects, dropped connections) nest in
         // the round's span.
-        match span.in_scope(run) {
+        let (run, _) = span.in_scope(|| {
+            self.run(std::slice::from_ref(command), cap, |driver, ids| {
+                let round = ids.first().and_then(|&id| driver.round(id)).cloned();
+                (round, Instant::now())
+            })
+        });
+        match run {
             Ok(((Some(round), ended), polled)) => {
                 Ok(self.end(round, span, ended, polled.map_err(|e| e.kind())))
             }
@@ -99,20 +92,16 @@ impl Redlock {
     /// order: [`Error::Busy`] for those that could not start (nothing of
     /// theirs was sent).
     pub(super) fn rounds(&self, commands: &[Command<'_>], cap: Option<Instant>) -> Ends {
-        let now = Instant::now();
-        let restart = self.restarter(cap, now);
         let spans = spans(commands);
-        let wait_until = now.checked_add(self.config.request_timeout).unwrap_or(now);
         let run = || {
-            self.engine
-                .run(commands, wait_until, restart, |driver, ids| {
-                    let rounds: Rounds = ids.iter().map(|&id| driver.round(id).cloned()).collect();
-                    (rounds, Instant::now())
-                })
+            self.run(commands, cap, |driver, ids| {
+                let rounds: Rounds = ids.iter().map(|&id| driver.round(id).cloned()).collect();
+                (rounds, Instant::now())
+            })
         };
         // The driver's events (reconnects, dropped connections) nest in
         // the span of a single round.
-        let run = match &spans[..] {
+        let (run, now) = match &spans[..] {
             [span] => span.in_scope(run),
             _ => run(),
         };
@@ -126,6 +115,22 @@ impl Redlock {
             ),
             Err(_full) => self.ends(commands.len(), Rounds::new(), spans, now, Ok(())),
         }
+    }
+
+    /// Runs one round per command on the engine, each for at most the
+    /// request timeout and never past `cap`; `done` makes the call's
+    /// result from the rounds as they ended. Returns the engine's answer
+    /// and the call's start.
+    fn run<T>(
+        &self,
+        commands: &[Command<'_>],
+        cap: Option<Instant>,
+        done: impl FnOnce(&Driver, &[u64]) -> T,
+    ) -> (Result<(T, io::Result<()>), Full>, Instant) {
+        let now = Instant::now();
+        let restart = self.restarter(cap, now);
+        let wait_until = now.checked_add(self.config.request_timeout).unwrap_or(now);
+        (self.engine.run(commands, wait_until, restart, done), now)
     }
 
     /// Sets up each round of a call: its operation, TTL and drift, over

@@ -274,16 +274,6 @@ impl Conn {
         let Some(stream) = self.stream.as_mut() else {
             return Ok(());
         };
-        if !self.writable
-            && !stream.is_tls()
-            && self.link.is_ready()
-            && self.link.transmit().is_empty()
-        {
-            // Nothing to write, and no writable interest to drop (the
-            // common case: a readable event on a connection that wrote its
-            // requests when they were queued).
-            return Ok(());
-        }
         stream.flush_pending().map_err(|e| io_error(&e))?;
         let blocked = loop {
             let bytes = self.link.transmit();

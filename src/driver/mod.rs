@@ -28,7 +28,7 @@ use crate::rules::{NodeError, NodeState, Op, Round};
 
 use conn::Conn;
 pub(crate) use conn::TlsConfig;
-pub(crate) use engine::{Engine, Ids, Polling, Waiter};
+pub(crate) use engine::{Engine, Full, Ids, Polling, Waiter};
 
 use crate::link::LinkConfig;
 
