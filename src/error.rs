@@ -158,8 +158,9 @@ pub enum Error {
         /// How many were given.
         count: usize,
     },
-    /// No quorum: other clients hold the resource on some nodes (the
-    /// unreachable nodes alone would not have prevented a quorum).
+    /// No quorum: other clients hold the resource on some nodes (at least
+    /// one refused, and the unreachable nodes alone would not have
+    /// prevented a quorum).
     Contended(Box<Report>),
     /// No quorum: so many nodes failed, timed out or were quarantined (see
     /// [`Builder::restart_guard`](crate::Builder::restart_guard)) that a

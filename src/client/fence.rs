@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
+use super::rounds::acquire_refused;
 use super::{Redlock, RoundEnd};
 use crate::commands::{self, Command};
 use crate::error::Error;
@@ -93,20 +94,13 @@ impl Redlock {
         Ok(Some(fence))
     }
 
-    /// The error for an acquire round without a quorum: for a fenced one
-    /// that masters out of sync kept from a quorum of grants,
-    /// [`Error::Unfenced`]; else as for any round.
+    /// The error for an acquire round without a quorum: see
+    /// [`acquire_refused`].
     pub(super) fn refused(&self, fenced: bool, end: &RoundEnd) -> Error {
         if fenced {
             self.note_fences(end);
         }
-        let report = self.report(end);
-        let granted = report.ok() + report.unsynced();
-        if report.unsynced() > 0 && granted >= report.quorum() {
-            Error::Unfenced(report)
-        } else {
-            self.no_quorum(report, Error::Contended)
-        }
+        acquire_refused(self.report(end))
     }
 
     /// The second round: raise the counters to `fence` where the lock's
