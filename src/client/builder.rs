@@ -268,7 +268,9 @@ impl Builder {
     /// the caller's next requests meet them. Measured on two cores with
     /// five local masters: cycle p50 about 4 % lower (the README's latency
     /// section). Default on; it never applies to remote masters, to async
-    /// calls, nor while other rounds are in flight. Its price: on a CPU
+    /// calls, nor while other rounds are in flight
+    /// ([`Stats::yields`](crate::Stats::yields) counts the yields). Its
+    /// price: on a CPU
     /// where other threads are ready to run, the caller may wait behind
     /// them for up to a scheduler time slice (a millisecond or so); turn
     /// it off for services that keep their CPUs busy next to local

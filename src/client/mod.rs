@@ -163,7 +163,7 @@ impl Redlock {
         let shared = self.engine.driver();
         let masters = self.masters.iter().map(String::as_str);
         self.counters
-            .snapshot(masters.zip(shared.driver.connects()))
+            .snapshot(masters.zip(shared.driver.connects()), shared.yields)
     }
 
     /// How many masters must agree: `N / 2 + 1`.

@@ -32,6 +32,11 @@ pub struct Stats {
     pub releases: u64,
     /// Release rounds that reached a quorum.
     pub released: u64,
+    /// Times a blocking caller yielded its CPU to masters on this machine
+    /// ([`Builder::yield_to_local_masters`](crate::Builder::yield_to_local_masters)):
+    /// about two per round of a lone caller, none for async calls or while
+    /// other rounds are in flight.
+    pub yields: u64,
     /// Per master, in the order the servers were given.
     pub masters: Vec<MasterStats>,
 }
@@ -137,10 +142,11 @@ impl Counters {
     }
 
     /// A copy of the counters, with each master's address, connects and
-    /// suspicions.
+    /// suspicions, and the engine's `yields`.
     pub(super) fn snapshot<'a>(
         &self,
         masters: impl Iterator<Item = (&'a str, (u64, u64))>,
+        yields: u64,
     ) -> Stats {
         Stats {
             attempts: read(&self.attempts),
@@ -153,6 +159,7 @@ impl Counters {
             extended: read(&self.extended),
             releases: read(&self.releases),
             released: read(&self.released),
+            yields,
             masters: self
                 .masters
                 .iter()

@@ -117,6 +117,8 @@ pub(crate) struct Shared {
     next_timer: u64,
     /// The client is gone: the background thread ends.
     closed: bool,
+    /// How often a lone caller yielded its CPU (see `Engine::yield_first`).
+    pub(crate) yields: u64,
 }
 
 /// A poisoned lock is taken all the same: the state it guards is kept
@@ -140,6 +142,7 @@ impl Engine {
                 timers: Vec::new(),
                 next_timer: 1,
                 closed: false,
+                yields: 0,
             }),
             poller: Mutex::new(poller),
             waker,
@@ -253,6 +256,7 @@ impl Engine {
                 drop(shared);
                 thread::yield_now();
                 shared = take(&self.driver);
+                shared.yields += 1;
                 now = Instant::now();
             }
             shared.driver.check_timers(now);
