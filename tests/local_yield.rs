@@ -1,6 +1,6 @@
-//! `Builder::yield_to_local_masters`: when a blocking caller yields its CPU
-//! to masters on this machine, and when it never does, counted by
-//! `Stats::yields` against real masters. (Masters on other machines turn
+//! `Builder::yield_to_local_masters`: when a caller (a thread, or a task
+//! polling for itself) yields its CPU to masters on this machine, and when
+//! it never does, counted by `Stats::yields` against real masters. (Masters on other machines turn
 //! it off too: that predicate, `Endpoint::is_local`, has a unit test; a
 //! test here may not send traffic off loopback.)
 
@@ -10,7 +10,7 @@ mod support;
 
 use std::future::Future;
 use std::pin::pin;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use redlock_mio::Redlock;
@@ -54,56 +54,63 @@ fn a_lone_blocking_caller_yields_at_least_once_per_round_only_when_on() {
     assert_gone(&cluster, &[0, 1, 2], b"lone", SETTLE);
 }
 
+/// A lone task that polls for itself yields once per round, after
+/// writing it (and never with the setting off).
 #[test]
-fn async_calls_never_yield() {
+fn a_lone_async_task_yields_once_per_round() {
     let cluster = Cluster::start(3);
-    let redlock = client(cluster.urls(), true);
-    futures_executor::block_on(async {
-        for _ in 0..CYCLES {
-            let mut lock = redlock
-                .try_lock_async("async", TTL)
-                .await
-                .expect("healthy acquire");
-            redlock
-                .unlock_async(&mut lock)
-                .await
-                .expect("healthy release");
-        }
-    });
-    assert_eq!(redlock.stats().yields, 0);
+    for on in [true, false] {
+        let redlock = client(cluster.urls(), on);
+        futures_executor::block_on(async {
+            for _ in 0..CYCLES {
+                let mut lock = redlock
+                    .try_lock_async("async", TTL)
+                    .await
+                    .expect("healthy acquire");
+                redlock
+                    .unlock_async(&mut lock)
+                    .await
+                    .expect("healthy release");
+            }
+        });
+        let expected = if on { 2 * CYCLES } else { 0 };
+        assert_eq!(redlock.stats().yields, expected, "yield {on}");
+    }
     assert_gone(&cluster, &[0, 1, 2], b"async", SETTLE);
 }
 
 /// A task's round stays in flight while its future is not polled again:
-/// the blocking caller that meanwhile makes its cycles is never alone, so
-/// never yields. The dropped future's lock is released by the client.
+/// another task that starts a round meanwhile, and a blocking caller that
+/// makes its cycles, are never alone, so never yield. The dropped futures'
+/// locks are released by the client.
 #[test]
 fn a_caller_never_yields_while_another_round_is_in_flight() {
     let cluster = Cluster::start(3);
     let redlock = client(cluster.urls(), true);
     let mut context = Context::from_waker(Waker::noop());
-    let mut tries = 0;
-    loop {
-        // A lone task polls for its replies in its first poll already,
-        // and may find them there: then its round is over; try again.
-        tries += 1;
-        assert!(tries <= 100, "no first poll left its round in flight");
-        let mut other = pin!(redlock.try_lock_async("other", TTL));
-        match other.as_mut().poll(&mut context) {
-            Poll::Ready(result) => {
-                let mut lock = result.expect("healthy acquire");
-                redlock.unlock(&mut lock).expect("healthy release");
-            }
-            Poll::Pending => {
-                let before = redlock.stats().yields;
-                cycles(&redlock, "busy");
-                assert_eq!(redlock.stats().yields, before, "never alone");
-                break;
-            }
+    {
+        // Paused masters cannot answer the task's first poll.
+        for node in 0..3 {
+            cluster.pause(node);
         }
+        let mut other = pin!(redlock.try_lock_async("other", TTL));
+        let first = other.as_mut().poll(&mut context);
+        for node in 0..3 {
+            cluster.resume(node);
+        }
+        assert!(first.is_pending(), "the task's round is in flight");
+        let before = redlock.stats().yields;
+        // A second task, then a thread, while that round is in flight.
+        let mut second = pin!(redlock.try_lock_async("second", TTL));
+        let _ = second.as_mut().poll(&mut context);
+        assert_eq!(redlock.stats().yields, before, "the task was not alone");
+        cycles(&redlock, "busy");
+        assert_eq!(redlock.stats().yields, before, "the thread was never alone");
+        // Both futures are dropped here.
     }
-    assert_gone(&cluster, &[0, 1, 2], b"other", SETTLE);
-    assert_gone(&cluster, &[0, 1, 2], b"busy", SETTLE);
+    for key in [&b"other"[..], b"second", b"busy"] {
+        assert_gone(&cluster, &[0, 1, 2], key, SETTLE);
+    }
 
     // The same client, alone again, yields.
     let before = redlock.stats().yields;

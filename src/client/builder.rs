@@ -258,23 +258,26 @@ impl Builder {
         self
     }
 
-    /// Whether a blocking caller alone on a client whose masters all run
-    /// on this machine (loopback addresses or Unix sockets) yields its CPU
-    /// (`sched_yield`) before each wait for replies and once more when its
-    /// round is decided. Its requests woke the masters' processes, which
+    /// Whether a caller alone on a client whose masters all run on this
+    /// machine (loopback addresses or Unix sockets) yields its CPU
+    /// (`sched_yield`) while it waits for replies: a blocking caller before
+    /// each wait and once more when its round is decided, an async task
+    /// that polls for itself ([`async_spin`](Self::async_spin)) once after
+    /// writing its round. Its requests woke the masters' processes, which
     /// may be waiting for this very CPU: yielded to, they answer before the
-    /// wait, which then finds the replies instead of sleeping until each
-    /// one wakes the caller; and the masters still to answer finish before
-    /// the caller's next requests meet them. Measured on two cores with
-    /// five local masters: cycle p50 about 4 % lower (the README's latency
-    /// section). Default on; it never applies to remote masters, to async
-    /// calls, nor while other rounds are in flight
+    /// wait (or the task's first look), which then finds the replies
+    /// instead of sleeping until each one wakes the caller; and the masters
+    /// still to answer finish before the caller's next requests meet them.
+    /// Measured on two cores with five local masters: blocking cycle p50
+    /// about 4 % lower; a lone task's `epoll_wait` calls per round (its
+    /// own and its executor's) 3.6 -> 1.4 (the
+    /// README's latency section). Default on; it never applies to remote
+    /// masters, nor while other rounds are in flight
     /// ([`Stats::yields`](crate::Stats::yields) counts the yields). Its
-    /// price: on a CPU
-    /// where other threads are ready to run, the caller may wait behind
-    /// them for up to a scheduler time slice (a millisecond or so); turn
-    /// it off for services that keep their CPUs busy next to local
-    /// masters.
+    /// price: on a CPU where other threads are ready to run, the caller may
+    /// wait behind them for up to a scheduler time slice (a millisecond or
+    /// so); turn it off for services that keep their CPUs busy next to
+    /// local masters.
     pub fn yield_to_local_masters(mut self, on: bool) -> Builder {
         self.local_yield = on;
         self

@@ -32,10 +32,10 @@ pub struct Stats {
     pub releases: u64,
     /// Release rounds that reached a quorum.
     pub released: u64,
-    /// Times a blocking caller yielded its CPU to masters on this machine
+    /// Times a caller yielded its CPU to masters on this machine
     /// ([`Builder::yield_to_local_masters`](crate::Builder::yield_to_local_masters)):
-    /// about two per round of a lone caller, none for async calls or while
-    /// other rounds are in flight.
+    /// about two per round of a lone thread, one per round of a lone task,
+    /// none while other rounds are in flight.
     pub yields: u64,
     /// Per master, in the order the servers were given.
     pub masters: Vec<MasterStats>,

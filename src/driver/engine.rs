@@ -90,8 +90,9 @@ pub(crate) struct Engine {
     poller: Mutex<Poller>,
     /// Interrupts a poll in progress, so that what tasks queued is written.
     waker: mio::Waker,
-    /// A lone caller yields its CPU before each poll: the masters run on
-    /// this machine ([`Builder::yield_to_local_masters`]).
+    /// A lone thread yields its CPU before each poll, a lone task once
+    /// after it wrote its round: the masters run on this machine
+    /// ([`Builder::yield_to_local_masters`]).
     ///
     /// [`Builder::yield_to_local_masters`]: crate::Builder::yield_to_local_masters
     yield_first: bool,
