@@ -3,6 +3,24 @@
 
 use super::*;
 
+/// Errors printed so far: a few, so that a rare failure names its kind
+/// without flooding the table.
+static PRINTED: AtomicU64 = AtomicU64::new(0);
+
+/// `result` as the cell counts it (`true`: a cycle done), printing the
+/// first few errors of the run to stderr.
+fn done(variant: &str, result: std::result::Result<(), redlock_mio::Error>) -> bool {
+    match result {
+        Ok(()) => true,
+        Err(error) => {
+            if PRINTED.fetch_add(1, Ordering::Relaxed) < 10 {
+                eprintln!("throughput: {variant}: a cycle failed: {error}");
+            }
+            false
+        }
+    }
+}
+
 fn client(urls: &[String]) -> Redlock {
     Redlock::builder(urls)
         .request_timeout(REQUEST_TIMEOUT)
@@ -15,20 +33,20 @@ pub(crate) fn mine_per_thread(urls: &[String], callers: usize, run: Duration) ->
     let clients: Vec<Redlock> = (0..callers).map(|_| client(urls)).collect();
     threads(callers, run, |c| {
         let redlock = &clients[c];
-        match redlock.try_lock(format!("tp:own:{c}"), TTL) {
-            Ok(mut lock) => redlock.unlock(&mut lock).is_ok(),
-            Err(_) => false,
-        }
+        let result = redlock
+            .try_lock(format!("tp:own:{c}"), TTL)
+            .and_then(|mut lock| redlock.unlock(&mut lock));
+        done("client per thread", result)
     })
 }
 
 pub(crate) fn mine_shared(urls: &[String], callers: usize, run: Duration) -> Cell {
     let redlock = client(urls);
     threads(callers, run, |c| {
-        match redlock.try_lock(format!("tp:shared:{c}"), TTL) {
-            Ok(mut lock) => redlock.unlock(&mut lock).is_ok(),
-            Err(_) => false,
-        }
+        let result = redlock
+            .try_lock(format!("tp:shared:{c}"), TTL)
+            .and_then(|mut lock| redlock.unlock(&mut lock));
+        done("shared", result)
     })
 }
 
@@ -43,10 +61,11 @@ pub(crate) fn mine_async(
         let redlock = redlock.clone();
         async move {
             let resource = format!("tp:async:{c}");
-            match redlock.try_lock_async(&resource, TTL).await {
-                Ok(mut lock) => redlock.unlock_async(&mut lock).await.is_ok(),
-                Err(_) => false,
-            }
+            let result = match redlock.try_lock_async(&resource, TTL).await {
+                Ok(mut lock) => redlock.unlock_async(&mut lock).await,
+                Err(error) => Err(error),
+            };
+            done("async, shared", result)
         }
     })
 }
