@@ -117,9 +117,21 @@ pub(crate) struct Command<'a> {
     pub(crate) many: bool,
     /// An acquire that also counts a fence ([`FENCED_ACQUIRE_SCRIPT`]).
     pub(crate) fenced: bool,
+    /// For a release: the masters its lock's acquire went out to (bit `i`
+    /// for master `i`; masters past the 64th are never in it), where the
+    /// key may be. The release is queued on them however far behind they
+    /// are (see `Link::queue`), so that a master that lags never keeps a
+    /// key that its acquire set. 0 for other commands.
+    pub(crate) reach: u64,
 }
 
 impl Command<'_> {
+    /// Whether this is a release that must reach master `node` however
+    /// far behind it is (see [`reach`](Self::reach)).
+    pub(crate) fn must_reach(&self, node: usize) -> bool {
+        self.op == Op::Release && node < 64 && self.reach >> node & 1 == 1
+    }
+
     /// Writes the command into `out`.
     pub(crate) fn encode(&self, out: &mut Vec<u8>) {
         match self.op {

@@ -93,3 +93,48 @@ fn bytes_the_socket_would_not_take_go_out_when_it_can() {
     assert!(matches!(result, Err(Error::Unavailable(_))), "{result:?}");
     assert_eq!(fake.peer_closed(), 0, "the connection was dropped");
 }
+
+/// A master behind the others takes no new acquire past its limits, but
+/// still every release of a lock whose acquire it took: that key is there
+/// (or will be, once the master reads on), and without its release it
+/// would hold the resource on that master until its TTL.
+#[test]
+fn a_lagging_master_still_gets_the_releases_of_the_keys_it_holds() {
+    let cluster = Cluster::start(3);
+    let redlock = Redlock::builder(cluster.urls())
+        .request_timeout(Duration::from_millis(200))
+        // Small limits: 34 requests unanswered before a master lags.
+        .max_in_flight(1)
+        .stall_timeout(Duration::from_secs(30))
+        .retry_count(0)
+        .build()
+        .expect("build");
+    let mut kept = redlock.try_lock("lagging:kept", TTL).expect("acquire");
+    assert!(cluster.exists(2, "lagging:kept"));
+
+    // Node 2 stops reading: the next cycles go on with nodes 0 and 1, and
+    // node 2 collects requests until it lags (its acquires then skip it).
+    cluster.pause(2);
+    let cycles = 60;
+    for i in 0..cycles {
+        let mut lock = redlock
+            .try_lock(format!("lagging:other:{i}"), TTL)
+            .expect("nodes 0 and 1 grant it");
+        redlock.unlock(&mut lock).expect("nodes 0 and 1 release it");
+    }
+    let skipped = redlock.stats().masters[2].errors;
+    redlock.unlock(&mut kept).expect("nodes 0 and 1 release it");
+    cluster.resume(2);
+    assert!(
+        skipped > 0,
+        "node 2 never lagged: the test needs it behind its limits"
+    );
+
+    // Node 2 reads on, and finds the release of every key it was given.
+    let settle = Duration::from_secs(5);
+    support::check::assert_gone(&cluster, &[0, 1, 2], b"lagging:kept", settle);
+    for i in 0..cycles {
+        let key = format!("lagging:other:{i}");
+        support::check::assert_gone(&cluster, &[0, 1, 2], key.as_bytes(), settle);
+    }
+}

@@ -67,6 +67,7 @@ impl Redlock {
                 eval: false,
                 many: false,
                 fenced: false,
+                reach: 0,
             })
             .collect();
         let ends = self.rounds(&commands, None);
@@ -83,7 +84,14 @@ impl Redlock {
             let error = match end.result {
                 Ok(Decision::Quorum { .. }) => {
                     self.tally(Op::Acquire, &end, Ok(()));
-                    let lock = Lock::new(command.resource, false, *token, end.valid_until, None);
+                    let lock = Lock::new(
+                        command.resource,
+                        false,
+                        *token,
+                        end.valid_until,
+                        None,
+                        end.round.reached(),
+                    );
                     results.push(Ok(lock));
                     continue;
                 }
@@ -94,6 +102,7 @@ impl Redlock {
             let release = Command {
                 op: Op::Release,
                 eval: true,
+                reach: end.round.reached(),
                 ..*command
             };
             self.engine.driver().driver.queue(&release, Instant::now());

@@ -180,7 +180,7 @@ impl EmbeddedRedlock {
         check_resource(resource)?;
         let ttl_ms = check_ttl(&self.config, ttl)?;
         let token = self.tokens.token();
-        self.start(Op::Acquire, resource, false, token, ttl_ms)
+        self.start(Op::Acquire, resource, false, token, ttl_ms, 0)
     }
 
     /// Starts the release of `lock` on every master. The outcome comes
@@ -195,7 +195,7 @@ impl EmbeddedRedlock {
         let (resource, many) = lock.keys();
         let resource: SmallVec<[u8; 64]> = SmallVec::from_slice(resource);
         let token = *lock.token();
-        let ticket = self.start(Op::Release, &resource, many, token, 0)?;
+        let ticket = self.start(Op::Release, &resource, many, token, 0, lock.reach())?;
         lock.expire(Instant::now());
         Ok(ticket)
     }
@@ -207,6 +207,7 @@ impl EmbeddedRedlock {
         many: bool,
         token: [u8; TOKEN_LEN],
         ttl_ms: u64,
+        reach: u64,
     ) -> Result<Ticket, Error> {
         let command = Command {
             op,
@@ -216,6 +217,7 @@ impl EmbeddedRedlock {
             eval: false,
             many,
             fenced: false,
+            reach,
         };
         let restart = restarter(
             &self.config,
@@ -297,6 +299,7 @@ impl EmbeddedRedlock {
                         started.token,
                         round.valid_until(),
                         None,
+                        round.reached(),
                     )),
                     (Some(Decision::TooSlow), Some(round)) => Err(Error::TooSlow(report(round))),
                     (_, Some(round)) => Err(no_quorum(report(round), Error::Contended)),
@@ -312,6 +315,8 @@ impl EmbeddedRedlock {
                         eval: true,
                         many: started.many,
                         fenced: false,
+                        // Unknown without the round: every master.
+                        reach: round.as_ref().map_or(u64::MAX, Round::reached),
                     };
                     self.driver.queue(&release, Instant::now());
                 }

@@ -180,6 +180,7 @@ impl Redlock {
             eval: false,
             many: false,
             fenced: false,
+            reach: 0,
         };
         let Ok(end) = self.round(&read, deadline) else {
             return;

@@ -54,6 +54,8 @@ pub struct Lock {
     valid_until: Instant,
     extensions: u32,
     fence: Option<u64>,
+    /// The masters the acquire went out to (see `Command::reach`).
+    reach: u64,
 }
 
 impl Lock {
@@ -63,6 +65,7 @@ impl Lock {
         token: [u8; TOKEN_LEN],
         valid_until: Instant,
         fence: Option<u64>,
+        reach: u64,
     ) -> Lock {
         Lock {
             resource: SmallVec::from_slice(resource),
@@ -71,6 +74,7 @@ impl Lock {
             valid_until,
             extensions: 0,
             fence,
+            reach,
         }
     }
 
@@ -119,7 +123,13 @@ impl Lock {
             eval: false,
             many,
             fenced: false,
+            reach: self.reach,
         }
+    }
+
+    /// The masters the acquire went out to (see [`release`](Self::release)).
+    pub(super) fn reach(&self) -> u64 {
+        self.reach
     }
 
     /// What the commands carry: the name, or the packed names, and whether

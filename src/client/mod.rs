@@ -359,6 +359,7 @@ impl Redlock {
             eval: false,
             many,
             fenced: false,
+            reach: 0,
         };
         let end = self.round(&command, None)?;
         self.extended(lock, &end)
@@ -466,6 +467,7 @@ impl Redlock {
             eval: false,
             many,
             fenced,
+            reach: 0,
         };
         let end = self.round(&command, deadline)?;
         self.acquired(&command, token, &end, deadline)

@@ -240,6 +240,7 @@ impl Redlock {
                         token,
                         end.valid_until,
                         fence,
+                        end.round.reached(),
                     ));
                 }
                 Err(error) => error,
@@ -256,6 +257,7 @@ impl Redlock {
             op: Op::Release,
             eval: true,
             fenced: false,
+            reach: end.round.reached(),
             ..*command
         };
         self.engine.driver().driver.queue(&release, Instant::now());

@@ -145,13 +145,16 @@ impl Drop for RoundsFuture<'_, '_> {
         self.client.engine.abandon(&ids, |driver| {
             if release {
                 let now = Instant::now();
-                for command in &commands[..ids.len()] {
+                for (command, &id) in commands.iter().zip(ids.iter()) {
                     // Behind the acquire on every connection: it frees the
                     // key wherever the acquire set it.
                     let release = Command {
                         op: Op::Release,
                         eval: true,
                         fenced: false,
+                        reach: driver
+                            .round(id)
+                            .map_or(u64::MAX, crate::rules::Round::reached),
                         ..*command
                     };
                     driver.queue(&release, now);
@@ -311,6 +314,7 @@ impl Redlock {
             eval: false,
             many,
             fenced: false,
+            reach: 0,
         };
         let now = Instant::now();
         let whole = Duration::from_millis(ttl_ms);
@@ -393,6 +397,7 @@ impl Redlock {
             eval: false,
             many: false,
             fenced: false,
+            reach: 0,
         };
         let mut ends =
             RoundsFuture::new(self, std::slice::from_ref(&command), deadline, true).await;

@@ -23,6 +23,7 @@ fn commands_on_the_wire() {
         eval: false,
         many: false,
         fenced: false,
+        reach: 0,
     };
     assert_eq!(
         encoded(command),
@@ -67,6 +68,7 @@ fn several_keys_on_the_wire() {
         eval: false,
         many: true,
         fenced: false,
+        reach: 0,
     };
     assert_eq!(
         encoded(extend),
@@ -106,6 +108,7 @@ fn fence_commands_on_the_wire() {
         eval: false,
         many: false,
         fenced: true,
+        reach: 0,
     };
     assert_eq!(
         encoded(acquire),

@@ -241,13 +241,15 @@ impl Conn {
     /// if the connection is down and its back-off has expired. Nothing is
     /// written yet. On error
     /// the connection is down (closed, if it was up), except for
-    /// [`NodeError::Lagging`]: then only this command was refused.
+    /// [`NodeError::Lagging`]: then only this command was refused (never a
+    /// release that `must_reach` this master: see `Link::queue`).
     pub(crate) fn send(
         &mut self,
         registry: &Registry,
         command: &Command<'_>,
         bytes: &[u8],
         round: u64,
+        must_reach: bool,
         now: Instant,
     ) -> Result<(), NodeError> {
         if self.link.is_down() {
@@ -257,7 +259,7 @@ impl Conn {
             }
             self.connect(registry, now)?;
         }
-        if let Err(error) = self.link.queue(command, bytes, round, now) {
+        if let Err(error) = self.link.queue(command, bytes, round, must_reach, now) {
             // A lagging master keeps its connection, and what it holds.
             if error != NodeError::Lagging {
                 self.close(registry, error.clone(), now);

@@ -238,7 +238,8 @@ impl Driver {
             self.encoded.clear();
             command.encode(&mut self.encoded);
             for (i, conn) in self.conns.iter_mut().enumerate() {
-                match conn.send(&self.registry, command, &self.encoded, id, now) {
+                let must_reach = command.must_reach(i);
+                match conn.send(&self.registry, command, &self.encoded, id, must_reach, now) {
                     Ok(()) => {}
                     Err(error @ NodeError::Lagging) => {
                         // Only this round goes without this master.
@@ -364,7 +365,7 @@ impl Driver {
         let id = 0;
         self.encoded.clear();
         command.encode(&mut self.encoded);
-        for conn in &mut self.conns {
+        for (i, conn) in self.conns.iter_mut().enumerate() {
             // A connection dropped in the failed round (say, as stalled,
             // after its SET went out) reconnects at once: the command waits
             // for the handshake on the new one.
@@ -372,8 +373,9 @@ impl Driver {
                 continue;
             }
             // A failed send leaves the connection down.
+            let must_reach = command.must_reach(i);
             if conn
-                .send(&self.registry, command, &self.encoded, id, now)
+                .send(&self.registry, command, &self.encoded, id, must_reach, now)
                 .is_ok()
             {
                 if let Err(error) = conn.flush(&self.registry) {

@@ -438,12 +438,15 @@ impl Link {
     /// Queues `command`, whose encoding is `bytes` (encoded once for all
     /// the masters it goes to), for `round`; nothing is written yet. Fails
     /// if the link is down, or stalled (then the caller closes it), or
-    /// lagging (then the command is not queued, and the connection stays).
+    /// lagging (then the command is not queued, and the connection stays),
+    /// except for a release that `must_reach` this master (it is in the
+    /// command's `reach`): that one is refused only by a link that is down.
     pub(crate) fn queue(
         &mut self,
         command: &Command<'_>,
         bytes: &[u8],
         round: u64,
+        must_reach: bool,
         now: Instant,
     ) -> Result<(), NodeError> {
         if self.is_down() {
@@ -452,8 +455,14 @@ impl Link {
         if command.op == Op::Release {
             // A release is queued even on a connection that looks stalled:
             // written, it frees the key, if only once a paused server
-            // resumes; refused, the key would stay until its TTL.
-            self.check_limits(RELEASE_HEADROOM)?;
+            // resumes; refused, the key would stay until its TTL. One that
+            // must reach this master (its lock's acquire went out here, so
+            // the key may be here) is queued however far behind the master
+            // is: there is at most one such release per acquire that this
+            // master took, and acquires meet the limits.
+            if !must_reach {
+                self.check_limits(RELEASE_HEADROOM)?;
+            }
         } else {
             self.check_stall(now)?;
             self.check_limits(0)?;
@@ -696,6 +705,7 @@ impl Link {
                                             eval: true,
                                             many,
                                             fenced,
+                                            reach: 0,
                                         }
                                         .encode(&mut self.out);
                                         self.replay.extend_from_within(args.clone());

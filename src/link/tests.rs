@@ -79,12 +79,19 @@ fn command(op: Op, ttl_ms: u64) -> Command<'static> {
         eval: false,
         many: false,
         fenced: false,
+        reach: 0,
     }
 }
 
 /// Queues `command` for `round`, encoded as the driver encodes it.
 fn queue(link: &mut Link, command: Command<'_>, round: u64, now: Instant) -> Result<(), NodeError> {
-    link.queue(&command, &encoded(&command), round, now)
+    link.queue(
+        &command,
+        &encoded(&command),
+        round,
+        command.must_reach(0),
+        now,
+    )
 }
 
 /// What the link wants written, as text; marks it written.
@@ -506,13 +513,23 @@ fn a_lagging_link_refuses_new_requests_and_stays() {
         queue(&mut link, command(Op::Release, 0), 200, t0),
         Err(NodeError::Lagging)
     );
+    // Not a release whose lock's acquire went out to this master: the key
+    // may be there. Nor a release whose reach names another master only.
+    let mut must = command(Op::Release, 0);
+    must.reach = 0b101;
+    for i in 0..100 {
+        queue(&mut link, must, 300 + i, t0).unwrap();
+    }
+    must.reach = 0b110;
+    assert_eq!(queue(&mut link, must, 400, t0), Err(NodeError::Lagging));
     // Lagging is not stalled: the link is up, its timers fine.
     assert!(link.is_ready());
     assert_eq!(link.check_timers(t0 + 100 * MS), Ok(()));
     // Once the master answers (below the limit, releases included),
     // requests are taken again.
     take(&mut link);
-    feed(&mut link, "+OK\r\n".repeat(9).as_bytes(), t0 + 100 * MS, 1).unwrap();
+    let replies = "+OK\r\n".repeat(34) + &":1\r\n".repeat(75);
+    feed(&mut link, replies.as_bytes(), t0 + 100 * MS, 1).unwrap();
     queue(&mut link, command(Op::Acquire, 30_000), 300, t0 + 100 * MS).unwrap();
     // Stalled is still about time: the oldest request unanswered past the
     // stall timeout.

@@ -563,6 +563,19 @@ impl Round {
             .max()
     }
 
+    /// The nodes the round's command went out to, bit `i` for node `i`
+    /// (nodes past the 64th are left out): all but those that skipped it
+    /// for lagging behind ([`NodeError::Lagging`]). An acquire may have
+    /// set its key on each of them, whatever they answered.
+    pub fn reached(&self) -> u64 {
+        self.nodes
+            .iter()
+            .take(64)
+            .enumerate()
+            .filter(|(_, state)| **state != NodeState::Failed(NodeError::Lagging))
+            .fold(0, |mask, (i, _)| mask | 1 << i)
+    }
+
     /// `true` while some node has not answered, failed or timed out.
     pub fn has_pending(&self) -> bool {
         self.ok + self.failed < self.nodes.len()

@@ -406,3 +406,20 @@ fn fence_reads_and_syncs_wait_for_every_node() {
     raise.handle_reply(1, Reply::Ok, t0);
     assert!(matches!(raise.decision(), Some(Decision::Quorum { .. })));
 }
+
+#[test]
+fn a_round_reached_every_node_but_those_that_skipped_it_as_lagging() {
+    let t0 = Instant::now();
+    let mut round = acquire(5, t0);
+    assert_eq!(
+        round.reached(),
+        0b11111,
+        "sent everywhere until told otherwise"
+    );
+    round.handle_failure(1, NodeError::Lagging, t0);
+    round.handle_failure(3, NodeError::Closed, t0);
+    round.handle_reply(0, Reply::Ok, t0);
+    round.handle_reply(4, Reply::Refused, t0);
+    // Node 3 failed after its command may have gone out: it stays in.
+    assert_eq!(round.reached(), 0b11101);
+}

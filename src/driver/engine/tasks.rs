@@ -138,13 +138,14 @@ impl Engine {
         None
     }
 
-    /// A task gave up on its rounds (its future was dropped): they end
-    /// now, their late replies will be dropped, and `then` may queue what
-    /// must follow (the release of an acquire).
+    /// A task gave up on its rounds (its future was dropped): `then` may
+    /// queue what must follow (the release of an acquire), with the rounds
+    /// still there to read; they end then, their late replies will be
+    /// dropped.
     pub(crate) fn abandon(&self, ids: &[u64], then: impl FnOnce(&mut Driver)) {
         let mut shared = take(&self.driver);
-        shared.driver.abandon(ids);
         then(&mut shared.driver);
+        shared.driver.abandon(ids);
         shared.slots_freed(ids.len());
         self.settled(&mut shared);
     }
