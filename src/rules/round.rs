@@ -174,7 +174,8 @@ pub enum NodeError {
     /// unanswered requests (or unwritten bytes) as the client allows, so
     /// the round skipped it. The connection and what it holds stay (the
     /// master is slow, not stalled; the stall timeout catches one that
-    /// stopped).
+    /// stopped), and the release of a lock whose acquire it took is never
+    /// refused this way.
     Lagging,
     /// The server kept sending frames that answer nothing (pushes,
     /// attributes) beyond a small budget; the connection was dropped.
