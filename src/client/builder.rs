@@ -270,9 +270,9 @@ impl Builder {
     /// still to answer finish before the caller's next requests meet them.
     /// Measured on two cores with five local masters: blocking cycle p50
     /// about 4 % lower; a lone task's `epoll_wait` calls per round (its
-    /// own and its executor's) 3.6 -> 1.4 (the
-    /// README's latency section). Default on; it never applies to remote
-    /// masters, nor while other rounds are in flight
+    /// own and its executor's) 3.6 -> 1.4 (the README's latency section).
+    /// Default on; it never applies to remote masters, nor while other
+    /// rounds are in flight
     /// ([`Stats::yields`](crate::Stats::yields) counts the yields). Its
     /// price: on a CPU where other threads are ready to run, the caller may
     /// wait behind them for up to a scheduler time slice (a millisecond or

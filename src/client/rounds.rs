@@ -358,8 +358,8 @@ mod tests {
     use crate::error::Error;
     use crate::rules::{self, Decision, NodeError, Op, Reply, Round};
 
-    /// What a node does in an acquire round; `None`: no answer before the
-    /// decision.
+    /// What a node does in an acquire round; `Silent`: no answer before
+    /// the decision.
     #[derive(Clone, Copy, Debug)]
     enum Does {
         Grants,
