@@ -38,14 +38,15 @@ fn cycles(redlock: &Redlock, resource: &str) {
 }
 
 #[test]
-fn a_lone_blocking_caller_yields_at_least_once_per_round_only_when_on() {
+fn a_lone_blocking_caller_yields_twice_a_round_only_when_on() {
     let cluster = Cluster::start(3);
     let on = client(cluster.urls(), true);
     cycles(&on, "lone");
     let yields = on.stats().yields;
     assert!(
-        yields >= 2 * CYCLES,
-        "{yields} yields in {CYCLES} cycles of two rounds each"
+        yields >= 4 * CYCLES,
+        "{yields} yields in {CYCLES} cycles of two rounds each: at least one \
+         before the first wait for replies and one at the decision"
     );
 
     let off = client(cluster.urls(), false);
@@ -54,10 +55,10 @@ fn a_lone_blocking_caller_yields_at_least_once_per_round_only_when_on() {
     assert_gone(&cluster, &[0, 1, 2], b"lone", SETTLE);
 }
 
-/// A lone task that polls for itself yields once per round, after
+/// A lone task that polls for itself yields once per round at most, after
 /// writing it (and never with the setting off).
 #[test]
-fn a_lone_async_task_yields_once_per_round() {
+fn a_lone_async_task_yields_at_most_once_per_round() {
     let cluster = Cluster::start(3);
     for on in [true, false] {
         let redlock = client(cluster.urls(), on);
@@ -73,8 +74,17 @@ fn a_lone_async_task_yields_once_per_round() {
                     .expect("healthy release");
             }
         });
-        let expected = if on { 2 * CYCLES } else { 0 };
-        assert_eq!(redlock.stats().yields, expected, "yield {on}");
+        let yields = redlock.stats().yields;
+        if on {
+            // Once a round at most; a round that outlasts the spin (on a
+            // loaded machine) leaves the next one to the background thread.
+            assert!(
+                yields > 0 && yields <= 2 * CYCLES,
+                "{yields} yields in {CYCLES} cycles of two rounds each"
+            );
+        } else {
+            assert_eq!(yields, 0, "turned off");
+        }
     }
     assert_gone(&cluster, &[0, 1, 2], b"async", SETTLE);
 }
@@ -115,5 +125,5 @@ fn a_caller_never_yields_while_another_round_is_in_flight() {
     // The same client, alone again, yields.
     let before = redlock.stats().yields;
     cycles(&redlock, "busy");
-    assert!(redlock.stats().yields >= before + 2 * CYCLES);
+    assert!(redlock.stats().yields >= before + 4 * CYCLES);
 }
