@@ -1,11 +1,11 @@
 //! Garbage, oversized lengths and counts, deep nesting, endless lines.
 
 use redlock_mio::resp::Error as RespError;
-use redlock_mio::rules::{NodeError, NodeState};
+use redlock_mio::rules::NodeError;
 
 use super::{
-    BULK_LIMIT, DEPTH_LIMIT, ELEMENT_LIMIT, LINE_LIMIT, acquire, always, block, check_failing,
-    failed, protocol, release, rig, unblock,
+    BULK_LIMIT, DEPTH_LIMIT, ELEMENT_LIMIT, LINE_LIMIT, always, broke_protocol, check_failing,
+    cycles_through_the_hostile_node, failed, protocol, rig,
 };
 use crate::support::hostile::{Action, Handshake, Request};
 
@@ -36,12 +36,7 @@ fn random_bytes() {
         "random bytes",
         Handshake::Correct,
         move |_| vec![Action::Send(bytes.clone())],
-        |state| {
-            matches!(
-                state,
-                NodeState::Failed(NodeError::Protocol(_) | NodeError::UnexpectedReply)
-            )
-        },
+        broke_protocol,
     );
 }
 
@@ -92,16 +87,7 @@ fn bulk_at_the_limit_fits_the_read_buffer() {
         reply.extend_from_slice(req.healthy_reply());
         vec![Action::Send(reply)]
     });
-    for round in 0..3 {
-        let resource = format!("hostile:max-push:{round}");
-        block(&rig, resource.as_bytes());
-        // Two real masters refuse: the acquire needs the hostile node.
-        let mut lock = acquire(&rig.client, resource.as_bytes());
-        release(&rig.client, &mut lock);
-        unblock(&rig, resource.as_bytes());
-    }
-    assert_eq!(rig.fake.accepted(), 1, "the connection was dropped");
-    assert_eq!(rig.fake.peer_closed(), 0, "the connection was dropped");
+    cycles_through_the_hostile_node(&rig, "hostile:max-push", 3);
 }
 
 /// A master that streams pushes without end (16 MiB per request, in one
@@ -217,11 +203,6 @@ fn number_with_endless_leading_zeros() {
         ": and 20000 zeros",
         Handshake::Correct,
         move |_| vec![Action::Send(bytes.clone())],
-        |state| {
-            matches!(
-                state,
-                NodeState::Failed(NodeError::Protocol(_) | NodeError::UnexpectedReply)
-            )
-        },
+        broke_protocol,
     );
 }

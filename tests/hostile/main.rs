@@ -146,6 +146,21 @@ fn unblock(rig: &Rig, resource: &[u8]) {
     }
 }
 
+/// `rounds` acquire + release cycles on resources `<prefix>:<round>` that
+/// two real masters hold for another token: each cycle reaches quorum only
+/// if the hostile node counts. Its connection must stay the first one.
+fn cycles_through_the_hostile_node(rig: &Rig, prefix: &str, rounds: usize) {
+    for round in 0..rounds {
+        let resource = format!("{prefix}:{round}");
+        block(rig, resource.as_bytes());
+        let mut lock = acquire(&rig.client, resource.as_bytes());
+        release(&rig.client, &mut lock);
+        unblock(rig, resource.as_bytes());
+    }
+    assert_eq!(rig.fake.accepted(), 1, "the connection was dropped");
+    assert_eq!(rig.fake.peer_closed(), 0, "the connection was dropped");
+}
+
 /// One acquire of a blocked resource: it must fail as `Contended` (two
 /// real masters refuse, two agree, the hostile node fails), and its report
 /// is returned. Allocates only the error's report (and on failure).
@@ -294,6 +309,14 @@ fn failed(expected: NodeError) -> impl Fn(&NodeState) -> bool {
 
 fn protocol(expected: RespError) -> impl Fn(&NodeState) -> bool {
     failed(NodeError::Protocol(expected))
+}
+
+/// The node failed because its bytes broke the protocol, however.
+fn broke_protocol(state: &NodeState) -> bool {
+    matches!(
+        state,
+        NodeState::Failed(NodeError::Protocol(_) | NodeError::UnexpectedReply)
+    )
 }
 
 /// Answers every lock command with `bytes`.

@@ -7,8 +7,8 @@ use redlock_mio::Error;
 use redlock_mio::rules::{NodeError, NodeState};
 
 use super::{
-    BACKOFF_WAIT, HOSTILE, NOTICE, TTL, acquire, always, block, check_failing, failed, release,
-    rig, timed, unblock, works,
+    BACKOFF_WAIT, HOSTILE, NOTICE, TTL, acquire, always, block, check_failing,
+    cycles_through_the_hostile_node, failed, release, rig, timed, unblock, works,
 };
 use crate::support::hostile::{Action, Handshake};
 
@@ -87,17 +87,7 @@ fn pushes_before_every_reply_are_skipped() {
         reply.extend_from_slice(req.healthy_reply());
         vec![Action::Send(reply)]
     });
-    for round in 0..20 {
-        let resource = format!("hostile:push:{round}");
-        // Two real masters hold it for another token: the acquire and the
-        // release reach quorum only if the hostile node counts.
-        block(&rig, resource.as_bytes());
-        let mut lock = acquire(&rig.client, resource.as_bytes());
-        release(&rig.client, &mut lock);
-        unblock(&rig, resource.as_bytes());
-    }
-    assert_eq!(rig.fake.accepted(), 1, "the connection was dropped");
-    assert_eq!(rig.fake.peer_closed(), 0, "the connection was dropped");
+    cycles_through_the_hostile_node(&rig, "hostile:push", 20);
     assert_eq!(rig.fake.lock_commands(), 40);
 }
 
