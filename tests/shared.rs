@@ -78,6 +78,19 @@ fn one_client_for_many_threads() {
 /// seven latencies after the first).
 #[test]
 fn rounds_of_many_callers_are_in_flight_at_once() {
+    callers_in_flight_at_once(8);
+}
+
+/// A hundred callers' rounds, decided in the same few reads: the poller
+/// wakes them in batches once it lets go of the driver, and more of them
+/// than one batch holds are woken all the same (none waits for its
+/// round's deadline, which is a second away).
+#[test]
+fn more_callers_than_one_wake_batch_are_all_woken() {
+    callers_in_flight_at_once(100);
+}
+
+fn callers_in_flight_at_once(n: usize) {
     let cluster = Cluster::start(3);
     let proxies = Proxies::front(&cluster);
     let redlock = Redlock::builder(proxies.urls())
@@ -88,9 +101,9 @@ fn rounds_of_many_callers_are_in_flight_at_once() {
     for proxy in proxies.iter() {
         proxy.latency(Dir::ToClient, LATENCY);
     }
-    let start = std::sync::Barrier::new(8);
+    let start = std::sync::Barrier::new(n);
     let ends: Vec<Instant> = thread::scope(|s| {
-        let callers: Vec<_> = (0..8)
+        let callers: Vec<_> = (0..n)
             .map(|t| {
                 let (redlock, start) = (&redlock, &start);
                 s.spawn(move || {
@@ -109,15 +122,15 @@ fn rounds_of_many_callers_are_in_flight_at_once() {
             .map(|c| c.join().expect("a caller panicked"))
             .collect()
     });
-    let first = ends.iter().min().copied().expect("eight ends");
-    let last = ends.iter().max().copied().expect("eight ends");
+    let first = ends.iter().min().copied().expect("n ends");
+    let last = ends.iter().max().copied().expect("n ends");
     assert!(
         last - first < LATENCY,
         "the rounds took turns: the last ended {:?} after the first",
         last - first
     );
     let stats = redlock.stats();
-    assert_eq!(stats.acquired, 8);
+    assert_eq!(stats.acquired, n as u64);
     for master in &stats.masters {
         assert_eq!(master.connects, 1, "one connection per master: {stats:?}");
     }

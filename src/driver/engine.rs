@@ -32,7 +32,8 @@
 //!
 //! Lock order: the poller before the driver, and the poller is only ever
 //! taken with `try_lock` while the driver is held, so no two callers can
-//! wait for each other.
+//! wait for each other. Waiters are woken once the driver is free
+//! ([`Wakes`]), so that they do not wake only to wait for it.
 //!
 //! [`Builder::async_spin`]: crate::Builder::async_spin
 
@@ -78,6 +79,47 @@ impl Waiter {
 
 /// Round ids of one call.
 pub(crate) type Ids = SmallVec<[u64; 4]>;
+
+/// How many waiters a [`Wakes`] holds.
+const WAKES: usize = 64;
+
+/// Waiters to wake once the driver's mutex is let go, so that none of them
+/// wakes only to wait for it (a convoy: under load, most callers woken
+/// with the mutex held met it taken, and parked again on it). A caller
+/// collects them while it holds the driver and wakes them as soon as it
+/// lets go: before it blocks, and at the latest when the batch drops (it
+/// is declared before the driver's guard, so that it drops after it).
+/// Past its room (a tick that decides more rounds than that) the rest are
+/// woken at once: it never allocates.
+pub(crate) struct Wakes(SmallVec<[Waiter; WAKES]>);
+
+impl Wakes {
+    pub(crate) fn new() -> Wakes {
+        Wakes(SmallVec::new())
+    }
+
+    /// Wakes `waiter` with the others, or now if there is no room left.
+    pub(crate) fn push(&mut self, waiter: Waiter) {
+        if self.0.len() < WAKES {
+            self.0.push(waiter);
+        } else {
+            waiter.wake();
+        }
+    }
+
+    /// Wakes the waiters collected so far (call it with the driver free).
+    pub(crate) fn wake_all(&mut self) {
+        for waiter in self.0.drain(..) {
+            waiter.wake();
+        }
+    }
+}
+
+impl Drop for Wakes {
+    fn drop(&mut self) {
+        self.wake_all();
+    }
+}
 
 /// The rounds in flight are at the client's cap, and no slot freed up in
 /// time.
@@ -175,6 +217,8 @@ impl Engine {
         mut restart: impl FnMut(&mut Round, &Command<'_>, Instant),
         done: impl FnOnce(&Driver, &[u64]) -> T,
     ) -> Result<(T, io::Result<()>), Full> {
+        // (Dropped after the guards: it wakes with the driver free.)
+        let mut wakes = Wakes::new();
         let mut shared = take(&self.driver);
         let mut poller = self.poller.try_lock().ok();
         let mut now = Instant::now();
@@ -207,7 +251,7 @@ impl Engine {
             let only_ours = shared.driver.in_flight() == ids.len();
             if started > 0 || only_ours || now >= wait_until {
                 if ids.is_empty() {
-                    leave(self, &mut shared, &mut poller);
+                    leave(self, &mut shared, &mut poller, &mut wakes);
                     return Err(Full);
                 }
                 if only_ours || now >= wait_until {
@@ -218,19 +262,29 @@ impl Engine {
                 continue;
             }
             shared.driver.check_timers(now);
-            shared.driver.wake_decided();
+            shared.driver.wake_decided(&mut wakes);
             // (A poller error is met again, and returned, by the wait.)
             shared = self
-                .turn(shared, &mut poller, wait_until, Waiting::Slot, now)
+                .turn(
+                    shared,
+                    &mut poller,
+                    wait_until,
+                    Waiting::Slot,
+                    now,
+                    &mut wakes,
+                )
                 .0;
             now = Instant::now();
         }
-        let (mut shared, result) = self.wait(shared, &mut poller, &ids, now);
+        let (mut shared, result) = self.wait(shared, &mut poller, &ids, now, &mut wakes);
         let value = done(&shared.driver, &ids);
         shared.driver.finish(&ids);
         shared.slots_freed(ids.len());
         self.settled(&mut shared);
-        leave(self, &mut shared, &mut poller);
+        leave(self, &mut shared, &mut poller, &mut wakes);
+        drop(poller);
+        drop(shared);
+        wakes.wake_all();
         Ok((value, result))
     }
 
@@ -243,6 +297,7 @@ impl Engine {
         poller: &mut Option<MutexGuard<'a, Poller>>,
         ids: &[u64],
         mut now: Instant,
+        wakes: &mut Wakes,
     ) -> (MutexGuard<'a, Shared>, io::Result<()>) {
         loop {
             if self.yield_first && poller.is_some() && shared.driver.in_flight() == ids.len() {
@@ -255,13 +310,18 @@ impl Engine {
                 // is free meanwhile; the time is read again, so that the
                 // poll still ends at the deadline.)
                 drop(shared);
+                wakes.wake_all();
                 thread::yield_now();
                 shared = take(&self.driver);
                 shared.yields += 1;
                 now = Instant::now();
             }
-            shared.driver.check_timers(now);
-            shared.driver.wake_decided();
+            // (A caller woken at its rounds' decision skips the timers:
+            // whoever polls keeps them.)
+            if !shared.driver.decided(ids) {
+                shared.driver.check_timers(now);
+            }
+            shared.driver.wake_decided(wakes);
             if shared.driver.decided(ids) {
                 return (shared, Ok(()));
             }
@@ -275,7 +335,7 @@ impl Engine {
             let undecided = ids.iter().find(|&&id| !shared.driver.decided(&[id]));
             let waiting = undecided.map_or(Waiting::Slot, |&id| Waiting::Round(id));
             let result;
-            (shared, result, now) = self.turn(shared, poller, deadline, waiting, now);
+            (shared, result, now) = self.turn(shared, poller, deadline, waiting, now, wakes);
             if let Err(error) = result {
                 return (shared, Err(error));
             }
@@ -287,7 +347,7 @@ impl Engine {
     /// the poller or nobody does, else parks until woken. Returns with the
     /// time the poll or the park ended (timers checked with it fire at
     /// most the dispatch's few microseconds late; replies are timed as
-    /// they are read).
+    /// they are read). Wakes `wakes` once the driver is free.
     fn turn<'a>(
         &'a self,
         mut shared: MutexGuard<'a, Shared>,
@@ -295,6 +355,7 @@ impl Engine {
         until: Instant,
         waiting: Waiting,
         now: Instant,
+        wakes: &mut Wakes,
     ) -> (MutexGuard<'a, Shared>, io::Result<()>, Instant) {
         if poller.is_none() {
             *poller = self.poller.try_lock().ok();
@@ -306,6 +367,7 @@ impl Engine {
                 // Poll with the driver free, so that other callers can
                 // start their rounds meanwhile.
                 drop(shared);
+                wakes.wake_all();
                 let polled = held.poll(timeout);
                 let now = held.last;
                 shared = take(&self.driver);
@@ -328,6 +390,7 @@ impl Engine {
                     Waiting::Background => {}
                 }
                 drop(shared);
+                wakes.wake_all();
                 thread::park_timeout(until.saturating_duration_since(now));
                 shared = take(&self.driver);
                 if waiting == Waiting::Slot {
@@ -444,12 +507,18 @@ enum Waiting {
 }
 
 /// Lets go of the poller, if this caller holds it or nobody does, and
-/// wakes a caller still waiting for a round to take it over.
-fn leave<'a>(engine: &'a Engine, shared: &mut Shared, poller: &mut Option<MutexGuard<'a, Poller>>) {
+/// has a caller still waiting for a round take it over (woken with
+/// `wakes`).
+fn leave<'a>(
+    engine: &'a Engine,
+    shared: &mut Shared,
+    poller: &mut Option<MutexGuard<'a, Poller>>,
+    wakes: &mut Wakes,
+) {
     let held = poller.take().or_else(|| engine.poller.try_lock().ok());
     if let Some(held) = held {
         drop(held);
-        if !shared.driver.hand_over() && shared.driver.tasks_waiting() {
+        if !shared.driver.hand_over(wakes) && shared.driver.tasks_waiting() {
             if let Some(background) = &shared.background {
                 background.unpark();
             }

@@ -28,7 +28,7 @@ use crate::rules::{NodeError, NodeState, Op, Round};
 
 use conn::Conn;
 pub(crate) use conn::TlsConfig;
-pub(crate) use engine::{Engine, Full, Ids, Polling, Waiter};
+pub(crate) use engine::{Engine, Full, Ids, Polling, Waiter, Wakes};
 
 use crate::link::LinkConfig;
 
@@ -295,10 +295,10 @@ impl Driver {
         self.flights.set_waiter(id, waiter);
     }
 
-    /// Wakes the waiters of the rounds decided so far.
-    pub(crate) fn wake_decided(&mut self) {
+    /// Has the waiters of the rounds decided so far woken (with `wakes`).
+    pub(crate) fn wake_decided(&mut self, wakes: &mut Wakes) {
         self.flights.wake_decided(|waiter| {
-            waiter.wake();
+            wakes.push(waiter);
             // Either comes back for its rounds.
             true
         });
@@ -317,12 +317,12 @@ impl Driver {
         }
     }
 
-    /// Wakes one thread waiting for an undecided round, to take over the
-    /// poller; returns whether there was one.
-    pub(crate) fn hand_over(&mut self) -> bool {
+    /// Has one thread waiting for an undecided round woken (with `wakes`),
+    /// to take over the poller; returns whether there was one.
+    pub(crate) fn hand_over(&mut self, wakes: &mut Wakes) -> bool {
         match self.flights.take_undecided_waiter(Waiter::is_thread) {
             Some(waiter) => {
-                waiter.wake();
+                wakes.push(waiter);
                 true
             }
             None => false,

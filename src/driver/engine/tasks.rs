@@ -7,7 +7,7 @@ use std::task::Waker;
 use std::thread;
 use std::time::Instant;
 
-use super::{Engine, Full, Ids, Poller, Shared, Waiter, Waiting, leave, take};
+use super::{Engine, Full, Ids, Poller, Shared, Waiter, Waiting, Wakes, leave, take};
 use crate::commands::Command;
 use crate::driver::Driver;
 use crate::rules::Round;
@@ -97,20 +97,22 @@ impl Engine {
         polling: Polling,
         done: impl FnOnce(&Driver, &[u64]) -> T,
     ) -> Option<T> {
+        // (Dropped after the guard: it wakes with the driver free.)
+        let mut wakes = Wakes::new();
         let mut shared = take(&self.driver);
         if polling == Polling::Myself && !shared.driver.decided(ids) {
             if let Ok(mut poller) = self.poller.try_lock() {
                 if poller.poll(std::time::Duration::ZERO).is_ok() {
                     shared.driver.dispatch(&poller.events);
                     // Others whose rounds this decided.
-                    shared.driver.wake_decided();
+                    shared.driver.wake_decided(&mut wakes);
                     // What others queued meanwhile (they may have woken
                     // this poll).
                     shared.woken = false;
                     shared.flush(Instant::now());
                 }
                 let mut poller = Some(poller);
-                leave(self, &mut shared, &mut poller);
+                leave(self, &mut shared, &mut poller, &mut wakes);
             }
         }
         if polling == Polling::Myself && !shared.driver.decided(ids) {
@@ -221,6 +223,7 @@ impl Engine {
     /// waits for a round (unless a thread already polls), wakes the tasks
     /// whose rounds are decided and whose timers are due.
     fn background(self: Arc<Self>) {
+        let mut wakes = Wakes::new();
         let mut poller: Option<MutexGuard<'_, Poller>> = None;
         let mut shared = take(&self.driver);
         while !shared.closed {
@@ -228,7 +231,7 @@ impl Engine {
             let now = Instant::now();
             shared.flush(now);
             shared.driver.check_timers(now);
-            shared.driver.wake_decided();
+            shared.driver.wake_decided(&mut wakes);
             let mut next_timer: Option<Instant> = None;
             shared.timers.retain_mut(|(_, at, waker)| {
                 if *at <= now {
@@ -241,8 +244,9 @@ impl Engine {
             });
             if !shared.driver.tasks_waiting() {
                 // Nothing to poll for: leave the poller to the threads.
-                leave(&self, &mut shared, &mut poller);
+                leave(&self, &mut shared, &mut poller, &mut wakes);
                 drop(shared);
+                wakes.wake_all();
                 match next_timer {
                     Some(at) => thread::park_timeout(at.saturating_duration_since(now)),
                     None => thread::park(),
@@ -256,10 +260,17 @@ impl Engine {
             });
             // A poller error is the waiting tasks' rounds' timeout.
             shared = self
-                .turn(shared, &mut poller, until, Waiting::Background, now)
+                .turn(
+                    shared,
+                    &mut poller,
+                    until,
+                    Waiting::Background,
+                    now,
+                    &mut wakes,
+                )
                 .0;
         }
-        leave(&self, &mut shared, &mut poller);
+        leave(&self, &mut shared, &mut poller, &mut wakes);
     }
 }
 
