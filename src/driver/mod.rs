@@ -231,10 +231,10 @@ impl Driver {
             let Some(id) = self.flights.begin() else {
                 break;
             };
-            if let Some(round) = self.flights.round_mut(id) {
+            self.flights.update(id, |round| {
                 restart(round, command, now);
                 debug_assert_eq!(round.nodes().len(), n);
-            }
+            });
             self.encoded.clear();
             command.encode(&mut self.encoded);
             for (i, conn) in self.conns.iter_mut().enumerate() {
@@ -243,9 +243,8 @@ impl Driver {
                     Ok(()) => {}
                     Err(error @ NodeError::Lagging) => {
                         // Only this round goes without this master.
-                        if let Some(round) = self.flights.round_mut(id) {
-                            round.handle_failure(i, error, now);
-                        }
+                        self.flights
+                            .update(id, |round| round.handle_failure(i, error, now));
                     }
                     Err(error) => {
                         // A failed send leaves the connection down, with

@@ -40,6 +40,15 @@ pub(crate) struct Flights<W> {
     /// Rounds whose waiter was woken at their decision and has not come
     /// for them yet (see [`pending`](Self::pending)).
     pending: usize,
+    /// Ids of the rounds decided (or given a waiter once decided) since the
+    /// last [`wake_decided`](Self::wake_decided), in order: it looks at
+    /// those alone, not at every slot (under load, every caller looks once
+    /// a round, and the table spans hundreds of cache lines). Room for as
+    /// many as there are slots, allocated once; should it fill up (nobody
+    /// wakes anyone: the embedded API), `rescan` is set and the next look
+    /// goes over every slot.
+    decided: Vec<u64>,
+    rescan: bool,
 }
 
 struct Slot<W> {
@@ -49,6 +58,8 @@ struct Slot<W> {
     waiter: Option<W>,
     /// Its waiter was woken and counts in `pending`.
     pending: bool,
+    /// Its decision is in `decided` (or was, and has been looked at).
+    noted: bool,
 }
 
 impl<W> Flights<W> {
@@ -76,6 +87,7 @@ impl<W> Flights<W> {
                     round: idle(),
                     waiter: None,
                     pending: false,
+                    noted: false,
                 })
                 .collect(),
             free: (0..cap as u32).rev().collect(),
@@ -83,6 +95,8 @@ impl<W> Flights<W> {
             live: 0,
             high: 0,
             pending: 0,
+            decided: Vec::with_capacity(cap),
+            rescan: false,
         }
     }
 
@@ -98,7 +112,7 @@ impl<W> Flights<W> {
 
     /// Takes a free slot for a new round and returns its id, or `None` when
     /// all are taken. The round must be restarted by the caller
-    /// ([`round_mut`](Self::round_mut)) before anything is delivered to it.
+    /// ([`update`](Self::update)) before anything is delivered to it.
     pub(crate) fn begin(&mut self) -> Option<u64> {
         let index = self.free.pop()?;
         let id = (self.seq << INDEX_BITS) | u64::from(index);
@@ -106,6 +120,7 @@ impl<W> Flights<W> {
         let slot = &mut self.slots[index as usize];
         slot.id = id;
         slot.waiter = None;
+        slot.noted = false;
         self.live += 1;
         self.high = self.high.max(index as usize + 1);
         Some(id)
@@ -131,9 +146,34 @@ impl<W> Flights<W> {
         self.slot(id).map(|slot| &slot.round)
     }
 
-    /// Round `id`, if it is in flight.
-    pub(crate) fn round_mut(&mut self, id: u64) -> Option<&mut Round> {
-        self.slot_mut(id).map(|slot| &mut slot.round)
+    /// Lets `change` change round `id`, if it is in flight (to restart it,
+    /// or to count a node that failed it).
+    pub(crate) fn update(&mut self, id: u64, change: impl FnOnce(&mut Round)) {
+        if let Some(slot) = self.slot_mut(id) {
+            change(&mut slot.round);
+            self.note(id);
+        }
+    }
+
+    /// Round `id` may have just been decided: if so, and not noted yet,
+    /// its id goes to `decided`.
+    fn note(&mut self, id: u64) {
+        let Some(slot) = self.slot_mut(id) else {
+            return;
+        };
+        if slot.noted || slot.round.decision().is_none() {
+            return;
+        }
+        slot.noted = true;
+        self.push_decided(id);
+    }
+
+    fn push_decided(&mut self, id: u64) {
+        if self.decided.len() < self.decided.capacity() {
+            self.decided.push(id);
+        } else {
+            self.rescan = true;
+        }
     }
 
     /// Whether round `id` is decided; a round not in flight counts as
@@ -168,6 +208,7 @@ impl<W> Flights<W> {
             Outcome::Quarantined => round.handle_quarantined(node, now),
             Outcome::NoScript | Outcome::Unexpected => {}
         }
+        self.note(id);
     }
 
     /// Node `node` failed (its connection closed after `error`): every
@@ -176,22 +217,28 @@ impl<W> Flights<W> {
     /// a round still waiting for this node lost its request with the
     /// connection).
     pub(crate) fn fail_node(&mut self, node: usize, error: &NodeError, now: Instant) {
-        for slot in self.slots[..self.high]
-            .iter_mut()
-            .filter(|slot| slot.id != 0)
-        {
-            slot.round.handle_failure(node, error.clone(), now);
+        for i in 0..self.high {
+            let slot = &mut self.slots[i];
+            if slot.id != 0 {
+                slot.round.handle_failure(node, error.clone(), now);
+                let id = slot.id;
+                self.note(id);
+            }
         }
     }
 
     /// The time is `now`: rounds past their deadline count the nodes that
     /// have not answered as timed out.
     pub(crate) fn handle_timeout(&mut self, now: Instant) {
-        for slot in self.slots[..self.high]
-            .iter_mut()
-            .filter(|slot| slot.id != 0)
-        {
-            slot.round.handle_timeout(now);
+        for i in 0..self.high {
+            let slot = &mut self.slots[i];
+            // (A decided round still counts the nodes it never heard from
+            // as timed out: their connections are marked late when it ends.)
+            if slot.id != 0 && now >= slot.round.deadline() {
+                slot.round.handle_timeout(now);
+                let id = slot.id;
+                self.note(id);
+            }
         }
     }
 
@@ -206,8 +253,14 @@ impl<W> Flights<W> {
 
     /// Sets who waits for round `id` (replacing any earlier waiter).
     pub(crate) fn set_waiter(&mut self, id: u64, waiter: W) {
-        if let Some(slot) = self.slot_mut(id) {
-            slot.waiter = Some(waiter);
+        let Some(slot) = self.slot_mut(id) else {
+            return;
+        };
+        slot.waiter = Some(waiter);
+        if slot.round.decision().is_some() {
+            // Decided already (and perhaps looked at, with no waiter then).
+            slot.noted = true;
+            self.push_decided(id);
         }
     }
 
@@ -216,17 +269,34 @@ impl<W> Flights<W> {
     /// [`pending`](Self::pending) until its round is
     /// [`settle`](Self::settle)d or finished.
     pub(crate) fn wake_decided(&mut self, mut wake: impl FnMut(W) -> bool) {
-        for slot in self.slots[..self.high]
-            .iter_mut()
-            .filter(|slot| slot.id != 0)
-        {
-            if slot.round.decision().is_some() {
-                if let Some(waiter) = slot.waiter.take() {
-                    if wake(waiter) && !slot.pending {
-                        slot.pending = true;
-                        self.pending += 1;
-                    }
-                }
+        if std::mem::take(&mut self.rescan) {
+            self.decided.clear();
+            for i in 0..self.high {
+                let id = self.slots[i].id;
+                self.wake_one(id, &mut wake);
+            }
+            return;
+        }
+        // (Taken out and put back: its room stays allocated.)
+        let mut decided = std::mem::take(&mut self.decided);
+        for id in decided.drain(..) {
+            self.wake_one(id, &mut wake);
+        }
+        self.decided = decided;
+    }
+
+    /// Wakes the waiter of round `id` with `wake`, if it is decided.
+    fn wake_one(&mut self, id: u64, wake: &mut impl FnMut(W) -> bool) {
+        let Some(slot) = self.slot_mut(id) else {
+            return;
+        };
+        if slot.round.decision().is_none() {
+            return;
+        }
+        if let Some(waiter) = slot.waiter.take() {
+            if wake(waiter) && !slot.pending {
+                slot.pending = true;
+                self.pending += 1;
             }
         }
     }

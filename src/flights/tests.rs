@@ -13,8 +13,9 @@ const TTL: Duration = Duration::from_secs(10);
 
 fn start(flights: &mut Flights<&'static str>, now: Instant, timeout: Duration) -> u64 {
     let id = flights.begin().expect("a free slot");
-    let round = flights.round_mut(id).expect("live");
-    round.restart(Op::Acquire, 3, TTL, MS, timeout, now);
+    flights.update(id, |round| {
+        round.restart(Op::Acquire, 3, TTL, MS, timeout, now)
+    });
     id
 }
 
@@ -179,4 +180,71 @@ fn woken_waiters_are_pending_until_they_come_back() {
     assert_eq!(flights.pending(), 0);
     flights.finish(ids[2]);
     assert_eq!(flights.pending(), 0);
+}
+
+/// The decided rounds are remembered for the next look at them, in a list
+/// as long as the table; when nobody looks for longer than that, the next
+/// look goes over every slot, and no waiter is missed.
+#[test]
+fn decisions_past_the_list_are_found_by_a_full_look() {
+    let t0 = Instant::now();
+    let mut flights = Flights::new(2, 3);
+    let decide = |flights: &mut Flights<&'static str>, id: u64| {
+        for node in 0..2 {
+            flights.deliver(id, node, Outcome::Reply(Reply::Ok), t0 + MS);
+        }
+    };
+    for _ in 0..10 {
+        let id = start(&mut flights, t0, 50 * MS);
+        decide(&mut flights, id);
+        flights.finish(id);
+    }
+    let late = start(&mut flights, t0, 50 * MS);
+    flights.set_waiter(late, "late");
+    decide(&mut flights, late);
+    let mut woken = Vec::new();
+    flights.wake_decided(|w| {
+        woken.push(w);
+        true
+    });
+    assert_eq!(woken, ["late"]);
+    assert_eq!(flights.pending(), 1);
+    // The list is in use again.
+    let next = start(&mut flights, t0, 50 * MS);
+    flights.set_waiter(next, "next");
+    decide(&mut flights, next);
+    flights.wake_decided(|w| {
+        woken.push(w);
+        true
+    });
+    assert_eq!(woken, ["late", "next"]);
+}
+
+/// Waiters are woken in the order their rounds were decided, each once.
+#[test]
+fn waiters_are_woken_in_the_order_of_decisions() {
+    let t0 = Instant::now();
+    let mut flights = Flights::new(4, 3);
+    let ids: Vec<u64> = (0..3).map(|_| start(&mut flights, t0, 50 * MS)).collect();
+    for (&id, name) in ids.iter().zip(["first", "second", "third"]) {
+        flights.set_waiter(id, name);
+    }
+    for &id in [ids[2], ids[0]].iter() {
+        flights.deliver(id, 0, Outcome::Reply(Reply::Refused), t0 + MS);
+        flights.deliver(id, 1, Outcome::Reply(Reply::Refused), t0 + MS);
+    }
+    // A third reply to a decided round does not note it again.
+    flights.deliver(ids[2], 2, Outcome::Reply(Reply::Refused), t0 + MS);
+    let mut woken = Vec::new();
+    flights.wake_decided(|w| {
+        woken.push(w);
+        false
+    });
+    assert_eq!(woken, ["third", "first"]);
+    flights.handle_timeout(t0 + 50 * MS);
+    flights.wake_decided(|w| {
+        woken.push(w);
+        false
+    });
+    assert_eq!(woken, ["third", "first", "second"]);
 }
