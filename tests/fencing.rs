@@ -140,7 +140,9 @@ fn a_master_that_lost_its_counter_never_lowers_a_fence() {
         }
         other => panic!("{what}: {other:?}"),
     };
+    let counted = redlock.stats().unfenced;
     unfenced("right after the loss");
+    assert_eq!(redlock.stats().unfenced, counted + 1, "counted");
     assert_eq!(counter(cluster.node(2)), None, "never created by a grant");
     // Past the wait (and the second between reads), node 2 still cannot be
     // put back: only node 1 answers the read.

@@ -54,6 +54,7 @@ fn outcome(op: Op, result: Result<(), &Error>) -> &'static str {
         (_, Err(Error::Unavailable(_))) => "unavailable",
         (_, Err(Error::TooSlow(_))) => "too_slow",
         (_, Err(Error::Misconfigured(_))) => "misconfigured",
+        (_, Err(Error::Unfenced(_))) => "unfenced",
         (_, Err(Error::NotHeld(_))) => "not_held",
         (_, Err(_)) => "error",
     }

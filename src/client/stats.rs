@@ -23,6 +23,9 @@ pub struct Stats {
     pub too_slow: u64,
     /// Rounds that failed because masters refuse the configuration.
     pub misconfigured: u64,
+    /// Fenced attempts that failed for want of a quorum of fence counters
+    /// in sync ([`Error::Unfenced`](crate::Error::Unfenced)).
+    pub unfenced: u64,
     /// Extend rounds sent.
     pub extends: u64,
     /// Extend rounds that succeeded.
@@ -77,6 +80,7 @@ pub(super) struct Counters {
     unavailable: AtomicU64,
     too_slow: AtomicU64,
     misconfigured: AtomicU64,
+    unfenced: AtomicU64,
     extends: AtomicU64,
     extended: AtomicU64,
     releases: AtomicU64,
@@ -101,6 +105,7 @@ impl Counters {
             unavailable: AtomicU64::new(0),
             too_slow: AtomicU64::new(0),
             misconfigured: AtomicU64::new(0),
+            unfenced: AtomicU64::new(0),
             extends: AtomicU64::new(0),
             extended: AtomicU64::new(0),
             releases: AtomicU64::new(0),
@@ -135,6 +140,7 @@ impl Counters {
                 Error::Contended(_) => bump(&self.contended),
                 Error::Unavailable(_) => bump(&self.unavailable),
                 Error::TooSlow(_) => bump(&self.too_slow),
+                Error::Unfenced(_) => bump(&self.unfenced),
                 _ => {}
             },
             Err(_) => {}
@@ -155,6 +161,7 @@ impl Counters {
             unavailable: read(&self.unavailable),
             too_slow: read(&self.too_slow),
             misconfigured: read(&self.misconfigured),
+            unfenced: read(&self.unfenced),
             extends: read(&self.extends),
             extended: read(&self.extended),
             releases: read(&self.releases),
