@@ -282,9 +282,6 @@ impl Engine {
         shared.slots_freed(ids.len());
         self.settled(&mut shared);
         leave(self, &mut shared, &mut poller, &mut wakes);
-        drop(poller);
-        drop(shared);
-        wakes.wake_all();
         Ok((value, result))
     }
 

@@ -62,6 +62,18 @@ struct Slot<W> {
     noted: bool,
 }
 
+impl<W> Slot<W> {
+    /// Whether its round is decided and was not noted so far (it is now):
+    /// its id goes to the list of decided rounds.
+    fn newly_decided(&mut self) -> bool {
+        if self.noted || self.round.decision().is_none() {
+            return false;
+        }
+        self.noted = true;
+        true
+    }
+}
+
 impl<W> Flights<W> {
     /// A table for up to `cap` rounds (at least 1, at most
     /// [`MAX_FLIGHTS`]) over `masters` masters, allocated now.
@@ -151,23 +163,14 @@ impl<W> Flights<W> {
     pub(crate) fn update(&mut self, id: u64, change: impl FnOnce(&mut Round)) {
         if let Some(slot) = self.slot_mut(id) {
             change(&mut slot.round);
-            self.note(id);
+            if slot.newly_decided() {
+                self.push_decided(id);
+            }
         }
     }
 
-    /// Round `id` may have just been decided: if so, and not noted yet,
-    /// its id goes to `decided`.
-    fn note(&mut self, id: u64) {
-        let Some(slot) = self.slot_mut(id) else {
-            return;
-        };
-        if slot.noted || slot.round.decision().is_none() {
-            return;
-        }
-        slot.noted = true;
-        self.push_decided(id);
-    }
-
+    /// Lists round `id` as decided; with the list full, the next look goes
+    /// over every slot instead.
     fn push_decided(&mut self, id: u64) {
         if self.decided.len() < self.decided.capacity() {
             self.decided.push(id);
@@ -208,7 +211,9 @@ impl<W> Flights<W> {
             Outcome::Quarantined => round.handle_quarantined(node, now),
             Outcome::NoScript | Outcome::Unexpected => {}
         }
-        self.note(id);
+        if slot.newly_decided() {
+            self.push_decided(id);
+        }
     }
 
     /// Node `node` failed (its connection closed after `error`): every
@@ -221,8 +226,10 @@ impl<W> Flights<W> {
             let slot = &mut self.slots[i];
             if slot.id != 0 {
                 slot.round.handle_failure(node, error.clone(), now);
-                let id = slot.id;
-                self.note(id);
+                if slot.newly_decided() {
+                    let id = slot.id;
+                    self.push_decided(id);
+                }
             }
         }
     }
@@ -236,8 +243,10 @@ impl<W> Flights<W> {
             // as timed out: their connections are marked late when it ends.)
             if slot.id != 0 && now >= slot.round.deadline() {
                 slot.round.handle_timeout(now);
-                let id = slot.id;
-                self.note(id);
+                if slot.newly_decided() {
+                    let id = slot.id;
+                    self.push_decided(id);
+                }
             }
         }
     }

@@ -19,6 +19,17 @@ fn start(flights: &mut Flights<&'static str>, now: Instant, timeout: Duration) -
     id
 }
 
+/// The waiters `wake_decided` wakes now, in order; `back`: whether they
+/// are expected back (pending).
+fn wake(flights: &mut Flights<&'static str>, back: bool) -> Vec<&'static str> {
+    let mut woken = Vec::new();
+    flights.wake_decided(|w| {
+        woken.push(w);
+        back
+    });
+    woken
+}
+
 #[test]
 fn each_round_decides_on_its_own_replies() {
     let t0 = Instant::now();
@@ -125,22 +136,13 @@ fn waiters_are_woken_once_decided_and_one_takes_over() {
     flights.set_waiter(a, "a");
     flights.set_waiter(b, "b");
     let mut woken = Vec::new();
-    flights.wake_decided(|w| {
-        woken.push(w);
-        false
-    });
+    woken.extend(wake(&mut flights, false));
     assert!(woken.is_empty(), "nothing decided yet");
     flights.deliver(a, 0, Outcome::Reply(Reply::Ok), t0 + MS);
     flights.deliver(a, 1, Outcome::Reply(Reply::Ok), t0 + MS);
-    flights.wake_decided(|w| {
-        woken.push(w);
-        false
-    });
+    woken.extend(wake(&mut flights, false));
     assert_eq!(woken, ["a"]);
-    flights.wake_decided(|w| {
-        woken.push(w);
-        false
-    });
+    woken.extend(wake(&mut flights, false));
     assert_eq!(woken, ["a"], "a waiter is woken once");
     assert!(flights.any_undecided(|w| *w == "b"));
     assert_eq!(flights.take_undecided_waiter(|w| *w == "c"), None);
@@ -203,20 +205,14 @@ fn decisions_past_the_list_are_found_by_a_full_look() {
     flights.set_waiter(late, "late");
     decide(&mut flights, late);
     let mut woken = Vec::new();
-    flights.wake_decided(|w| {
-        woken.push(w);
-        true
-    });
+    woken.extend(wake(&mut flights, true));
     assert_eq!(woken, ["late"]);
     assert_eq!(flights.pending(), 1);
     // The list is in use again.
     let next = start(&mut flights, t0, 50 * MS);
     flights.set_waiter(next, "next");
     decide(&mut flights, next);
-    flights.wake_decided(|w| {
-        woken.push(w);
-        true
-    });
+    woken.extend(wake(&mut flights, true));
     assert_eq!(woken, ["late", "next"]);
 }
 
@@ -236,15 +232,9 @@ fn waiters_are_woken_in_the_order_of_decisions() {
     // A third reply to a decided round does not note it again.
     flights.deliver(ids[2], 2, Outcome::Reply(Reply::Refused), t0 + MS);
     let mut woken = Vec::new();
-    flights.wake_decided(|w| {
-        woken.push(w);
-        false
-    });
+    woken.extend(wake(&mut flights, false));
     assert_eq!(woken, ["third", "first"]);
     flights.handle_timeout(t0 + 50 * MS);
-    flights.wake_decided(|w| {
-        woken.push(w);
-        false
-    });
+    woken.extend(wake(&mut flights, false));
     assert_eq!(woken, ["third", "first", "second"]);
 }
