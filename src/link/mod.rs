@@ -648,6 +648,10 @@ impl Link {
                             // An answer in time: the connection keeps up.
                             self.late_since = None;
                         }
+                        // A request sent again (`NOSCRIPT`), queued once
+                        // this one is off the queue: a full queue never
+                        // grows.
+                        let mut again = None;
                         match pending.expect {
                             Expect::Step(step) => match commands::handshake_ok(step, &token) {
                                 Ok(true) => learn(&mut self.info, &mut self.marker, step, &token)?,
@@ -665,6 +669,7 @@ impl Link {
                                 fenced,
                             } => {
                                 let mut outcome = commands::classify(op, many, fenced, &token);
+                                let mut moved = false;
                                 let args = 0..resource as usize + usize::from(token_len);
                                 let Some(arg_bytes) = self.replay.get(args.clone()) else {
                                     return Err(NodeError::UnexpectedReply);
@@ -708,12 +713,17 @@ impl Link {
                                             reach: 0,
                                         }
                                         .encode(&mut self.out);
-                                        self.replay.extend_from_within(args.clone());
+                                        // Its arguments move to the arena's
+                                        // end, where the request sent again
+                                        // (last in the queue) finds them: a
+                                        // full arena never grows.
+                                        self.replay.rotate_left(args.end);
+                                        moved = true;
                                         let sent = self
                                             .pending
                                             .front()
                                             .map_or_else(Instant::now, |p| p.sent);
-                                        self.pending.push_back(Pending::new(
+                                        again = Some(Pending::new(
                                             Expect::Command {
                                                 round,
                                                 op,
@@ -748,12 +758,15 @@ impl Link {
                                 // waiting for an empty arena could grow it
                                 // without bound. What is left is a request or
                                 // two, cheap to move.
-                                if args.end > 0 {
+                                if args.end > 0 && !moved {
                                     self.replay.drain(..args.end);
                                 }
                             }
                         }
                         self.pending.pop_front();
+                        if let Some(again) = again {
+                            self.pending.push_back(again);
+                        }
                         self.handshake_progress(now);
                     }
                 },

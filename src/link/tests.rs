@@ -330,6 +330,54 @@ fn noscript_replays_a_finished_rounds_release() {
     );
 }
 
+/// A `NOSCRIPT` reply to the first of as many requests as a link holds, on
+/// the longest inline resource names: the request sent again fits in the
+/// room allocated at build (the queue and the argument arena do not grow),
+/// and every request keeps its own arguments.
+#[test]
+fn noscript_on_a_full_link_grows_nothing() {
+    let t0 = Instant::now();
+    let mut link = ready(t0);
+    let names: Vec<String> = (0..64).map(|i| format!("{i:0>64}")).collect();
+    let mut queued = 0;
+    for (i, name) in names.iter().enumerate() {
+        // Releases are sent again even for a round that is over.
+        let op = if (2..34).contains(&i) {
+            Op::Extend
+        } else {
+            Op::Release
+        };
+        let command = Command {
+            resource: name.as_bytes(),
+            token: b"the-20-byte-token-01",
+            ..command(op, 5_000)
+        };
+        if queue(&mut link, command, i as u64 + 1, t0).is_ok() {
+            queued += 1;
+        }
+    }
+    assert_eq!(queued, link.config.max_requests(), "the link is full");
+    let capacities = (link.pending.capacity(), link.replay.capacity());
+    take(&mut link);
+    let replies = "-NOSCRIPT x\r\n".repeat(2) + &":1\r\n".repeat(queued - 2);
+    feed(&mut link, replies.as_bytes(), t0, 1).unwrap();
+    assert_eq!(
+        (link.pending.capacity(), link.replay.capacity()),
+        capacities
+    );
+    // The two requests sent again, last in the queue, with their own
+    // resources.
+    let resent = take(&mut link);
+    let first = resent.find(&names[0]).unwrap();
+    let second = resent.find(&names[1]).unwrap();
+    assert!(
+        first < second && resent.contains(RELEASE_SCRIPT),
+        "{resent}"
+    );
+    feed(&mut link, b":1\r\n:1\r\n", t0, 1).unwrap();
+    assert!(link.pending.is_empty() && link.replay.is_empty());
+}
+
 #[test]
 fn unsolicited_frames_have_a_budget() {
     let t0 = Instant::now();
