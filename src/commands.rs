@@ -299,7 +299,7 @@ pub(crate) struct Probe<'a> {
 
 impl Step {
     /// The script a `SCRIPT LOAD` step loads, and its SHA1.
-    fn script(self) -> Option<(&'static str, &'static str)> {
+    pub(crate) fn script(self) -> Option<(&'static str, &'static str)> {
         Some(match self {
             Step::LoadRelease => (RELEASE_SCRIPT, RELEASE_SHA1),
             Step::LoadExtend => (EXTEND_SCRIPT, EXTEND_SHA1),

@@ -122,6 +122,14 @@ pub use commands::{
     RELEASE_MANY_SCRIPT, RELEASE_MANY_SHA1, RELEASE_SCRIPT, RELEASE_SHA1,
 };
 pub use error::{ConfigError, Error};
+
+/// The fuzz harness of the protocol session, for the fuzz crate's
+/// `session` target (feature `fuzzing`; not a stable API).
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::link::fuzz::{Seen, session};
+}
 /// The rustls version this crate uses, to build a
 /// [`Builder::tls_config`](crate::Builder::tls_config) (feature `tls`).
 #[cfg(feature = "tls")]

@@ -10,6 +10,11 @@
 //!
 //! A target whose seed directory is missing or empty fails: the test cannot
 //! pass without replaying anything.
+//!
+//! The `session` target is the exception: its harness drives the crate's
+//! private protocol session, so it lives in the crate (`src/link/fuzz.rs`)
+//! and its seeds are replayed by the crate's unit tests
+//! (`link::fuzz::tests::session_corpus`).
 
 #[allow(unreachable_pub)]
 #[path = "../fuzz/src/checks/mod.rs"]

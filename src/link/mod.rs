@@ -838,6 +838,9 @@ fn learn(
     Ok(())
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
+#[cfg_attr(not(feature = "fuzzing"), allow(unreachable_pub))]
+pub(crate) mod fuzz;
 #[cfg(test)]
 mod tests;
 
