@@ -669,7 +669,6 @@ impl Link {
                                 fenced,
                             } => {
                                 let mut outcome = commands::classify(op, many, fenced, &token);
-                                let mut moved = false;
                                 let args = 0..resource as usize + usize::from(token_len);
                                 let Some(arg_bytes) = self.replay.get(args.clone()) else {
                                     return Err(NodeError::UnexpectedReply);
@@ -718,7 +717,6 @@ impl Link {
                                         // (last in the queue) finds them: a
                                         // full arena never grows.
                                         self.replay.rotate_left(args.end);
-                                        moved = true;
                                         let sent = self
                                             .pending
                                             .front()
@@ -757,8 +755,9 @@ impl Link {
                                 // decision a connection may never be idle, so
                                 // waiting for an empty arena could grow it
                                 // without bound. What is left is a request or
-                                // two, cheap to move.
-                                if args.end > 0 && !moved {
+                                // two, cheap to move. (A request sent again
+                                // took them to the arena's end.)
+                                if args.end > 0 && again.is_none() {
                                     self.replay.drain(..args.end);
                                 }
                             }
