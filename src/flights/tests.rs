@@ -19,6 +19,27 @@ fn start(flights: &mut Flights<&'static str>, now: Instant, timeout: Duration) -
     id
 }
 
+/// Two of the three nodes answer round `id` with `reply` at `at`: a
+/// quorum, whatever the third says.
+fn decide(flights: &mut Flights<&'static str>, id: u64, reply: Reply, at: Instant) {
+    for node in 0..2 {
+        flights.deliver(id, node, Outcome::Reply(reply), at);
+    }
+}
+
+/// One round per name, started at `now` with a 50 ms timeout, each waited
+/// for by its name.
+fn waited(flights: &mut Flights<&'static str>, now: Instant, names: &[&'static str]) -> Vec<u64> {
+    names
+        .iter()
+        .map(|&name| {
+            let id = start(flights, now, 50 * MS);
+            flights.set_waiter(id, name);
+            id
+        })
+        .collect()
+}
+
 /// The waiters `wake_decided` wakes now, in order; `back`: whether they
 /// are expected back (pending).
 fn wake(flights: &mut Flights<&'static str>, back: bool) -> Vec<&'static str> {
@@ -38,10 +59,8 @@ fn each_round_decides_on_its_own_replies() {
     let b = start(&mut flights, t0, 50 * MS);
     assert_ne!(a, b);
     assert_eq!(flights.len(), 2);
-    for node in 0..2 {
-        flights.deliver(a, node, Outcome::Reply(Reply::Ok), t0 + MS);
-        flights.deliver(b, node, Outcome::Reply(Reply::Refused), t0 + MS);
-    }
+    decide(&mut flights, a, Reply::Ok, t0 + MS);
+    decide(&mut flights, b, Reply::Refused, t0 + MS);
     assert!(matches!(
         flights.round(a).and_then(Round::decision),
         Some(Decision::Quorum { .. })
@@ -63,8 +82,7 @@ fn a_freed_slot_gets_a_new_id_and_old_replies_miss_it() {
     assert_ne!(old, new, "a slot's next round has another id");
     // Two late grants for the old round: they must not count for the new
     // one, which took the same slot.
-    flights.deliver(old, 0, Outcome::Reply(Reply::Ok), t0 + 2 * MS);
-    flights.deliver(old, 1, Outcome::Reply(Reply::Ok), t0 + 2 * MS);
+    decide(&mut flights, old, Reply::Ok, t0 + 2 * MS);
     let round = flights.round(new).expect("live");
     assert!(round.nodes().iter().all(|s| *s == NodeState::Pending));
     assert_eq!(round.decision(), None);
@@ -131,15 +149,11 @@ fn a_failed_node_fails_only_the_rounds_waiting_for_it() {
 fn waiters_are_woken_once_decided_and_one_takes_over() {
     let t0 = Instant::now();
     let mut flights = Flights::new(4, 3);
-    let a = start(&mut flights, t0, 50 * MS);
-    let b = start(&mut flights, t0, 50 * MS);
-    flights.set_waiter(a, "a");
-    flights.set_waiter(b, "b");
+    let a = waited(&mut flights, t0, &["a", "b"])[0];
     let mut woken = Vec::new();
     woken.extend(wake(&mut flights, false));
     assert!(woken.is_empty(), "nothing decided yet");
-    flights.deliver(a, 0, Outcome::Reply(Reply::Ok), t0 + MS);
-    flights.deliver(a, 1, Outcome::Reply(Reply::Ok), t0 + MS);
+    decide(&mut flights, a, Reply::Ok, t0 + MS);
     woken.extend(wake(&mut flights, false));
     assert_eq!(woken, ["a"]);
     woken.extend(wake(&mut flights, false));
@@ -155,13 +169,9 @@ fn waiters_are_woken_once_decided_and_one_takes_over() {
 fn woken_waiters_are_pending_until_they_come_back() {
     let t0 = Instant::now();
     let mut flights = Flights::new(4, 3);
-    let ids: Vec<u64> = (0..3).map(|_| start(&mut flights, t0, 50 * MS)).collect();
-    for (&id, name) in ids.iter().zip(["task", "thread", "late"]) {
-        flights.set_waiter(id, name);
-    }
+    let ids = waited(&mut flights, t0, &["task", "thread", "late"]);
     for &id in &ids[..2] {
-        flights.deliver(id, 0, Outcome::Reply(Reply::Ok), t0 + MS);
-        flights.deliver(id, 1, Outcome::Reply(Reply::Ok), t0 + MS);
+        decide(&mut flights, id, Reply::Ok, t0 + MS);
     }
     // Only the waiters the caller says will come back count.
     flights.wake_decided(|w| w != "thread");
@@ -191,27 +201,20 @@ fn woken_waiters_are_pending_until_they_come_back() {
 fn decisions_past_the_list_are_found_by_a_full_look() {
     let t0 = Instant::now();
     let mut flights = Flights::new(2, 3);
-    let decide = |flights: &mut Flights<&'static str>, id: u64| {
-        for node in 0..2 {
-            flights.deliver(id, node, Outcome::Reply(Reply::Ok), t0 + MS);
-        }
-    };
     for _ in 0..10 {
         let id = start(&mut flights, t0, 50 * MS);
-        decide(&mut flights, id);
+        decide(&mut flights, id, Reply::Ok, t0 + MS);
         flights.finish(id);
     }
-    let late = start(&mut flights, t0, 50 * MS);
-    flights.set_waiter(late, "late");
-    decide(&mut flights, late);
+    let late = waited(&mut flights, t0, &["late"])[0];
+    decide(&mut flights, late, Reply::Ok, t0 + MS);
     let mut woken = Vec::new();
     woken.extend(wake(&mut flights, true));
     assert_eq!(woken, ["late"]);
     assert_eq!(flights.pending(), 1);
     // The list is in use again.
-    let next = start(&mut flights, t0, 50 * MS);
-    flights.set_waiter(next, "next");
-    decide(&mut flights, next);
+    let next = waited(&mut flights, t0, &["next"])[0];
+    decide(&mut flights, next, Reply::Ok, t0 + MS);
     woken.extend(wake(&mut flights, true));
     assert_eq!(woken, ["late", "next"]);
 }
@@ -221,13 +224,9 @@ fn decisions_past_the_list_are_found_by_a_full_look() {
 fn waiters_are_woken_in_the_order_of_decisions() {
     let t0 = Instant::now();
     let mut flights = Flights::new(4, 3);
-    let ids: Vec<u64> = (0..3).map(|_| start(&mut flights, t0, 50 * MS)).collect();
-    for (&id, name) in ids.iter().zip(["first", "second", "third"]) {
-        flights.set_waiter(id, name);
-    }
-    for &id in [ids[2], ids[0]].iter() {
-        flights.deliver(id, 0, Outcome::Reply(Reply::Refused), t0 + MS);
-        flights.deliver(id, 1, Outcome::Reply(Reply::Refused), t0 + MS);
+    let ids = waited(&mut flights, t0, &["first", "second", "third"]);
+    for id in [ids[2], ids[0]] {
+        decide(&mut flights, id, Reply::Refused, t0 + MS);
     }
     // A third reply to a decided round does not note it again.
     flights.deliver(ids[2], 2, Outcome::Reply(Reply::Refused), t0 + MS);
