@@ -123,11 +123,13 @@ pub use commands::{
 };
 pub use error::{ConfigError, Error};
 
-/// The fuzz harness of the protocol session, for the fuzz crate's
-/// `session` target (feature `fuzzing`; not a stable API).
+/// The fuzz harnesses of the protocol session and of the table of rounds
+/// in flight, for the fuzz crate's `session` and `flights` targets
+/// (feature `fuzzing`; not a stable API).
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing {
+    pub use crate::flights::fuzz::{FlightsSeen, flights};
     pub use crate::link::fuzz::{Seen, session};
 }
 /// The rustls version this crate uses, to build a

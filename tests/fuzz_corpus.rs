@@ -11,10 +11,12 @@
 //! A target whose seed directory is missing or empty fails: the test cannot
 //! pass without replaying anything.
 //!
-//! The `session` target is the exception: its harness drives the crate's
-//! private protocol session, so it lives in the crate (`src/link/fuzz.rs`)
-//! and its seeds are replayed by the crate's unit tests
-//! (`link::fuzz::tests::session_corpus`).
+//! The `session` and `flights` targets are the exceptions: their harnesses
+//! drive private parts of the crate (the protocol session, the table of
+//! rounds in flight), so they live in the crate (`src/link/fuzz.rs`,
+//! `src/flights/fuzz.rs`) and their seeds are replayed by the crate's unit
+//! tests (`link::fuzz::tests::session_corpus`,
+//! `flights::fuzz::tests::flights_corpus`).
 
 #[allow(unreachable_pub)]
 #[path = "../fuzz/src/checks/mod.rs"]

@@ -10,6 +10,9 @@
 //! in its slot) is matched to its request by the connection and dropped;
 //! it can never count for the round that took the slot next.
 
+#[cfg(any(test, feature = "fuzzing"))]
+#[cfg_attr(not(feature = "fuzzing"), allow(unreachable_pub))]
+pub(crate) mod fuzz;
 #[cfg(test)]
 mod tests;
 
