@@ -105,11 +105,22 @@ fn a_master_that_lost_its_counter_never_lowers_a_fence() {
     redlock.unlock(&mut lock).expect("unlock");
 
     proxies[1].stall(Dir::ToServer);
-    let mut last = 0;
-    for _ in 0..5 {
+    // Each master's counter started from its own clock, and early decisions
+    // may never have counted node 1's: it may start a little ahead of the
+    // others (the sync round's skew, in microseconds). The locks go on
+    // until the last fence has passed it (+1: the first acquire's increment
+    // may reach it after this read), so that node 1 truly lags.
+    let ahead = counter(cluster.node(1)).expect("in sync") + 1;
+    let (mut last, mut cycles) = (0, 0);
+    while cycles < 5 || last <= ahead {
+        assert!(
+            cycles < 20_000,
+            "fences stayed at {last}, node 1 at {ahead}"
+        );
         let mut lock = redlock.try_lock("fence:r", ttl).expect("nodes 0 and 2");
         last = lock.fence().expect("fenced");
         redlock.unlock(&mut lock).expect("unlock");
+        cycles += 1;
     }
     // What node 1 was sent is thrown away: it lags.
     proxies[1].reset_connections();
