@@ -137,6 +137,23 @@ pub mod fuzzing {
 #[cfg(feature = "tls")]
 pub use rustls;
 
+/// The committed inputs of fuzz target `target` that the crate's harnesses
+/// replay: its seeds and regressions (`fuzz/{seeds,regressions}/<target>/`),
+/// sorted.
+#[cfg(test)]
+#[allow(clippy::unwrap_used, reason = "a test fails loudly")]
+pub(crate) fn fuzz_inputs(target: &str) -> Vec<std::path::PathBuf> {
+    let fuzz = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
+    let mut files = Vec::new();
+    for dir in ["seeds", "regressions"] {
+        if let Ok(entries) = std::fs::read_dir(fuzz.join(dir).join(target)) {
+            files.extend(entries.map(|e| e.unwrap().path()));
+        }
+    }
+    files.sort();
+    files
+}
+
 /// The README's Rust examples, compiled and run as doc tests.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -53,8 +53,8 @@ pub struct FlightsSeen {
     pub taken: u64,
 }
 
-/// A waiter: a number, and whether it may take the polling over (as the
-/// engine picks threads).
+/// A waiter: a number, unique in a run; its parity stands for whether it
+/// may take the polling over (as the engine picks threads).
 type Waiter = u32;
 
 /// One round of the model.
@@ -398,7 +398,6 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "a test fails loudly")]
 
     use std::fs;
-    use std::path::Path;
 
     use rand::rngs::StdRng;
     use rand::{Rng, SeedableRng};
@@ -443,14 +442,7 @@ mod tests {
     /// Every seed and regression of the `flights` fuzz target passes.
     #[test]
     fn flights_corpus() {
-        let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
-        let mut files = Vec::new();
-        for dir in ["seeds", "regressions"] {
-            if let Ok(entries) = fs::read_dir(fuzz.join(dir).join("flights")) {
-                files.extend(entries.map(|e| e.unwrap().path()));
-            }
-        }
-        files.sort();
+        let files = crate::fuzz_inputs("flights");
         assert!(!files.is_empty(), "no flights seeds");
         for path in &files {
             let seen = flights(&fs::read(path).unwrap());

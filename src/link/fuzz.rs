@@ -417,7 +417,6 @@ mod tests {
     #![allow(clippy::unwrap_used, reason = "a test fails loudly")]
 
     use std::fs;
-    use std::path::Path;
 
     use super::{Seen, session};
 
@@ -426,14 +425,7 @@ mod tests {
     /// completed handshakes, failures, `NOSCRIPT` replays, a lagging link.
     #[test]
     fn session_corpus() {
-        let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz");
-        let mut files = Vec::new();
-        for dir in ["seeds", "regressions"] {
-            if let Ok(entries) = fs::read_dir(fuzz.join(dir).join("session")) {
-                files.extend(entries.map(|e| e.unwrap().path()));
-            }
-        }
-        files.sort();
+        let files = crate::fuzz_inputs("session");
         assert!(files.len() >= 5, "too few session seeds: {files:?}");
         let mut all = Seen::default();
         for path in &files {
