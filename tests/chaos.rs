@@ -295,11 +295,16 @@ fn chaos(seed: u64, cluster: &Cluster, proxies: &Proxies, fenced: bool, until: I
     let mut rng = StdRng::seed_from_u64(seed);
     let mut active: Vec<Active> = Vec::new();
     let mut done = Chaos::default();
-    // Per node, whether it was last seen without its fence counter: set by
-    // a wipe, read again while the node runs and answers, kept while it is
-    // down or paused (a node killed while without its counter comes back
-    // without it).
-    let mut lacks = [false; N];
+    // Per node, whether it may be without its fence counter: set by a wipe,
+    // read again while the node runs and answers, kept while it is down or
+    // paused (a node killed while without its counter comes back without
+    // it). It starts true: a new cluster has no counter anywhere until the
+    // clients' first sync, which faults may cut short on some masters, and
+    // a node paused or down at every check until its first wipe must still
+    // count as lacking. (Starting false let a campaign wipe a third master
+    // while two had never been put in sync: fencing then stopped for good,
+    // as documented.)
+    let mut lacks = [true; N];
     loop {
         let now = Instant::now();
         let (over, still): (Vec<Active>, Vec<Active>) = active.iter().partition(|a| {
