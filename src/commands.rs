@@ -41,7 +41,11 @@ pub const EXTEND_MANY_SHA1: &str = "625585dd655db49164a0d3f383c152341a6e2375";
 pub const FENCE_KEY: &str = "redlock-mio:fence";
 
 /// Set on a master found without [`FENCE_KEY`]: the server's time in
-/// microseconds when that was first seen, which names this loss.
+/// microseconds when that was first seen, which names this loss. Kept
+/// beside the counter when the counter was started from the server's clock
+/// (a new deployment, or every master lost), until the master raises a
+/// fence ([`RAISE_SCRIPT`]): until then a read counts the master as out of
+/// sync, so that a first sync cut short can be finished.
 pub const FENCE_LOST_KEY: &str = "redlock-mio:fence-lost";
 
 /// Fenced acquire, all or nothing over `KEYS[3..]`: sets every key to the
@@ -53,26 +57,30 @@ pub const FENCED_ACQUIRE_SCRIPT: &str = r#"for i=3,#KEYS do if redis.call("exist
 /// SHA1 of [`FENCED_ACQUIRE_SCRIPT`].
 pub const FENCED_ACQUIRE_SHA1: &str = "4f1e4fe2f7d1c2a85344315f0e910f32012628e4";
 
-/// Raise: if every key `KEYS[2..]` still holds the token `ARGV[1]`, raises
-/// the counter `KEYS[1]` to at least `ARGV[2]` and returns 1; 0 if a key
-/// does not hold the token; -1 if the counter is missing (nothing done).
-pub const RAISE_SCRIPT: &str = r#"for i=2,#KEYS do if redis.call("get",KEYS[i])~=ARGV[1] then return 0 end end local c=redis.call("get",KEYS[1]) if not c then return -1 end if tonumber(c)<tonumber(ARGV[2]) then redis.call("set",KEYS[1],ARGV[2]) end return 1"#;
+/// Raise: if every key `KEYS[3..]` still holds the token `ARGV[1]`, raises
+/// the counter `KEYS[1]` to at least `ARGV[2]`, deletes the clock-start
+/// mark `KEYS[2]` ([`FENCE_LOST_KEY`]) and returns 1; 0 if a key does not
+/// hold the token; -1 if the counter is missing (nothing done).
+pub const RAISE_SCRIPT: &str = r#"for i=3,#KEYS do if redis.call("get",KEYS[i])~=ARGV[1] then return 0 end end local c=redis.call("get",KEYS[1]) if not c then return -1 end redis.call("del",KEYS[2]) if tonumber(c)<tonumber(ARGV[2]) then redis.call("set",KEYS[1],ARGV[2]) end return 1"#;
 /// SHA1 of [`RAISE_SCRIPT`].
-pub const RAISE_SHA1: &str = "522784aab3f02de7b10fc70ab59c6e799e8ccab8";
+pub const RAISE_SHA1: &str = "eabd90aee724c8b387fa42003a1b5baaf8ebb0e5";
 
-/// Read: the counter `KEYS[1]`, or minus the loss id in `KEYS[2]` (set now
-/// if absent) when the counter is missing.
-pub const FENCE_READ_SCRIPT: &str = r#"local c=redis.call("get",KEYS[1]) if c then return tonumber(c) end if redis.call("exists",KEYS[2])==0 then local t=redis.call("time") redis.call("set",KEYS[2],t[1]..string.format("%06d",t[2])) end return -tonumber(redis.call("get",KEYS[2]))"#;
+/// Read: the counter `KEYS[1]`; or minus the loss id in `KEYS[2]` when the
+/// counter is missing (the id set now if absent) or was started from the
+/// clock and has raised no fence since (the id kept beside it).
+pub const FENCE_READ_SCRIPT: &str = r#"local c=redis.call("get",KEYS[1]) local l=redis.call("get",KEYS[2]) if c and not l then return tonumber(c) end if not l then local t=redis.call("time") l=t[1]..string.format("%06d",t[2]) redis.call("set",KEYS[2],l) end return -tonumber(l)"#;
 /// SHA1 of [`FENCE_READ_SCRIPT`].
-pub const FENCE_READ_SHA1: &str = "c6c59d9771f17a0c8f3de814b85d0dec01de759b";
+pub const FENCE_READ_SHA1: &str = "e28afd151dedb8115c9cb4f1c9d09ba2f199938c";
 
-/// Sync: 1 if the counter `KEYS[1]` exists; else, if the loss id in
-/// `KEYS[2]` is one of `ARGV[2..]`, sets the counter to `ARGV[1]` (`0`:
-/// the server's time in microseconds), deletes the loss id and returns 1;
-/// else 0.
-pub const FENCE_SYNC_SCRIPT: &str = r#"if redis.call("exists",KEYS[1])==1 then return 1 end local lost=redis.call("get",KEYS[2]) for i=2,#ARGV do if ARGV[i]==lost then local m=ARGV[1] if m=="0" then local t=redis.call("time") m=t[1]..string.format("%06d",t[2]) end redis.call("set",KEYS[1],m) redis.call("del",KEYS[2]) return 1 end end return 0"#;
+/// Sync: 1 if the counter `KEYS[1]` exists without a loss id `KEYS[2]`.
+/// Else, if the loss id is one of `ARGV[2..]`: with `ARGV[1]` = `0`, starts
+/// a missing counter from the server's time in microseconds and keeps the
+/// loss id beside it (a clock start); with any other value, sets the
+/// counter to the larger of it and the counter, and deletes the loss id;
+/// returns 1. Else 0.
+pub const FENCE_SYNC_SCRIPT: &str = r#"local c=redis.call("get",KEYS[1]) local l=redis.call("get",KEYS[2]) if c and not l then return 1 end for i=2,#ARGV do if ARGV[i]==l then local m=ARGV[1] if m=="0" then if not c then local t=redis.call("time") redis.call("set",KEYS[1],t[1]..string.format("%06d",t[2])) end else if not c or tonumber(c)<tonumber(m) then redis.call("set",KEYS[1],m) end redis.call("del",KEYS[2]) end return 1 end end return 0"#;
 /// SHA1 of [`FENCE_SYNC_SCRIPT`].
-pub const FENCE_SYNC_SHA1: &str = "26288c63666e55729f160fd14ed37ccd0959c3ed";
+pub const FENCE_SYNC_SHA1: &str = "1b879d433820308d378464035a102dddf944d487";
 
 /// The most resources one lock may cover.
 pub(crate) const MAX_KEYS: usize = 64;
@@ -137,20 +145,20 @@ impl Command<'_> {
         match self.op {
             Op::Acquire if self.fenced => {
                 let tail = [Arg::Bytes(self.token), Arg::Uint(self.ttl_ms)];
-                self.encode_fence(out, FENCED_ACQUIRE_SCRIPT, FENCED_ACQUIRE_SHA1, 2, &tail);
+                self.encode_fence(out, FENCED_ACQUIRE_SCRIPT, FENCED_ACQUIRE_SHA1, &tail);
                 return;
             }
             Op::Fence => {
                 let tail = [Arg::Bytes(self.token), Arg::Uint(self.ttl_ms)];
-                self.encode_fence(out, RAISE_SCRIPT, RAISE_SHA1, 1, &tail);
+                self.encode_fence(out, RAISE_SCRIPT, RAISE_SHA1, &tail);
                 return;
             }
             Op::FenceRead => {
-                self.encode_fence(out, FENCE_READ_SCRIPT, FENCE_READ_SHA1, 2, &[]);
+                self.encode_fence(out, FENCE_READ_SCRIPT, FENCE_READ_SHA1, &[]);
                 return;
             }
             Op::FenceSync => {
-                self.encode_fence(out, FENCE_SYNC_SCRIPT, FENCE_SYNC_SHA1, 2, &[]);
+                self.encode_fence(out, FENCE_SYNC_SCRIPT, FENCE_SYNC_SHA1, &[]);
                 return;
             }
             _ if self.many => {
@@ -204,25 +212,19 @@ impl Command<'_> {
         }
     }
 
-    /// A fence script: the first `fixed` of ([`FENCE_KEY`],
-    /// [`FENCE_LOST_KEY`]) as keys, then (except for a read or a sync) the
-    /// resources, then `tail`; a sync's arguments are its value and the
-    /// loss ids packed in `resource`.
-    fn encode_fence(
-        &self,
-        out: &mut Vec<u8>,
-        script: &str,
-        sha1: &str,
-        fixed: u64,
-        tail: &[Arg<'_>],
-    ) {
+    /// A fence script: [`FENCE_KEY`] and [`FENCE_LOST_KEY`] as keys, then
+    /// (except for a read or a sync) the resources, then `tail`; a sync's
+    /// arguments are its value and the loss ids packed in `resource`.
+    fn encode_fence(&self, out: &mut Vec<u8>, script: &str, sha1: &str, tail: &[Arg<'_>]) {
         let (verb, body) = self.script_call(script, sha1);
         let mut args: SmallVec<[Arg<'_>; 24]> = SmallVec::new();
-        args.extend([Arg::Bytes(verb), Arg::Bytes(body), Arg::Uint(fixed)]);
-        args.push(Arg::Bytes(FENCE_KEY.as_bytes()));
-        if fixed > 1 {
-            args.push(Arg::Bytes(FENCE_LOST_KEY.as_bytes()));
-        }
+        args.extend([
+            Arg::Bytes(verb),
+            Arg::Bytes(body),
+            Arg::Uint(2),
+            Arg::Bytes(FENCE_KEY.as_bytes()),
+            Arg::Bytes(FENCE_LOST_KEY.as_bytes()),
+        ]);
         match self.op {
             Op::FenceRead => {}
             Op::FenceSync => {

@@ -42,6 +42,15 @@
 //!    lost its data), each is started from its own clock in microseconds,
 //!    without waiting.
 //!
+//!    A master started from its clock keeps its loss id beside the counter
+//!    until it raises a fence (the raise deletes it): its counter takes
+//!    part in acquires, but a read counts it as out of sync. So a start
+//!    that reached only some masters (a fault between the read and the
+//!    sync of a new deployment) is finished by a later read, which again
+//!    finds none in sync; while a start reached fewer than a quorum, no
+//!    fence can be issued. A master that has raised a fence is in sync for
+//!    good, until it loses its data.
+//!
 //! A fenced acquisition costs one more round trip than a plain one (the
 //! raise), plus, once per client and after a loss, a read and a sync.
 //! Releases and extensions are unchanged.
@@ -101,11 +110,15 @@
 //! - *A master outside `R` is put back in sync*, with any value: it was
 //!   outside `R`, so (I) allows it.
 //! - *A new deployment or a loss everywhere* starts counters from the
-//!   masters' clocks in microseconds. Before, no master was in sync, so no
-//!   fence can be compared with through a counter; the clock start is
-//!   above every earlier fence as long as no clock went back and fewer
-//!   than one fenced acquisition per microsecond was made on average since
-//!   the previous start. (This case alone leans on clocks.)
+//!   masters' clocks in microseconds. Before, no master was in sync but for
+//!   earlier clock starts that have raised no fence since, so none of them
+//!   lies in the raise quorum of a fence issued after its own start, and
+//!   (I) holds for them whatever their value; the new clock start is above
+//!   every earlier fence as long as no clock went back and fewer than one
+//!   fenced acquisition per microsecond was made on average since the
+//!   previous start. (This case alone leans on clocks.) A sync with a read
+//!   value that finds a clock start still marked sets the larger of the
+//!   two: that master too lies in no raise quorum, so any value will do.
 //!
 //! Now let `B` begin after `A`, with `f(A)` issued with raise quorum `R`.
 //! `B`'s acquire was granted by a quorum `K` of masters in sync (each at

@@ -194,6 +194,119 @@ fn a_master_that_lost_its_counter_never_lowers_a_fence() {
     cluster.resume(0);
 }
 
+/// Node `i` refuses every write (`maxmemory` 1 byte, `noeviction`), or
+/// takes them again; reads and scripts that write nothing still run.
+fn refuse_writes(cluster: &Cluster, i: usize, refuse: bool) {
+    let limit: &[u8] = if refuse { b"1" } else { b"0" };
+    let reply = cluster.command(i, &[b"CONFIG", b"SET", b"maxmemory", limit]);
+    assert_eq!(reply, b"+OK\r\n", "{}", String::from_utf8_lossy(&reply));
+}
+
+/// A new deployment whose first sync reached fewer than a quorum of
+/// masters is not stuck for good: the master it reached was started from
+/// its clock and has raised no fence, so a later read counts it as not yet
+/// in sync, finds none in sync, and starts the others from their clocks
+/// too, the longest TTL after their loss was first seen at the latest.
+#[test]
+fn a_first_sync_cut_short_is_finished_later() {
+    let cluster = Cluster::start(3);
+    // Nodes 1 and 2 are first found without a counter (their loss ids are
+    // set), then refuse writes: the client's read passes there, its sync,
+    // which writes the counter, does not.
+    for i in [1, 2] {
+        let read = eval(
+            cluster.node(i),
+            FENCE_READ_SCRIPT,
+            &[FENCE_KEY, FENCE_LOST_KEY],
+            &[],
+        );
+        assert!(integer(&read) < 0, "no counter yet");
+        refuse_writes(&cluster, i, true);
+    }
+    let redlock = fenced(cluster.urls());
+    let ttl = Duration::from_millis(400);
+    let first = redlock.try_lock("fence:boot", ttl);
+    assert!(first.is_err(), "{first:?}");
+    let started = counter(cluster.node(0)).expect("node 0 started from its clock");
+    assert_eq!(
+        (counter(cluster.node(1)), counter(cluster.node(2))),
+        (None, None)
+    );
+
+    for i in [1, 2] {
+        refuse_writes(&cluster, i, false);
+    }
+    // The wait (the longest TTL plus drift), a second between reads, and
+    // room for a loaded machine.
+    let mut fence = 0;
+    let finished = eventually(LONGEST + Duration::from_secs(5), || {
+        match redlock.try_lock("fence:boot", ttl) {
+            Ok(mut lock) => {
+                fence = lock.fence().expect("fenced");
+                redlock.unlock(&mut lock).expect("unlock");
+                true
+            }
+            Err(Error::Unfenced(_) | Error::Unavailable(_)) => false,
+            Err(other) => panic!("{other}"),
+        }
+    });
+    assert!(finished, "fencing never came back");
+    assert!(
+        fence > started,
+        "fence {fence}, node 0 started at {started}"
+    );
+    for i in 0..3 {
+        assert!(counter(cluster.node(i)).is_some(), "node {i} in sync");
+    }
+    // Once each master raised a fence, a later read finds them in sync.
+    let mut lock = redlock.try_lock("fence:boot", ttl).expect("in sync");
+    assert!(lock.fence().expect("fenced") > fence);
+    redlock.unlock(&mut lock).expect("unlock");
+}
+
+/// Where fences were issued, a majority that lost its counters is not
+/// started again from the clocks: fenced locks stay refused, reads or not,
+/// until an operator sets the counters (as `redlock_mio::fencing` says).
+#[test]
+fn a_majority_lost_after_fences_waits_for_an_operator() {
+    let cluster = Cluster::start(3);
+    let redlock = fenced(cluster.urls());
+    let ttl = Duration::from_millis(400);
+    let mut last = 0;
+    for _ in 0..3 {
+        let mut lock = redlock.try_lock("fence:major", ttl).expect("free");
+        last = lock.fence().expect("fenced");
+        redlock.unlock(&mut lock).expect("unlock");
+    }
+    cluster.flushall(1);
+    cluster.flushall(2);
+    let refused = |what: &str| match redlock.try_lock("fence:major", ttl) {
+        Err(Error::Unfenced(_)) => {}
+        other => panic!("{what}: {other:?}"),
+    };
+    refused("right after the loss");
+    // Past the wait and the second between reads: read, and still refused.
+    thread::sleep(LONGEST + Duration::from_millis(1100));
+    refused("after the wait");
+    refused("after a read");
+    assert_eq!(
+        (counter(cluster.node(1)), counter(cluster.node(2))),
+        (None, None)
+    );
+
+    // The operator: the largest counter anywhere plus a margin, on the
+    // masters without one, and their loss ids gone.
+    let start = (counter(cluster.node(0)).expect("node 0 kept its counter") + 1_000).to_string();
+    for i in [1, 2] {
+        cluster.command(i, &[b"SET", FENCE_KEY.as_bytes(), start.as_bytes()]);
+        cluster.command(i, &[b"DEL", FENCE_LOST_KEY.as_bytes()]);
+    }
+    let mut lock = redlock.try_lock("fence:major", ttl).expect("in sync again");
+    let fence = lock.fence().expect("fenced");
+    assert!(fence > last, "{fence} after {last}");
+    redlock.unlock(&mut lock).expect("unlock");
+}
+
 /// The store of the docs: it keeps the largest fence it accepted per key
 /// and refuses smaller ones.
 #[derive(Default)]
@@ -275,7 +388,7 @@ fn the_scripts_do_what_the_docs_say() {
         integer(&eval(
             node,
             RAISE_SCRIPT,
-            &[FENCE_KEY, resource],
+            &[FENCE_KEY, FENCE_LOST_KEY, resource],
             &[token, fence],
         ))
     };
@@ -318,7 +431,46 @@ fn the_scripts_do_what_the_docs_say() {
     assert!(second < 0 && second != first, "{second} after {first}");
     assert_eq!(sync("100", &lost), 0);
     assert_eq!(node.get(FENCE_KEY), None);
-    // A sync with 0 starts from the server's clock in microseconds.
-    assert_eq!(sync("0", &(-second).to_string()), 1);
-    assert!(counter(node).is_some_and(|c| c >= second.unsigned_abs()));
+    // A sync with 0 starts from the server's clock in microseconds, and
+    // keeps the loss id beside the counter: a read still says "out of
+    // sync" with the same id, a fenced acquire counts as usual.
+    let second_id = (-second).to_string();
+    assert_eq!(sync("0", &second_id), 1);
+    let start = counter(node).expect("started");
+    assert!(start >= second.unsigned_abs(), "{start} from {second}");
+    let read = || integer(&eval(node, FENCE_READ_SCRIPT, &fence_keys, &[]));
+    assert_eq!(read(), second);
+    assert_eq!(
+        node.get(FENCE_LOST_KEY),
+        Some(second_id.clone().into_bytes())
+    );
+    assert_eq!(
+        integer(&acquire("r4", "t4")),
+        i64::try_from(start + 1).expect("< 2^63")
+    );
+    // Another clock start changes nothing; a raise where the token does not
+    // hold keeps the mark; one where it holds deletes it.
+    assert_eq!(sync("0", &second_id), 1);
+    assert_eq!(counter(node), Some(start + 1));
+    assert_eq!(raise("r4", "other", "1"), 0);
+    assert_eq!(read(), second);
+    assert_eq!(raise("r4", "t4", "1"), 1);
+    assert_eq!(counter(node), Some(start + 1));
+    assert_eq!(node.get(FENCE_LOST_KEY), None);
+    assert_eq!(read(), i64::try_from(start + 1).expect("< 2^63"));
+    // A clock start put back by a sync with a value: the larger of the two,
+    // and the mark gone.
+    for bump in [0, 1_000_000] {
+        cluster.flushall(0);
+        thread::sleep(Duration::from_millis(2));
+        let lost = read();
+        assert!(lost < 0, "{lost}");
+        let id = (-lost).to_string();
+        assert_eq!(sync("0", &id), 1);
+        let start = counter(node).expect("started");
+        let value = if bump == 0 { 5 } else { start + bump };
+        assert_eq!(sync(&value.to_string(), &id), 1);
+        assert_eq!(counter(node), Some(start.max(value)), "{start}, {value}");
+        assert_eq!(node.get(FENCE_LOST_KEY), None);
+    }
 }

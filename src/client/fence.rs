@@ -158,9 +158,10 @@ impl Redlock {
     /// its counter has waited the longest TTL (plus drift) since this
     /// client first saw it so, reads every counter and puts back in sync
     /// the masters that may be: with the largest counter of a quorum of
-    /// masters in sync, or, when every master answered and none has a
-    /// counter (a new deployment, or all lost at once), each with its
-    /// clock in microseconds. Best effort: what fails is tried again
+    /// masters in sync, or, when every master answered and none is in sync
+    /// (a new deployment, all lost at once, or a clock start that reached
+    /// only some masters: those read as out of sync until they raise a
+    /// fence), each with its clock in microseconds. Best effort: what fails is tried again
     /// later, and a master out of sync only keeps its grants out of
     /// fences.
     pub(super) fn sync_fences(&self, deadline: Option<Instant>) {

@@ -130,7 +130,7 @@ fn fence_commands_on_the_wire() {
     assert_eq!(
         encoded(raise),
         format!(
-            "*8\\r\\n$7\\r\\nEVALSHA\\r\\n$40\\r\\n{RAISE_SHA1}\\r\\n$1\\r\\n3\\r\\n$17\\r\\nredlock-mio:fence\\r\\n$1\\r\\na\\r\\n$1\\r\\nb\\r\\n$1\\r\\nt\\r\\n$2\\r\\n42\\r\\n"
+            "*9\\r\\n$7\\r\\nEVALSHA\\r\\n$40\\r\\n{RAISE_SHA1}\\r\\n$1\\r\\n4\\r\\n$17\\r\\nredlock-mio:fence\\r\\n$22\\r\\nredlock-mio:fence-lost\\r\\n$1\\r\\na\\r\\n$1\\r\\nb\\r\\n$1\\r\\nt\\r\\n$2\\r\\n42\\r\\n"
         )
     );
     let mut ids = Vec::new();

@@ -61,7 +61,9 @@ pub enum Reply {
     Count(u64),
     /// The node's fence counter is missing (it lost its data, or never had
     /// one): a fenced acquire's grant there does not count, nor does a
-    /// read or a raise. The number names the loss (0 if not told).
+    /// read or a raise. A read says so too of a counter started from the
+    /// clock that has raised no fence yet. The number names the loss (0 if
+    /// not told).
     Unsynced(u64),
 }
 
@@ -270,7 +272,8 @@ pub enum NodeState {
     /// its grant does not count toward the quorum.
     Quarantined,
     /// The node's fence counter is missing (it lost its data, or never had
-    /// one): it does not count toward a fenced round's quorum.
+    /// one), or, for a read, was started from the clock and has raised no
+    /// fence yet: it does not count toward a fenced round's quorum.
     Unsynced,
 }
 
