@@ -46,9 +46,10 @@
 //!    until it raises a fence (the raise deletes it): its counter takes
 //!    part in acquires, but a read counts it as out of sync. So a start
 //!    that reached only some masters (a fault between the read and the
-//!    sync of a new deployment) is finished by a later read, which again
-//!    finds none in sync; while a start reached fewer than a quorum, no
-//!    fence can be issued. A master that has raised a fence is in sync for
+//!    sync of a new deployment) is finished by a later read (the client
+//!    reads again once the longest TTL, plus drift, has passed since it
+//!    saw the others' loss), which again finds none in sync; while a
+//!    start reached fewer than a quorum, no fence can be issued. A master that has raised a fence is in sync for
 //!    good, until it loses its data.
 //!
 //! A fenced acquisition costs one more round trip than a plain one (the
