@@ -142,7 +142,9 @@
 //! fewer than a quorum of masters stay in sync, fencing stays unavailable
 //! until an operator sets `redlock-mio:fence` on the others to a value
 //! above every fence issued (the largest counter on any master plus a
-//! margin, say), which this crate will not guess.
+//! margin, say), which this crate will not guess. (Masters started from
+//! their clocks that have raised no fence yet are not "in sync" here: the
+//! client finishes a start cut short by itself.)
 //!
 //! # Using a fence
 //!
