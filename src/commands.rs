@@ -127,15 +127,16 @@ pub(crate) struct Command<'a> {
     pub(crate) fenced: bool,
     /// For a release: the masters its lock's acquire went out to (bit `i`
     /// for master `i`; masters past the 64th are never in it), where the
-    /// key may be. The release is queued on them however far behind they
-    /// are (see `Link::queue`), so that a master that lags never keeps a
-    /// key that its acquire set. 0 for other commands.
+    /// key may be. The release is queued on them past the limits that
+    /// refuse other requests, in a reserve of its own (see `Link::queue`),
+    /// so that a master that lags does not keep a key that its acquire
+    /// set. 0 for other commands.
     pub(crate) reach: u64,
 }
 
 impl Command<'_> {
-    /// Whether this is a release that must reach master `node` however
-    /// far behind it is (see [`reach`](Self::reach)).
+    /// Whether this is a release that must reach master `node` even past
+    /// its limits (see [`reach`](Self::reach)).
     pub(crate) fn must_reach(&self, node: usize) -> bool {
         self.op == Op::Release && node < 64 && self.reach >> node & 1 == 1
     }

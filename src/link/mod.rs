@@ -130,10 +130,30 @@ impl LinkConfig {
         MAX_PENDING + RELEASE_HEADROOM + 2 * self.in_flight
     }
 
+    /// Requests past every limit that releases which must reach this
+    /// master may still queue (see [`Link::queue`]): one per round the
+    /// client may have in flight, and at least [`MAX_PENDING`].
+    fn reserve(&self) -> usize {
+        self.in_flight.max(MAX_PENDING)
+    }
+
+    /// The most requests a connection ever holds: its limit and the
+    /// reserve. The queue and the argument arena are allocated for them.
+    pub(crate) fn capacity(&self) -> usize {
+        self.max_requests() + self.reserve()
+    }
+
+    /// The most unwritten bytes a release that must reach this master may
+    /// find and still be queued: the limit and the reserve's share.
+    fn max_unwritten_reserved(&self) -> usize {
+        self.max_unwritten() + self.reserve() * OUTPUT_PER_REQUEST
+    }
+
     /// The room allocated for bytes to write (and for those held back
-    /// during a handshake): at most the limit of unwritten bytes.
+    /// during a handshake): at most the limit of unwritten bytes and the
+    /// reserve's share.
     fn output_capacity(&self) -> usize {
-        OUTPUT_BASE + self.max_unwritten()
+        OUTPUT_BASE + self.max_unwritten_reserved()
     }
 
     /// Unwritten bytes after which a connection takes no new request: room
@@ -262,12 +282,12 @@ impl Link {
             start: 0,
             end: 0,
             decoder: Decoder::with_limits(REPLY_LIMITS),
-            pending: VecDeque::with_capacity(config.max_requests()),
+            pending: VecDeque::with_capacity(config.capacity()),
             steps: Vec::with_capacity(4),
             skip: Skip::No,
             backoff: config.backoff_min,
             held: Vec::with_capacity(config.output_capacity()),
-            replay: Vec::with_capacity(config.max_requests() * REPLAY_PER_REQUEST),
+            replay: Vec::with_capacity(config.capacity() * REPLAY_PER_REQUEST),
             last_error: None,
             late_since: None,
             unsolicited: 0,
@@ -457,15 +477,24 @@ impl Link {
             // written, it frees the key, if only once a paused server
             // resumes; refused, the key would stay until its TTL. One that
             // must reach this master (its lock's acquire went out here, so
-            // the key may be here) is queued however far behind the master
-            // is: there is at most one such release per acquire that this
-            // master took, and acquires meet the limits.
-            if !must_reach {
-                self.check_limits(RELEASE_HEADROOM)?;
+            // the key may be here) may also use the reserve past the
+            // limits: a master behind them takes no new acquire, so only
+            // the locks it granted before can still send it one. Past the
+            // reserve (more such locks released than rounds may be in
+            // flight, while the master stays that far behind), it is
+            // refused too: the connection's memory is allocated once and
+            // never grows, and the key expires with its TTL.
+            if must_reach {
+                self.check_limits(self.config.capacity(), self.config.max_unwritten_reserved())?;
+            } else {
+                self.check_limits(self.config.max_requests(), self.config.max_unwritten())?;
             }
         } else {
             self.check_stall(now)?;
-            self.check_limits(0)?;
+            self.check_limits(
+                self.config.max_requests() - RELEASE_HEADROOM,
+                self.config.max_unwritten(),
+            )?;
         }
         let target = if self.state == State::Ready {
             &mut self.out
@@ -515,14 +544,12 @@ impl Link {
         }
     }
 
-    /// Refuses a request to a connection that holds as many requests or
-    /// unwritten bytes as it may ([`NodeError::Lagging`]: the request is
-    /// not queued, the connection stays): `headroom` more requests are
-    /// allowed for releases.
-    fn check_limits(&self, headroom: usize) -> Result<(), NodeError> {
-        let unwritten = self.out.len() - self.written + self.held.len();
-        let limit = self.config.max_requests() - RELEASE_HEADROOM + headroom;
-        if self.pending.len() >= limit || unwritten > self.config.max_unwritten() {
+    /// Refuses a request to a connection that holds `requests` requests or
+    /// more than `unwritten` unwritten bytes ([`NodeError::Lagging`]: the
+    /// request is not queued, the connection stays).
+    fn check_limits(&self, requests: usize, unwritten: usize) -> Result<(), NodeError> {
+        let held = self.out.len() - self.written + self.held.len();
+        if self.pending.len() >= requests || held > unwritten {
             return Err(NodeError::Lagging);
         }
         Ok(())

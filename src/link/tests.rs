@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Link, LinkConfig, UNSOLICITED_BUDGET, encoded};
+use super::{Link, LinkConfig, MAX_PENDING, RELEASE_HEADROOM, UNSOLICITED_BUDGET, encoded};
 use crate::commands::{Command, Outcome};
 use crate::rules::{NodeError, Op, Reply};
 use crate::{EXTEND_SCRIPT, EXTEND_SHA1, RELEASE_SCRIPT, RELEASE_SHA1};
@@ -378,6 +378,57 @@ fn noscript_on_a_full_link_grows_nothing() {
     assert!(link.pending.is_empty() && link.replay.is_empty());
 }
 
+/// A master that answers nothing: acquires stop at the limit less the
+/// release headroom, other releases at the limit, and releases that must
+/// reach the master use the reserve, then are refused too. On the longest
+/// inline names, nothing the link allocated at build grows.
+#[test]
+fn releases_that_must_reach_a_master_stop_at_the_reserve() {
+    let t0 = Instant::now();
+    let mut link = ready(t0);
+    let capacities = (
+        link.pending.capacity(),
+        link.replay.capacity(),
+        link.out.capacity(),
+    );
+    let name = "r".repeat(64);
+    let mut round = 0;
+    let mut fill = |link: &mut Link, op: Op, reach: u64| {
+        let mut queued = 0;
+        loop {
+            let command = Command {
+                resource: name.as_bytes(),
+                token: b"the-20-byte-token-01",
+                reach,
+                ..command(op, 5_000)
+            };
+            round += 1;
+            match queue(link, command, round, t0) {
+                Ok(()) => queued += 1,
+                Err(NodeError::Lagging) => return queued,
+                Err(other) => panic!("{other:?}"),
+            }
+        }
+    };
+    let config = link.config;
+    let acquires = fill(&mut link, Op::Extend, 0);
+    assert_eq!(acquires, config.max_requests() - RELEASE_HEADROOM);
+    assert_eq!(fill(&mut link, Op::Release, 0), RELEASE_HEADROOM);
+    let reserved = fill(&mut link, Op::Release, 1);
+    assert_eq!(reserved, config.capacity() - config.max_requests());
+    assert!(reserved >= MAX_PENDING, "{reserved}");
+    assert_eq!(link.pending.len(), config.capacity());
+    assert_eq!(
+        (
+            link.pending.capacity(),
+            link.replay.capacity(),
+            link.out.capacity()
+        ),
+        capacities,
+        "a buffer grew"
+    );
+}
+
 #[test]
 fn unsolicited_frames_have_a_budget() {
     let t0 = Instant::now();
@@ -562,13 +613,15 @@ fn a_lagging_link_refuses_new_requests_and_stays() {
         Err(NodeError::Lagging)
     );
     // Not a release whose lock's acquire went out to this master: the key
-    // may be there. Nor a release whose reach names another master only.
+    // may be there; it has a reserve of its own (32 here). Nor a release
+    // whose reach names another master only.
     let mut must = command(Op::Release, 0);
+    must.reach = 0b110;
+    assert_eq!(queue(&mut link, must, 400, t0), Err(NodeError::Lagging));
     must.reach = 0b101;
-    for i in 0..100 {
+    for i in 0..32 {
         queue(&mut link, must, 300 + i, t0).unwrap();
     }
-    must.reach = 0b110;
     assert_eq!(queue(&mut link, must, 400, t0), Err(NodeError::Lagging));
     // Lagging is not stalled: the link is up, its timers fine.
     assert!(link.is_ready());
@@ -576,7 +629,7 @@ fn a_lagging_link_refuses_new_requests_and_stays() {
     // Once the master answers (below the limit, releases included),
     // requests are taken again.
     take(&mut link);
-    let replies = "+OK\r\n".repeat(34) + &":1\r\n".repeat(75);
+    let replies = "+OK\r\n".repeat(34) + &":1\r\n".repeat(8);
     feed(&mut link, replies.as_bytes(), t0 + 100 * MS, 1).unwrap();
     queue(&mut link, command(Op::Acquire, 30_000), 300, t0 + 100 * MS).unwrap();
     // Stalled is still about time: the oldest request unanswered past the
