@@ -37,7 +37,8 @@ pub const EXTEND_MANY_SCRIPT: &str = r#"for i=1,#KEYS do if redis.call("get",KEY
 pub const EXTEND_MANY_SHA1: &str = "625585dd655db49164a0d3f383c152341a6e2375";
 
 /// The per-master fence counter: an integer, no TTL, shared by every
-/// resource. Present means "in sync" (see `client::fence`).
+/// resource. Present means "in sync" for acquires; a read also wants no
+/// [`FENCE_LOST_KEY`] beside it (see [`crate::fencing`]).
 pub const FENCE_KEY: &str = "redlock-mio:fence";
 
 /// Set on a master found without [`FENCE_KEY`]: the server's time in

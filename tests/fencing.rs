@@ -444,10 +444,8 @@ fn the_scripts_do_what_the_docs_say() {
         node.get(FENCE_LOST_KEY),
         Some(second_id.clone().into_bytes())
     );
-    assert_eq!(
-        integer(&acquire("r4", "t4")),
-        i64::try_from(start + 1).expect("< 2^63")
-    );
+    let counted = i64::try_from(start + 1).expect("< 2^63");
+    assert_eq!(integer(&acquire("r4", "t4")), counted);
     // Another clock start changes nothing; a raise where the token does not
     // hold keeps the mark; one where it holds deletes it.
     assert_eq!(sync("0", &second_id), 1);
@@ -457,7 +455,7 @@ fn the_scripts_do_what_the_docs_say() {
     assert_eq!(raise("r4", "t4", "1"), 1);
     assert_eq!(counter(node), Some(start + 1));
     assert_eq!(node.get(FENCE_LOST_KEY), None);
-    assert_eq!(read(), i64::try_from(start + 1).expect("< 2^63"));
+    assert_eq!(read(), counted);
     // A clock start put back by a sync with a value: the larger of the two,
     // and the mark gone.
     for bump in [0, 1_000_000] {
