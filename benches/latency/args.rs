@@ -9,7 +9,7 @@ use super::*;
 pub(crate) type Result<T> = std::result::Result<T, Box<dyn StdError>>;
 
 pub(crate) const USAGE: &str = "usage: latency [--quick] [--cycles N] [--paced N] [--rate N] [--closed-only] [--only ID,..] \
-                     [--contention-secs N] [--no-fault] [--no-tls] [--no-fence] [redis://HOST:PORT ...]";
+                     [--contention-secs N] [--no-fault] [--no-tls] [--no-fence] [--pin] [redis://HOST:PORT ...]";
 pub(crate) const MASTERS: usize = 5;
 pub(crate) const TTL: Duration = Duration::from_secs(10);
 pub(crate) const TTL_MS: u64 = 10_000;
@@ -49,6 +49,8 @@ pub(crate) struct Args {
     pub(crate) contention_on: bool,
     /// Only these variants (`--only`); all when empty.
     pub(crate) only: Vec<Kind>,
+    /// The local masters on one CPU, this bench on the others (`--pin`).
+    pub(crate) pin: bool,
     pub(crate) urls: Vec<String>,
 }
 
@@ -72,6 +74,7 @@ pub(crate) fn parse_args() -> Result<Option<Args>> {
         fault: true,
         contention_on: true,
         only: Vec::new(),
+        pin: false,
         urls: Vec::new(),
     };
     let mut cycles = None;
@@ -98,6 +101,7 @@ pub(crate) fn parse_args() -> Result<Option<Args>> {
             "--no-fault" => args.fault = false,
             "--no-tls" => args.tls = false,
             "--no-fence" => args.fence = false,
+            "--pin" => args.pin = true,
             "--closed-only" => {
                 args.fault = false;
                 args.tls = false;

@@ -19,6 +19,8 @@ mod args;
 mod floor;
 mod measure;
 mod pair;
+#[path = "../pin.rs"]
+mod pin;
 mod report;
 mod tls;
 mod variants;
@@ -86,9 +88,14 @@ fn run(args: Args) -> Result<()> {
     let mut cluster = None;
     let urls = if args.urls.is_empty() {
         let c = Cluster::start(MASTERS);
+        if args.pin {
+            println!("{}", pin::split(c.nodes().iter().filter_map(|n| n.pid()))?);
+        }
         let urls = c.urls();
         cluster = Some(c);
         urls
+    } else if args.pin {
+        return Err("--pin pins the masters this bench starts: give no URLs".into());
     } else {
         args.urls.clone()
     };

@@ -18,6 +18,11 @@ pub(crate) fn tls_vs_plain(cycles: u64, batch: u64, warm_up: u64) -> Result<Pair
     let pki = Pki::new("redlock-mio bench CA");
     let server = pki.issue(&["localhost"], false);
     let (clusters, tls_urls) = pki.tls_nodes(&dir, &server, MASTERS, false);
+    pin::follow(
+        clusters
+            .iter()
+            .flat_map(|c| c.nodes().iter().filter_map(|n| n.pid())),
+    )?;
     let plain_urls: Vec<String> = clusters.iter().flat_map(Cluster::urls).collect();
     let mut roots = RootCertStore::empty();
     roots.add(CertificateDer::from(pki.ca_der()))?;

@@ -25,6 +25,7 @@
 //! cargo bench -p redlock-mio-bench --bench throughput             # about 1.5 minutes
 //! cargo bench -p redlock-mio-bench --bench throughput -- --repeat 3  # medians of 3 passes
 //! cargo bench -p redlock-mio-bench --bench throughput -- --quick  # smoke run
+//! cargo bench -p redlock-mio-bench --bench throughput -- --pin    # masters on one CPU, callers on the rest
 //! ```
 
 #![allow(
@@ -36,6 +37,8 @@
 mod support;
 
 mod floor;
+#[path = "../pin.rs"]
+mod pin;
 mod plot;
 mod variants;
 
@@ -184,6 +187,12 @@ fn main() -> Result<()> {
         .map(|v| v.split_whitespace().map(str::to_owned).collect())
         .unwrap_or_default();
     let cluster = Cluster::start(MASTERS);
+    if args.iter().any(|a| a == "--pin") {
+        println!(
+            "{}",
+            pin::split(cluster.nodes().iter().filter_map(|n| n.pid()))?
+        );
+    }
     let urls = cluster.urls();
     let rt = runtime();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
