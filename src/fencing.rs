@@ -49,8 +49,9 @@
 //!    sync of a new deployment) is finished by a later read (the client
 //!    reads again once the longest TTL, plus drift, has passed since it
 //!    saw the others' loss), which again finds none in sync; while a
-//!    start reached fewer than a quorum, no fence can be issued. A master that has raised a fence is in sync for
-//!    good, until it loses its data.
+//!    start reached fewer than a quorum, no fence can be issued. A master
+//!    that has raised a fence is in sync for good, until it loses its
+//!    data.
 //!
 //! A fenced acquisition costs one more round trip than a plain one (the
 //! raise), plus, once per client and after a loss, a read and a sync.

@@ -161,9 +161,9 @@ impl Redlock {
     /// masters in sync, or, when every master answered and none is in sync
     /// (a new deployment, all lost at once, or a clock start that reached
     /// only some masters: those read as out of sync until they raise a
-    /// fence), each with its clock in microseconds. Best effort: what fails is tried again
-    /// later, and a master out of sync only keeps its grants out of
-    /// fences.
+    /// fence), each with its clock in microseconds. Best effort: what
+    /// fails is tried again later, and a master out of sync only keeps its
+    /// grants out of fences.
     pub(super) fn sync_fences(&self, deadline: Option<Instant>) {
         let Some(longest) = self.config.fencing else {
             return;
