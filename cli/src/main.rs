@@ -8,8 +8,8 @@
 //!
 //! `run` acquires RESOURCE, runs COMMAND with the lock kept alive in the
 //! background (extended every TTL/3), and releases it when the command
-//! exits. The command gets `REDLOCK_RESOURCE` and `REDLOCK_TOKEN` (the
-//! lock's token, hex) in its environment, and with `--fence`
+//! exits. The command gets `REDLOCK_RESOURCE` and `REDLOCK_TOKEN`
+//! (the lock's token, hex) in its environment, and with `--fence`
 //! `REDLOCK_FENCE`: a number larger for every later holder of RESOURCE,
 //! for the command to send with its writes so that the store can refuse a
 //! holder whose lock ran out (see `redlock_mio::fencing`; every client of
@@ -17,57 +17,91 @@
 //! command runs, the command gets SIGTERM, then SIGKILL after the grace
 //! period.
 //!
-//! Exit status: the command's own (128 + N if a signal N ended it); 1 if the
-//! lock could not be taken (`--conflict-exit-code`, as `flock -n/-w`); 75 if
-//! the lock was lost while the command ran (`--lost-exit-code`); 64 for bad
-//! usage, 69 if no quorum of masters could be reached, 78 for a
-//! configuration the masters refuse.
-//!
-//! Servers come from `--servers` or `REDLOCK_SERVERS` (commas or spaces
-//! between addresses). `REDLOCK_PASSWORD`, if set, is the password of every
-//! address that has none. Passwords are never printed.
+//! The exit statuses and the environment are in [`AFTER_HELP`] (and
+//! `--help`).
+
+#[cfg(not(unix))]
+compile_error!(
+    "redlock runs on Unix only: `status` reads Unix-socket masters, and \
+     `run` signals the command"
+);
 
 mod duration;
+mod run;
 mod status;
 mod tls;
 
-use std::process::{Child, Command, ExitCode, ExitStatus};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use redlock_mio::{Error, KeepOptions, Redlock, Require};
+use redlock_mio::{AddrError, ConfigError, ServerAddr};
 
 use duration::parse_duration;
 
-/// Exit status for bad usage (sysexits `EX_USAGE`).
+/// Exit status for bad usage (sysexits `EX_USAGE`): a bad option, server
+/// address or duration, a server listed twice, no servers.
 const EX_USAGE: u8 = 64;
+/// Exit status when a server's host name does not resolve (`EX_NOHOST`).
+const EX_NOHOST: u8 = 68;
 /// Exit status when no quorum of masters can be reached (`EX_UNAVAILABLE`).
 const EX_UNAVAILABLE: u8 = 69;
+/// Exit status when the operating system refuses what is needed: the
+/// event poller (`EX_OSERR`).
+const EX_OSERR: u8 = 71;
 /// Exit status when the masters refuse the configuration (`EX_CONFIG`).
 const EX_CONFIG: u8 = 78;
 
+/// The end of `--help`: exit statuses and environment.
+const AFTER_HELP: &str = "\
+Exit status of run:
+  (any)    the command's own exit status (128+N if signal N ended it)
+  1        the lock could not be taken (--conflict-exit-code)
+  75       the lock was lost while the command ran (--lost-exit-code)
+  126, 127 the command could not be run (126) or was not found (127)
+Exit status of status:
+  0        a quorum holds the key (with --token, that token)
+  1        no quorum holds it
+Exit status of both:
+  64       bad usage: an option, a server address or a duration is wrong, a
+           server is listed twice, no servers are given
+  68       a server's host name does not resolve
+  69       no quorum of masters could be reached
+  71       an operating system error
+  78       the masters refuse the configuration: a wrong or missing password,
+           a missing ACL permission, a replica or cluster-mode node, a refused
+           TLS certificate
+
+Environment:
+  REDLOCK_SERVERS    the masters, if --servers is not given
+  REDLOCK_PASSWORD   the password of every address that has none
+  REDLOCK_CA_FILE, REDLOCK_CERT, REDLOCK_KEY   as --ca-file, --cert, --key
+The command gets, besides redlock's own environment:
+  REDLOCK_RESOURCE   the resource
+  REDLOCK_TOKEN      the lock's token, hex (for `redlock status --token`)
+  REDLOCK_FENCE      with --fence: the lock's fence, a decimal number";
+
 /// A distributed flock(1) over N independent Redis masters (Redlock).
 #[derive(Parser, Debug)]
-#[command(name = "redlock", version)]
+#[command(name = "redlock", version, after_help = AFTER_HELP)]
 struct Cli {
     /// The masters: redis://[[user]:password@]host[:port][/db] or
     /// unix:///path?db=N, separated by commas or spaces.
-    #[arg(long, env = "REDLOCK_SERVERS", hide_env_values = true)]
-    servers: String,
+    #[arg(long, env = "REDLOCK_SERVERS", hide_env_values = true, global = true)]
+    servers: Option<String>,
     /// Time each master has to answer one round.
-    #[arg(long, default_value = "200ms", value_parser = parse_duration)]
+    #[arg(long, default_value = "200ms", value_parser = parse_duration, global = true)]
     request_timeout: Duration,
     /// For rediss:// masters: PEM file of the CA certificates to trust
     /// (default: the system's roots).
-    #[arg(long, env = "REDLOCK_CA_FILE")]
+    #[arg(long, env = "REDLOCK_CA_FILE", global = true)]
     ca_file: Option<std::path::PathBuf>,
     /// For rediss:// masters that ask for one: PEM client certificate
     /// (chain), with --key.
-    #[arg(long, env = "REDLOCK_CERT", requires = "key")]
+    #[arg(long, env = "REDLOCK_CERT", requires = "key", global = true)]
     cert: Option<std::path::PathBuf>,
     /// The client certificate's PEM private key.
-    #[arg(long, env = "REDLOCK_KEY", requires = "cert")]
+    #[arg(long, env = "REDLOCK_KEY", requires = "cert", global = true)]
     key: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Sub,
@@ -76,9 +110,11 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Sub {
     /// Acquire RESOURCE, run COMMAND with the lock kept alive, release.
-    Run(RunArgs),
+    #[command(after_help = AFTER_HELP)]
+    Run(run::RunArgs),
     /// Show, per master, whether RESOURCE's key exists, its TTL, and
     /// whether it holds a given token.
+    #[command(after_help = AFTER_HELP)]
     Status {
         /// The resource.
         resource: String,
@@ -86,37 +122,6 @@ enum Sub {
         #[arg(long)]
         token: Option<String>,
     },
-}
-
-#[derive(clap::Args, Debug)]
-struct RunArgs {
-    /// Lock TTL; the lock is extended every TTL/3 while COMMAND runs.
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
-    ttl: Duration,
-    /// How long to wait for the lock (0: one attempt).
-    #[arg(long, default_value = "0s", value_parser = parse_duration)]
-    wait: Duration,
-    /// After SIGTERM on loss, how long before SIGKILL.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
-    grace: Duration,
-    /// Give the command a fence (`REDLOCK_FENCE`), one more round trip.
-    #[arg(long)]
-    fence: bool,
-    /// With `--fence`: the longest TTL any fenced client uses on these
-    /// masters (default: the larger of `--ttl` and 5m).
-    #[arg(long, value_parser = parse_duration)]
-    longest_ttl: Option<Duration>,
-    /// Exit status when the lock cannot be taken.
-    #[arg(long, default_value_t = 1)]
-    conflict_exit_code: u8,
-    /// Exit status when the lock is lost while COMMAND runs.
-    #[arg(long, default_value_t = 75)]
-    lost_exit_code: u8,
-    /// The resource to lock.
-    resource: String,
-    /// The command and its arguments (after `--`).
-    #[arg(last = true, required = true)]
-    command: Vec<String>,
 }
 
 fn main() -> ExitCode {
@@ -127,10 +132,11 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { EX_USAGE } else { 0 });
         }
     };
-    let urls = servers(
-        &cli.servers,
-        std::env::var("REDLOCK_PASSWORD").ok().as_deref(),
-    );
+    let Some(list) = cli.servers.as_deref() else {
+        eprintln!("redlock: no servers: give --servers or set REDLOCK_SERVERS");
+        return ExitCode::from(EX_USAGE);
+    };
+    let urls = servers(list, std::env::var("REDLOCK_PASSWORD").ok().as_deref());
     let tls = match tls::config(
         cli.ca_file.as_deref(),
         cli.cert.as_deref(),
@@ -143,12 +149,75 @@ fn main() -> ExitCode {
         }
     };
     let code = match &cli.command {
-        Sub::Run(args) => run(&urls, cli.request_timeout, tls, args),
-        Sub::Status { resource, token } => {
-            status::show(&urls, resource, token.as_deref(), tls.as_ref())
-        }
+        Sub::Run(args) => run::run(&urls, cli.request_timeout, tls, args),
+        Sub::Status { resource, token } => match check_servers(&urls) {
+            Ok(()) => status::show(&urls, resource, token.as_deref(), tls.as_ref()),
+            Err(code) => code,
+        },
     };
     ExitCode::from(code)
+}
+
+/// For `status` (which does not build a client): refuses an empty list, an address that does
+/// not parse, and a master listed twice; the exit status if so.
+fn check_servers(urls: &[String]) -> Result<(), u8> {
+    if urls.is_empty() {
+        eprintln!("redlock: no servers given");
+        return Err(EX_USAGE);
+    }
+    let mut seen: Vec<ServerAddr> = Vec::with_capacity(urls.len());
+    for (index, url) in urls.iter().enumerate() {
+        match ServerAddr::parse(url) {
+            Ok(addr) => {
+                if let Some(first) = seen.iter().position(|a| a.endpoint() == addr.endpoint()) {
+                    eprintln!("redlock: server #{index} is the same master as server #{first}");
+                    return Err(EX_USAGE);
+                }
+                seen.push(addr);
+            }
+            Err(error) => {
+                // The message never contains the password.
+                eprintln!("redlock: server #{index}: {error}");
+                return Err(match error {
+                    AddrError::Resolve { .. } => EX_NOHOST,
+                    _ => EX_USAGE,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The exit status for a configuration `build()` refused.
+fn config_exit_code(error: &ConfigError) -> u8 {
+    match error {
+        ConfigError::Handshakes {
+            required,
+            ready,
+            failures,
+        } => {
+            let refused = failures
+                .iter()
+                .filter(|(_, error)| error.is_configuration())
+                .count();
+            // Configuration when the masters that refuse it are enough to
+            // make the required number impossible: trying again does not
+            // help. Else some were merely unreachable.
+            if ready + failures.len() - refused < *required {
+                EX_CONFIG
+            } else {
+                EX_UNAVAILABLE
+            }
+        }
+        ConfigError::InvalidAddr {
+            error: AddrError::Resolve { .. },
+            ..
+        } => EX_NOHOST,
+        ConfigError::Tls(_) => EX_CONFIG,
+        ConfigError::Io(_) => EX_OSERR,
+        // Everything else is in the arguments or the environment.
+        _ => EX_USAGE,
+    }
 }
 
 /// The addresses in `list`, with `password` given to those without one.
@@ -192,126 +261,6 @@ fn with_password(url: &str, password: &str) -> String {
         }
     }
     url.to_owned()
-}
-
-fn run(urls: &[String], request_timeout: Duration, tls: Option<tls::Config>, args: &RunArgs) -> u8 {
-    let mut builder = Redlock::builder(urls)
-        .request_timeout(request_timeout)
-        .require_handshakes(Require::Quorum);
-    if let Some(config) = tls {
-        builder = builder.tls_config(config);
-    }
-    if args.fence {
-        let longest = args
-            .longest_ttl
-            .unwrap_or(args.ttl.max(Duration::from_secs(300)));
-        builder = builder.fencing(longest);
-    }
-    let client = match builder.build() {
-        Ok(client) => client,
-        Err(e) => {
-            eprintln!("redlock: {e}");
-            return EX_UNAVAILABLE;
-        }
-    };
-    let acquired = if args.wait.is_zero() {
-        client.try_lock(&args.resource, args.ttl)
-    } else {
-        client.lock_until(&args.resource, args.ttl, Instant::now() + args.wait)
-    };
-    let lock = match acquired {
-        Ok(lock) => lock,
-        Err(e) => {
-            eprintln!("redlock: could not lock {:?}: {e}", args.resource);
-            return match e {
-                Error::Misconfigured(_) => EX_CONFIG,
-                Error::InvalidTtl { .. } | Error::InvalidResource { .. } => EX_USAGE,
-                _ => args.conflict_exit_code,
-            };
-        }
-    };
-    let token: String = lock.token().iter().map(|b| format!("{b:02x}")).collect();
-    let fence = lock.fence().map(|f| f.to_string());
-    let keeper = match client.keep(lock, KeepOptions::new(args.ttl)) {
-        Ok(keeper) => keeper,
-        Err(e) => {
-            eprintln!("redlock: could not keep the lock: {e}");
-            return args.lost_exit_code;
-        }
-    };
-    let (program, rest) = match args.command.split_first() {
-        Some(split) => split,
-        None => return EX_USAGE,
-    };
-    let mut command = Command::new(program);
-    command
-        .args(rest)
-        .env("REDLOCK_RESOURCE", &args.resource)
-        .env("REDLOCK_TOKEN", &token);
-    if let Some(fence) = &fence {
-        command.env("REDLOCK_FENCE", fence);
-    }
-    let mut child = match command.spawn() {
-        Ok(child) => child,
-        Err(e) => {
-            eprintln!("redlock: cannot run {program:?}: {e}");
-            let _ = keeper.release();
-            return 127;
-        }
-    };
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                let (_, released) = keeper.release();
-                if let Err(e) = released {
-                    eprintln!("redlock: release: {e}");
-                }
-                return exit_code(status);
-            }
-            Ok(None) => {}
-            Err(e) => eprintln!("redlock: waiting for the command: {e}"),
-        }
-        if keeper.wait_lost(Duration::from_millis(20)) {
-            eprintln!(
-                "redlock: lost the lock on {:?}; stopping the command",
-                args.resource
-            );
-            stop(&mut child, args.grace);
-            let _ = keeper.release();
-            return args.lost_exit_code;
-        }
-    }
-}
-
-/// SIGTERM, then SIGKILL after `grace`; waits for the child.
-fn stop(child: &mut Child, grace: Duration) {
-    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-        // SAFETY: kill(2) with a pid this process spawned and has not
-        // reaped yet (so the pid cannot have been reused) and a valid
-        // signal number.
-        unsafe {
-            libc::kill(pid, libc::SIGTERM);
-        }
-    }
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
-/// The command's exit code, or 128 + the signal that ended it.
-fn exit_code(status: ExitStatus) -> u8 {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(1),
-        (None, Some(signal)) => u8::try_from((128 + signal) & 0xff).unwrap_or(1),
-        (None, None) => 1,
-    }
 }
 
 #[cfg(test)]

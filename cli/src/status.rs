@@ -22,8 +22,9 @@ enum Holding {
 }
 
 /// Prints one line per master; returns the exit status: 0 if a quorum
-/// holds the key (with `token`, that token), 1 if not, 69 if fewer than a
-/// quorum answered.
+/// holds the key (with `token`, that token), 1 if not; if fewer than a
+/// quorum answered, 78 when the masters that refuse the login (wrong
+/// password, missing ACL permission) leave too few for a quorum, else 69.
 pub(crate) fn show(
     urls: &[String],
     resource: &str,
@@ -38,12 +39,13 @@ pub(crate) fn show(
         }
     };
     let quorum = urls.len() / 2 + 1;
-    let (mut answered, mut holding) = (0, 0);
-    for url in urls {
+    let (mut answered, mut holding, mut refused) = (0, 0, 0);
+    for (index, url) in urls.iter().enumerate() {
         let addr = match ServerAddr::parse(url) {
             Ok(addr) => addr,
             Err(e) => {
-                println!("{url}: bad address: {e}");
+                // The address may hold a password: named by its place.
+                println!("server #{index}: bad address: {e}");
                 continue;
             }
         };
@@ -72,10 +74,17 @@ pub(crate) fn show(
                 };
                 println!("{addr}: held by {owner}, {ttl}");
             }
-            Err(e) => println!("{addr}: {e}"),
+            Err(e) => {
+                if e.kind() == io::ErrorKind::PermissionDenied {
+                    refused += 1;
+                }
+                println!("{addr}: {e}");
+            }
         }
     }
-    if answered < quorum {
+    if urls.len() - refused < quorum {
+        super::EX_CONFIG
+    } else if answered < quorum {
         super::EX_UNAVAILABLE
     } else if holding >= quorum {
         0
@@ -170,10 +179,19 @@ fn query(
                         Token::Integer(n) => Answer::Int(n),
                         Token::Null(_) => Answer::Nil,
                         Token::Error(message) => {
-                            return Err(io::Error::other(format!(
-                                "server error: {}",
-                                String::from_utf8_lossy(message)
-                            )));
+                            // A refused login or permission: the
+                            // configuration, not the server's state.
+                            let code = message.split(|&b| b == b' ').next().unwrap_or(&[]);
+                            let kind = match code {
+                                b"WRONGPASS" | b"NOAUTH" | b"NOPERM" => {
+                                    io::ErrorKind::PermissionDenied
+                                }
+                                _ => io::ErrorKind::Other,
+                            };
+                            return Err(io::Error::new(
+                                kind,
+                                format!("server error: {}", String::from_utf8_lossy(message)),
+                            ));
                         }
                         _ => return Err(io::Error::other("unexpected reply")),
                     };

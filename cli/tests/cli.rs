@@ -6,13 +6,14 @@
 mod support;
 
 use std::fs;
+use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use redlock_mio::Redlock;
 use support::check::eventually;
-use support::cluster::Cluster;
+use support::cluster::{Cluster, ClusterOptions};
 
 const BIN: &str = env!("CARGO_BIN_EXE_redlock");
 
@@ -29,7 +30,7 @@ fn output(command: &mut Command) -> Output {
     command.output().expect("redlock runs")
 }
 
-fn temp_file(name: &str) -> std::path::PathBuf {
+fn temp_file(name: &str) -> PathBuf {
     let path = std::env::temp_dir().join(format!("redlock-cli-{name}-{}", std::process::id()));
     let _ = fs::remove_file(&path);
     path
@@ -325,4 +326,152 @@ fn tls_masters_with_a_private_ca() {
     assert!(stderr.contains("TLS failed"), "{stderr}");
     println!("{stderr}");
     let _ = fs::remove_dir_all(dir);
+}
+
+// ---------------------------------------------------------------------------
+// Options, exit statuses, help.
+// ---------------------------------------------------------------------------
+
+/// The masters' addresses without a password.
+fn bare_urls(cluster: &Cluster) -> Vec<String> {
+    cluster
+        .addrs()
+        .iter()
+        .map(|a| format!("redis://{}", a.socket_addr().expect("TCP")))
+        .collect()
+}
+
+/// A wrong or missing password is the configuration (78), for `run` and
+/// `status`; the password is never printed.
+#[test]
+fn a_wrong_password_is_a_configuration_error() {
+    let cluster = ClusterOptions::new(3).password("right-pw").start();
+    let urls = bare_urls(&cluster).join(",");
+    for password in [Some("hunter2-wrong"), None] {
+        for args in [&["run", "pw", "--", "true"][..], &["status", "pw"]] {
+            let mut command = Command::new(BIN);
+            command
+                .env("REDLOCK_SERVERS", &urls)
+                .env_remove("REDLOCK_PASSWORD")
+                .args(args);
+            if let Some(password) = password {
+                command.env("REDLOCK_PASSWORD", password);
+            }
+            let out = output(&mut command);
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(out.status.code(), Some(78), "{password:?} {args:?}: {text}");
+            assert!(!text.contains("hunter2"), "{text}");
+        }
+    }
+    let out = output(
+        Command::new(BIN)
+            .env("REDLOCK_SERVERS", &urls)
+            .env("REDLOCK_PASSWORD", "right-pw")
+            .args(["run", "pw", "--", "true"]),
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+}
+
+/// A mistyped address or a master listed twice is bad usage (64), for
+/// `run` and `status`, and nothing is run.
+#[test]
+fn bad_or_duplicate_addresses_are_usage_errors() {
+    let cluster = Cluster::start(3);
+    let urls = cluster.urls();
+    let marker = temp_file("never-run");
+    let touch = format!("touch {}", marker.display());
+    for servers in [
+        format!("{},{},redis://127.0.0.1:99999", urls[0], urls[1]),
+        format!("{},{},http://127.0.0.1:6379", urls[0], urls[1]),
+        format!("{},{},{}", urls[0], urls[1], urls[0]),
+    ] {
+        for args in [
+            &["run", "addr", "--", "sh", "-c", &touch][..],
+            &["status", "addr"],
+        ] {
+            let out = output(
+                Command::new(BIN)
+                    .env("REDLOCK_SERVERS", &servers)
+                    .env_remove("REDLOCK_PASSWORD")
+                    .args(args),
+            );
+            assert_eq!(out.status.code(), Some(64), "{servers} {args:?}: {out:?}");
+        }
+    }
+    assert!(!marker.exists(), "the command ran");
+}
+
+/// The global options are accepted after the subcommand too.
+#[test]
+fn global_options_after_the_subcommand() {
+    let cluster = Cluster::start(3);
+    let urls = cluster.urls().join(",");
+    let out = output(Command::new(BIN).env_remove("REDLOCK_SERVERS").args([
+        "run",
+        "--servers",
+        &urls,
+        "--request-timeout",
+        "300ms",
+        "after",
+        "--",
+        "true",
+    ]));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let out = output(Command::new(BIN).env_remove("REDLOCK_SERVERS").args([
+        "status",
+        "after",
+        "--servers",
+        &urls,
+    ]));
+    assert_eq!(out.status.code(), Some(1), "free: {out:?}");
+}
+
+/// A request timeout longer than the library's default stall timeout is
+/// accepted: nothing in the CLI sets a conflicting one.
+#[test]
+fn a_long_request_timeout_builds() {
+    let cluster = Cluster::start(3);
+    let out = output(&mut redlock(
+        &cluster,
+        &[
+            "--request-timeout",
+            "2s",
+            "run",
+            "--ttl",
+            "10s",
+            "slow",
+            "--",
+            "true",
+        ],
+    ));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+}
+
+/// `--help` of `redlock` and of `run` lists the exit statuses, the
+/// environment redlock reads and what the command gets.
+#[test]
+fn help_lists_exit_statuses_and_environment() {
+    for args in [&["--help"][..], &["run", "--help"], &["status", "--help"]] {
+        let out = output(Command::new(BIN).args(args));
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
+        let help = String::from_utf8_lossy(&out.stdout);
+        for needle in [
+            "Exit status",
+            "64",
+            "69",
+            "75",
+            "78",
+            "REDLOCK_SERVERS",
+            "REDLOCK_PASSWORD",
+            "REDLOCK_RESOURCE",
+            "REDLOCK_TOKEN",
+            "REDLOCK_FENCE",
+        ] {
+            assert!(help.contains(needle), "{args:?}: no {needle:?} in\n{help}");
+        }
+    }
 }
