@@ -1,13 +1,21 @@
 //! `redlock run`: take the lock, run the command under it, release.
 
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
 use std::process::{Child, Command, ExitStatus};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_mio::{Error, KeepOptions, Redlock, Require};
+use redlock_mio::{Error, KeepOptions, Lock, Redlock, Require};
 
 use crate::duration::parse_duration;
 use crate::{EX_CONFIG, EX_OSERR, EX_UNAVAILABLE, EX_USAGE, config_exit_code, tls};
+
+/// The pause between two attempts while waiting for the lock: this plus a
+/// random part of up to [`RETRY_JITTER`], so that waiters spread out.
+const RETRY_DELAY: Duration = Duration::from_millis(200);
+/// See [`RETRY_DELAY`].
+const RETRY_JITTER: Duration = Duration::from_millis(100);
 
 /// The options of `run`.
 #[derive(clap::Args, Debug)]
@@ -15,7 +23,9 @@ pub(crate) struct RunArgs {
     /// Lock TTL; the lock is extended every TTL/3 while COMMAND runs.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     ttl: Duration,
-    /// How long to wait for the lock (0: one attempt).
+    /// How long to keep trying for the lock once connected (0: one
+    /// attempt). Attempts go on until this has passed: the last one starts
+    /// then at the latest, and takes up to a request timeout.
     #[arg(long, default_value = "0s", value_parser = parse_duration)]
     wait: Duration,
     /// After SIGTERM on loss, how long before SIGKILL.
@@ -67,12 +77,7 @@ pub(crate) fn run(
             return config_exit_code(&e);
         }
     };
-    let acquired = if args.wait.is_zero() {
-        client.try_lock(&args.resource, args.ttl)
-    } else {
-        client.lock_until(&args.resource, args.ttl, Instant::now() + args.wait)
-    };
-    let lock = match acquired {
+    let lock = match acquire(&client, args) {
         Ok(lock) => lock,
         Err(e) => {
             eprintln!("redlock: could not lock {:?}: {e}", args.resource);
@@ -167,4 +172,40 @@ fn exit_code(status: ExitStatus) -> u8 {
         (None, Some(signal)) => u8::try_from((128 + signal) & 0xff).unwrap_or(1),
         (None, None) => 1,
     }
+}
+
+/// Tries for the lock until `--wait` has passed: one attempt, and then,
+/// while the deadline has not passed, another after each pause (cut short
+/// at the deadline), so that the last attempt starts at the deadline at the
+/// latest.
+fn acquire(client: &Redlock, args: &RunArgs) -> Result<Lock, Error> {
+    // Taken once connected, so that connecting does not eat into the wait.
+    let deadline = Instant::now().checked_add(args.wait);
+    loop {
+        let error = match client.try_lock(&args.resource, args.ttl) {
+            Ok(lock) => return Ok(lock),
+            Err(error) => error,
+        };
+        if !error.is_retryable() {
+            return Err(error);
+        }
+        let now = Instant::now();
+        let left = match deadline {
+            Some(deadline) => deadline.saturating_duration_since(now),
+            None => Duration::MAX,
+        };
+        if left.is_zero() {
+            return Err(error);
+        }
+        thread::sleep(retry_delay().min(left));
+    }
+}
+
+/// [`RETRY_DELAY`] plus a random part of [`RETRY_JITTER`] at most.
+fn retry_delay() -> Duration {
+    // A hasher with random keys: randomness enough for a jitter, without a
+    // dependency.
+    let random = RandomState::new().hash_one(Instant::now());
+    let jitter_us = u64::try_from(RETRY_JITTER.as_micros()).unwrap_or(0);
+    RETRY_DELAY + Duration::from_micros(random % jitter_us.max(1))
 }

@@ -475,3 +475,63 @@ fn help_lists_exit_statuses_and_environment() {
         }
     }
 }
+
+/// `--wait` with the lock held throughout: `redlock` gives up only once
+/// the whole wait has passed (a lower bound, which load cannot break).
+#[test]
+fn wait_uses_its_whole_budget() {
+    let cluster = Cluster::start(3);
+    let holder = Redlock::builder(cluster.urls()).build().expect("build");
+    let _lock = holder
+        .try_lock("awaited", Duration::from_secs(30))
+        .expect("free");
+    let wait = Duration::from_millis(1500);
+    let started = Instant::now();
+    let out = output(&mut redlock(
+        &cluster,
+        &["run", "--wait", "1500ms", "awaited", "--", "true"],
+    ));
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(took >= wait, "gave up after {took:?} of {wait:?}");
+}
+
+/// `--wait` and a lock released by its holder shortly before the end of
+/// the wait: the lock is taken. The release is checked to have happened
+/// before the wait ended (`redlock` starts its wait after it was spawned);
+/// a trial where the test itself ran late is not counted.
+#[test]
+fn wait_takes_a_lock_released_near_its_end() {
+    let cluster = Cluster::start(3);
+    let holder = Redlock::builder(cluster.urls()).build().expect("build");
+    let wait = Duration::from_secs(2);
+    let mut counted = 0;
+    for trial in 0..5 {
+        let resource = format!("late-{trial}");
+        let marker = temp_file(&format!("late-{trial}"));
+        let mut lock = holder
+            .try_lock(&resource, Duration::from_secs(30))
+            .expect("free");
+        let touch = format!("touch {}", marker.display());
+        let spawned = Instant::now();
+        let running = redlock(
+            &cluster,
+            &["run", "--wait", "2s", &resource, "--", "sh", "-c", &touch],
+        )
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+        thread::sleep(wait - Duration::from_millis(300));
+        holder.unlock(&mut lock).expect("released");
+        let released_in_time = spawned.elapsed() < wait;
+        let out = running.wait_with_output().expect("wait");
+        if !released_in_time {
+            continue;
+        }
+        counted += 1;
+        assert_eq!(out.status.code(), Some(0), "trial {trial}: {out:?}");
+        assert!(marker.exists(), "trial {trial}: the command did not run");
+        let _ = fs::remove_file(marker);
+    }
+    assert!(counted > 0, "the test never released in time");
+}
