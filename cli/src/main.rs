@@ -7,26 +7,31 @@
 //! ```
 //!
 //! `run` acquires RESOURCE, runs COMMAND with the lock kept alive in the
-//! background (extended every TTL/3), and releases it when the command
-//! exits. The command gets `REDLOCK_RESOURCE` and `REDLOCK_TOKEN`
+//! background (extended every TTL/3), and releases it once nothing of the
+//! command is left. The command gets `REDLOCK_RESOURCE` and `REDLOCK_TOKEN`
 //! (the lock's token, hex) in its environment, and with `--fence`
 //! `REDLOCK_FENCE`: a number larger for every later holder of RESOURCE,
 //! for the command to send with its writes so that the store can refuse a
 //! holder whose lock ran out (see `redlock_mio::fencing`; every client of
-//! RESOURCE must then use `--fence`). If the lock is lost while the
-//! command runs, the command gets SIGTERM, then SIGKILL after the grace
-//! period.
+//! RESOURCE must then use `--fence`).
+//!
+//! The command runs in a process group of its own ([`process`]): SIGINT,
+//! SIGTERM and SIGHUP to `redlock` are sent on to the group; a lost lock
+//! sends it SIGTERM; processes the command leaves behind when it exits get
+//! SIGTERM too. In each case the group gets SIGKILL after `--grace`, and
+//! the lock is released only when the group is gone.
 //!
 //! The exit statuses and the environment are in [`AFTER_HELP`] (and
 //! `--help`).
 
 #[cfg(not(unix))]
 compile_error!(
-    "redlock runs on Unix only: `status` reads Unix-socket masters, and \
-     `run` signals the command"
+    "redlock runs on Unix only: it supervises the command as a process group, \
+     and `status` reads Unix-socket masters"
 );
 
 mod duration;
+mod process;
 mod run;
 mod status;
 mod tls;
@@ -47,7 +52,7 @@ const EX_NOHOST: u8 = 68;
 /// Exit status when no quorum of masters can be reached (`EX_UNAVAILABLE`).
 const EX_UNAVAILABLE: u8 = 69;
 /// Exit status when the operating system refuses what is needed: the
-/// event poller (`EX_OSERR`).
+/// event poller, signal handlers (`EX_OSERR`).
 const EX_OSERR: u8 = 71;
 /// Exit status when the masters refuse the configuration (`EX_CONFIG`).
 const EX_CONFIG: u8 = 78;
@@ -58,6 +63,8 @@ Exit status of run:
   (any)    the command's own exit status (128+N if signal N ended it)
   1        the lock could not be taken (--conflict-exit-code)
   75       the lock was lost while the command ran (--lost-exit-code)
+  128+N    redlock got signal N (129 SIGHUP, 130 SIGINT, 143 SIGTERM), sent it
+           to the command's process group and waited for the group to be gone
   126, 127 the command could not be run (126) or was not found (127)
 Exit status of status:
   0        a quorum holds the key (with --token, that token)
@@ -80,6 +87,19 @@ The command gets, besides redlock's own environment:
   REDLOCK_RESOURCE   the resource
   REDLOCK_TOKEN      the lock's token, hex (for `redlock status --token`)
   REDLOCK_FENCE      with --fence: the lock's fence, a decimal number";
+
+/// How `run` treats the command, at the end of `run --help`.
+const RUN_AFTER_HELP: &str = "\
+Signals: the command runs in a process group of its own. SIGINT, SIGTERM and
+SIGHUP to redlock are sent on to the group; if the lock is lost, the group
+gets SIGTERM; processes the command leaves in its group when it exits get
+SIGTERM. Then, after --grace, SIGKILL; the lock is released once the group
+is gone. On Linux the command (not what it started) also gets SIGKILL if
+redlock dies, even by SIGKILL; on other systems it then runs on without the
+lock. Processes that
+leave the group (setsid, daemons) are not followed. From a terminal, the
+command gets the terminal (it can read from it; Ctrl-C and Ctrl-Z reach it);
+while it is stopped, the lock is not extended.";
 
 /// A distributed flock(1) over N independent Redis masters (Redlock).
 #[derive(Parser, Debug)]
@@ -110,7 +130,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Sub {
     /// Acquire RESOURCE, run COMMAND with the lock kept alive, release.
-    #[command(after_help = AFTER_HELP)]
+    #[command(after_help = format!("{RUN_AFTER_HELP}\n\n{AFTER_HELP}"))]
     Run(run::RunArgs),
     /// Show, per master, whether RESOURCE's key exists, its TTL, and
     /// whether it holds a given token.

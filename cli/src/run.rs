@@ -2,13 +2,15 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
-use std::process::{Child, Command, ExitStatus};
+use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use libc::c_int;
 use redlock_mio::{Error, KeepOptions, Lock, Redlock, Require};
 
 use crate::duration::parse_duration;
+use crate::process::{self, End, Group};
 use crate::{EX_CONFIG, EX_OSERR, EX_UNAVAILABLE, EX_USAGE, config_exit_code, tls};
 
 /// The pause between two attempts while waiting for the lock: this plus a
@@ -16,6 +18,8 @@ use crate::{EX_CONFIG, EX_OSERR, EX_UNAVAILABLE, EX_USAGE, config_exit_code, tls
 const RETRY_DELAY: Duration = Duration::from_millis(200);
 /// See [`RETRY_DELAY`].
 const RETRY_JITTER: Duration = Duration::from_millis(100);
+/// How often a pause looks for a caught signal.
+const SIGNAL_POLL: Duration = Duration::from_millis(20);
 
 /// The options of `run`.
 #[derive(clap::Args, Debug)]
@@ -28,8 +32,10 @@ pub(crate) struct RunArgs {
     /// then at the latest, and takes up to a request timeout.
     #[arg(long, default_value = "0s", value_parser = parse_duration)]
     wait: Duration,
-    /// After SIGTERM on loss, how long before SIGKILL.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    /// When the command's process group is stopped (a signal to redlock,
+    /// a lost lock, processes left behind): how long after SIGTERM (or the
+    /// signal) before SIGKILL.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
     grace: Duration,
     /// Give the command a fence (`REDLOCK_FENCE`), one more round trip.
     #[arg(long)]
@@ -51,6 +57,20 @@ pub(crate) struct RunArgs {
     command: Vec<String>,
 }
 
+/// Why no lock was taken.
+enum NoLock {
+    /// The last attempt's error.
+    Error(Error),
+    /// `redlock` got this signal while waiting.
+    Signal(c_int),
+}
+
+/// The exit status for signal `signo` caught by `redlock`: 128 + N, as a
+/// shell reports a process that signal N ended.
+fn signal_exit_code(signo: c_int) -> u8 {
+    u8::try_from((128 + signo) & 0xff).unwrap_or(1)
+}
+
 /// Runs `args.command` under the lock; the exit status.
 pub(crate) fn run(
     urls: &[String],
@@ -58,6 +78,13 @@ pub(crate) fn run(
     tls: Option<tls::Config>,
     args: &RunArgs,
 ) -> u8 {
+    // From here on SIGINT, SIGTERM and SIGHUP no longer end redlock: they
+    // are taken into account where it is safe (between attempts, before
+    // the command starts, while it runs).
+    if let Err(e) = process::catch_signals() {
+        eprintln!("redlock: cannot catch signals: {e}");
+        return EX_OSERR;
+    }
     let mut builder = Redlock::builder(urls)
         .request_timeout(request_timeout)
         .require_handshakes(Require::Quorum);
@@ -79,7 +106,14 @@ pub(crate) fn run(
     };
     let lock = match acquire(&client, args) {
         Ok(lock) => lock,
-        Err(e) => {
+        Err(NoLock::Signal(signo)) => {
+            eprintln!(
+                "redlock: got {} while waiting for the lock",
+                process::signal_name(signo)
+            );
+            return signal_exit_code(signo);
+        }
+        Err(NoLock::Error(e)) => {
             eprintln!("redlock: could not lock {:?}: {e}", args.resource);
             return match e {
                 Error::Misconfigured(_) => EX_CONFIG,
@@ -99,6 +133,19 @@ pub(crate) fn run(
             return args.lost_exit_code;
         }
     };
+    let release = |keeper: redlock_mio::Keeper| {
+        if let (_, Err(e)) = keeper.release() {
+            eprintln!("redlock: release: {e}");
+        }
+    };
+    if let Some(signo) = process::take_signals().next() {
+        eprintln!(
+            "redlock: got {} before the command started",
+            process::signal_name(signo)
+        );
+        release(keeper);
+        return signal_exit_code(signo);
+    }
     let (program, rest) = match args.command.split_first() {
         Some(split) => split,
         None => return EX_USAGE,
@@ -111,83 +158,51 @@ pub(crate) fn run(
     if let Some(fence) = &fence {
         command.env("REDLOCK_FENCE", fence);
     }
-    let mut child = match command.spawn() {
-        Ok(child) => child,
+    let mut group = match Group::spawn(&mut command) {
+        Ok(group) => group,
         Err(e) => {
             eprintln!("redlock: cannot run {program:?}: {e}");
-            let _ = keeper.release();
-            return 127;
+            release(keeper);
+            // As a shell: 127 for a command not found, 126 for one that
+            // cannot be run.
+            return if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
         }
     };
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                let (_, released) = keeper.release();
-                if let Err(e) = released {
-                    eprintln!("redlock: release: {e}");
-                }
-                return exit_code(status);
-            }
-            Ok(None) => {}
-            Err(e) => eprintln!("redlock: waiting for the command: {e}"),
-        }
-        if keeper.wait_lost(Duration::from_millis(20)) {
-            eprintln!(
-                "redlock: lost the lock on {:?}; stopping the command",
-                args.resource
-            );
-            stop(&mut child, args.grace);
-            let _ = keeper.release();
-            return args.lost_exit_code;
-        }
+    let end = group.supervise(&keeper, args.grace);
+    if end == End::Lost {
+        // Whatever is left of it is no longer this lock's: nothing to say.
+        let _ = keeper.release();
+    } else {
+        release(keeper);
     }
-}
-
-/// SIGTERM, then SIGKILL after `grace`; waits for the child.
-fn stop(child: &mut Child, grace: Duration) {
-    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-        // SAFETY: kill(2) with a pid this process spawned and has not
-        // reaped yet (so the pid cannot have been reused) and a valid
-        // signal number.
-        unsafe {
-            libc::kill(pid, libc::SIGTERM);
-        }
-    }
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
-/// The command's exit code, or 128 + the signal that ended it.
-fn exit_code(status: ExitStatus) -> u8 {
-    use std::os::unix::process::ExitStatusExt;
-    match (status.code(), status.signal()) {
-        (Some(code), _) => u8::try_from(code & 0xff).unwrap_or(1),
-        (None, Some(signal)) => u8::try_from((128 + signal) & 0xff).unwrap_or(1),
-        (None, None) => 1,
+    match end {
+        End::Exited(code) => code,
+        End::Signalled(signo) => signal_exit_code(signo),
+        End::Lost => args.lost_exit_code,
     }
 }
 
 /// Tries for the lock until `--wait` has passed: one attempt, and then,
 /// while the deadline has not passed, another after each pause (cut short
 /// at the deadline), so that the last attempt starts at the deadline at the
-/// latest.
-fn acquire(client: &Redlock, args: &RunArgs) -> Result<Lock, Error> {
+/// latest. A caught signal ends the wait.
+fn acquire(client: &Redlock, args: &RunArgs) -> Result<Lock, NoLock> {
     // Taken once connected, so that connecting does not eat into the wait.
     let deadline = Instant::now().checked_add(args.wait);
     loop {
+        if let Some(signo) = process::take_signals().next() {
+            return Err(NoLock::Signal(signo));
+        }
         let error = match client.try_lock(&args.resource, args.ttl) {
             Ok(lock) => return Ok(lock),
             Err(error) => error,
         };
         if !error.is_retryable() {
-            return Err(error);
+            return Err(NoLock::Error(error));
         }
         let now = Instant::now();
         let left = match deadline {
@@ -195,9 +210,21 @@ fn acquire(client: &Redlock, args: &RunArgs) -> Result<Lock, Error> {
             None => Duration::MAX,
         };
         if left.is_zero() {
-            return Err(error);
+            return Err(match process::take_signals().next() {
+                Some(signo) => NoLock::Signal(signo),
+                None => NoLock::Error(error),
+            });
         }
-        thread::sleep(retry_delay().min(left));
+        let pause_until = now + retry_delay().min(left);
+        while let Some(pause) = pause_until.checked_duration_since(Instant::now()) {
+            if pause.is_zero() {
+                break;
+            }
+            if let Some(signo) = process::take_signals().next() {
+                return Err(NoLock::Signal(signo));
+            }
+            thread::sleep(pause.min(SIGNAL_POLL));
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 mod support;
 
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -22,6 +22,8 @@ fn redlock(cluster: &Cluster, args: &[&str]) -> Command {
     command
         .env("REDLOCK_SERVERS", cluster.urls().join(","))
         .env_remove("REDLOCK_PASSWORD")
+        // Not a terminal: the command does not take the test's terminal.
+        .stdin(Stdio::null())
         .args(args);
     command
 }
@@ -329,6 +331,358 @@ fn tls_masters_with_a_private_ca() {
 }
 
 // ---------------------------------------------------------------------------
+// The command's process group: signals, a lost lock, a killed `redlock`.
+// ---------------------------------------------------------------------------
+
+/// Whether process `pid` is alive: it exists and is not a zombie (a dead
+/// process whose parent, init here once orphaned, has not reaped it).
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    if unsafe { libc::kill(pid, 0) } != 0 {
+        return false;
+    }
+    match fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state is the first field after the command name, which is
+        // in parentheses and may hold spaces.
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+        Err(_) => false,
+    }
+}
+
+/// The pid a command wrote to `path` (a line ending in a newline, so that
+/// a half-written file is not read), waiting for it a bounded time.
+fn read_pid(path: &Path) -> i32 {
+    let mut pid = None;
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            pid = fs::read_to_string(path)
+                .ok()
+                .filter(|t| t.ends_with('\n'))
+                .and_then(|t| t.trim().parse().ok());
+            pid.is_some()
+        }),
+        "no pid in {}",
+        path.display()
+    );
+    pid.expect("checked")
+}
+
+fn send(pid: u32, signal: i32) {
+    let pid = i32::try_from(pid).expect("a pid");
+    // SAFETY: kill with a child of this test, not yet reaped.
+    assert_eq!(
+        unsafe { libc::kill(pid, signal) },
+        0,
+        "kill({pid}, {signal})"
+    );
+}
+
+/// What `redlock` wrote to its piped stderr. Read only after the test
+/// has killed what it checked: the command's processes hold the pipe open
+/// too.
+fn stderr_of(running: &mut std::process::Child) -> String {
+    let mut text = String::new();
+    if let Some(mut pipe) = running.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut pipe, &mut text);
+    }
+    text
+}
+
+/// Kills what a failed test may leave running.
+fn cleanup(pids: &[i32]) {
+    for &pid in pids {
+        if alive(pid) {
+            // SAFETY: kill with a pid this test read from its command.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// Files for a command that starts a grandchild ignoring SIGTERM, SIGINT
+/// and SIGHUP (it must get SIGKILL), and the `sh -c` script doing it: the
+/// leader writes its pid to `leader`, the grandchild to `grandchild`.
+struct Family {
+    leader: PathBuf,
+    grandchild: PathBuf,
+    script: String,
+}
+
+impl Family {
+    fn new(name: &str) -> Family {
+        let leader = temp_file(&format!("{name}-leader"));
+        let grandchild = temp_file(&format!("{name}-grandchild"));
+        let script = format!(
+            "sh -c 'trap \"\" TERM INT HUP; echo $$ > {g}; exec sleep 60' & echo $$ > {l}; wait",
+            g = grandchild.display(),
+            l = leader.display()
+        );
+        Family {
+            leader,
+            grandchild,
+            script,
+        }
+    }
+
+    /// Both pids, once both are written.
+    fn pids(&self) -> [i32; 2] {
+        [read_pid(&self.leader), read_pid(&self.grandchild)]
+    }
+}
+
+impl Drop for Family {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.leader);
+        let _ = fs::remove_file(&self.grandchild);
+    }
+}
+
+/// SIGTERM, SIGINT or SIGHUP to `redlock` while the command runs: the
+/// signal goes to the command's whole group, the grandchild that ignores
+/// it gets SIGKILL after the grace, `redlock` exits only then, with
+/// 128 + N, and the lock is released.
+#[test]
+fn a_signal_to_redlock_stops_the_whole_group_then_releases() {
+    let cluster = Cluster::start(3);
+    for (signal, name) in [
+        (libc::SIGTERM, "term"),
+        (libc::SIGINT, "int"),
+        (libc::SIGHUP, "hup"),
+    ] {
+        let family = Family::new(name);
+        let resource = format!("signalled-{name}");
+        let mut running = redlock(
+            &cluster,
+            &[
+                "run",
+                "--ttl",
+                "5s",
+                "--grace",
+                "500ms",
+                &resource,
+                "--",
+                "sh",
+                "-c",
+                &family.script,
+            ],
+        )
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+        let pids = family.pids();
+        assert!(pids.iter().all(|&pid| alive(pid)));
+        for i in 0..3 {
+            assert!(cluster.exists(i, &resource), "locked on node {i}");
+        }
+        send(running.id(), signal);
+        let status = running.wait().expect("wait");
+        let left: Vec<i32> = pids.iter().copied().filter(|&pid| alive(pid)).collect();
+        cleanup(&pids);
+        let stderr = stderr_of(&mut running);
+        assert_eq!(
+            status.code(),
+            Some(128 + signal),
+            "{name}: {status:?}\n{stderr}"
+        );
+        assert!(
+            left.is_empty(),
+            "{name}: still running after redlock exited: {left:?} of {pids:?}\n{stderr}"
+        );
+        assert!(stderr.contains("SIGKILL"), "{name}: {stderr}");
+        support::check::assert_gone(
+            &cluster,
+            &[0, 1, 2],
+            resource.as_bytes(),
+            Duration::from_secs(5),
+        );
+    }
+}
+
+/// `redlock` killed by SIGKILL: on Linux the command dies with it.
+#[cfg(target_os = "linux")]
+#[test]
+fn the_command_dies_with_a_killed_redlock() {
+    let cluster = Cluster::start(3);
+    let pid_file = temp_file("orphan");
+    let script = format!("echo $$ > {}; exec sleep 60", pid_file.display());
+    let mut running = redlock(&cluster, &["run", "orphan", "--", "sh", "-c", &script])
+        .spawn()
+        .expect("spawn");
+    let pid = read_pid(&pid_file);
+    assert!(alive(pid));
+    send(running.id(), libc::SIGKILL);
+    let status = running.wait().expect("wait");
+    assert_eq!(status.code(), None, "killed: {status:?}");
+    let died = eventually(Duration::from_secs(10), || !alive(pid));
+    cleanup(&[pid]);
+    let _ = fs::remove_file(pid_file);
+    assert!(died, "the command {pid} outlived redlock");
+}
+
+/// The lock is deleted on every master under a running command: the whole
+/// group is stopped (the grandchild that ignores SIGTERM gets SIGKILL)
+/// before `redlock` exits with the lost status.
+#[test]
+fn a_lost_lock_stops_the_whole_group() {
+    let cluster = Cluster::start(3);
+    let family = Family::new("lost-group");
+    let mut running = redlock(
+        &cluster,
+        &[
+            "run",
+            "--ttl",
+            "1500ms",
+            "--grace",
+            "500ms",
+            "lost-group",
+            "--",
+            "sh",
+            "-c",
+            &family.script,
+        ],
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("spawn");
+    let pids = family.pids();
+    for i in 0..3 {
+        cluster.flushall(i);
+    }
+    let status = running.wait().expect("wait");
+    let left: Vec<i32> = pids.iter().copied().filter(|&pid| alive(pid)).collect();
+    cleanup(&pids);
+    let stderr = stderr_of(&mut running);
+    assert_eq!(status.code(), Some(75), "{status:?}\n{stderr}");
+    assert!(
+        left.is_empty(),
+        "still running after redlock exited: {left:?} of {pids:?}\n{stderr}"
+    );
+}
+
+/// A command that exits leaving a process in its group: that process is
+/// stopped before the lock is released; the exit status is the command's.
+#[test]
+fn processes_left_behind_are_stopped_before_the_release() {
+    let cluster = Cluster::start(3);
+    let grandchild = temp_file("left-behind");
+    let script = format!(
+        "sh -c 'trap \"\" TERM; echo $$ > {0}; exec sleep 60' & \
+         while [ ! -s {0} ]; do sleep 0.01; done; exit 3",
+        grandchild.display()
+    );
+    let mut running = redlock(
+        &cluster,
+        &[
+            "run",
+            "--grace",
+            "300ms",
+            "left-behind",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    )
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("spawn");
+    let status = running.wait().expect("wait");
+    let pid = read_pid(&grandchild);
+    let left = alive(pid);
+    cleanup(&[pid]);
+    let _ = fs::remove_file(grandchild);
+    let stderr = stderr_of(&mut running);
+    assert_eq!(status.code(), Some(3), "{status:?}\n{stderr}");
+    assert!(!left, "{pid} still runs without the lock\n{stderr}");
+    for i in 0..3 {
+        assert!(!cluster.exists(i, "left-behind"), "released");
+    }
+}
+
+/// Run from a terminal, the command gets the terminal: it reads a line
+/// typed there, and Ctrl-C reaches it (not `redlock`, which then reports
+/// the command's own status).
+#[cfg(target_os = "linux")]
+#[test]
+fn the_command_gets_the_terminal() {
+    use std::ffi::CString;
+    use std::io::Write;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::process::CommandExt;
+
+    let cluster = Cluster::start(3);
+    // SAFETY: posix_openpt, grantpt, unlockpt, ptsname_r on the new
+    // master, with a buffer of the size given.
+    let (master, slave) = unsafe {
+        let fd = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(fd >= 0, "posix_openpt");
+        let master = OwnedFd::from_raw_fd(fd);
+        assert_eq!(libc::grantpt(fd), 0);
+        assert_eq!(libc::unlockpt(fd), 0);
+        let mut name = [0 as libc::c_char; 128];
+        assert_eq!(libc::ptsname_r(fd, name.as_mut_ptr(), name.len()), 0);
+        (
+            master,
+            CString::from(std::ffi::CStr::from_ptr(name.as_ptr())),
+        )
+    };
+    let line_file = temp_file("tty-line");
+    let pid_file = temp_file("tty-pid");
+    let script = format!(
+        "read line; echo \"$line\" > {}; echo $$ > {}; exec sleep 60",
+        line_file.display(),
+        pid_file.display()
+    );
+    let mut command = redlock(&cluster, &["run", "tty", "--", "sh", "-c", &script]);
+    command.stdin(Stdio::inherit()).stderr(Stdio::piped());
+    // SAFETY: setsid, open, ioctl, dup2, close: async-signal-safe; the
+    // path was made before the fork.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::setsid() < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let fd = libc::open(slave.as_ptr(), libc::O_RDWR);
+            if fd < 0 || libc::ioctl(fd, libc::TIOCSCTTY, 0) != 0 || libc::dup2(fd, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            libc::close(fd);
+            Ok(())
+        });
+    }
+    let mut running = command.spawn().expect("spawn");
+    let mut terminal = fs::File::from(master);
+    terminal.write_all(b"typed\n").expect("type");
+    let read = eventually(Duration::from_secs(10), || {
+        fs::read_to_string(&line_file).is_ok_and(|t| t == "typed\n")
+    });
+    let pid = if read { read_pid(&pid_file) } else { 0 };
+    if read {
+        // Ctrl-C, through the terminal's line discipline.
+        terminal.write_all(b"\x03").expect("type");
+    } else {
+        send(running.id(), libc::SIGKILL);
+    }
+    let status = running.wait().expect("wait");
+    cleanup(&[pid]);
+    let stderr = stderr_of(&mut running);
+    let _ = fs::remove_file(line_file);
+    let _ = fs::remove_file(pid_file);
+    assert!(read, "the command could not read the terminal\n{stderr}");
+    assert_eq!(
+        status.code(),
+        Some(128 + libc::SIGINT),
+        "{status:?}\n{stderr}"
+    );
+    for i in 0..3 {
+        assert!(!cluster.exists(i, "tty"), "released");
+    }
+}
+
+// ---------------------------------------------------------------------------
 // Options, exit statuses, help.
 // ---------------------------------------------------------------------------
 
@@ -465,6 +819,7 @@ fn help_lists_exit_statuses_and_environment() {
             "69",
             "75",
             "78",
+            "143",
             "REDLOCK_SERVERS",
             "REDLOCK_PASSWORD",
             "REDLOCK_RESOURCE",
