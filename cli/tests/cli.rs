@@ -6,6 +6,7 @@
 mod support;
 
 use std::fs;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::thread;
@@ -25,6 +26,18 @@ fn redlock(cluster: &Cluster, args: &[&str]) -> Command {
         // Not a terminal: the command does not take the test's terminal.
         .stdin(Stdio::null())
         .args(args);
+    // The signals the tests send act by default even when the tests run
+    // with some ignored (a script's background job ignores SIGINT): redlock
+    // leaves ignored signals ignored, as they are for the command.
+    // SAFETY: signal(2) is async-signal-safe.
+    unsafe {
+        command.pre_exec(|| {
+            for signo in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                libc::signal(signo, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
     command
 }
 
@@ -611,7 +624,6 @@ fn the_command_gets_the_terminal() {
     use std::ffi::CString;
     use std::io::Write;
     use std::os::fd::{FromRawFd, OwnedFd};
-    use std::os::unix::process::CommandExt;
 
     let cluster = Cluster::start(3);
     // SAFETY: posix_openpt, grantpt, unlockpt, ptsname_r on the new
