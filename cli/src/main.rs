@@ -225,7 +225,9 @@ fn run(urls: &[String], request_timeout: Duration, tls: Option<tls::Config>, arg
             eprintln!("redlock: could not lock {:?}: {e}", args.resource);
             return match e {
                 Error::Misconfigured(_) => EX_CONFIG,
-                Error::InvalidTtl { .. } | Error::InvalidResource { .. } => EX_USAGE,
+                Error::InvalidTtl { .. }
+                | Error::InvalidResource { .. }
+                | Error::ReservedResource => EX_USAGE,
                 _ => args.conflict_exit_code,
             };
         }
