@@ -33,8 +33,8 @@ type Result<T> = std::result::Result<T, Box<dyn StdError>>;
 const USAGE: &str = "usage: demo [--cycles N] [redis://HOST:PORT ...]";
 const MASTERS: usize = 5;
 const TTL: Duration = Duration::from_secs(10);
-const RESOURCE: &str = "redlock-mio:demo:orders:42";
-const BENCH_RESOURCE: &str = "redlock-mio:demo:bench";
+const RESOURCE: &str = "demo:orders:42";
+const BENCH_RESOURCE: &str = "demo:bench";
 const WARM_UP: u64 = 500;
 
 struct Args {

@@ -92,7 +92,7 @@ fn main() -> Result<()> {
     let started = Instant::now();
     let mut tickets = Vec::with_capacity(LOCKS);
     for i in 0..LOCKS {
-        tickets.push(redlock.try_lock(format!("redlock-mio:embedded:{i}"), TTL)?);
+        tickets.push(redlock.try_lock(format!("embedded:{i}"), TTL)?);
     }
     let mut own = 0;
     let mut locks: Vec<Lock> = Vec::with_capacity(LOCKS);
@@ -120,7 +120,7 @@ fn main() -> Result<()> {
     // Another client cannot take any of them.
     let probe = Redlock::builder(&urls).retry_count(0).build()?;
     for i in [0, LOCKS / 2, LOCKS - 1] {
-        match probe.try_lock(format!("redlock-mio:embedded:{i}"), TTL) {
+        match probe.try_lock(format!("embedded:{i}"), TTL) {
             Err(Error::Contended(_)) => {}
             other => return Err(format!("lock {i} is not held: {other:?}").into()),
         }
@@ -148,7 +148,7 @@ fn main() -> Result<()> {
         "{LOCKS} locks released after {:.1} ms; the loop's own source fired {own} time(s)",
         started.elapsed().as_secs_f64() * 1e3
     );
-    let mut again = probe.try_lock("redlock-mio:embedded:0", TTL)?;
+    let mut again = probe.try_lock("embedded:0", TTL)?;
     probe.unlock(&mut again)?;
     Ok(())
 }

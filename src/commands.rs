@@ -4,8 +4,7 @@
 use smallvec::SmallVec;
 
 use crate::resp::{Arg, Token, encode_command};
-use crate::rules::identity::MARKER_KEY;
-use crate::rules::{Op, Reply, ServerError};
+use crate::rules::{NodeError, Op, Reply, ServerError};
 
 /// Compare-and-delete: deletes the key only if it still holds our token.
 pub const RELEASE_SCRIPT: &str = r#"if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end"#;
@@ -36,9 +35,42 @@ pub const EXTEND_MANY_SCRIPT: &str = r#"for i=1,#KEYS do if redis.call("get",KEY
 /// SHA1 of [`EXTEND_MANY_SCRIPT`].
 pub const EXTEND_MANY_SHA1: &str = "625585dd655db49164a0d3f383c152341a6e2375";
 
-/// The per-master fence counter: an integer, no TTL, shared by every
-/// resource. Present means "in sync" for acquires; a read also wants no
-/// [`FENCE_LOST_KEY`] beside it (see [`crate::fencing`]).
+/// Where every key the crate keeps on the masters for itself lives
+/// ([`FENCE_KEY`], [`FENCE_LOST_KEY`], [`MARKER_KEY`], [`LONGEST_TTL_KEY`]):
+/// a resource whose name starts with it is refused with
+/// [`Error::ReservedResource`](crate::Error::ReservedResource), so that no
+/// lock can take the place of one of them, or be deleted by a script that
+/// keeps them.
+pub const RESERVED_PREFIX: &str = "redlock-mio:";
+
+/// The restart guard's marker ([`Builder::restart_guard`](crate::Builder::restart_guard)):
+/// set once, without TTL, so that a master found without it has lost its
+/// data. Clients write values that start with `client:`; any other value
+/// was provisioned by an operator (`SET redlock-mio:marker 1`), which
+/// spares a master seen for the first time the quarantine of a recent
+/// start (see the guard's docs for when that is sound).
+pub const MARKER_KEY: &str = "redlock-mio:marker";
+
+/// The deployment's longest TTL in milliseconds, kept on every master by
+/// the first client with the restart guard or fencing that meets it
+/// (`SET NX`, no TTL), or provisioned by an operator. A client whose
+/// longest TTL differs is refused by that master
+/// ([`NodeError::LongestTtl`](crate::rules::NodeError::LongestTtl)), so
+/// that clients configured differently cannot void the guarantees that
+/// rest on it. To change it, set it on every master and restart every
+/// client with the new value.
+pub const LONGEST_TTL_KEY: &str = "redlock-mio:longest-ttl";
+
+/// The per-master fence counter: a positive integer below 2^53, no TTL,
+/// shared by every resource. Present means "in sync" for acquires; a read
+/// also wants no [`FENCE_LOST_KEY`] beside it (see [`crate::fencing`]).
+///
+/// Every fence script checks this key and [`FENCE_LOST_KEY`] before it
+/// uses them: a key of another type, or a value that is not such an
+/// integer (written by someone else), makes it change nothing and reply
+/// with the error `FOREIGNKEY <key>`, which the client counts as a failure
+/// of that master alone
+/// ([`NodeError::ForeignKey`](crate::rules::NodeError::ForeignKey)).
 pub const FENCE_KEY: &str = "redlock-mio:fence";
 
 /// Set on a master found without [`FENCE_KEY`]: the server's time in
@@ -53,35 +85,51 @@ pub const FENCE_LOST_KEY: &str = "redlock-mio:fence-lost";
 /// token `ARGV[1]` (`PX ARGV[2]`) if none exists, else returns nil. Then
 /// `INCR`s the fence counter `KEYS[1]` and returns it, or, if the counter
 /// is missing, returns minus the loss id kept in `KEYS[2]` (set now if
-/// absent).
-pub const FENCED_ACQUIRE_SCRIPT: &str = r#"for i=3,#KEYS do if redis.call("exists",KEYS[i])==1 then return false end end for i=3,#KEYS do redis.call("set",KEYS[i],ARGV[1],"px",ARGV[2]) end if redis.call("exists",KEYS[1])==1 then return redis.call("incr",KEYS[1]) end if redis.call("exists",KEYS[2])==0 then local t=redis.call("time") redis.call("set",KEYS[2],t[1]..string.format("%06d",t[2])) end return -tonumber(redis.call("get",KEYS[2]))"#;
+/// absent). `FOREIGNKEY` (nothing done) if `KEYS[1]` or `KEYS[2]` holds
+/// what this crate never writes there.
+pub const FENCED_ACQUIRE_SCRIPT: &str = r#"local function ok(v) return v==false or (type(v)=="string" and #v<=16 and string.find(v,"^[1-9]%d*$")~=nil and tonumber(v)<9007199254740992) end for i=3,#KEYS do if redis.call("exists",KEYS[i])==1 then return false end end local c=redis.pcall("get",KEYS[1]) if not ok(c) then return redis.error_reply("FOREIGNKEY "..KEYS[1]) end local l=false if not c then l=redis.pcall("get",KEYS[2]) if not ok(l) then return redis.error_reply("FOREIGNKEY "..KEYS[2]) end end for i=3,#KEYS do redis.call("set",KEYS[i],ARGV[1],"px",ARGV[2]) end if c then return redis.call("incr",KEYS[1]) end if not l then local t=redis.call("time") l=t[1]..string.format("%06d",t[2]) redis.call("set",KEYS[2],l) end return -tonumber(l)"#;
 /// SHA1 of [`FENCED_ACQUIRE_SCRIPT`].
-pub const FENCED_ACQUIRE_SHA1: &str = "4f1e4fe2f7d1c2a85344315f0e910f32012628e4";
+pub const FENCED_ACQUIRE_SHA1: &str = "c565053341d28d86c5dd6777a2fd6a53ab23aac6";
 
 /// Raise: if every key `KEYS[3..]` still holds the token `ARGV[1]`, raises
 /// the counter `KEYS[1]` to at least `ARGV[2]`, deletes the clock-start
 /// mark `KEYS[2]` ([`FENCE_LOST_KEY`]) and returns 1; 0 if a key does not
-/// hold the token; -1 if the counter is missing (nothing done).
-pub const RAISE_SCRIPT: &str = r#"for i=3,#KEYS do if redis.call("get",KEYS[i])~=ARGV[1] then return 0 end end local c=redis.call("get",KEYS[1]) if not c then return -1 end redis.call("del",KEYS[2]) if tonumber(c)<tonumber(ARGV[2]) then redis.call("set",KEYS[1],ARGV[2]) end return 1"#;
+/// hold the token; -1 if the counter is missing (nothing done);
+/// `FOREIGNKEY` (nothing done) as for [`FENCED_ACQUIRE_SCRIPT`].
+pub const RAISE_SCRIPT: &str = r#"local function ok(v) return v==false or (type(v)=="string" and #v<=16 and string.find(v,"^[1-9]%d*$")~=nil and tonumber(v)<9007199254740992) end for i=3,#KEYS do if redis.pcall("get",KEYS[i])~=ARGV[1] then return 0 end end local c=redis.pcall("get",KEYS[1]) if not ok(c) then return redis.error_reply("FOREIGNKEY "..KEYS[1]) end local l=redis.pcall("get",KEYS[2]) if not ok(l) then return redis.error_reply("FOREIGNKEY "..KEYS[2]) end if not c then return -1 end if l then redis.call("del",KEYS[2]) end if tonumber(c)<tonumber(ARGV[2]) then redis.call("set",KEYS[1],ARGV[2]) end return 1"#;
 /// SHA1 of [`RAISE_SCRIPT`].
-pub const RAISE_SHA1: &str = "eabd90aee724c8b387fa42003a1b5baaf8ebb0e5";
+pub const RAISE_SHA1: &str = "5e31fe373f41dba10fd9655b32f63c1d71097407";
 
-/// Read: the counter `KEYS[1]`; or minus the loss id in `KEYS[2]` when the
-/// counter is missing (the id set now if absent) or was started from the
-/// clock and has raised no fence since (the id kept beside it).
-pub const FENCE_READ_SCRIPT: &str = r#"local c=redis.call("get",KEYS[1]) local l=redis.call("get",KEYS[2]) if c and not l then return tonumber(c) end if not l then local t=redis.call("time") l=t[1]..string.format("%06d",t[2]) redis.call("set",KEYS[2],l) end return -tonumber(l)"#;
+/// Read: the counter `KEYS[1]`, an integer, when it exists without a loss
+/// id `KEYS[2]`. Else, when the counter is missing (the loss id set now if
+/// absent) or was started from the clock and has raised no fence since
+/// (the id kept beside it), the text `"<loss id> <server time in µs>
+/// <counter, or 0>"`: what a clock start needs. `FOREIGNKEY` as for
+/// [`FENCED_ACQUIRE_SCRIPT`].
+pub const FENCE_READ_SCRIPT: &str = r#"local function ok(v) return v==false or (type(v)=="string" and #v<=16 and string.find(v,"^[1-9]%d*$")~=nil and tonumber(v)<9007199254740992) end local c=redis.pcall("get",KEYS[1]) if not ok(c) then return redis.error_reply("FOREIGNKEY "..KEYS[1]) end local l=redis.pcall("get",KEYS[2]) if not ok(l) then return redis.error_reply("FOREIGNKEY "..KEYS[2]) end if c and not l then return tonumber(c) end local t=redis.call("time") local now=t[1]..string.format("%06d",t[2]) if not l then l=now redis.call("set",KEYS[2],l) end return l.." "..now.." "..(c or "0")"#;
 /// SHA1 of [`FENCE_READ_SCRIPT`].
-pub const FENCE_READ_SHA1: &str = "e28afd151dedb8115c9cb4f1c9d09ba2f199938c";
+pub const FENCE_READ_SHA1: &str = "85dbcb521bcf6946bbcbf7ee5711fca7f23c3755";
 
 /// Sync: 1 if the counter `KEYS[1]` exists without a loss id `KEYS[2]`.
-/// Else, if the loss id is one of `ARGV[2..]`: with `ARGV[1]` = `0`, starts
-/// a missing counter from the server's time in microseconds and keeps the
-/// loss id beside it (a clock start); with any other value, sets the
-/// counter to the larger of it and the counter, and deletes the loss id;
-/// returns 1. Else 0.
-pub const FENCE_SYNC_SCRIPT: &str = r#"local c=redis.call("get",KEYS[1]) local l=redis.call("get",KEYS[2]) if c and not l then return 1 end for i=2,#ARGV do if ARGV[i]==l then local m=ARGV[1] if m=="0" then if not c then local t=redis.call("time") redis.call("set",KEYS[1],t[1]..string.format("%06d",t[2])) end else if not c or tonumber(c)<tonumber(m) then redis.call("set",KEYS[1],m) end redis.call("del",KEYS[2]) end return 1 end end return 0"#;
+/// Else, if the loss id is one of `ARGV[3..]`: sets the counter to the
+/// larger of `ARGV[1]` and the counter, and, unless `ARGV[2]` is `start`,
+/// deletes the loss id (with `start`, a clock start, it stays beside the
+/// counter until a raise); returns 1. Else 0. `FOREIGNKEY` as for
+/// [`FENCED_ACQUIRE_SCRIPT`].
+pub const FENCE_SYNC_SCRIPT: &str = r#"local function ok(v) return v==false or (type(v)=="string" and #v<=16 and string.find(v,"^[1-9]%d*$")~=nil and tonumber(v)<9007199254740992) end local c=redis.pcall("get",KEYS[1]) if not ok(c) then return redis.error_reply("FOREIGNKEY "..KEYS[1]) end local l=redis.pcall("get",KEYS[2]) if not ok(l) then return redis.error_reply("FOREIGNKEY "..KEYS[2]) end if c and not l then return 1 end for i=3,#ARGV do if ARGV[i]==l then if not c or tonumber(c)<tonumber(ARGV[1]) then redis.call("set",KEYS[1],ARGV[1]) end if ARGV[2]~="start" then redis.call("del",KEYS[2]) end return 1 end end return 0"#;
 /// SHA1 of [`FENCE_SYNC_SCRIPT`].
-pub const FENCE_SYNC_SHA1: &str = "1b879d433820308d378464035a102dddf944d487";
+pub const FENCE_SYNC_SHA1: &str = "e7eb612d01abf6d2da6913abebdfb55835592cf6";
+
+/// A fence sync's mode ([`Command::token`] of [`Op::FenceSync`]): a clock
+/// start, which keeps the loss id beside the counter.
+pub(crate) const SYNC_START: &[u8] = b"start";
+/// A fence sync's mode: a repair from the counters of a quorum in sync,
+/// which deletes the loss id.
+pub(crate) const SYNC_REPAIR: &[u8] = b"repair";
+
+/// The error code with which the fence scripts refuse a key of the
+/// reserved space that holds what this crate never writes there.
+const FOREIGN: &[u8] = b"FOREIGNKEY ";
 
 /// The most resources one lock may cover.
 pub(crate) const MAX_KEYS: usize = 64;
@@ -113,10 +161,11 @@ pub(crate) struct Command<'a> {
     /// The resource, or several packed by [`pack_key`] (`many`); for
     /// [`Op::FenceSync`], the loss ids it may repair, packed likewise.
     pub(crate) resource: &'a [u8],
+    /// The lock's token; for [`Op::FenceSync`] its mode ([`SYNC_START`] or
+    /// [`SYNC_REPAIR`]).
     pub(crate) token: &'a [u8],
     /// The TTL in milliseconds; for [`Op::Fence`] the fence to raise the
-    /// counters to, for [`Op::FenceSync`] the value to set (0: the server's
-    /// clock).
+    /// counters to, for [`Op::FenceSync`] the value to set.
     pub(crate) ttl_ms: u64,
     /// Send scripts as `EVAL` with their text instead of `EVALSHA`, which
     /// cannot fail with `NOSCRIPT`.
@@ -216,7 +265,8 @@ impl Command<'_> {
 
     /// A fence script: [`FENCE_KEY`] and [`FENCE_LOST_KEY`] as keys, then
     /// (except for a read or a sync) the resources, then `tail`; a sync's
-    /// arguments are its value and the loss ids packed in `resource`.
+    /// arguments are its value, its mode and the loss ids packed in
+    /// `resource`.
     fn encode_fence(&self, out: &mut Vec<u8>, script: &str, sha1: &str, tail: &[Arg<'_>]) {
         let (verb, body) = self.script_call(script, sha1);
         let mut args: SmallVec<[Arg<'_>; 24]> = SmallVec::new();
@@ -231,6 +281,7 @@ impl Command<'_> {
             Op::FenceRead => {}
             Op::FenceSync => {
                 args.push(Arg::Uint(self.ttl_ms));
+                args.push(Arg::Bytes(self.token));
                 args.extend(unpack_keys(self.resource).map(Arg::Bytes));
             }
             _ => {
@@ -286,6 +337,8 @@ pub(crate) enum Step {
     Identify,
     /// `SET <marker key> <value> NX GET`: whether the data set survived.
     Marker,
+    /// `SET <longest TTL key> <ms> NX GET`: the deployment's longest TTL.
+    LongestTtl,
 }
 
 /// What a connection's handshake asks beyond logging in and loading the
@@ -299,6 +352,9 @@ pub(crate) struct Probe<'a> {
     pub(crate) marker: Option<&'a [u8]>,
     /// Load the fence scripts too.
     pub(crate) fencing: bool,
+    /// Set [`LONGEST_TTL_KEY`] to this many milliseconds unless it exists,
+    /// and read it.
+    pub(crate) longest_ttl: Option<u64>,
 }
 
 impl Step {
@@ -314,7 +370,9 @@ impl Step {
             Step::LoadRaise => (RAISE_SCRIPT, RAISE_SHA1),
             Step::LoadFenceRead => (FENCE_READ_SCRIPT, FENCE_READ_SHA1),
             Step::LoadFenceSync => (FENCE_SYNC_SCRIPT, FENCE_SYNC_SHA1),
-            Step::Auth | Step::Select | Step::Identify | Step::Marker => return None,
+            Step::Auth | Step::Select | Step::Identify | Step::Marker | Step::LongestTtl => {
+                return None;
+            }
         })
     }
 }
@@ -390,6 +448,19 @@ pub(crate) fn encode_handshake(
         );
         steps.push(Step::Marker);
     }
+    if let Some(ms) = probe.longest_ttl {
+        encode_command(
+            out,
+            &[
+                "SET".into(),
+                LONGEST_TTL_KEY.into(),
+                Arg::Uint(ms),
+                "NX".into(),
+                "GET".into(),
+            ],
+        );
+        steps.push(Step::LongestTtl);
+    }
 }
 
 /// What a reply to a lock command means.
@@ -405,6 +476,11 @@ pub(crate) enum Outcome {
     Unexpected,
     /// A grant from a quarantined master: it does not count.
     Quarantined,
+    /// The master failed for a reason of its own that leaves the
+    /// connection as it is: a key of the reserved space holds what this
+    /// crate never writes there, or the master refuses this client's
+    /// configuration.
+    Failed(NodeError),
 }
 
 /// Classifies the (first) token of a reply to `op` (`many`: the script for
@@ -415,6 +491,12 @@ pub(crate) fn classify(op: Op, many: bool, fenced: bool, token: &Token<'_>) -> O
         (_, Token::Error(message) | Token::BulkError(message)) => {
             if message.starts_with(b"NOSCRIPT") && scripted {
                 Outcome::NoScript
+            } else if message.starts_with(FOREIGN)
+                && (fenced || matches!(op, Op::Fence | Op::FenceRead | Op::FenceSync))
+            {
+                Outcome::Failed(NodeError::ForeignKey(foreign_key(
+                    &message[FOREIGN.len()..],
+                )))
             } else {
                 Outcome::Server(ServerError::new(message))
             }
@@ -424,6 +506,7 @@ pub(crate) fn classify(op: Op, many: bool, fenced: bool, token: &Token<'_>) -> O
             counted(n)
         }
         (Op::Acquire, Token::Simple(b"OK")) if !many && !fenced => Outcome::Reply(Reply::Ok),
+        (Op::FenceRead, Token::Bulk(text)) => read_unsynced(text),
         (Op::Fence, Token::Integer(-1)) => Outcome::Reply(Reply::Unsynced(0)),
         (Op::Extend | Op::Release | Op::Fence | Op::FenceSync, Token::Integer(1)) => {
             Outcome::Reply(Reply::Ok)
@@ -447,17 +530,59 @@ fn counted(n: i64) -> Outcome {
     }
 }
 
+/// A fence read's answer from a master out of sync: `"<loss id> <server
+/// time in µs> <counter, or 0>"`.
+fn read_unsynced(text: &[u8]) -> Outcome {
+    let mut numbers = text.split(|&b| b == b' ').map(|field| {
+        std::str::from_utf8(field)
+            .ok()
+            .and_then(|f| f.parse::<u64>().ok())
+    });
+    match (
+        numbers.next(),
+        numbers.next(),
+        numbers.next(),
+        numbers.next(),
+    ) {
+        (Some(Some(lost)), Some(Some(time)), Some(Some(counter)), None) if lost > 0 && time > 0 => {
+            Outcome::Reply(Reply::UnsyncedRead {
+                lost,
+                clock: time.max(counter),
+            })
+        }
+        _ => Outcome::Unexpected,
+    }
+}
+
+/// The key a `FOREIGNKEY` error names, as one of the crate's constants
+/// (the reserved prefix if it is none of them).
+fn foreign_key(named: &[u8]) -> &'static str {
+    let named = named.split(|&b| b == b' ').next().unwrap_or_default();
+    [FENCE_KEY, FENCE_LOST_KEY, MARKER_KEY, LONGEST_TTL_KEY]
+        .into_iter()
+        .find(|key| key.as_bytes() == named)
+        .unwrap_or(RESERVED_PREFIX)
+}
+
 /// Whether a handshake reply is the one `step` expects. `Err` carries the
-/// server's error, `Ok(false)` a reply of the wrong kind.
+/// server's error, `Ok(false)` a reply of the wrong kind. A `WRONGTYPE`
+/// error to the marker or the longest TTL is a reply (the key holds
+/// something foreign, which [`crate::rules::identity`] turns into a
+/// refusal), not a failed handshake.
 pub(crate) fn handshake_ok(step: Step, token: &Token<'_>) -> Result<bool, ServerError> {
     match (step, token) {
+        (Step::Marker | Step::LongestTtl, Token::Error(message) | Token::BulkError(message))
+            if message.starts_with(b"WRONGTYPE") =>
+        {
+            Ok(true)
+        }
         (_, Token::Error(message) | Token::BulkError(message)) => Err(ServerError::new(message)),
         (Step::Auth | Step::Select, Token::Simple(b"OK")) => Ok(true),
         (step, Token::Bulk(sha1)) if step.script().is_some() => Ok(step
             .script()
             .is_some_and(|(_, expected)| sha1.eq_ignore_ascii_case(expected.as_bytes()))),
         (Step::Identify, Token::Bulk(_)) => Ok(true),
-        (Step::Marker, Token::Bulk(_) | Token::Null(_)) => Ok(true),
+        (Step::Marker | Step::LongestTtl, Token::Bulk(_) | Token::Null(_)) => Ok(true),
         _ => Ok(false),
     }
 }

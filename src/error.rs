@@ -61,6 +61,34 @@ pub enum ConfigError {
     /// [`Builder::identify_masters`](crate::Builder::identify_masters) is
     /// off: the guard needs `INFO`.
     GuardNeedsIdentify,
+    /// [`Builder::restart_guard`](crate::Builder::restart_guard) and
+    /// [`Builder::fencing`](crate::Builder::fencing) were given different
+    /// longest TTLs: both mean the longest TTL any client uses on these
+    /// masters, one value for the deployment
+    /// ([`LONGEST_TTL_KEY`](crate::LONGEST_TTL_KEY)).
+    LongestTtls {
+        /// The restart guard's.
+        restart_guard: Duration,
+        /// Fencing's.
+        fencing: Duration,
+    },
+    /// A master keeps another longest TTL for the deployment
+    /// ([`LONGEST_TTL_KEY`](crate::LONGEST_TTL_KEY)) than this client's
+    /// restart guard or fencing was given
+    /// ([`NodeError::LongestTtl`](crate::rules::NodeError::LongestTtl)):
+    /// clients configured differently would void the guarantees of both.
+    /// Found by [`Builder::build`](crate::Builder::build) at the handshake,
+    /// whatever [`Builder::require_handshakes`](crate::Builder::require_handshakes)
+    /// says; a client built while that master was out of reach is refused
+    /// by it at its first handshake there instead.
+    LongestTtl {
+        /// The master, by its address (password masked).
+        master: String,
+        /// The value kept on the master.
+        deployed: Duration,
+        /// This client's.
+        configured: Duration,
+    },
     /// The TLS configuration could not be made (no root certificates in
     /// the system store, say).
     Tls(String),
@@ -98,6 +126,21 @@ impl fmt::Display for ConfigError {
                 f.write_str("stall_timeout must not be shorter than request_timeout")
             }
             ConfigError::Tls(message) => write!(f, "TLS configuration: {message}"),
+            ConfigError::LongestTtls {
+                restart_guard,
+                fencing,
+            } => write!(
+                f,
+                "restart_guard ({restart_guard:?}) and fencing ({fencing:?}) must be given the same longest TTL"
+            ),
+            ConfigError::LongestTtl {
+                master,
+                deployed,
+                configured,
+            } => write!(
+                f,
+                "{master} keeps {deployed:?} as the deployment's longest TTL, this client was given {configured:?}"
+            ),
             ConfigError::GuardNeedsIdentify => {
                 f.write_str("restart_guard needs identify_masters (it reads INFO)")
             }
@@ -149,6 +192,14 @@ pub enum Error {
         /// Its length in bytes.
         len: usize,
     },
+    /// The resource name starts with
+    /// [`RESERVED_PREFIX`](crate::RESERVED_PREFIX) (`redlock-mio:`), the
+    /// key space where the crate keeps its own keys on the masters (fence
+    /// counters, the restart guard's marker, the deployment's longest TTL):
+    /// a lock there could take the place of one of them, or be deleted by
+    /// a script that keeps them. Refused wherever a resource name is
+    /// checked, before anything is sent.
+    ReservedResource,
     /// [`Redlock::try_lock_all`](crate::Redlock::try_lock_all) was given no
     /// resource, or more than 64; or a batch
     /// ([`Redlock::try_lock_many`](crate::Redlock::try_lock_many),
@@ -251,6 +302,11 @@ impl fmt::Display for Error {
                 f,
                 "invalid resource name of {len} bytes: it must have 1 to {} bytes",
                 crate::MAX_RESOURCE_LEN
+            ),
+            Error::ReservedResource => write!(
+                f,
+                "resource names starting with {:?} are reserved for the crate's own keys",
+                crate::RESERVED_PREFIX
             ),
             Error::InvalidResources { count } => write!(
                 f,

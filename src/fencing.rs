@@ -39,10 +39,12 @@
 //!    lost master's counter to the largest value read, on the condition
 //!    that its loss id is still the one the client saw. If every master
 //!    answered and none is in sync (a new deployment, or every master
-//!    lost its data), each is started from its own clock in microseconds,
-//!    without waiting.
+//!    lost its data), all are started, without waiting, from one value:
+//!    the largest clock (`TIME`, in microseconds) that any of the N
+//!    masters reported in that read (or a counter, if one was larger),
+//!    never each from its own clock.
 //!
-//!    A master started from its clock keeps its loss id beside the counter
+//!    A master started from the clocks keeps its loss id beside the counter
 //!    until it raises a fence (the raise deletes it): its counter takes
 //!    part in acquires, but a read counts it as out of sync. So a start
 //!    that reached only some masters (a fault between the read and the
@@ -76,7 +78,31 @@
 //! - `longest_ttl` given to [`Builder::fencing`](crate::Builder::fencing)
 //!   is at least the TTL of every fenced acquisition on these masters, and
 //!   the clocks of the client and the masters run at rates within the
-//!   drift factor (the assumption Redlock makes for validity).
+//!   drift factor (the assumption Redlock makes for validity). Each client
+//!   refuses longer TTLs; the first client to meet a master keeps its
+//!   value there ([`LONGEST_TTL_KEY`](crate::LONGEST_TTL_KEY)), and a
+//!   client given another is refused
+//!   ([`ConfigError::LongestTtl`](crate::ConfigError::LongestTtl) at build,
+//!   [`NodeError::LongestTtl`](crate::rules::NodeError::LongestTtl) at a
+//!   later handshake).
+//! - For the start from the clocks only (a new deployment, or every master
+//!   lost its data): the masters' wall clocks do not step back. Precisely:
+//!   between two such starts, the clock of the master whose clock was the
+//!   largest at the first does not go back by more than the time between
+//!   them, less one microsecond per fenced acquisition made in between (a
+//!   fenced acquisition takes two round trips, far more than a
+//!   microsecond). Skew between the masters does no harm: a master an hour
+//!   fast starts every counter an hour ahead. No margin added to the start
+//!   could excuse a step back (every start would add it, so it cancels
+//!   out); only a memory of the last start could, and a loss everywhere
+//!   erases it. Slewing (NTP's usual way) is no step back.
+//! - The crate's keys ([`RESERVED_PREFIX`](crate::RESERVED_PREFIX)) are
+//!   its own: resources there are refused
+//!   ([`Error::ReservedResource`](crate::Error::ReservedResource)), and a
+//!   counter or loss id of another type or form, written by someone else,
+//!   makes the scripts change nothing and fail that master alone
+//!   ([`NodeError::ForeignKey`](crate::rules::NodeError::ForeignKey)),
+//!   until an operator deletes it.
 //! - Fences stay below 2^53 (Lua numbers are doubles); counters start
 //!   near 1.8 × 10^15 (a clock in microseconds), so that is some 7 × 10^15
 //!   acquisitions away.
@@ -111,16 +137,33 @@
 //!   client put the master back.
 //! - *A master outside `R` is put back in sync*, with any value: it was
 //!   outside `R`, so (I) allows it.
-//! - *A new deployment or a loss everywhere* starts counters from the
-//!   masters' clocks in microseconds. Before, no master was in sync but for
+//! - *A new deployment or a loss everywhere* starts every counter from
+//!   one value `s`: the largest clock in microseconds (or counter, where a
+//!   clock start kept one) that the N masters reported in a read every one
+//!   of them answered out of sync. Before, no master was in sync but for
 //!   earlier clock starts that have raised no fence since, so none of them
 //!   lies in the raise quorum of a fence issued after its own start, and
-//!   (I) holds for them whatever their value; the new clock start is above
-//!   every earlier fence as long as no clock went back and fewer than one
-//!   fenced acquisition per microsecond was made on average since the
-//!   previous start. (This case alone leans on clocks.) A sync with a read
-//!   value that finds a clock start still marked sets the larger of the
-//!   two: that master too lies in no raise quorum, so any value will do.
+//!   (I) holds for them whatever their value (a start sets the larger of
+//!   `s` and a counter it finds). It stays to show that `s` is above every
+//!   fence issued before, since a master of an earlier raise quorum may now
+//!   get `s`. Every counter value is some start's value plus at most one
+//!   per fenced acquisition made since that start (acquires add one;
+//!   raises, repairs and starts copy values that exist). An earlier start
+//!   took `s'`, the largest clock of the N masters at its read (or a
+//!   counter, itself such a value plus acquisitions); `s` is the largest
+//!   at a later read, so at least the clock of the master that gave `s'`,
+//!   which has moved on by the time between the two reads (the clock
+//!   assumption above). So `s` exceeds `s'` by more than the acquisitions
+//!   made since, hence every fence that `s'` led to. Each master's own
+//!   clock would not do: a master an hour fast hands out fences an hour
+//!   ahead; after a loss everywhere the others start an hour below them,
+//!   and a holder granted by the others alone (the fast master refusing,
+//!   say, for a key a crashed client left there) gets a smaller fence than
+//!   an earlier holder. Taking the largest over all N is why a start needs
+//!   every master's answer.
+//!   (This case alone leans on clocks.) A sync with a read value that finds
+//!   a clock start still marked sets the larger of the two: that master
+//!   too lies in no raise quorum, so any value will do.
 //!
 //! Now let `B` begin after `A`, with `f(A)` issued with raise quorum `R`.
 //! `B`'s acquire was granted by a quorum `K` of masters in sync (each at

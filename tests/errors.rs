@@ -131,12 +131,13 @@ fn least_privilege_acl_user_can_lock() {
     println!("{text}");
 }
 
-/// With fencing, the README's least-privilege user also needs the fence
-/// keys and the commands the fence scripts run.
+/// With fencing, the README's least-privilege user also needs the crate's
+/// keys (`redlock-mio:*`: the fence keys, and the deployment's longest TTL,
+/// set at the handshake) and the commands the fence scripts run.
 #[test]
 fn least_privilege_acl_user_can_take_fenced_locks() {
     let cluster = Cluster::start(3);
-    let extra = ["~redlock-mio:fence*", "+incr", "+exists", "+time"];
+    let extra = ["~redlock-mio:*", "+incr", "+exists", "+time"];
     for i in 0..3 {
         let args: Vec<&[u8]> = LOCKER_ACL
             .iter()

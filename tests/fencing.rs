@@ -17,7 +17,7 @@ use std::time::Duration;
 use redlock_mio::rules::NodeState;
 use redlock_mio::{
     Error, FENCE_KEY, FENCE_LOST_KEY, FENCE_READ_SCRIPT, FENCE_SYNC_SCRIPT, FENCED_ACQUIRE_SCRIPT,
-    RAISE_SCRIPT, Redlock,
+    RAISE_SCRIPT, Redlock, Require,
 };
 use support::check::{eventually, integer};
 use support::cluster::{Cluster, ClusterOptions, Node};
@@ -60,15 +60,13 @@ fn fences_grow_with_every_holder() {
     }
     // A new deployment starts from the clocks (microseconds since 1970).
     assert!(last > 1_000_000_000_000_000, "{last}");
-    // Every master got a counter. Each started from its own clock, so one
-    // may be a few microseconds ahead of the others, and of every fence
-    // if the quorums that made them never included it (early decisions):
-    // a counter may exceed the last fence by that start-up skew (the sync
-    // round's duration at most), never by a holding.
+    // Every master got a counter, all started from the same value (the
+    // largest clock read), and each acquire counted on all of them: none
+    // is ahead of the last fence.
     for node in cluster.nodes() {
         let counter = counter(node);
         assert!(
-            counter.is_some_and(|c| c <= last + 1_000_000),
+            counter.is_some_and(|c| c <= last),
             "node {}: counter {counter:?}, last fence {last}",
             node.index()
         );
@@ -105,11 +103,9 @@ fn a_master_that_lost_its_counter_never_lowers_a_fence() {
     redlock.unlock(&mut lock).expect("unlock");
 
     proxies[1].stall(Dir::ToServer);
-    // Each master's counter started from its own clock, and early decisions
-    // may never have counted node 1's: it may start a little ahead of the
-    // others (the sync round's skew, in microseconds). The locks go on
-    // until the last fence has passed it (+1: the first acquire's increment
-    // may reach it after this read), so that node 1 truly lags.
+    // The locks go on until the last fence has passed node 1's counter
+    // (+1: the first acquire's increment may reach it after this read), so
+    // that node 1 truly lags.
     let ahead = counter(cluster.node(1)).expect("in sync") + 1;
     let (mut last, mut cycles) = (0, 0);
     while cycles < 5 || last <= ahead {
@@ -210,6 +206,15 @@ fn refuse_writes(cluster: &Cluster, i: usize, refuse: bool) {
 #[test]
 fn a_first_sync_cut_short_is_finished_later() {
     let cluster = Cluster::start(3);
+    // Connected first: a master that refuses writes refuses the handshake
+    // too (it sets the deployment's longest TTL).
+    let redlock = Redlock::builder(cluster.urls())
+        .request_timeout(Duration::from_millis(100))
+        .retry_count(0)
+        .fencing(LONGEST)
+        .require_handshakes(Require::All)
+        .build()
+        .expect("build");
     // Nodes 1 and 2 are first found without a counter (their loss ids are
     // set), then refuse writes: the client's read passes there, its sync,
     // which writes the counter, does not.
@@ -220,10 +225,9 @@ fn a_first_sync_cut_short_is_finished_later() {
             &[FENCE_KEY, FENCE_LOST_KEY],
             &[],
         );
-        assert!(integer(&read) < 0, "no counter yet");
+        assert!(read_reply(&read).is_err(), "no counter yet");
         refuse_writes(&cluster, i, true);
     }
-    let redlock = fenced(cluster.urls());
     let ttl = Duration::from_millis(400);
     let first = redlock.try_lock("fence:boot", ttl);
     assert!(first.is_err(), "{first:?}");
@@ -357,6 +361,22 @@ fn eval(node: &Node, script: &str, keys: &[&str], args: &[&str]) -> Vec<u8> {
     node.command(&command)
 }
 
+/// What a fence read said: `Ok(counter)` for a master in sync, else
+/// `Err((loss id, server time in µs, counter or 0))`.
+fn read_reply(reply: &[u8]) -> Result<u64, (u64, u64, u64)> {
+    if reply.first() == Some(&b':') {
+        return Ok(u64::try_from(integer(reply)).expect("a positive counter"));
+    }
+    let text = String::from_utf8_lossy(reply);
+    let body = text.split("\r\n").nth(1).expect("a bulk reply");
+    let fields: Vec<u64> = body
+        .split(' ')
+        .map(|f| f.parse().expect("numbers"))
+        .collect();
+    assert_eq!(fields.len(), 3, "{text:?}");
+    Err((fields[0], fields[1], fields[2]))
+}
+
 #[test]
 fn the_scripts_do_what_the_docs_say() {
     let cluster = ClusterOptions::new(1).start();
@@ -370,17 +390,21 @@ fn the_scripts_do_what_the_docs_say() {
             &[token, "10000"],
         )
     };
+    let read = || read_reply(&eval(node, FENCE_READ_SCRIPT, &fence_keys, &[]));
     // No counter: the grant is made, the counter is not, and the reply is
     // minus the loss id, the same every time until the loss is repaired.
     let first = integer(&acquire("r1", "t1"));
     assert!(first < 0, "{first}");
+    let lost = first.unsigned_abs();
     assert_eq!(node.get("r1").as_deref(), Some(&b"t1"[..]));
     assert_eq!(node.get(FENCE_KEY), None);
     assert_eq!(integer(&acquire("r2", "t2")), first);
-    assert_eq!(
-        integer(&eval(node, FENCE_READ_SCRIPT, &fence_keys, &[])),
-        first
-    );
+    // A read says so with the server's time, which a clock start needs.
+    let Err((id, time, held)) = read() else {
+        panic!("out of sync")
+    };
+    assert_eq!((id, held), (lost, 0));
+    assert!(time >= lost, "time {time}, lost at {lost}");
     // Held: nil, nothing counted.
     assert_eq!(acquire("r1", "t9"), b"$-1\r\n");
     // A raise finds no counter: -1, nothing created.
@@ -394,23 +418,24 @@ fn the_scripts_do_what_the_docs_say() {
     };
     assert_eq!(raise("r1", "t1", "5"), -1);
     assert_eq!(node.get(FENCE_KEY), None);
-    // A sync for another loss id does nothing; for this one, it sets.
-    let lost = (-first).to_string();
-    let sync = |value: &str, id: &str| {
+    // A repair for another loss id does nothing; for this one, it sets.
+    let sync = |value: &str, mode: &str, id: &str| {
         integer(&eval(
             node,
             FENCE_SYNC_SCRIPT,
             &fence_keys,
-            &[value, "1", id],
+            &[value, mode, "1", id],
         ))
     };
-    assert_eq!(sync("40", "123"), 0);
+    let lost = lost.to_string();
+    assert_eq!(sync("40", "repair", "123"), 0);
     assert_eq!(node.get(FENCE_KEY), None);
-    assert_eq!(sync("40", &lost), 1);
+    assert_eq!(sync("40", "repair", &lost), 1);
     assert_eq!(counter(node), Some(40));
     assert_eq!(node.get(FENCE_LOST_KEY), None);
     // Once in sync, a later sync changes nothing.
-    assert_eq!(sync("7", &lost), 1);
+    assert_eq!(sync("7", "repair", &lost), 1);
+    assert_eq!(sync("900", "start", &lost), 1);
     assert_eq!(counter(node), Some(40));
     // Counting, raising where the token holds, never lowering.
     assert_eq!(integer(&acquire("r3", "t3")), 41);
@@ -420,55 +445,134 @@ fn the_scripts_do_what_the_docs_say() {
     assert_eq!(counter(node), Some(100));
     assert_eq!(raise("r3", "other", "500"), 0);
     assert_eq!(counter(node), Some(100));
-    assert_eq!(
-        integer(&eval(node, FENCE_READ_SCRIPT, &fence_keys, &[])),
-        100
-    );
+    assert_eq!(read(), Ok(100));
     // A flush is a new loss, with a new id; the old id no longer repairs.
     cluster.flushall(0);
     thread::sleep(Duration::from_millis(2));
-    let second = integer(&eval(node, FENCE_READ_SCRIPT, &fence_keys, &[]));
-    assert!(second < 0 && second != first, "{second} after {first}");
-    assert_eq!(sync("100", &lost), 0);
+    let Err((second, _, 0)) = read() else {
+        panic!("out of sync after a flush")
+    };
+    assert_ne!(second.to_string(), lost);
+    assert_eq!(sync("100", "repair", &lost), 0);
     assert_eq!(node.get(FENCE_KEY), None);
-    // A sync with 0 starts from the server's clock in microseconds, and
-    // keeps the loss id beside the counter: a read still says "out of
-    // sync" with the same id, a fenced acquire counts as usual.
-    let second_id = (-second).to_string();
-    assert_eq!(sync("0", &second_id), 1);
-    let start = counter(node).expect("started");
-    assert!(start >= second.unsigned_abs(), "{start} from {second}");
-    let read = || integer(&eval(node, FENCE_READ_SCRIPT, &fence_keys, &[]));
-    assert_eq!(read(), second);
+    // A start sets the value it is given (the largest clock of all the
+    // masters) and keeps the loss id beside the counter: a read still says
+    // "out of sync" with the same id, now with the counter, and a fenced
+    // acquire counts as usual.
+    let second_id = second.to_string();
+    let start = 1_795_000_000_000_000u64;
+    assert_eq!(sync(&start.to_string(), "start", &second_id), 1);
+    assert_eq!(counter(node), Some(start));
+    let Err((id, _, held)) = read() else {
+        panic!("a clock start reads as out of sync")
+    };
+    assert_eq!((id, held), (second, start));
     assert_eq!(
         node.get(FENCE_LOST_KEY),
         Some(second_id.clone().into_bytes())
     );
     let counted = i64::try_from(start + 1).expect("< 2^63");
     assert_eq!(integer(&acquire("r4", "t4")), counted);
-    // Another clock start changes nothing; a raise where the token does not
-    // hold keeps the mark; one where it holds deletes it.
-    assert_eq!(sync("0", &second_id), 1);
+    // Another start never lowers it, may raise it (the master lies in no
+    // raise quorum yet); a raise where the token does not hold keeps the
+    // mark; one where it holds deletes it.
+    assert_eq!(sync("5", "start", &second_id), 1);
     assert_eq!(counter(node), Some(start + 1));
-    assert_eq!(raise("r4", "other", "1"), 0);
-    assert_eq!(read(), second);
-    assert_eq!(raise("r4", "t4", "1"), 1);
-    assert_eq!(counter(node), Some(start + 1));
+    assert_eq!(sync(&(start + 10).to_string(), "start", &second_id), 1);
+    assert_eq!(counter(node), Some(start + 10));
+    assert_eq!(integer(&acquire("r5", "t5")), counted + 10);
+    assert_eq!(raise("r5", "other", "1"), 0);
+    assert!(read().is_err());
+    assert_eq!(raise("r5", "t5", "1"), 1);
+    assert_eq!(counter(node), Some(start + 11));
     assert_eq!(node.get(FENCE_LOST_KEY), None);
-    assert_eq!(read(), counted);
-    // A clock start put back by a sync with a value: the larger of the two,
-    // and the mark gone.
+    assert_eq!(read(), Ok(start + 11));
+    // A clock start put back by a repair: the larger of the two, and the
+    // mark gone.
     for bump in [0, 1_000_000] {
         cluster.flushall(0);
         thread::sleep(Duration::from_millis(2));
-        let lost = read();
-        assert!(lost < 0, "{lost}");
-        let id = (-lost).to_string();
-        assert_eq!(sync("0", &id), 1);
-        let start = counter(node).expect("started");
+        let Err((id, _, _)) = read() else {
+            panic!("out of sync after a flush")
+        };
+        let id = id.to_string();
+        assert_eq!(sync(&start.to_string(), "start", &id), 1);
         let value = if bump == 0 { 5 } else { start + bump };
-        assert_eq!(sync(&value.to_string(), &id), 1);
+        assert_eq!(sync(&value.to_string(), "repair", &id), 1);
         assert_eq!(counter(node), Some(start.max(value)), "{start}, {value}");
         assert_eq!(node.get(FENCE_LOST_KEY), None);
+    }
+}
+
+/// Every fence script refuses a fence counter or loss id that this crate
+/// never writes (another type; not a positive integer below 2^53): it
+/// changes nothing and replies `FOREIGNKEY <key>`, never a value the client
+/// would take for a broken protocol. (The loss id is read where the
+/// counter is missing, as here; beside a counter, the acquire does not
+/// look at it.)
+#[test]
+fn the_scripts_refuse_foreign_values_and_change_nothing() {
+    let cluster = ClusterOptions::new(1).start();
+    let node = cluster.node(0);
+    let foreign: [(&str, &[&[u8]]); 7] = [
+        ("not a number", &[b"SET", b"{key}", b"abc"]),
+        ("zero", &[b"SET", b"{key}", b"0"]),
+        ("negative", &[b"SET", b"{key}", b"-5"]),
+        ("a fraction", &[b"SET", b"{key}", b"1.5"]),
+        ("2^53", &[b"SET", b"{key}", b"9007199254740992"]),
+        ("a hash", &[b"HSET", b"{key}", b"f", b"v"]),
+        ("a list", &[b"RPUSH", b"{key}", b"v"]),
+    ];
+    for key in [FENCE_KEY, FENCE_LOST_KEY] {
+        for (what, command) in foreign {
+            cluster.flushall(0);
+            let command: Vec<&[u8]> = command
+                .iter()
+                .map(|a| if *a == b"{key}" { key.as_bytes() } else { *a })
+                .collect();
+            node.command(&command);
+            node.set("held", "t");
+            let state =
+                || [FENCE_KEY, FENCE_LOST_KEY].map(|k| node.command(&[b"DUMP", k.as_bytes()]));
+            let before = state();
+            let keys = [FENCE_KEY, FENCE_LOST_KEY];
+            let with_resource = [FENCE_KEY, FENCE_LOST_KEY, "held"];
+            let replies = [
+                (
+                    "acquire",
+                    eval(
+                        node,
+                        FENCED_ACQUIRE_SCRIPT,
+                        &[FENCE_KEY, FENCE_LOST_KEY, "free"],
+                        &["t", "10000"],
+                    ),
+                ),
+                (
+                    "raise",
+                    eval(node, RAISE_SCRIPT, &with_resource, &["t", "99"]),
+                ),
+                ("read", eval(node, FENCE_READ_SCRIPT, &keys, &[])),
+                (
+                    "sync",
+                    eval(
+                        node,
+                        FENCE_SYNC_SCRIPT,
+                        &keys,
+                        &["99", "repair", "1", "abc"],
+                    ),
+                ),
+            ];
+            for (script, reply) in replies {
+                let expected = format!("-FOREIGNKEY {key}");
+                assert!(
+                    reply.starts_with(expected.as_bytes()),
+                    "{script} with {what} in {key}: {}",
+                    String::from_utf8_lossy(&reply)
+                );
+            }
+            // The acquire checks before it writes.
+            assert!(!node.exists("free"), "{what} in {key}: acquired");
+            assert_eq!(state(), before, "{what} in {key}: changed");
+        }
     }
 }

@@ -18,11 +18,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redlock_mio::rules::{NodeError, NodeState};
-use redlock_mio::{ConfigError, Error, Redlock, Require};
+use redlock_mio::{ConfigError, Error, LONGEST_TTL_KEY, MARKER_KEY, Redlock, Require};
 use support::check::eventually;
 use support::cluster::{Cluster, ClusterOptions};
-
-const MARKER: &[u8] = b"redlock-mio:marker";
 
 fn builder(urls: Vec<String>) -> redlock_mio::Builder {
     Redlock::builder(urls)
@@ -30,13 +28,11 @@ fn builder(urls: Vec<String>) -> redlock_mio::Builder {
         .retry_count(0)
 }
 
-/// Waits until every node has been up for more than `uptime` (INFO counts
-/// whole seconds), and sets the marker on each, as an operator provisioning
-/// the masters would.
-fn settle(cluster: &Cluster, uptime: Duration) {
-    thread::sleep(uptime + Duration::from_millis(1100));
+/// Sets the marker on each node, as an operator provisioning the masters
+/// would: trusted at once, however short their uptime.
+fn provision(cluster: &Cluster) {
     for node in cluster.nodes() {
-        node.set(MARKER, "provisioned");
+        node.set(MARKER_KEY, "1");
     }
 }
 
@@ -116,7 +112,7 @@ fn one_server_through_two_addresses_votes_once() {
 fn a_master_restarted_empty_cannot_grant_a_held_lock() {
     let ttl = Duration::from_secs(3);
     let cluster = Cluster::start(5);
-    settle(&cluster, ttl);
+    provision(&cluster);
     let holder = builder(cluster.urls()).build().expect("build");
     let lock = holder.try_lock("orders", ttl).expect("free");
     // Held on masters 0, 1, 2 only.
@@ -160,12 +156,12 @@ fn a_master_restarted_empty_cannot_grant_a_held_lock() {
 fn a_restart_or_flush_seen_at_a_reconnect_quarantines_for_the_guard() {
     let guard = Duration::from_secs(1);
     let cluster = Cluster::start(3);
-    settle(&cluster, guard);
+    provision(&cluster);
     let redlock = builder(cluster.urls())
         .restart_guard(guard)
         .build()
         .expect("build");
-    let ttl = Duration::from_secs(10);
+    let ttl = guard;
     let mut lock = redlock.try_lock("a", ttl).expect("all trusted");
     redlock.unlock(&mut lock).expect("unlock");
 
@@ -230,4 +226,195 @@ fn quarantined_grants_are_unavailable_not_contended() {
     let report = err.report().expect("report");
     assert!(report.quarantined() >= 2, "{report}");
     assert!(!err.to_string().contains("held by another"), "{err}");
+}
+
+/// The operator's path of the docs: masters provisioned with
+/// `SET redlock-mio:marker 1` before any lock count at once, although they
+/// were started just now; masters whose marker a client set (it may have
+/// set it again right after a restart that lost a lock) are still
+/// quarantined on first sight while their uptime is short.
+#[test]
+fn a_provisioned_marker_spares_fresh_masters_the_quarantine() {
+    let guard = Duration::from_secs(30);
+    let ttl = Duration::from_secs(3);
+    let provisioned = Cluster::start(3);
+    provision(&provisioned);
+    let redlock = builder(provisioned.urls())
+        .restart_guard(guard)
+        .build()
+        .expect("build");
+    let mut lock = redlock
+        .try_lock("fresh", ttl)
+        .expect("provisioned masters are trusted at once");
+    redlock.unlock(&mut lock).expect("unlock");
+    let stats = redlock.stats();
+    assert!(stats.masters.iter().all(|m| m.suspicions == 0), "{stats:?}");
+
+    // Not provisioned: the first client finds no marker (new, or lost) and
+    // sets its own; a second client then finds a client's marker on
+    // masters up for less than the guard.
+    let fresh = Cluster::start(3);
+    for _ in 0..2 {
+        let client = builder(fresh.urls())
+            .restart_guard(guard)
+            .build()
+            .expect("build");
+        let err = client
+            .try_lock("fresh", ttl)
+            .expect_err("quarantined at first sight");
+        assert!(matches!(err, Error::Unavailable(_)), "{err}");
+    }
+    let marker = fresh.get(0, MARKER_KEY).expect("a client set it");
+    assert!(marker.starts_with(b"client:"), "{marker:?}");
+}
+
+/// Two clients configured with another longest TTL on the same masters:
+/// the second is refused at `build`, and a master whose value changes
+/// under a client refuses it at the next handshake, typed, while its
+/// connection stays and the others serve. A lock (or an extension, or a
+/// kept lock) longer than the longest TTL is refused by the client itself.
+#[test]
+fn clients_that_disagree_on_the_longest_ttl_are_refused() {
+    let cluster = Cluster::start(3);
+    provision(&cluster);
+    let longest = Duration::from_secs(10);
+    let first = builder(cluster.urls())
+        .fencing(longest)
+        .build()
+        .expect("the first sets it");
+    let mut lock = first.try_lock("ttl", longest).expect("free");
+    first.unlock(&mut lock).expect("unlock");
+    for node in cluster.nodes() {
+        assert_eq!(node.get(LONGEST_TTL_KEY).as_deref(), Some(&b"10000"[..]));
+    }
+    for (what, other) in [
+        ("fencing", builder(cluster.urls()).fencing(longest * 2)),
+        (
+            "restart guard",
+            builder(cluster.urls()).restart_guard(longest / 2),
+        ),
+    ] {
+        match other.build() {
+            Err(ConfigError::LongestTtl {
+                deployed,
+                configured,
+                ..
+            }) => {
+                assert_eq!(deployed, longest, "{what}");
+                assert_ne!(configured, longest, "{what}");
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    // The same value, through either setting or both: accepted.
+    for agrees in [
+        builder(cluster.urls()).restart_guard(longest),
+        builder(cluster.urls())
+            .restart_guard(longest)
+            .fencing(longest),
+    ] {
+        agrees.build().expect("agrees");
+    }
+    // One client, two values: refused before it connects.
+    let err = builder(cluster.urls())
+        .restart_guard(longest)
+        .fencing(longest * 2)
+        .build()
+        .expect_err("two values");
+    assert!(matches!(err, ConfigError::LongestTtls { .. }), "{err}");
+
+    // An operator changes master 0's value under the client: it refuses
+    // the client at the next handshake, the others still serve.
+    cluster.set(0, LONGEST_TTL_KEY, "20000");
+    cluster.command(0, &[b"CLIENT", b"KILL", b"TYPE", b"normal"]);
+    let refused = NodeState::Failed(NodeError::LongestTtl {
+        deployed: longest * 2,
+        configured: longest,
+    });
+    let mut seen = false;
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            match first.try_lock("ttl", longest) {
+                Ok(mut lock) => {
+                    first.unlock(&mut lock).expect("unlock");
+                }
+                Err(err) => panic!("masters 1 and 2 grant: {err}"),
+            }
+            cluster.set(1, "ttl:held", "someone-else");
+            let err = first.try_lock("ttl:held", longest).expect_err("held on 1");
+            cluster.command(1, &[b"DEL", b"ttl:held"]);
+            seen = err.report().expect("report").nodes()[0] == refused;
+            seen
+        }),
+        "master 0 never refused: {:?}",
+        first.stats()
+    );
+    let connects = first.stats().masters[0].connects;
+    for _ in 0..3 {
+        let mut lock = first.try_lock("ttl", longest).expect("masters 1 and 2");
+        first.unlock(&mut lock).expect("unlock");
+    }
+    assert_eq!(
+        first.stats().masters[0].connects,
+        connects,
+        "the connection stays"
+    );
+
+    // Longer than the longest TTL: refused without asking the masters.
+    let guarded = builder(cluster.urls())
+        .restart_guard(Duration::from_secs(1))
+        .require_handshakes(Require::Nothing);
+    cluster.set(1, LONGEST_TTL_KEY, "1000");
+    cluster.set(2, LONGEST_TTL_KEY, "1000");
+    cluster.set(0, LONGEST_TTL_KEY, "1000");
+    let guarded = guarded.build().expect("agrees now");
+    let too_long = Duration::from_millis(1001);
+    assert!(matches!(
+        guarded.try_lock("ttl:long", too_long),
+        Err(Error::InvalidTtl { .. })
+    ));
+    let mut lock = guarded
+        .try_lock("ttl:long", Duration::from_secs(1))
+        .expect("free");
+    assert!(matches!(
+        guarded.extend(&mut lock, too_long),
+        Err(Error::InvalidTtl { .. })
+    ));
+    guarded.unlock(&mut lock).expect("unlock");
+}
+
+/// Another type written by hand into the marker: the guarded client's
+/// handshake completes, that master fails every round but releases with
+/// `NodeError::ForeignKey` (it cannot tell whether its data survived), its
+/// connection stays up, and the other masters serve.
+#[test]
+fn a_foreign_marker_fails_that_master_alone() {
+    let cluster = Cluster::start(3);
+    provision(&cluster);
+    cluster.command(0, &[b"DEL", MARKER_KEY.as_bytes()]);
+    cluster.command(0, &[b"HSET", MARKER_KEY.as_bytes(), b"a", b"b"]);
+    let redlock = builder(cluster.urls())
+        .restart_guard(Duration::from_secs(10))
+        .build()
+        .expect("build");
+    let ttl = Duration::from_secs(3);
+    for _ in 0..3 {
+        let mut lock = redlock.try_lock("marker", ttl).expect("masters 1 and 2");
+        redlock.unlock(&mut lock).expect("unlock");
+    }
+    cluster.set(1, "marker:held", "someone-else");
+    let err = redlock.try_lock("marker:held", ttl).expect_err("held on 1");
+    let report = err.report().expect("report");
+    assert_eq!(
+        report.nodes()[0],
+        NodeState::Failed(NodeError::ForeignKey(MARKER_KEY)),
+        "{report}"
+    );
+    let stats = redlock.stats();
+    assert!(stats.masters.iter().all(|m| m.connects == 1), "{stats:?}");
+    assert_eq!(
+        cluster.command(0, &[b"TYPE", MARKER_KEY.as_bytes()]),
+        b"+hash\r\n",
+        "left as it was"
+    );
 }

@@ -118,7 +118,9 @@ pub(crate) fn run(
             return match e {
                 Error::Misconfigured(_) => EX_CONFIG,
                 Error::Unavailable(_) => EX_UNAVAILABLE,
-                Error::InvalidTtl { .. } | Error::InvalidResource { .. } => EX_USAGE,
+                Error::InvalidTtl { .. }
+                | Error::InvalidResource { .. }
+                | Error::ReservedResource => EX_USAGE,
                 Error::Io(_) => EX_OSERR,
                 _ => args.conflict_exit_code,
             };

@@ -116,6 +116,25 @@ fn fenced_runs_get_growing_fences() {
         assert!(next > last, "{next} after {last}");
         last = next;
     }
+    // The deployment's longest TTL is kept on the masters: the runs above
+    // left the default (5 min) there, and a run given another is refused
+    // until an operator changes it on every master.
+    let refused = output(&mut redlock(
+        &cluster,
+        &[
+            "run",
+            "--fence",
+            "--longest-ttl",
+            "10s",
+            "fenced",
+            "--",
+            "true",
+        ],
+    ));
+    assert!(!refused.status.success(), "{refused:?}");
+    for i in 0..3 {
+        cluster.set(i, redlock_mio::LONGEST_TTL_KEY, "10000");
+    }
     let longest: u64 = run(&["--fence", "--longest-ttl", "10s"])
         .parse()
         .expect("a number");

@@ -7,6 +7,7 @@ use crate::addr::ServerAddr;
 use crate::driver::{Driver, Engine, TlsConfig};
 use crate::error::ConfigError;
 use crate::link::LinkConfig;
+use crate::rules::NodeError;
 
 use super::Redlock;
 use super::token::TokenSource;
@@ -78,6 +79,9 @@ pub(super) struct Config {
     pub(super) max_extensions: Option<u32>,
     /// Fencing on: the longest TTL any client uses on these masters.
     pub(super) fencing: Option<Duration>,
+    /// The restart guard's or fencing's longest TTL (the same if both are
+    /// on): no lock of this client may be longer.
+    pub(super) longest_ttl: Option<Duration>,
     pub(super) max_in_flight: usize,
     pub(super) async_spin: Duration,
 }
@@ -330,20 +334,37 @@ impl Builder {
     /// is the Redlock "delayed restart" rule, applied by the client.
     ///
     /// A master is suspect, at any (re)connect, when its `run_id` changed
-    /// (it restarted), when the marker key `redlock-mio:marker` (set once,
-    /// without TTL, by the first client to see the master) is missing or
-    /// was replaced (its data was flushed or lost), or, the first time
-    /// this client sees it, when it has been up for less than
-    /// `longest_ttl` (it may have restarted empty while another client
-    /// held a lock). Masters started just now are therefore quarantined
-    /// at first: provision the marker (`SET redlock-mio:marker 1`) to
-    /// skip that on a fresh deployment.
+    /// (it restarted), when the marker key
+    /// [`MARKER_KEY`](crate::MARKER_KEY) (set once, without TTL, by the
+    /// first client to see the master, to a value that starts with
+    /// `client:`) is missing or was replaced (its data was flushed or
+    /// lost), or, the first time this client sees it, when it has been up
+    /// for less than `longest_ttl` and its marker was set by a client (it
+    /// may have restarted empty while another client held a lock, and a
+    /// client may have set the marker again since). Masters started just
+    /// now are therefore quarantined at first. Provision the marker
+    /// (`SET redlock-mio:marker 1`, any value that does not start with
+    /// `client:`) to skip that: a marker that no client wrote, still
+    /// there, shows that the master has lost nothing since it was
+    /// provisioned (a master keeps every write or loses its whole data
+    /// set), so a short uptime is a restart that kept its data. Provision
+    /// only a master that has granted no lock since it last lost its data
+    /// (a new one, or one kept out for the longest TTL).
     ///
     /// `longest_ttl` must be at least the longest TTL any client uses on
-    /// these masters, more than zero and at most [`MAX_TIMEOUT`]. The
-    /// guard needs [`identify_masters`](Self::identify_masters) and `SET`
-    /// on the marker key. Default: off. A flush while the connection stays
-    /// up is not seen until the next reconnect.
+    /// these masters, more than zero and at most [`MAX_TIMEOUT`]; this
+    /// client refuses longer TTLs (to acquire, extend or keep) with
+    /// [`Error::InvalidTtl`](crate::Error::InvalidTtl). It is the
+    /// deployment's: the first guarded or fenced client to meet a master
+    /// keeps it there ([`LONGEST_TTL_KEY`](crate::LONGEST_TTL_KEY)), and a
+    /// client given another value is refused
+    /// ([`ConfigError::LongestTtl`] at build,
+    /// [`NodeError::LongestTtl`](crate::rules::NodeError::LongestTtl) at a
+    /// later handshake). With [`fencing`](Self::fencing) too, both must be
+    /// given the same value ([`ConfigError::LongestTtls`]). The guard
+    /// needs [`identify_masters`](Self::identify_masters) and `SET` on the
+    /// marker and longest TTL keys. Default: off. A flush while the
+    /// connection stays up is not seen until the next reconnect.
     pub fn restart_guard(mut self, longest_ttl: Duration) -> Builder {
         self.restart_guard = Some(longest_ttl);
         self
@@ -357,12 +378,16 @@ impl Builder {
     /// and why it holds: [`fencing`](crate::fencing).
     ///
     /// `longest_ttl` must be at least the longest TTL any fenced client
-    /// acquires with on these masters (this client refuses longer ones
-    /// with [`Error::InvalidTtl`](crate::Error::InvalidTtl)): a master
-    /// found without its fence counter takes part in fences again only
+    /// acquires with on these masters (this client refuses longer ones,
+    /// to acquire, extend or keep, with
+    /// [`Error::InvalidTtl`](crate::Error::InvalidTtl)): a master found
+    /// without its fence counter takes part in fences again only
     /// `longest_ttl` (plus its drift) after this client first saw it so.
-    /// More than zero and at most [`MAX_TIMEOUT`]. Every client that locks
-    /// the same resources must use fencing. Default: off.
+    /// It is kept on the masters, and a client given another is refused,
+    /// as for [`restart_guard`](Self::restart_guard) (with both on, give
+    /// both the same value). More than zero and at most [`MAX_TIMEOUT`].
+    /// Every client that locks the same resources must use fencing.
+    /// Default: off.
     pub fn fencing(mut self, longest_ttl: Duration) -> Builder {
         self.fencing = Some(longest_ttl);
         self
@@ -414,6 +439,22 @@ impl Builder {
             .failures()
             .map(|(addr, error)| (addr.to_string(), error))
             .collect();
+        // A master that keeps another longest TTL refuses this client: the
+        // deployment is set up two ways, whatever `require` says.
+        let disagrees = failures.iter().find_map(|(master, error)| match error {
+            &NodeError::LongestTtl {
+                deployed,
+                configured,
+            } => Some(ConfigError::LongestTtl {
+                master: master.clone(),
+                deployed,
+                configured,
+            }),
+            _ => None,
+        });
+        if let Some(error) = disagrees {
+            return Err(error);
+        }
         let ready = n - failures.len();
         if ready < required {
             return Err(ConfigError::Handshakes {
@@ -447,6 +488,7 @@ impl Builder {
             drift_factor: self.drift_factor,
             max_extensions: self.max_extensions,
             fencing: self.fencing,
+            longest_ttl: self.restart_guard.or(self.fencing),
             max_in_flight: self.max_in_flight,
             async_spin: self.async_spin,
         }
@@ -467,14 +509,21 @@ impl Builder {
             in_flight: self.max_in_flight,
             guard: self.restart_guard.map(|ttl| {
                 let guard = ttl.saturating_add(crate::rules::drift(ttl, self.drift_factor));
-                let mut marker = [0u8; 32];
-                let random: [u8; 16] = rand::random();
-                for (pair, byte) in marker.chunks_exact_mut(2).zip(random) {
+                // `client:` and 24 random hex digits: see `MARKER_KEY`.
+                let mut marker = [0u8; 31];
+                let (prefix, digits) = marker.split_at_mut(7);
+                prefix.copy_from_slice(crate::rules::identity::CLIENT_MARKER);
+                let random: [u8; 12] = rand::random();
+                for (pair, byte) in digits.chunks_exact_mut(2).zip(random) {
                     pair[0] = HEX[usize::from(byte >> 4)];
                     pair[1] = HEX[usize::from(byte & 0xf)];
                 }
                 (guard, marker)
             }),
+            longest_ttl: self
+                .restart_guard
+                .or(self.fencing)
+                .map(|ttl| ttl.as_millis() as u64),
         };
         #[cfg(feature = "tls")]
         let tls = match (&self.tls, addrs.iter().any(ServerAddr::is_tls)) {
@@ -536,6 +585,12 @@ impl Builder {
             }
             if !self.identify {
                 return Err(ConfigError::GuardNeedsIdentify);
+            }
+            if let Some(fencing) = self.fencing.filter(|&f| f != ttl) {
+                return Err(ConfigError::LongestTtls {
+                    restart_guard: ttl,
+                    fencing,
+                });
             }
         }
         if self.stall_timeout < self.request_timeout {

@@ -10,11 +10,22 @@ use super::rounds::acquire_refused;
 use super::{Redlock, RoundEnd};
 use crate::commands::{self, Command};
 use crate::error::Error;
-use crate::rules::{self, Decision, NodeState, Op};
+use crate::rules::{self, Decision, NodeState, Op, Round};
 
 /// Reads are not repeated more often than this while a master waits to be
 /// put back in sync and cannot be yet.
 const READ_EVERY: Duration = Duration::from_secs(1);
+
+/// Counters stay below 2^53, which Lua's numbers (doubles) hold exactly.
+const MAX_COUNTER: u64 = 1 << 53;
+
+/// What a sync round sends after a read: the value, and the mode
+/// ([`commands::SYNC_START`] or [`commands::SYNC_REPAIR`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct SyncPlan {
+    pub(super) value: u64,
+    pub(super) mode: &'static [u8],
+}
 
 /// What this client knows of the masters' fence counters.
 #[derive(Debug, Default)]
@@ -60,6 +71,50 @@ impl FenceBook {
             .any(|&(_, seen)| due(seen, now, wait))
     }
 
+    /// After a read (`round`, ended at `now`, whose largest count in sync
+    /// is `highest`): what to sync, packing into `ids` the loss ids it may
+    /// repair; `None` if nothing. With a quorum in sync, the masters that
+    /// have waited `wait` since their loss was first seen get `highest`.
+    /// With every master answered and none in sync, every one is started
+    /// from the largest clock any of them reported (see
+    /// [`clock_start`]).
+    pub(super) fn plan_sync(
+        &mut self,
+        round: &Round,
+        highest: Option<u64>,
+        now: Instant,
+        wait: Duration,
+        ids: &mut SmallVec<[u8; 128]>,
+    ) -> Option<SyncPlan> {
+        self.last_read = Some(now);
+        let nodes = round.nodes();
+        let synced = nodes.iter().filter(|s| **s == NodeState::Ok).count();
+        let lost = nodes.iter().filter(|s| **s == NodeState::Unsynced).count();
+        let plan = if synced >= rules::quorum(nodes.len()) {
+            SyncPlan {
+                value: highest?,
+                mode: commands::SYNC_REPAIR,
+            }
+        } else if synced == 0 && lost == nodes.len() {
+            // Nothing to learn from: start from the clocks.
+            SyncPlan {
+                value: clock_start(round)?,
+                mode: commands::SYNC_START,
+            }
+        } else {
+            return None;
+        };
+        let start = plan.mode == commands::SYNC_START;
+        for (node, slot) in self.lost.iter().enumerate() {
+            if let (Some((id, seen)), Some(NodeState::Unsynced)) = (slot, nodes.get(node)) {
+                if start || due(*seen, now, wait) {
+                    commands::pack_key(ids, id.to_string().as_bytes());
+                }
+            }
+        }
+        (!ids.is_empty()).then_some(plan)
+    }
+
     /// Whether the counters should be read before the next fenced acquire.
     fn read_due(&self, now: Instant, wait: Duration) -> bool {
         match self.last_read {
@@ -71,6 +126,24 @@ impl FenceBook {
 
 fn due(seen: Instant, now: Instant, wait: Duration) -> bool {
     now.saturating_duration_since(seen) >= wait
+}
+
+/// The value a start from the clocks sets on every master, after a read
+/// that every master answered out of sync: the largest clock (`TIME` in
+/// microseconds, or a counter if one was larger) any of them reported, so
+/// that a fast master's earlier start cannot exceed a later start on
+/// slower ones (see [`crate::fencing`]). `None` if a master reported no
+/// clock, or the value would reach 2^53.
+fn clock_start(round: &Round) -> Option<u64> {
+    let mut start = 0;
+    for node in 0..round.nodes().len() {
+        let clock = round.clock(node);
+        if clock == 0 {
+            return None;
+        }
+        start = start.max(clock);
+    }
+    (start > 0 && start < MAX_COUNTER).then_some(start)
 }
 
 impl Redlock {
@@ -161,9 +234,10 @@ impl Redlock {
     /// masters in sync, or, when every master answered and none is in sync
     /// (a new deployment, all lost at once, or a clock start that reached
     /// only some masters: those read as out of sync until they raise a
-    /// fence), each with its clock in microseconds. Best effort: what
-    /// fails is tried again later, and a master out of sync only keeps its
-    /// grants out of fences.
+    /// fence), all with the largest clock in microseconds any of them
+    /// reported ([`FenceBook::plan_sync`]). Best effort: what fails is
+    /// tried again later, and a master out of sync only keeps its grants
+    /// out of fences.
     pub(super) fn sync_fences(&self, deadline: Option<Instant>) {
         let Some(longest) = self.config.fencing else {
             return;
@@ -191,40 +265,17 @@ impl Redlock {
         }
         let highest = self.note_fences(&end);
         let mut ids: SmallVec<[u8; 128]> = SmallVec::new();
-        let value = {
-            let mut fences = self.fences();
-            fences.last_read = Some(end.ended);
-            let nodes = end.round.nodes();
-            let synced = nodes.iter().filter(|s| **s == NodeState::Ok).count();
-            let lost = nodes.iter().filter(|s| **s == NodeState::Unsynced).count();
-            let value = if synced >= rules::quorum(nodes.len()) {
-                highest
-            } else if synced == 0 && lost == nodes.len() {
-                // Nothing to learn from: start from the clocks.
-                Some(0)
-            } else {
-                None
-            };
-            let bootstrap = value == Some(0);
-            for (node, slot) in fences.lost.iter().enumerate() {
-                if let (Some((id, seen)), Some(NodeState::Unsynced)) = (slot, nodes.get(node)) {
-                    if bootstrap || due(*seen, end.ended, wait) {
-                        commands::pack_key(&mut ids, id.to_string().as_bytes());
-                    }
-                }
-            }
-            value
-        };
-        let Some(value) = value else {
+        let plan = self
+            .fences()
+            .plan_sync(&end.round, highest, end.ended, wait, &mut ids);
+        let Some(plan) = plan else {
             return;
         };
-        if ids.is_empty() {
-            return;
-        }
         let sync = Command {
             op: Op::FenceSync,
             resource: &ids,
-            ttl_ms: value,
+            token: plan.mode,
+            ttl_ms: plan.value,
             ..read
         };
         let Ok(end) = self.round(&sync, deadline) else {

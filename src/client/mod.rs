@@ -403,17 +403,10 @@ impl Redlock {
         self.check_acquire_ttl(ttl)
     }
 
-    /// [`check_ttl`](Self::check_ttl), and with fencing, at most the
-    /// longest TTL configured for it.
+    /// [`check_ttl`](Self::check_ttl), which also bounds it by the
+    /// longest TTL of the restart guard or fencing.
     fn check_acquire_ttl(&self, ttl: Duration) -> Result<u64, Error> {
-        let ttl_ms = self.check_ttl(ttl)?;
-        match self.config.fencing {
-            Some(longest) if ttl > longest => Err(Error::InvalidTtl {
-                ttl,
-                reason: "longer than the longest TTL given to Builder::fencing",
-            }),
-            _ => Ok(ttl_ms),
-        }
+        self.check_ttl(ttl)
     }
 
     /// Checks every name and packs them into `packed`.
@@ -519,6 +512,11 @@ fn check_ttl(config: &builder::Config, ttl: Duration) -> Result<u64, Error> {
     if rules::validity(whole, config.request_timeout, drift).is_none() {
         return invalid("no validity would be left after the request timeout and drift");
     }
+    if config.longest_ttl.is_some_and(|longest| ttl > longest) {
+        // Both rest on it: a longer lock (or extension) could outlive a
+        // quarantine or a fence counter's repair.
+        return invalid("longer than the longest TTL given to Builder::restart_guard or fencing");
+    }
     Ok(ttl_ms)
 }
 
@@ -527,6 +525,9 @@ fn check_resource(resource: &[u8]) -> Result<(), Error> {
         return Err(Error::InvalidResource {
             len: resource.len(),
         });
+    }
+    if resource.starts_with(commands::RESERVED_PREFIX.as_bytes()) {
+        return Err(Error::ReservedResource);
     }
     Ok(())
 }

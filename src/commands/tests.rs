@@ -138,14 +138,15 @@ fn fence_commands_on_the_wire() {
     let sync = Command {
         op: Op::FenceSync,
         resource: &ids,
-        ttl_ms: 0,
+        token: SYNC_START,
+        ttl_ms: 1_795_000_000_000_000,
         eval: true,
         ..raise
     };
     let text = encoded(sync);
-    assert!(text.starts_with("*7\\r\\n$4\\r\\nEVAL\\r\\n"), "{text}");
+    assert!(text.starts_with("*8\\r\\n$4\\r\\nEVAL\\r\\n"), "{text}");
     assert!(
-        text.ends_with("$1\\r\\n2\\r\\n$17\\r\\nredlock-mio:fence\\r\\n$22\\r\\nredlock-mio:fence-lost\\r\\n$1\\r\\n0\\r\\n$2\\r\\n17\\r\\n"),
+        text.ends_with("$1\\r\\n2\\r\\n$17\\r\\nredlock-mio:fence\\r\\n$22\\r\\nredlock-mio:fence-lost\\r\\n$16\\r\\n1795000000000000\\r\\n$5\\r\\nstart\\r\\n$2\\r\\n17\\r\\n"),
         "{text}"
     );
     let read = Command {
@@ -190,6 +191,48 @@ fn fence_replies() {
     assert_eq!(read(&Token::Integer(9)), Reply(super::Reply::Count(9)));
     assert_eq!(read(&Token::Integer(-4)), Reply(super::Reply::Unsynced(4)));
     assert_eq!(read(&Token::Null(NullKind::Null)), Unexpected);
+    // Out of sync: the loss id, and the larger of the clock and a counter.
+    for (text, clock) in [(&b"4 100 0"[..], 100), (b"4 100 250", 250)] {
+        assert_eq!(
+            read(&Token::Bulk(text)),
+            Reply(super::Reply::UnsyncedRead { lost: 4, clock })
+        );
+    }
+    for bad in [
+        &b"4 100"[..],
+        b"4 100 0 1",
+        b"0 100 0",
+        b"4 0 7",
+        b"4 x 0",
+        b"4  100 0",
+        b"",
+    ] {
+        assert_eq!(read(&Token::Bulk(bad)), Unexpected, "{bad:?}");
+    }
+    // A key of the reserved space that holds something foreign: that
+    // master fails, typed, and its connection stays (no `Unexpected`).
+    for (op, fenced) in [
+        (Op::Acquire, true),
+        (Op::Fence, false),
+        (Op::FenceRead, false),
+        (Op::FenceSync, false),
+    ] {
+        for (message, key) in [
+            (&b"FOREIGNKEY redlock-mio:fence"[..], FENCE_KEY),
+            (b"FOREIGNKEY redlock-mio:fence-lost", FENCE_LOST_KEY),
+            (b"FOREIGNKEY other", RESERVED_PREFIX),
+        ] {
+            assert_eq!(
+                classify(op, false, fenced, &Token::Error(message)),
+                Failed(crate::rules::NodeError::ForeignKey(key))
+            );
+        }
+    }
+    // Not from a fence script: a server error like any other.
+    assert!(matches!(
+        classify(Op::Release, false, false, &Token::Error(b"FOREIGNKEY x")),
+        Server(_)
+    ));
     let sync = |token: &Token<'_>| classify(Op::FenceSync, false, false, token);
     assert_eq!(sync(&Token::Integer(1)), Reply(super::Reply::Ok));
     assert_eq!(sync(&Token::Integer(0)), Reply(super::Reply::Refused));
@@ -300,14 +343,20 @@ fn handshake() {
         identify: true,
         marker: Some(b"m1"),
         fencing: false,
+        longest_ttl: Some(30_000),
     };
     encode_handshake(&mut out, None, None, 0, probe, &mut steps);
-    assert_eq!(steps[5..], [Step::Identify, Step::Marker]);
+    assert_eq!(steps[5..], [Step::Identify, Step::Marker, Step::LongestTtl]);
     let text = out.escape_ascii().to_string();
     assert!(
-        text.ends_with("*4\\r\\n$4\\r\\nINFO\\r\\n$6\\r\\nserver\\r\\n$11\\r\\nreplication\\r\\n$7\\r\\ncluster\\r\\n*5\\r\\n$3\\r\\nSET\\r\\n$18\\r\\nredlock-mio:marker\\r\\n$2\\r\\nm1\\r\\n$2\\r\\nNX\\r\\n$3\\r\\nGET\\r\\n"),
+        text.ends_with("*4\\r\\n$4\\r\\nINFO\\r\\n$6\\r\\nserver\\r\\n$11\\r\\nreplication\\r\\n$7\\r\\ncluster\\r\\n*5\\r\\n$3\\r\\nSET\\r\\n$18\\r\\nredlock-mio:marker\\r\\n$2\\r\\nm1\\r\\n$2\\r\\nNX\\r\\n$3\\r\\nGET\\r\\n*5\\r\\n$3\\r\\nSET\\r\\n$23\\r\\nredlock-mio:longest-ttl\\r\\n$5\\r\\n30000\\r\\n$2\\r\\nNX\\r\\n$3\\r\\nGET\\r\\n"),
         "{text}"
     );
+    // A key of another type is something to report, not a failed handshake.
+    for step in [Step::Marker, Step::LongestTtl] {
+        assert_eq!(handshake_ok(step, &Token::Error(b"WRONGTYPE x")), Ok(true));
+        assert!(handshake_ok(step, &Token::Error(b"NOPERM x")).is_err());
+    }
     assert_eq!(
         handshake_ok(Step::Marker, &Token::Null(NullKind::Null)),
         Ok(true)

@@ -252,6 +252,7 @@ impl Run {
                 round.handle_failure(node, NodeError::Server(error), self.now);
             }
             Outcome::Quarantined => round.handle_quarantined(node, self.now),
+            Outcome::Failed(error) => round.handle_failure(node, error, self.now),
             Outcome::NoScript | Outcome::Unexpected => {}
         }
         if before == Some(false) && round.decision().is_some() {

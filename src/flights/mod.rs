@@ -212,6 +212,7 @@ impl<W> Flights<W> {
             Outcome::Reply(reply) => round.handle_reply(node, reply, now),
             Outcome::Server(error) => round.handle_failure(node, NodeError::Server(error), now),
             Outcome::Quarantined => round.handle_quarantined(node, now),
+            Outcome::Failed(error) => round.handle_failure(node, error, now),
             Outcome::NoScript | Outcome::Unexpected => {}
         }
         if slot.newly_decided() {

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::commands::{self, Command, Outcome, Probe, Step};
 use crate::resp::{Decoder, Limits, Status, Token};
-use crate::rules::identity::{Info, MarkerValue, Sighting, Suspicion};
+use crate::rules::identity::{Found, Info, MarkerValue, Sighting, Suspicion};
 use crate::rules::{NodeError, Op, Reply, ServerError};
 
 /// The decoder limits for replies to lock commands: all are tiny, so a
@@ -116,7 +116,11 @@ pub(crate) struct LinkConfig {
     /// The restart guard: how long a suspect master stays quarantined (the
     /// longest TTL in use plus its drift), and the marker value this client
     /// sets. `None`: off.
-    pub(crate) guard: Option<(Duration, [u8; 32])>,
+    pub(crate) guard: Option<(Duration, [u8; 31])>,
+    /// The deployment's longest TTL in milliseconds, with the restart
+    /// guard or fencing on: set on each master unless it has one, and
+    /// compared with the one it has.
+    pub(crate) longest_ttl: Option<u64>,
 }
 
 impl LinkConfig {
@@ -257,10 +261,11 @@ pub(crate) struct Link {
     unsolicited: usize,
     /// Connects started, for statistics.
     connects: u64,
-    /// What the handshake under way learned: `INFO`, and the marker's
-    /// previous value (`Some(None)`: it was missing).
+    /// What the handshake under way learned: `INFO`, and what the marker
+    /// and the longest TTL key held before it.
     info: Option<Info>,
-    marker: Option<Option<MarkerValue>>,
+    marker: Option<Found>,
+    longest: Option<Found>,
     /// What this client knows of the server across connections.
     sighting: Sighting,
     /// A handshake completed and its `run_id` has not been compared with
@@ -294,6 +299,7 @@ impl Link {
             connects: 0,
             info: None,
             marker: None,
+            longest: None,
             sighting: Sighting::default(),
             fresh: false,
             suspicion: None,
@@ -344,10 +350,11 @@ impl Link {
     }
 
     /// Why the link is not ready: its last error, or a connect timeout if
-    /// it is still connecting. `None` once ready.
+    /// it is still connecting. Once ready, why the master refuses this
+    /// client, if it does ([`Sighting::refusal`]), else `None`.
     pub(crate) fn failure(&self) -> Option<NodeError> {
         if self.is_ready() {
-            return None;
+            return self.sighting.refusal().cloned();
         }
         Some(
             self.last_error
@@ -386,6 +393,7 @@ impl Link {
         let probe = Probe {
             identify: self.config.identify,
             marker: self.config.guard.as_ref().map(|(_, value)| &value[..]),
+            longest_ttl: self.config.longest_ttl,
             fencing: self.config.fencing,
         };
         commands::encode_handshake(&mut self.out, user, password, db, probe, &mut self.steps);
@@ -421,6 +429,7 @@ impl Link {
         self.unsolicited = 0;
         self.info = None;
         self.marker = None;
+        self.longest = None;
         self.fresh = false;
     }
 
@@ -681,7 +690,12 @@ impl Link {
                         let mut again = None;
                         match pending.expect {
                             Expect::Step(step) => match commands::handshake_ok(step, &token) {
-                                Ok(true) => learn(&mut self.info, &mut self.marker, step, &token)?,
+                                Ok(true) => learn(
+                                    &mut self.info,
+                                    [&mut self.marker, &mut self.longest],
+                                    step,
+                                    &token,
+                                )?,
                                 Ok(false) => return Err(NodeError::UnexpectedReply),
                                 Err(error) => return Err(NodeError::Handshake(error)),
                             },
@@ -763,6 +777,19 @@ impl Link {
                                             &self.config,
                                         ));
                                     }
+                                    // A master that refuses this client
+                                    // (see `Sighting::refusal`) fails every
+                                    // round but releases, which free keys
+                                    // whatever the master thinks of us.
+                                    _ if op != Op::Release
+                                        && sink.is_live(round)
+                                        && self.sighting.refusal().is_some() =>
+                                    {
+                                        if let Some(refusal) = self.sighting.refusal() {
+                                            let failed = Outcome::Failed(refusal.clone());
+                                            sink.on_reply(round, op, failed, now);
+                                        }
+                                    }
                                     // Grants of a quarantined master do not
                                     // count; its fence counter (if it has
                                     // one, it kept its data) does.
@@ -822,8 +849,9 @@ impl Link {
                 };
                 self.suspicion = self.sighting.handle_handshake(
                     self.info.as_ref(),
-                    self.marker.as_ref().map(|m| m.as_deref()),
+                    self.marker.as_ref(),
                     ours,
+                    self.longest.as_ref().zip(self.config.longest_ttl),
                     guard,
                     now,
                 );
@@ -842,7 +870,7 @@ impl Link {
 /// a cluster-mode node.
 fn learn(
     info: &mut Option<Info>,
-    marker: &mut Option<Option<MarkerValue>>,
+    [marker, longest]: [&mut Option<Found>; 2],
     step: Step,
     token: &Token<'_>,
 ) -> Result<(), NodeError> {
@@ -857,8 +885,20 @@ fn learn(
             }
             *info = Some(parsed);
         }
-        (Step::Marker, Token::Bulk(value)) => *marker = Some(Some(MarkerValue::from_slice(value))),
-        (Step::Marker, _) => *marker = Some(None),
+        (Step::Marker | Step::LongestTtl, _) => {
+            let found = match token {
+                Token::Bulk(value) => Found::Holds(MarkerValue::from_slice(value)),
+                Token::Null(_) => Found::Missing,
+                // `WRONGTYPE` (`handshake_ok` let no other error through).
+                _ => Found::Foreign,
+            };
+            let slot = if step == Step::Marker {
+                marker
+            } else {
+                longest
+            };
+            *slot = Some(found);
+        }
         _ => {}
     }
     Ok(())

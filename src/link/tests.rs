@@ -23,6 +23,7 @@ fn config() -> LinkConfig {
         fencing: false,
         in_flight: 1,
         guard: None,
+        longest_ttl: None,
     }
 }
 
@@ -65,7 +66,7 @@ fn trusted(t0: Instant) -> Link {
 fn guarded_config() -> LinkConfig {
     LinkConfig {
         identify: true,
-        guard: Some((10_000 * MS, [b'm'; 32])),
+        guard: Some((10_000 * MS, [b'm'; 31])),
         ..config()
     }
 }
@@ -582,6 +583,74 @@ fn a_flushed_master_is_quarantined_at_its_next_handshake() {
     queue(&mut link, command(Op::Acquire, 30_000), 1, t0).unwrap();
     let outcomes = feed(&mut link, b"+OK\r\n", t0, 1).unwrap();
     assert_eq!(outcomes, [(Op::Acquire, Outcome::Quarantined)]);
+}
+
+/// A guarded link whose handshake also sets the deployment's longest TTL
+/// (10 s), through a handshake whose marker and longest TTL replies are
+/// `marker` and `longest`.
+fn deployed(t: Instant, marker: &str, longest: &str) -> Link {
+    let config = LinkConfig {
+        longest_ttl: Some(10_000),
+        ..guarded_config()
+    };
+    let mut link = Link::new(config, t);
+    link.start(None, None, 0, t);
+    link.connected(t);
+    let handshake = take(&mut link);
+    assert!(
+        handshake.ends_with(
+            "$23\r\nredlock-mio:longest-ttl\r\n$5\r\n10000\r\n$2\r\nNX\r\n$3\r\nGET\r\n"
+        ),
+        "{handshake}"
+    );
+    let replies = scripts() + &info('a', "master", 0, 3600) + marker + longest;
+    feed(&mut link, replies.as_bytes(), t, 0).unwrap();
+    link
+}
+
+#[test]
+fn a_master_with_a_foreign_marker_or_another_longest_ttl_refuses_all_but_releases() {
+    let t0 = Instant::now();
+    let wrongtype = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+    for (marker, longest, refusal) in [
+        (
+            bulk("1"),
+            bulk("20000"),
+            Some(NodeError::LongestTtl {
+                deployed: 20_000 * MS,
+                configured: 10_000 * MS,
+            }),
+        ),
+        (
+            wrongtype.to_owned(),
+            "$-1\r\n".to_owned(),
+            Some(NodeError::ForeignKey(crate::MARKER_KEY)),
+        ),
+        (
+            bulk("1"),
+            wrongtype.to_owned(),
+            Some(NodeError::ForeignKey(crate::LONGEST_TTL_KEY)),
+        ),
+        (bulk("1"), bulk("10000"), None),
+    ] {
+        let mut link = deployed(t0, &marker, &longest);
+        assert!(link.is_ready(), "the connection stays: {refusal:?}");
+        assert_eq!(link.failure(), refusal);
+        for (op, reply) in [
+            (Op::Acquire, "+OK\r\n"),
+            (Op::Extend, ":1\r\n"),
+            (Op::Release, ":1\r\n"),
+        ] {
+            queue(&mut link, command(op, 30_000), 1, t0).unwrap();
+            take(&mut link);
+            let outcomes = feed(&mut link, reply.as_bytes(), t0, 1).unwrap();
+            let expect = match &refusal {
+                Some(error) if op != Op::Release => Outcome::Failed(error.clone()),
+                _ => Outcome::Reply(Reply::Ok),
+            };
+            assert_eq!(outcomes, [(op, expect)], "{refusal:?}");
+        }
+    }
 }
 
 #[test]

@@ -1,8 +1,10 @@
 //! Who a master is, and whether its grants can be trusted yet.
 //!
 //! At every (re)connect the handshake asks each master `INFO server
-//! replication cluster` and, with the restart guard on, sets a marker key
-//! once (`SET redlock-mio:marker <value> NX GET`). From the answers:
+//! replication cluster`; with the restart guard on, it sets a marker key
+//! once (`SET redlock-mio:marker <value> NX GET`); with the guard or
+//! fencing on, it sets the deployment's longest TTL once
+//! (`SET redlock-mio:longest-ttl <ms> NX GET`). From the answers:
 //!
 //! - a replica, a cluster-mode node, or the same server reached through two
 //!   addresses (same `run_id`) is refused with a configuration error;
@@ -17,8 +19,21 @@
 //!   - the marker key is missing, or holds another value than the one this
 //!     client saw on it before: the data set was flushed or lost, which
 //!     `INFO` alone does not show;
-//!   - on first sight, it has been up for less than the longest TTL: it may
-//!     have restarted, empty, while another client held a lock on it.
+//!   - on first sight, it has been up for less than the longest TTL, and
+//!     its marker was set by a client: it may have restarted, empty, while
+//!     another client held a lock on it, and the marker be one that a
+//!     client set again since. A marker that no client wrote (its value
+//!     does not start with `client:`) was provisioned by an operator
+//!     before the master granted any lock: the master has kept it, so it
+//!     has lost nothing since (a master keeps every write or loses its
+//!     whole data set), and a short uptime means a restart that kept its
+//!     data;
+//! - a master that keeps another longest TTL than this client's refuses
+//!   the client ([`NodeError::LongestTtl`]); one whose marker or longest TTL
+//!   key holds something this crate never writes there (another type, a
+//!   TTL that is not a number) is refused as foreign
+//!   ([`NodeError::ForeignKey`]). The connection stays up, and every round
+//!   but releases fails on that master.
 //!
 //! Everything here is pure: the link feeds in the parsed replies and the
 //! time.
@@ -27,8 +42,12 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-/// The marker key set once on every master when the restart guard is on.
-pub(crate) const MARKER_KEY: &str = "redlock-mio:marker";
+use crate::commands::{LONGEST_TTL_KEY, MARKER_KEY};
+use crate::rules::NodeError;
+
+/// How every marker a client sets begins; any other value was provisioned
+/// by an operator.
+pub(crate) const CLIENT_MARKER: &[u8] = b"client:";
 
 /// What `INFO server replication cluster` says of a server.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -75,8 +94,19 @@ impl Info {
     }
 }
 
-/// A marker value kept inline (this client's own are 32 bytes).
+/// A marker value kept inline (this client's own are 31 bytes).
 pub(crate) type MarkerValue = SmallVec<[u8; 32]>;
+
+/// What a handshake found in a key it sets unless it exists (`SET NX GET`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// The key was missing; the client's value was set.
+    Missing,
+    /// The key held this value.
+    Holds(MarkerValue),
+    /// The key holds another type (`WRONGTYPE`).
+    Foreign,
+}
 
 /// Why a master was quarantined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,22 +126,28 @@ pub(crate) struct Sighting {
     marker: Option<MarkerValue>,
     quarantined_until: Option<Instant>,
     suspicions: u64,
+    /// Why the master refuses this client, as the last handshake found.
+    refusal: Option<NodeError>,
 }
 
 impl Sighting {
-    /// A handshake completed at `now` with `info` and, if the guard sent
-    /// it, the marker's previous value (`Some(None)`: it was missing and
-    /// `ours` was set). With `guard` (the longest TTL in use plus its drift)
-    /// a suspect master is quarantined until `now + guard`. Returns the
-    /// suspicion, if any.
+    /// A handshake completed at `now` with `info`; if the guard sent it,
+    /// what the marker held (`ours` was set if it was missing); if the
+    /// guard or fencing sent it, what the longest TTL key held and this
+    /// client's value in milliseconds. With `guard` (the longest TTL in
+    /// use plus its drift) a suspect master is quarantined until
+    /// `now + guard`. Returns the suspicion, if any; the refusal, if any,
+    /// is kept ([`refusal`](Self::refusal)).
     pub(crate) fn handle_handshake(
         &mut self,
         info: Option<&Info>,
-        marker: Option<Option<&[u8]>>,
+        marker: Option<&Found>,
         ours: &[u8],
+        longest: Option<(&Found, u64)>,
         guard: Option<Duration>,
         now: Instant,
     ) -> Option<Suspicion> {
+        self.refusal = refusal(marker, longest);
         let first_sight = self.run_id.is_none() && self.marker.is_none();
         let mut suspicion = None;
         if let Some(run_id) = info.and_then(|i| i.run_id) {
@@ -120,7 +156,14 @@ impl Sighting {
             }
             self.run_id = Some(run_id);
         }
-        if let Some(previous) = marker {
+        let mut provisioned = false;
+        let previous = match marker {
+            Some(Found::Missing) => Some(None),
+            Some(Found::Holds(value)) => Some(Some(value.as_slice())),
+            // Refused as foreign: nothing to learn from it.
+            Some(Found::Foreign) | None => None,
+        };
+        if let Some(previous) = previous {
             let now_holds: &[u8] = previous.unwrap_or(ours);
             let lost = match (&self.marker, previous) {
                 (_, None) => true,
@@ -130,9 +173,13 @@ impl Sighting {
             if lost {
                 suspicion.get_or_insert(Suspicion::MarkerLost);
             }
+            provisioned = !now_holds.starts_with(CLIENT_MARKER);
             self.marker = Some(MarkerValue::from_slice(now_holds));
         }
-        if first_sight && suspicion.is_none() {
+        // An operator's marker found on first sight: the data set has
+        // survived since before any lock, so a short uptime is a restart
+        // that kept it.
+        if first_sight && suspicion.is_none() && !provisioned {
             if let (Some(uptime), Some(guard)) = (info.and_then(|i| i.uptime), guard) {
                 if uptime < guard {
                     suspicion = Some(Suspicion::RecentStart);
@@ -148,6 +195,12 @@ impl Sighting {
             self.suspicions += 1;
         }
         suspicion
+    }
+
+    /// Why the master refuses this client (every round but releases fails
+    /// on it), as the last handshake found.
+    pub(crate) fn refusal(&self) -> Option<&NodeError> {
+        self.refusal.as_ref()
     }
 
     /// Whether the master's grants must not count at `now`.
@@ -166,11 +219,41 @@ impl Sighting {
     }
 }
 
+/// Why a master refuses a client, from what its handshake found in the
+/// marker and the longest TTL key (with this client's value in
+/// milliseconds).
+fn refusal(marker: Option<&Found>, longest: Option<(&Found, u64)>) -> Option<NodeError> {
+    if marker == Some(&Found::Foreign) {
+        return Some(NodeError::ForeignKey(MARKER_KEY));
+    }
+    let (found, ours) = longest?;
+    let deployed = match found {
+        Found::Missing => return None,
+        Found::Foreign => None,
+        Found::Holds(value) => std::str::from_utf8(value)
+            .ok()
+            .filter(|text| text.bytes().all(|b| b.is_ascii_digit()) && !text.starts_with('0'))
+            .and_then(|text| text.parse::<u64>().ok()),
+    };
+    match deployed {
+        None => Some(NodeError::ForeignKey(LONGEST_TTL_KEY)),
+        Some(ms) if ms == ours => None,
+        Some(ms) => Some(NodeError::LongestTtl {
+            deployed: Duration::from_millis(ms),
+            configured: Duration::from_millis(ours),
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const INFO: &[u8] = b"# Server\r\nredis_version:7.0.15\r\nrun_id:0123456789abcdef0123456789abcdef01234567\r\nuptime_in_seconds:3600\r\n\r\n# Replication\r\nrole:master\r\nconnected_slaves:0\r\n\r\n# Cluster\r\ncluster_enabled:0\r\n";
+
+    fn held(value: &[u8]) -> Found {
+        Found::Holds(MarkerValue::from_slice(value))
+    }
 
     fn id(c: u8) -> [u8; 40] {
         [c; 40]
@@ -210,20 +293,20 @@ mod tests {
         let guard = Some(Duration::from_secs(10));
         let mut s = Sighting::default();
         assert_eq!(
-            s.handle_handshake(Some(&info(1, 3600)), None, b"m", guard, t0),
+            s.handle_handshake(Some(&info(1, 3600)), None, b"m", None, guard, t0),
             None
         );
         assert!(!s.is_quarantined(t0));
         // Reconnected to the same server: nothing.
         let t1 = t0 + Duration::from_secs(1);
         assert_eq!(
-            s.handle_handshake(Some(&info(1, 3601)), None, b"m", guard, t1),
+            s.handle_handshake(Some(&info(1, 3601)), None, b"m", None, guard, t1),
             None
         );
         // Restarted.
         let t2 = t0 + Duration::from_secs(2);
         assert_eq!(
-            s.handle_handshake(Some(&info(2, 0)), None, b"m", guard, t2),
+            s.handle_handshake(Some(&info(2, 0)), None, b"m", None, guard, t2),
             Some(Suspicion::Restarted)
         );
         assert!(s.is_quarantined(t2));
@@ -236,9 +319,9 @@ mod tests {
     fn without_a_guard_nothing_is_quarantined() {
         let t0 = Instant::now();
         let mut s = Sighting::default();
-        s.handle_handshake(Some(&info(1, 0)), None, b"m", None, t0);
+        s.handle_handshake(Some(&info(1, 0)), None, b"m", None, None, t0);
         assert_eq!(
-            s.handle_handshake(Some(&info(2, 0)), None, b"m", None, t0),
+            s.handle_handshake(Some(&info(2, 0)), None, b"m", None, None, t0),
             Some(Suspicion::Restarted)
         );
         assert!(!s.is_quarantined(t0));
@@ -250,18 +333,18 @@ mod tests {
         let guard = Some(Duration::from_secs(30));
         let mut s = Sighting::default();
         assert_eq!(
-            s.handle_handshake(Some(&info(1, 29)), None, b"m", guard, t0),
+            s.handle_handshake(Some(&info(1, 29)), None, b"m", None, guard, t0),
             Some(Suspicion::RecentStart)
         );
         assert!(s.is_quarantined(t0 + Duration::from_secs(29)));
         let mut old = Sighting::default();
         assert_eq!(
-            old.handle_handshake(Some(&info(1, 30)), None, b"m", guard, t0),
+            old.handle_handshake(Some(&info(1, 30)), None, b"m", None, guard, t0),
             None
         );
         // Seen before: a short uptime with the same run_id is no news.
         assert_eq!(
-            old.handle_handshake(Some(&info(1, 0)), None, b"m", guard, t0),
+            old.handle_handshake(Some(&info(1, 0)), None, b"m", None, guard, t0),
             None
         );
     }
@@ -274,8 +357,9 @@ mod tests {
         let mut s = Sighting::default();
         let seen = s.handle_handshake(
             Some(&info(1, 3600)),
-            Some(Some(b"theirs")),
+            Some(&held(b"theirs")),
             b"ours",
+            None,
             guard,
             t0,
         );
@@ -283,15 +367,23 @@ mod tests {
         // Same server, same marker.
         let same = s.handle_handshake(
             Some(&info(1, 3600)),
-            Some(Some(b"theirs")),
+            Some(&held(b"theirs")),
             b"ours",
+            None,
             guard,
             t0,
         );
         assert_eq!(same, None);
         // Flushed: the marker is gone, the run_id unchanged.
         assert_eq!(
-            s.handle_handshake(Some(&info(1, 3600)), Some(None), b"ours", guard, t0),
+            s.handle_handshake(
+                Some(&info(1, 3600)),
+                Some(&Found::Missing),
+                b"ours",
+                None,
+                guard,
+                t0
+            ),
             Some(Suspicion::MarkerLost)
         );
         assert!(s.is_quarantined(t0));
@@ -300,21 +392,36 @@ mod tests {
         assert_eq!(
             s.handle_handshake(
                 Some(&info(1, 3600)),
-                Some(Some(b"ours")),
+                Some(&held(b"ours")),
                 b"ours",
+                None,
                 guard,
                 t1
             ),
             None
         );
         assert_eq!(
-            s.handle_handshake(Some(&info(1, 3600)), Some(Some(b"x")), b"ours", guard, t1),
+            s.handle_handshake(
+                Some(&info(1, 3600)),
+                Some(&held(b"x")),
+                b"ours",
+                None,
+                guard,
+                t1
+            ),
             Some(Suspicion::MarkerLost)
         );
         // A missing marker on first sight is suspect too: new or flushed.
         let mut fresh = Sighting::default();
         assert_eq!(
-            fresh.handle_handshake(Some(&info(1, 3600)), Some(None), b"ours", guard, t0),
+            fresh.handle_handshake(
+                Some(&info(1, 3600)),
+                Some(&Found::Missing),
+                b"ours",
+                None,
+                guard,
+                t0
+            ),
             Some(Suspicion::MarkerLost)
         );
         assert_eq!(fresh.suspicions(), 1);
@@ -328,6 +435,7 @@ mod tests {
             Some(&info(1, 0)),
             None,
             b"m",
+            None,
             Some(Duration::from_secs(60)),
             t0,
         );
@@ -335,10 +443,119 @@ mod tests {
             Some(&info(2, 0)),
             None,
             b"m",
+            None,
             Some(Duration::from_secs(1)),
             t0,
         );
         assert!(s.is_quarantined(t0 + Duration::from_secs(59)));
         assert!(!s.is_quarantined(t0 + Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn an_operators_marker_spares_a_recent_start_a_clients_does_not() {
+        let t0 = Instant::now();
+        let guard = Some(Duration::from_secs(30));
+        let fresh = info(1, 2);
+        // Provisioned by an operator: the data set survived since.
+        let mut s = Sighting::default();
+        let seen = s.handle_handshake(
+            Some(&fresh),
+            Some(&held(b"1")),
+            b"client:me",
+            None,
+            guard,
+            t0,
+        );
+        assert_eq!(seen, None);
+        assert!(!s.is_quarantined(t0));
+        // Set by a client, maybe right after a restart that lost a lock.
+        let mut s = Sighting::default();
+        let seen = s.handle_handshake(
+            Some(&fresh),
+            Some(&held(b"client:other")),
+            b"client:me",
+            None,
+            guard,
+            t0,
+        );
+        assert_eq!(seen, Some(Suspicion::RecentStart));
+        // Set by this client just now: missing, so lost or new.
+        let mut s = Sighting::default();
+        let seen = s.handle_handshake(
+            Some(&fresh),
+            Some(&Found::Missing),
+            b"client:me",
+            None,
+            guard,
+            t0,
+        );
+        assert_eq!(seen, Some(Suspicion::MarkerLost));
+        // The operator's marker replaced later is a loss all the same.
+        let mut s = Sighting::default();
+        s.handle_handshake(
+            Some(&fresh),
+            Some(&held(b"1")),
+            b"client:me",
+            None,
+            guard,
+            t0,
+        );
+        let seen = s.handle_handshake(
+            Some(&fresh),
+            Some(&held(b"client:other")),
+            b"client:me",
+            None,
+            guard,
+            t0,
+        );
+        assert_eq!(seen, Some(Suspicion::MarkerLost));
+    }
+
+    #[test]
+    fn a_foreign_key_or_another_longest_ttl_refuses_the_client() {
+        let t0 = Instant::now();
+        let guard = Some(Duration::from_secs(30));
+        let up = info(1, 3600);
+        let mut s = Sighting::default();
+        s.handle_handshake(
+            Some(&up),
+            Some(&Found::Foreign),
+            b"client:me",
+            None,
+            guard,
+            t0,
+        );
+        assert_eq!(s.refusal(), Some(&NodeError::ForeignKey(MARKER_KEY)));
+        for (found, refusal) in [
+            (Found::Missing, None),
+            (held(b"30000"), None),
+            (
+                held(b"60000"),
+                Some(NodeError::LongestTtl {
+                    deployed: Duration::from_secs(60),
+                    configured: Duration::from_secs(30),
+                }),
+            ),
+            (held(b"30s"), Some(NodeError::ForeignKey(LONGEST_TTL_KEY))),
+            (held(b""), Some(NodeError::ForeignKey(LONGEST_TTL_KEY))),
+            (
+                held(b"030000"),
+                Some(NodeError::ForeignKey(LONGEST_TTL_KEY)),
+            ),
+            (Found::Foreign, Some(NodeError::ForeignKey(LONGEST_TTL_KEY))),
+        ] {
+            s.handle_handshake(
+                Some(&up),
+                Some(&held(b"1")),
+                b"client:me",
+                Some((&found, 30_000)),
+                guard,
+                t0,
+            );
+            assert_eq!(s.refusal(), refusal.as_ref(), "{found:?}");
+        }
+        // Each handshake says afresh: fixed, the refusal is gone.
+        s.handle_handshake(Some(&up), Some(&held(b"1")), b"client:me", None, guard, t0);
+        assert_eq!(s.refusal(), None);
     }
 }

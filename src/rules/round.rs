@@ -65,6 +65,17 @@ pub enum Reply {
     /// clock that has raised no fence yet. The number names the loss (0 if
     /// not told).
     Unsynced(u64),
+    /// A fence read's answer from a master out of sync, as
+    /// [`Unsynced`](Reply::Unsynced)`(lost)`, with what a start of the
+    /// counters from the masters' clocks needs: `clock`, the larger of the
+    /// master's clock (`TIME`, in microseconds) and its counter, if it has
+    /// one (a clock start that has raised no fence yet).
+    UnsyncedRead {
+        /// The loss id.
+        lost: u64,
+        /// The master's clock, or its counter if that is larger.
+        clock: u64,
+    },
 }
 
 /// An error reply from a server: its whole message, as sent (at most the
@@ -200,6 +211,28 @@ pub enum NodeError {
         /// That master's address, password masked.
         address: Arc<str>,
     },
+    /// A key of the crate's own key space
+    /// ([`RESERVED_PREFIX`](crate::RESERVED_PREFIX)), named here, holds what
+    /// this crate never writes there: another type, or a value of the
+    /// wrong form (a fence counter that is not a positive integer below
+    /// 2^53, say). Someone else wrote it. The master does nothing with it
+    /// and does not count: for the rounds that use the key (the fence
+    /// counter and its loss id), or, for the restart guard's marker, for
+    /// every round but releases. Its connection stays up; delete the key
+    /// to end it (a fixed marker is seen at the next reconnect).
+    ForeignKey(&'static str),
+    /// The master keeps another longest TTL for the deployment
+    /// ([`LONGEST_TTL_KEY`](crate::LONGEST_TTL_KEY)) than the one this
+    /// client's restart guard or fencing was given: the guarantees of both
+    /// rest on every client agreeing on it, so the master refuses this
+    /// client (every round but releases fails on it) while the connection
+    /// stays up. Seen at each (re)connect.
+    LongestTtl {
+        /// The value kept on the master.
+        deployed: Duration,
+        /// This client's.
+        configured: Duration,
+    },
 }
 
 impl NodeError {
@@ -211,13 +244,18 @@ impl NodeError {
     /// `READONLY`, …), or a server that is not an independent master of
     /// its own ([`Replica`](NodeError::Replica),
     /// [`ClusterMode`](NodeError::ClusterMode),
-    /// [`SameServer`](NodeError::SameServer)). A handshake refused with `LOADING` or `BUSY` is not:
-    /// the server will get over it.
+    /// [`SameServer`](NodeError::SameServer)), or a master whose own keys
+    /// say the deployment is set up otherwise
+    /// ([`ForeignKey`](NodeError::ForeignKey),
+    /// [`LongestTtl`](NodeError::LongestTtl)). A handshake refused with
+    /// `LOADING` or `BUSY` is not: the server will get over it.
     pub fn is_configuration(&self) -> bool {
         match self {
             NodeError::Replica
             | NodeError::ClusterMode
             | NodeError::SameServer { .. }
+            | NodeError::ForeignKey(_)
+            | NodeError::LongestTtl { .. }
             | NodeError::Tls(_) => true,
             NodeError::Handshake(error) => error.is_configuration() || error.code() == b"ERR",
             NodeError::Server(error) => error.is_configuration(),
@@ -248,6 +286,17 @@ impl fmt::Display for NodeError {
             NodeError::SameServer { other, address } => write!(
                 f,
                 "the same server as master #{other} ({address}): same run_id, another address"
+            ),
+            NodeError::ForeignKey(key) => write!(
+                f,
+                "the crate's key {key} holds what redlock-mio never writes there (delete it)"
+            ),
+            NodeError::LongestTtl {
+                deployed,
+                configured,
+            } => write!(
+                f,
+                "the deployment's longest TTL on this master is {deployed:?}, this client's {configured:?}"
             ),
         }
     }
@@ -451,8 +500,10 @@ pub struct Round {
     drift: Duration,
     nodes: SmallVec<[NodeState; INLINE_NODES]>,
     /// Per node: the count of a [`Reply::Count`], the loss id of a
-    /// [`Reply::Unsynced`], else 0.
+    /// [`Reply::Unsynced`] or [`Reply::UnsyncedRead`], else 0.
     values: SmallVec<[u64; INLINE_NODES]>,
+    /// Per node: the clock of a [`Reply::UnsyncedRead`], else 0.
+    clocks: SmallVec<[u64; INLINE_NODES]>,
     ok: usize,
     failed: usize,
     decision: Option<Decision>,
@@ -480,6 +531,7 @@ impl Round {
             drift,
             nodes: SmallVec::new(),
             values: SmallVec::new(),
+            clocks: SmallVec::new(),
             ok: 0,
             failed: 0,
             decision: None,
@@ -509,6 +561,8 @@ impl Round {
         self.nodes.resize(nodes, NodeState::Pending);
         self.values.clear();
         self.values.resize(nodes, 0);
+        self.clocks.clear();
+        self.clocks.resize(nodes, 0);
         self.ok = 0;
         self.failed = 0;
         self.decision = None;
@@ -556,6 +610,12 @@ impl Round {
         self.values.get(node).copied().unwrap_or(0)
     }
 
+    /// The clock node `node` reported with its loss in a fence read
+    /// ([`Reply::UnsyncedRead`]), else 0.
+    pub fn clock(&self, node: usize) -> u64 {
+        self.clocks.get(node).copied().unwrap_or(0)
+    }
+
     /// The largest count of the nodes that did what was asked: a fenced
     /// acquire's fence, a fence read's maximum. `None` if none counted.
     pub fn max_count(&self) -> Option<u64> {
@@ -599,15 +659,19 @@ impl Round {
 
     /// Node `node` answered.
     pub fn handle_reply(&mut self, node: usize, reply: Reply, now: Instant) {
-        let (state, value) = match reply {
-            Reply::Ok => (NodeState::Ok, 0),
-            Reply::Refused => (NodeState::Refused, 0),
-            Reply::Count(count) => (NodeState::Ok, count),
-            Reply::Unsynced(lost) => (NodeState::Unsynced, lost),
+        let (state, value, clock) = match reply {
+            Reply::Ok => (NodeState::Ok, 0, 0),
+            Reply::Refused => (NodeState::Refused, 0, 0),
+            Reply::Count(count) => (NodeState::Ok, count, 0),
+            Reply::Unsynced(lost) => (NodeState::Unsynced, lost, 0),
+            Reply::UnsyncedRead { lost, clock } => (NodeState::Unsynced, lost, clock),
         };
         if self.nodes.get(node) == Some(&NodeState::Pending) {
             if let Some(slot) = self.values.get_mut(node) {
                 *slot = value;
+            }
+            if let Some(slot) = self.clocks.get_mut(node) {
+                *slot = clock;
             }
         }
         self.settle(node, state, now);

@@ -6,6 +6,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod check;
+pub mod clock;
 pub mod cluster;
 pub mod counting;
 pub mod holdings;

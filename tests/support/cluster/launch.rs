@@ -156,6 +156,8 @@ pub(super) struct LaunchSpec {
     pub(super) log: PathBuf,
     pub(super) output: PathBuf,
     pub(super) password: Option<String>,
+    /// Environment variables set for the process (on top of the test's).
+    pub(super) env: Vec<(String, String)>,
 }
 
 fn file_len(path: &Path) -> u64 {
@@ -238,6 +240,7 @@ impl LaunchSpec {
             .map_err(|e| self.failure(&bin, &format!("cannot clone its output file: {e}")))?;
         let mut child = Command::new(&bin)
             .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::from(output))
             .stderr(Stdio::from(output2))

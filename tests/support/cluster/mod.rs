@@ -105,6 +105,9 @@ pub struct ClusterOptions {
     /// Start every node with `--requirepass`; the harness's own helpers
     /// (readiness probe, [`Node::command`], …) then send `AUTH` first.
     pub password: Option<String>,
+    /// Environment variables for one node's process, at every start and
+    /// restart: `(node index, name, value)` (see `support::clock`).
+    pub node_env: Vec<(usize, String, String)>,
 }
 
 impl Default for ClusterOptions {
@@ -116,6 +119,7 @@ impl Default for ClusterOptions {
             persistence: false,
             extra_args: Vec::new(),
             password: None,
+            node_env: Vec::new(),
         }
     }
 }
@@ -154,6 +158,18 @@ impl ClusterOptions {
         S: Into<String>,
     {
         self.extra_args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Adds a variable to node `node`'s environment
+    /// ([`ClusterOptions::node_env`]).
+    pub fn node_env(
+        mut self,
+        node: usize,
+        name: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Self {
+        self.node_env.push((node, name.into(), value.into()));
         self
     }
 

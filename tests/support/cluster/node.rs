@@ -149,6 +149,12 @@ impl Node {
                 log: log.clone(),
                 output: output.clone(),
                 password: opts.password.clone(),
+                env: opts
+                    .node_env
+                    .iter()
+                    .filter(|(node, _, _)| *node == index)
+                    .map(|(_, k, v)| (k.clone(), v.clone()))
+                    .collect(),
             };
             match spec.launch() {
                 Ok(child) => {
