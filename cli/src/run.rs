@@ -41,9 +41,11 @@ pub(crate) struct RunArgs {
     #[arg(long)]
     fence: bool,
     /// With `--fence`: the longest TTL any fenced client uses on these
-    /// masters (default: the larger of `--ttl` and 5m).
-    #[arg(long, value_parser = parse_duration)]
-    longest_ttl: Option<Duration>,
+    /// masters. Every fenced client of a deployment must give the same
+    /// value (the masters keep it and refuse a client that differs), and
+    /// `--ttl` may not exceed it.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    longest_ttl: Duration,
     /// Exit status when the lock cannot be taken.
     #[arg(long, default_value_t = 1)]
     conflict_exit_code: u8,
@@ -92,10 +94,7 @@ pub(crate) fn run(
         builder = builder.tls_config(config);
     }
     if args.fence {
-        let longest = args
-            .longest_ttl
-            .unwrap_or(args.ttl.max(Duration::from_secs(300)));
-        builder = builder.fencing(longest);
+        builder = builder.fencing(args.longest_ttl);
     }
     let client = match builder.build() {
         Ok(client) => client,
