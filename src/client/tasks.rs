@@ -402,7 +402,9 @@ impl Redlock {
         deadline: Option<Instant>,
     ) -> Result<Lock, Error> {
         if self.config.fencing.is_some() {
-            return self.fenced_attempt_async(resource, ttl_ms, deadline).await;
+            // Boxed: its state (several rounds' ends) would otherwise make
+            // every plain acquire's future several times larger.
+            return Box::pin(self.fenced_attempt_async(resource, ttl_ms, deadline)).await;
         }
         let token = self.tokens().token();
         let command = Command {
