@@ -16,9 +16,9 @@
 //! rounds at once (their late replies are matched and dropped, and can
 //! never count for another round); an acquire's release is queued on
 //! every master behind the acquire (a fenced one's also behind its raise),
-//! so no lock is left behind; an
-//! extend's lock is capped at what the extend could have granted, and an
-//! unlock's lock is expired, as if the round had failed.
+//! so no lock is left behind; an extend's lock is capped at what the
+//! extend could have granted, and an unlock's lock is expired, as if the
+//! round had failed.
 
 use std::future::Future;
 use std::pin::Pin;
