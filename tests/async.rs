@@ -14,7 +14,7 @@ use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_mio::{Error, Redlock};
+use redlock_mio::{Error, Redlock, Require};
 use support::cluster::Cluster;
 use support::holdings::{Holding, overlaps};
 use support::proxy::{Dir, Proxies};
@@ -436,4 +436,44 @@ fn lock_until_async_completes_by_its_deadline() {
         futures_executor::block_on(redlock.lock_until_async("async:until", TTL, Instant::now()));
     assert!(matches!(past, Err(Error::DeadlinePassed)), "{past:?}");
     futures_executor::block_on(holder.unlock_async(&mut held)).expect("release");
+}
+
+/// A task whose first attempt finds the client at its cap of rounds in
+/// flight (a thread's round holds the only slot, its replies held back)
+/// fails it `Busy` at once and tries again after its delay: the client's
+/// timers wake it although it has started no round yet, under an executor
+/// without timers of its own.
+#[test]
+fn a_task_that_started_no_round_yet_is_woken_for_its_retry() {
+    let cluster = Cluster::start(3);
+    let proxies = Proxies::front(&cluster);
+    let redlock = Redlock::builder(proxies.urls())
+        .request_timeout(Duration::from_secs(1))
+        .max_in_flight(1)
+        .retry_count(100_000)
+        .retry_delay(Duration::from_millis(2))
+        .retry_jitter(Duration::from_millis(2))
+        .require_handshakes(Require::All)
+        .build()
+        .expect("build");
+    let sent = || -> u64 { proxies.iter().map(|p| p.stats().to_server).sum() };
+    for proxy in proxies.iter() {
+        proxy.stall(Dir::ToClient);
+    }
+    thread::scope(|s| {
+        let before = sent();
+        s.spawn(|| {
+            // Its round holds the slot until its request timeout.
+            let held = redlock.try_lock("async:slot", TTL);
+            assert!(matches!(held, Err(Error::Unavailable(_))), "{held:?}");
+            proxies.heal_all();
+        });
+        assert!(
+            eventually(|| sent() > before),
+            "the thread's round went out"
+        );
+        let mut lock = futures_executor::block_on(redlock.lock_async("async:other", TTL))
+            .expect("acquired once the slot is free");
+        futures_executor::block_on(redlock.unlock_async(&mut lock)).expect("release");
+    });
 }

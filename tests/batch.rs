@@ -9,7 +9,10 @@ mod support;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use redlock_mio::{Error, Lock, MAX_BATCH, Redlock};
+use redlock_mio::{
+    Error, FENCED_ACQUIRE_SCRIPT, FENCED_ACQUIRE_SHA1, Lock, MAX_BATCH, RAISE_SCRIPT, RAISE_SHA1,
+    Redlock,
+};
 use support::cluster::Cluster;
 use support::proxy::{Dir, Proxies};
 
@@ -174,20 +177,108 @@ fn bad_batches_are_refused_before_anything_is_sent() {
     }
 }
 
-#[test]
-fn fenced_batches_give_each_lock_a_growing_fence() {
-    let cluster = Cluster::start(3);
-    let redlock = Redlock::builder(cluster.urls())
+fn fenced(urls: Vec<String>) -> Redlock {
+    Redlock::builder(urls)
+        .request_timeout(Duration::from_secs(1))
+        .retry_count(0)
         .fencing(TTL)
         .build()
-        .expect("build");
-    let results = redlock
-        .try_lock_many(&["f:a", "f:b", "f:c"], TTL)
-        .expect("valid");
+        .expect("build")
+}
+
+/// Each lock of a fenced batch gets a fence larger than that of a lock of
+/// its resource released before the batch, and smaller than that of a
+/// lock taken after it.
+#[test]
+fn fenced_batches_give_each_lock_a_larger_fence() {
+    let cluster = Cluster::start(3);
+    let redlock = fenced(cluster.urls());
+    let names = ["f:a", "f:b", "f:c"];
+    let mut before = Vec::new();
+    for name in names {
+        let mut lock = redlock.try_lock(name, TTL).expect("free");
+        before.push(lock.fence().expect("fenced"));
+        redlock.unlock(&mut lock).expect("unlock");
+    }
+    let results = redlock.try_lock_many(&names, TTL).expect("valid");
     let fences: Vec<u64> = results
         .iter()
         .map(|r| r.as_ref().expect("free").fence().expect("fenced"))
         .collect();
-    assert!(fences.windows(2).all(|w| w[1] > w[0]), "{fences:?}");
+    for (fence, earlier) in fences.iter().zip(&before) {
+        assert!(fence > earlier, "{fences:?} after {before:?}");
+    }
+    release_all(&redlock, results);
+    for (name, fence) in names.iter().zip(&fences) {
+        let mut lock = redlock.try_lock(name, TTL).expect("free");
+        assert!(lock.fence().expect("fenced") > *fence, "{name}");
+        redlock.unlock(&mut lock).expect("unlock");
+    }
+}
+
+/// Which of `scripts` node `i` ran, in the order it ran them, from its slow
+/// log (which the test set to log every command): each entry names its
+/// script by SHA1 (`EVALSHA`) or by the text's first bytes (`EVAL`).
+fn scripts_run(cluster: &Cluster, i: usize, scripts: &[(&str, &str)]) -> Vec<usize> {
+    let log = cluster.command(i, &[b"SLOWLOG", b"GET", b"-1"]);
+    let mut found = Vec::new();
+    for (kind, (sha1, text)) in scripts.iter().enumerate() {
+        for needle in [sha1.as_bytes(), &text.as_bytes()[..64]] {
+            found.extend(
+                log.windows(needle.len())
+                    .enumerate()
+                    .filter(|(_, w)| *w == needle)
+                    .map(|(at, _)| (at, kind)),
+            );
+        }
+    }
+    // The newest entry comes first.
+    found.sort_unstable_by_key(|&(at, _)| std::cmp::Reverse(at));
+    found.into_iter().map(|(_, kind)| kind).collect()
+}
+
+/// A fenced batch takes two round trips whatever its size, one more than
+/// a plain batch: every master runs all of its acquires, then all of its
+/// raises (as each master's log of commands shows), never a lock's raise
+/// before another lock's acquire.
+#[test]
+fn a_fenced_batch_is_two_round_trips() {
+    let cluster = Cluster::start(3);
+    let redlock = fenced(cluster.urls());
+    // Counters read and in sync: the batch runs its acquires and raises
+    // only.
+    let mut warm = redlock.try_lock("warm", TTL).expect("free");
+    redlock.unlock(&mut warm).expect("unlock");
+    for i in 0..3 {
+        for (name, value) in [
+            ("slowlog-max-len", "1024"),
+            ("slowlog-log-slower-than", "0"),
+        ] {
+            let reply = cluster.command(i, &[b"CONFIG", b"SET", name.as_bytes(), value.as_bytes()]);
+            assert_eq!(reply, b"+OK\r\n", "{}", String::from_utf8_lossy(&reply));
+        }
+        cluster.command(i, &[b"SLOWLOG", b"RESET"]);
+    }
+    let k = 8;
+    let names: Vec<String> = (0..k).map(|i| format!("fenced-batch:{i}")).collect();
+    let results = redlock.try_lock_many(&names, TTL).expect("valid");
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    let scripts = [
+        (FENCED_ACQUIRE_SHA1, FENCED_ACQUIRE_SCRIPT),
+        (RAISE_SHA1, RAISE_SCRIPT),
+    ];
+    // The batch returns at a quorum: a master may run its share later.
+    let expected: Vec<usize> = [0].repeat(k).into_iter().chain([1].repeat(k)).collect();
+    for i in 0..3 {
+        let ran = support::check::eventually(Duration::from_secs(5), || {
+            scripts_run(&cluster, i, &scripts).len() >= 2 * k
+        });
+        assert!(ran, "node {i} ran {:?}", scripts_run(&cluster, i, &scripts));
+        assert_eq!(
+            scripts_run(&cluster, i, &scripts),
+            expected,
+            "node {i}: 0 an acquire, 1 a raise"
+        );
+    }
     release_all(&redlock, results);
 }

@@ -23,8 +23,14 @@ impl Redlock {
     /// in order, within one request timeout. A failed one queues its
     /// release everywhere, as `try_lock` does.
     ///
-    /// With [`Builder::fencing`](crate::Builder::fencing) the locks are
-    /// taken one after another (each needs its own raise round).
+    /// With [`Builder::fencing`](crate::Builder::fencing) the batch takes
+    /// the rounds of one fenced acquire, each holding every lock: all the
+    /// acquires in one tick, then the raises of the locks won in one tick
+    /// (after a read and a sync of the counters when due), so it returns
+    /// within the bound of one fenced [`try_lock`](Self::try_lock) (see
+    /// [`Redlock`]'s time bounds). Each lock's fence is larger than those
+    /// of the earlier holders of its resource; the fences of one batch's
+    /// locks are in no particular order.
     ///
     /// # Errors
     ///
@@ -47,10 +53,8 @@ impl Redlock {
         }
         let ttl_ms = self.check_acquire_ttl(ttl)?;
         if self.config.fencing.is_some() {
-            return Ok(resources
-                .iter()
-                .map(|r| self.attempt(r.as_ref(), false, ttl_ms, None))
-                .collect());
+            let keys = resources.iter().map(AsRef::as_ref);
+            return Ok(self.fenced_attempt(keys, false, ttl_ms, None).into_vec());
         }
         let tokens: Vec<[u8; TOKEN_LEN]> = {
             let mut source = self.tokens();

@@ -470,7 +470,6 @@ impl Builder {
         Ok(Redlock {
             masters,
             counters: super::stats::Counters::new(n),
-            turn: std::sync::Mutex::new(()),
             fences: std::sync::Mutex::new(super::fence::FenceBook::new(n)),
             tokens: std::sync::Mutex::new(TokenSource::new()),
             engine: std::sync::Arc::new(engine),

@@ -126,7 +126,8 @@ impl Builder {
     ///
     /// [`ConfigError`] as for [`build`](Self::build);
     /// [`ConfigError::NotEmbeddable`] with
-    /// [`fencing`](Self::fencing) (its rounds run in turns, blocking).
+    /// [`fencing`](Self::fencing) (an acquire runs several rounds in
+    /// order).
     pub fn build_embedded(
         self,
         registry: &Registry,

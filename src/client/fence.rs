@@ -1,13 +1,24 @@
-//! Fenced acquisitions: the two rounds of a fenced acquire, and putting
-//! masters that lost their fence counter back in sync. Why this is sound:
-//! [`crate::fencing`].
+//! Fenced acquisitions: their rounds (a read of the counters and a sync
+//! when due, the acquire, the raise) as a state machine free of I/O,
+//! [`FencedAcquire`], which the blocking driver here and the async one
+//! (`tasks`) both run; and putting masters that lost their fence counter
+//! back in sync. Why this is sound: [`crate::fencing`].
+//!
+//! Fenced acquires of one client need no turns: the masters serve many
+//! clients' fenced acquires at once, and one client's are no different.
+//! What the client keeps of the counters ([`FenceBook`]) is updated by its
+//! rounds in whatever order they end, and an update out of order only
+//! delays a sync: a loss id noted anew restarts its wait, and a master
+//! noted in sync forgets its loss until a round sees it again. A sync is
+//! planned only for a loss first seen the whole wait before its read
+//! began, and the sync script repairs only the loss id it names.
 
 use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use super::rounds::acquire_refused;
-use super::{Redlock, RoundEnd};
+use super::rounds::{Ends, acquire_refused};
+use super::{Lock, Redlock, RoundEnd, TOKEN_LEN};
 use crate::commands::{self, Command};
 use crate::error::Error;
 use crate::rules::{self, Decision, NodeState, Op, Round};
@@ -15,17 +26,6 @@ use crate::rules::{self, Decision, NodeState, Op, Round};
 /// Reads are not repeated more often than this while a master waits to be
 /// put back in sync and cannot be yet.
 const READ_EVERY: Duration = Duration::from_secs(1);
-
-/// Counters stay below 2^53, which Lua's numbers (doubles) hold exactly.
-const MAX_COUNTER: u64 = 1 << 53;
-
-/// What a sync round sends after a read: the value, and the mode
-/// ([`commands::SYNC_START`] or [`commands::SYNC_REPAIR`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct SyncPlan {
-    pub(super) value: u64,
-    pub(super) mode: &'static [u8],
-}
 
 /// What this client knows of the masters' fence counters.
 #[derive(Debug, Default)]
@@ -71,55 +71,34 @@ impl FenceBook {
             .any(|&(_, seen)| due(seen, now, wait))
     }
 
-    /// After a read (`round`, ended at `now`, whose largest count in sync
-    /// is `highest`): what to sync, packing into `ids` the loss ids it may
-    /// repair; `None` if nothing. With a quorum in sync, the masters that
-    /// have waited `wait` since their loss was first seen get `highest`.
-    /// With every master answered and none in sync, every one is started
-    /// from the largest clock any of them reported (see
-    /// [`clock_start`]).
-    pub(super) fn plan_sync(
-        &mut self,
-        round: &Round,
-        highest: Option<u64>,
-        now: Instant,
-        wait: Duration,
-        ids: &mut SmallVec<[u8; 128]>,
-    ) -> Option<SyncPlan> {
-        self.last_read = Some(now);
-        let nodes = round.nodes();
-        let synced = nodes.iter().filter(|s| **s == NodeState::Ok).count();
-        let lost = nodes.iter().filter(|s| **s == NodeState::Unsynced).count();
-        let plan = if synced >= rules::quorum(nodes.len()) {
-            SyncPlan {
-                value: highest?,
-                mode: commands::SYNC_REPAIR,
-            }
-        } else if synced == 0 && lost == nodes.len() {
-            // Nothing to learn from: start from the clocks.
-            SyncPlan {
-                value: clock_start(round)?,
-                mode: commands::SYNC_START,
-            }
-        } else {
-            return None;
-        };
-        let start = plan.mode == commands::SYNC_START;
-        for (node, slot) in self.lost.iter().enumerate() {
-            if let (Some((id, seen)), Some(NodeState::Unsynced)) = (slot, nodes.get(node)) {
-                if start || due(*seen, now, wait) {
-                    commands::pack_key(ids, id.to_string().as_bytes());
-                }
-            }
-        }
-        (!ids.is_empty()).then_some(plan)
-    }
-
     /// Whether the counters should be read before the next fenced acquire.
     fn read_due(&self, now: Instant, wait: Duration) -> bool {
         match self.last_read {
             None => true,
             Some(at) => self.any_due(now, wait) && now.saturating_duration_since(at) >= READ_EVERY,
+        }
+    }
+
+    /// Whether a fenced acquire starting `now` reads the counters first;
+    /// if so, the last read before it (`Some(None)`: none yet). A read
+    /// after the first is claimed at once, so that the acquires of the
+    /// next second do not read too; until a first read succeeds, every
+    /// acquire reads (each needs the counters in sync).
+    fn claim_read(&mut self, now: Instant, wait: Duration) -> Option<Option<Instant>> {
+        if !self.read_due(now, wait) {
+            return None;
+        }
+        let before = self.last_read;
+        if before.is_some() {
+            self.last_read = Some(now);
+        }
+        Some(before)
+    }
+
+    /// The read claimed at `at` failed: the next acquire may read again.
+    fn unclaim(&mut self, at: Instant, before: Option<Instant>) {
+        if self.last_read == Some(at) {
+            self.last_read = before;
         }
     }
 }
@@ -128,16 +107,41 @@ fn due(seen: Instant, now: Instant, wait: Duration) -> bool {
     now.saturating_duration_since(seen) >= wait
 }
 
+/// Counters stay below 2^53, which Lua's numbers (doubles) hold exactly.
+const MAX_COUNTER: u64 = 1 << 53;
+
+/// The value to put masters that lost their counter back in sync with,
+/// after `read`, a read of every counter: the largest counter of a quorum
+/// of masters in sync; or, when every master answered and none is in sync
+/// (a new deployment, all lost at once, or a clock start that reached only
+/// some masters: those read as out of sync until they raise a fence), the
+/// start from the clocks ([`clock_start`]). `None` when neither holds.
+/// With the value: whether it starts the counters anew (then every master
+/// out of sync is started at once, without waiting).
+fn sync_value(read: &Round) -> Option<(u64, bool)> {
+    let nodes = read.nodes();
+    let synced = nodes.iter().filter(|s| **s == NodeState::Ok).count();
+    let lost = nodes.iter().filter(|s| **s == NodeState::Unsynced).count();
+    if synced >= rules::quorum(nodes.len()) {
+        read.max_count().map(|highest| (highest, false))
+    } else if synced == 0 && lost == nodes.len() {
+        // Nothing to learn from: start from the clocks.
+        clock_start(read).map(|start| (start, true))
+    } else {
+        None
+    }
+}
+
 /// The value a start from the clocks sets on every master, after a read
 /// that every master answered out of sync: the largest clock (`TIME` in
 /// microseconds, or a counter if one was larger) any of them reported, so
 /// that a fast master's earlier start cannot exceed a later start on
 /// slower ones (see [`crate::fencing`]). `None` if a master reported no
 /// clock, or the value would reach 2^53.
-fn clock_start(round: &Round) -> Option<u64> {
+fn clock_start(read: &Round) -> Option<u64> {
     let mut start = 0;
-    for node in 0..round.nodes().len() {
-        let clock = round.clock(node);
+    for node in 0..read.nodes().len() {
+        let clock = read.clock(node);
         if clock == 0 {
             return None;
         }
@@ -146,70 +150,413 @@ fn clock_start(round: &Round) -> Option<u64> {
     (start > 0 && start < MAX_COUNTER).then_some(start)
 }
 
-impl Redlock {
-    /// After an acquire round that reached a quorum: for a fenced acquire,
-    /// notes what it said of the counters and runs the raise round; the
-    /// fence, or `None` for a plain acquire.
-    pub(super) fn fence(
-        &self,
-        acquire: &Command<'_>,
-        end: &RoundEnd,
-        deadline: Option<Instant>,
-    ) -> Result<Option<u64>, Error> {
-        if !acquire.fenced {
-            return Ok(None);
-        }
-        // A quorum of grants in sync carries counts.
-        let fence = self
-            .note_fences(end)
-            .ok_or_else(|| Error::Unfenced(self.report(end)))?;
-        self.raise(acquire, fence, end.valid_until, deadline)?;
-        Ok(Some(fence))
-    }
+/// Which rounds a [`FencedAcquire`] runs next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Read every counter (on first use, and when a master that lost its
+    /// counter may be put back).
+    Read,
+    /// Put the masters that lost their counter back in sync.
+    Sync,
+    /// Acquire every lock, counting fences.
+    Acquire,
+    /// Raise the counters to the fences of the locks won.
+    Raise,
+    /// Nothing left to run.
+    Done,
+}
 
-    /// The error for an acquire round without a quorum: see
-    /// [`acquire_refused`].
-    pub(super) fn refused(&self, fenced: bool, end: &RoundEnd) -> Error {
-        if fenced {
-            self.note_fences(end);
-        }
-        acquire_refused(self.report(end))
-    }
+/// One lock of a [`FencedAcquire`].
+#[allow(
+    clippy::large_enum_variant,
+    reason = "boxing the round would allocate per fenced acquire"
+)]
+enum Slot {
+    /// Its acquire has yet to run.
+    Waiting,
+    /// Its acquire won a quorum (it ended with `end`) and counted `fence`;
+    /// its raise has yet to end.
+    Granted { end: RoundEnd, fence: u64 },
+    /// Settled: the lock, or the error (after which its release is on its
+    /// way to every master).
+    Done(Result<Lock, Error>),
+}
 
-    /// The second round: raise the counters to `fence` where the lock's
-    /// keys still hold its token. The fence is good once a quorum did so
-    /// before the lock's validity ran out.
-    fn raise(
-        &self,
-        acquire: &Command<'_>,
-        fence: u64,
-        valid_until: Instant,
+/// The rounds a [`FencedAcquire`] runs next, all in the same tick.
+pub(super) struct Next<'a> {
+    /// One round per command.
+    pub(super) commands: SmallVec<[Command<'a>; 1]>,
+    /// No round runs past this.
+    pub(super) cap: Option<Instant>,
+    /// The rounds are acquires: a caller that gives up on them while in
+    /// flight queues each one's release behind it.
+    pub(super) release_on_drop: bool,
+}
+
+/// A fenced acquire attempt of one or more locks (each its own lock: a
+/// batch), as a state machine free of I/O: [`next`](Self::next) says which
+/// rounds to run (all at once), [`handle`](Self::handle) takes how they
+/// ended, until there is nothing left to run; [`finish`](Self::finish)
+/// gives each lock's result. The blocking and the async drivers run the
+/// same machine, so they cannot decide differently.
+///
+/// The rounds: a read of every counter (and a sync of the masters that may
+/// be put back) when due, then every lock's acquire in one tick, then the
+/// raise of every lock won in one tick. A lock whose acquire or raise
+/// fails has its release queued on every master, without waiting.
+pub(super) struct FencedAcquire<'r> {
+    /// Each lock's name, or packed names (`many`).
+    keys: SmallVec<[&'r [u8]; 1]>,
+    many: bool,
+    ttl_ms: u64,
+    deadline: Option<Instant>,
+    tokens: SmallVec<[[u8; TOKEN_LEN]; 1]>,
+    slots: SmallVec<[Slot; 1]>,
+    step: Step,
+    /// How long a lost counter waits before it is put back: the longest
+    /// TTL plus its drift.
+    wait: Duration,
+    /// The read this attempt claimed: when, and the last read before it.
+    claim: Option<(Instant, Option<Instant>)>,
+    /// The sync round's loss ids (packed) and value.
+    lost_ids: SmallVec<[u8; 128]>,
+    sync_value: u64,
+    /// Whether the sync starts the counters anew (else it repairs them).
+    sync_start: bool,
+}
+
+impl<'r> FencedAcquire<'r> {
+    /// An attempt to acquire each of `keys` for `ttl_ms`, no round running
+    /// past `deadline`, by `client` (which has fencing on).
+    pub(super) fn new(
+        client: &Redlock,
+        keys: impl IntoIterator<Item = &'r [u8]>,
+        many: bool,
+        ttl_ms: u64,
         deadline: Option<Instant>,
-    ) -> Result<(), Error> {
-        let command = Command {
-            op: Op::Fence,
-            ttl_ms: fence,
-            fenced: false,
-            ..*acquire
+    ) -> FencedAcquire<'r> {
+        let keys: SmallVec<[&'r [u8]; 1]> = keys.into_iter().collect();
+        let tokens = {
+            let mut source = client.tokens();
+            keys.iter().map(|_| source.token()).collect()
         };
-        let cap = deadline.map_or(valid_until, |d| d.min(valid_until));
-        let end = self.round(&command, Some(cap))?;
-        self.note_fences(&end);
-        match end.result {
-            Ok(Decision::Quorum { .. }) if end.ended < valid_until => Ok(()),
-            Ok(Decision::Quorum { .. } | Decision::TooSlow) => {
-                Err(Error::TooSlow(self.report(&end)))
-            }
-            Ok(Decision::NoQuorum) => {
-                let report = self.report(&end);
-                if report.unreachable() > report.nodes().len() - report.quorum() {
-                    Err(Error::Unavailable(report))
+        let slots = keys.iter().map(|_| Slot::Waiting).collect();
+        let longest = client.config.fencing.unwrap_or_default();
+        let wait = longest.saturating_add(rules::drift(longest, client.config.drift_factor));
+        let now = Instant::now();
+        let claim = client
+            .fences()
+            .claim_read(now, wait)
+            .map(|before| (now, before));
+        FencedAcquire {
+            keys,
+            many,
+            ttl_ms,
+            deadline,
+            tokens,
+            slots,
+            step: if claim.is_some() {
+                Step::Read
+            } else {
+                Step::Acquire
+            },
+            wait,
+            claim,
+            lost_ids: SmallVec::new(),
+            sync_value: 0,
+            sync_start: false,
+        }
+    }
+
+    /// The rounds to run next, or `None` once the attempt has ended.
+    pub(super) fn next(&self) -> Option<Next<'_>> {
+        let read = Command {
+            op: Op::FenceRead,
+            resource: b"",
+            token: b"",
+            ttl_ms: 0,
+            eval: false,
+            many: false,
+            fenced: false,
+            reach: 0,
+        };
+        let one = |command| Next {
+            commands: SmallVec::from_buf([command]),
+            cap: self.deadline,
+            release_on_drop: false,
+        };
+        match self.step {
+            Step::Read => Some(one(read)),
+            Step::Sync => Some(one(Command {
+                op: Op::FenceSync,
+                resource: &self.lost_ids,
+                token: if self.sync_start {
+                    commands::SYNC_START
                 } else {
-                    Err(Error::Unfenced(report))
+                    commands::SYNC_REPAIR
+                },
+                ttl_ms: self.sync_value,
+                ..read
+            })),
+            Step::Acquire => Some(Next {
+                commands: (0..self.keys.len()).map(|i| self.acquire(i)).collect(),
+                cap: self.deadline,
+                release_on_drop: true,
+            }),
+            Step::Raise => {
+                let mut cap = self.deadline;
+                let mut commands = SmallVec::new();
+                for (i, slot) in self.slots.iter().enumerate() {
+                    if let Slot::Granted { end, fence } = slot {
+                        commands.push(Command {
+                            op: Op::Fence,
+                            ttl_ms: *fence,
+                            fenced: false,
+                            ..self.acquire(i)
+                        });
+                        // A raise that ends after its lock's validity is
+                        // worth nothing.
+                        cap = Some(cap.map_or(end.valid_until, |c| c.min(end.valid_until)));
+                    }
+                }
+                Some(Next {
+                    commands,
+                    cap,
+                    release_on_drop: false,
+                })
+            }
+            Step::Done => None,
+        }
+    }
+
+    /// The acquire of lock `i`.
+    fn acquire(&self, i: usize) -> Command<'_> {
+        Command {
+            op: Op::Acquire,
+            resource: self.keys[i],
+            token: &self.tokens[i],
+            ttl_ms: self.ttl_ms,
+            eval: false,
+            many: self.many,
+            fenced: true,
+            reach: 0,
+        }
+    }
+
+    /// Takes how the rounds [`next`](Self::next) gave ended, in its order
+    /// ([`Error::Busy`] for those that could not start).
+    pub(super) fn handle(&mut self, client: &Redlock, ends: Ends) {
+        let mut ends = ends.into_iter();
+        let mut end = || ends.next().unwrap_or_else(|| Err(client.busy()));
+        match self.step {
+            Step::Read => {
+                self.step = Step::Acquire;
+                match end() {
+                    Ok(read) if read.result.is_ok() => self.plan_sync(client, &read),
+                    _ => {
+                        if let Some((at, before)) = self.claim {
+                            client.fences().unclaim(at, before);
+                        }
+                    }
                 }
             }
-            Err(kind) => Err(Error::Io(kind)),
+            Step::Sync => {
+                self.step = Step::Acquire;
+                if let Ok(sync) = end() {
+                    if sync.result.is_ok() {
+                        let mut fences = client.fences();
+                        for (node, state) in sync.round.nodes().iter().enumerate() {
+                            if *state == NodeState::Ok {
+                                fences.saw_synced(node);
+                            }
+                        }
+                    }
+                }
+            }
+            Step::Acquire => {
+                self.step = Step::Done;
+                for i in 0..self.slots.len() {
+                    let slot = self.acquired(client, i, end());
+                    if matches!(slot, Slot::Granted { .. }) {
+                        self.step = Step::Raise;
+                    }
+                    self.slots[i] = slot;
+                }
+            }
+            Step::Raise => {
+                self.step = Step::Done;
+                for i in 0..self.slots.len() {
+                    self.slots[i] = match std::mem::replace(&mut self.slots[i], Slot::Waiting) {
+                        Slot::Granted {
+                            end: acquire,
+                            fence,
+                        } => self.raised(client, i, acquire, fence, end()),
+                        other => other,
+                    };
+                }
+            }
+            Step::Done => {}
         }
+    }
+
+    /// After a read of every counter that got answers: notes what it said,
+    /// and plans the sync of the masters that may be put back in sync:
+    /// those out of sync whose loss this client first saw the longest TTL
+    /// (plus drift) ago, or all of them when the counters start anew, set
+    /// to [`sync_value`]. Best effort: what fails is tried again later, and
+    /// a master out of sync only keeps its grants out of fences.
+    fn plan_sync(&mut self, client: &Redlock, read: &RoundEnd) {
+        client.note_fences(read);
+        let mut fences = client.fences();
+        fences.last_read = Some(read.ended);
+        let Some((value, start)) = sync_value(&read.round) else {
+            return;
+        };
+        let nodes = read.round.nodes();
+        for (node, slot) in fences.lost.iter().enumerate() {
+            if let (Some((id, seen)), Some(NodeState::Unsynced)) = (slot, nodes.get(node)) {
+                // Waited for since before the read began: every master
+                // ran the read that long after the loss.
+                if start || due(*seen, read.started, self.wait) {
+                    commands::pack_key(&mut self.lost_ids, id.to_string().as_bytes());
+                }
+            }
+        }
+        if !self.lost_ids.is_empty() {
+            self.sync_value = value;
+            self.sync_start = start;
+            self.step = Step::Sync;
+        }
+    }
+
+    /// After lock `i`'s acquire round.
+    fn acquired(&self, client: &Redlock, i: usize, end: Result<RoundEnd, Error>) -> Slot {
+        // Not started: nothing was sent.
+        let end = match end {
+            Ok(end) => end,
+            Err(error) => return Slot::Done(Err(error)),
+        };
+        let error = match end.result {
+            // A quorum of grants in sync carries counts.
+            Ok(Decision::Quorum { .. }) => match client.note_fences(&end) {
+                Some(fence) => return Slot::Granted { end, fence },
+                None => Error::Unfenced(client.report(&end)),
+            },
+            Ok(Decision::TooSlow) => Error::TooSlow(client.report(&end)),
+            Ok(Decision::NoQuorum) => {
+                client.note_fences(&end);
+                acquire_refused(client.report(&end))
+            }
+            // The script may have run before the poller failed.
+            Err(kind) => Error::Io(kind),
+        };
+        Slot::Done(Err(client.not_acquired(&self.acquire(i), &end, error)))
+    }
+
+    /// After lock `i`'s raise round (`end`), its acquire having ended with
+    /// `acquire` and counted `fence`. The fence is good once a quorum
+    /// raised its counter before the lock's validity ran out.
+    fn raised(
+        &self,
+        client: &Redlock,
+        i: usize,
+        acquire: RoundEnd,
+        fence: u64,
+        end: Result<RoundEnd, Error>,
+    ) -> Slot {
+        let valid_until = acquire.valid_until;
+        let raised = end.and_then(|end| {
+            client.note_fences(&end);
+            match end.result {
+                Ok(Decision::Quorum { .. }) if end.ended < valid_until => Ok(()),
+                Ok(Decision::Quorum { .. } | Decision::TooSlow) => {
+                    Err(Error::TooSlow(client.report(&end)))
+                }
+                Ok(Decision::NoQuorum) => {
+                    let report = client.report(&end);
+                    if report.unreachable() > report.nodes().len() - report.quorum() {
+                        Err(Error::Unavailable(report))
+                    } else {
+                        Err(Error::Unfenced(report))
+                    }
+                }
+                Err(kind) => Err(Error::Io(kind)),
+            }
+        });
+        Slot::Done(match raised {
+            Ok(()) => {
+                client.tally(Op::Acquire, &acquire, Ok(()));
+                Ok(Lock::new(
+                    self.keys[i],
+                    self.many,
+                    self.tokens[i],
+                    valid_until,
+                    Some(fence),
+                    acquire.round.reached(),
+                ))
+            }
+            Err(error) => Err(client.not_acquired(&self.acquire(i), &acquire, error)),
+        })
+    }
+
+    /// The caller gives up on the attempt during its raise: each lock won
+    /// is released on every master its acquire went out to, without
+    /// waiting (behind the raise on every connection).
+    pub(super) fn abandon(&self, client: &Redlock) {
+        if self.step != Step::Raise {
+            return;
+        }
+        let now = Instant::now();
+        let mut engine = client.engine.driver();
+        for (i, slot) in self.slots.iter().enumerate() {
+            if let Slot::Granted { end, .. } = slot {
+                let release = Command {
+                    op: Op::Release,
+                    eval: true,
+                    fenced: false,
+                    reach: end.round.reached(),
+                    ..self.acquire(i)
+                };
+                engine.driver.queue(&release, now);
+            }
+        }
+    }
+
+    /// Each lock's result, in the order of the keys.
+    pub(super) fn finish(self, client: &Redlock) -> SmallVec<[Result<Lock, Error>; 1]> {
+        self.slots
+            .into_iter()
+            .map(|slot| match slot {
+                Slot::Done(result) => result,
+                // (Not reached: a finished attempt settled every lock.)
+                Slot::Waiting | Slot::Granted { .. } => Err(client.busy()),
+            })
+            .collect()
+    }
+}
+
+impl Redlock {
+    /// A fenced acquire attempt of each of `keys` (their rounds cut short
+    /// at `deadline` if one is given), run on this thread; each lock's
+    /// result, in order.
+    pub(super) fn fenced_attempt<'r>(
+        &self,
+        keys: impl IntoIterator<Item = &'r [u8]>,
+        many: bool,
+        ttl_ms: u64,
+        deadline: Option<Instant>,
+    ) -> SmallVec<[Result<Lock, Error>; 1]> {
+        let mut attempt = FencedAcquire::new(self, keys, many, ttl_ms, deadline);
+        loop {
+            let ends = {
+                let Some(next) = attempt.next() else {
+                    break;
+                };
+                self.rounds(&next.commands, next.cap)
+            };
+            attempt.handle(self, ends);
+        }
+        attempt.finish(self)
     }
 
     /// Records what a round said of each master's counter; returns the
@@ -226,68 +573,182 @@ impl Redlock {
         }
         round.max_count()
     }
+}
 
-    /// Before a fenced acquire: on first use, and when a master that lost
-    /// its counter has waited the longest TTL (plus drift) since this
-    /// client first saw it so, reads every counter and puts back in sync
-    /// the masters that may be: with the largest counter of a quorum of
-    /// masters in sync, or, when every master answered and none is in sync
-    /// (a new deployment, all lost at once, or a clock start that reached
-    /// only some masters: those read as out of sync until they raise a
-    /// fence), all with the largest clock in microseconds any of them
-    /// reported ([`FenceBook::plan_sync`]). Best effort: what fails is
-    /// tried again later, and a master out of sync only keeps its grants
-    /// out of fences.
-    pub(super) fn sync_fences(&self, deadline: Option<Instant>) {
-        let Some(longest) = self.config.fencing else {
-            return;
-        };
-        let wait = longest.saturating_add(rules::drift(longest, self.config.drift_factor));
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, reason = "a test fails loudly")]
+
+    use std::time::{Duration, Instant};
+
+    use smallvec::smallvec;
+
+    use super::{FencedAcquire, Step};
+    use crate::client::observe::RoundSpan;
+    use crate::client::rounds::Ends;
+    use crate::client::{Redlock, RoundEnd};
+    use crate::commands;
+    use crate::error::Error;
+    use crate::rules::{self, Decision, Op, Reply, Round};
+
+    /// A fenced client of three masters that nothing answers (no round
+    /// runs here: the tests hand the machine how its rounds ended).
+    fn client() -> Redlock {
+        Redlock::builder([
+            "redis://127.0.0.1:1",
+            "redis://127.0.0.1:2",
+            "redis://127.0.0.1:3",
+        ])
+        .fencing(Duration::from_secs(10))
+        .build()
+        .expect("build")
+    }
+
+    /// How a round of `op` ended in which master `i` gave `replies[i]`.
+    fn ended(op: Op, replies: [Reply; 3]) -> Result<RoundEnd, Error> {
         let now = Instant::now();
-        if !self.fences().read_due(now, wait) {
-            return;
+        let ttl = match op {
+            Op::Acquire => Duration::from_secs(10),
+            _ => Duration::ZERO,
+        };
+        let timeout = Duration::from_secs(1);
+        let mut round = Round::new(op, 3, ttl, rules::drift(ttl, 0.01), timeout, now);
+        for (node, reply) in replies.into_iter().enumerate() {
+            round.handle_reply(node, reply, now);
         }
-        let read = Command {
-            op: Op::FenceRead,
-            resource: b"",
-            token: b"",
-            ttl_ms: 0,
-            eval: false,
-            many: false,
-            fenced: false,
-            reach: 0,
-        };
-        let Ok(end) = self.round(&read, deadline) else {
-            return;
-        };
-        if end.result.is_err() {
-            return;
+        Ok(RoundEnd {
+            result: Ok(round.decision().unwrap_or(Decision::NoQuorum)),
+            started: round.started(),
+            valid_until: round.valid_until(),
+            ended: now,
+            span: RoundSpan::new(op, 0),
+            round,
+        })
+    }
+
+    /// The ops of the rounds `attempt` runs next.
+    fn ops(attempt: &FencedAcquire<'_>) -> Vec<Op> {
+        attempt
+            .next()
+            .map(|next| next.commands.iter().map(|c| c.op).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_first_attempt_reads_starts_the_counters_acquires_and_raises() {
+        use Reply::{Count, Ok as Done, Refused, UnsyncedRead};
+        let client = client();
+        let keys: [&[u8]; 2] = [b"a", b"b"];
+        let mut attempt = FencedAcquire::new(&client, keys, false, 10_000, None);
+        assert_eq!(ops(&attempt), [Op::FenceRead]);
+        // A new deployment: every master answers, none in sync.
+        attempt.handle(
+            &client,
+            smallvec![ended(
+                Op::FenceRead,
+                [
+                    UnsyncedRead { lost: 7, clock: 300 },
+                    UnsyncedRead { lost: 8, clock: 500 },
+                    UnsyncedRead { lost: 9, clock: 400 },
+                ]
+            )],
+        );
+        let next = attempt.next().expect("a sync");
+        let sync = next.commands[0];
+        assert_eq!(
+            (sync.op, sync.ttl_ms, sync.token),
+            (Op::FenceSync, 500, commands::SYNC_START),
+            "from the largest clock"
+        );
+        let ids: Vec<&[u8]> = commands::unpack_keys(sync.resource).collect();
+        assert_eq!(ids, [&b"7"[..], b"8", b"9"], "every master, at once");
+        drop(next);
+        attempt.handle(&client, smallvec![ended(Op::FenceSync, [Done, Done, Done])]);
+        // Both acquires in one tick, released should the caller give up.
+        let next = attempt.next().expect("the acquires");
+        assert_eq!(next.commands.len(), 2);
+        assert!(
+            next.commands
+                .iter()
+                .all(|c| c.op == Op::Acquire && c.fenced)
+        );
+        assert!(next.release_on_drop);
+        drop(next);
+        let ends: Ends = smallvec![
+            ended(Op::Acquire, [Count(100), Count(101), Count(99)]),
+            ended(Op::Acquire, [Refused, Refused, Refused]),
+        ];
+        let valid_until = ends[0].as_ref().expect("ended").valid_until;
+        attempt.handle(&client, ends);
+        // The raise of the lock won, up to its validity.
+        let next = attempt.next().expect("the raise");
+        assert_eq!(next.commands.len(), 1);
+        let raise = next.commands[0];
+        assert_eq!(
+            (raise.op, raise.resource, raise.ttl_ms),
+            (Op::Fence, &b"a"[..], 101)
+        );
+        assert_eq!(next.cap, Some(valid_until));
+        assert!(!next.release_on_drop);
+        drop(next);
+        attempt.handle(&client, smallvec![ended(Op::Fence, [Done, Done, Done])]);
+        assert!(attempt.next().is_none());
+        let results = attempt.finish(&client);
+        let lock = results[0].as_ref().expect("won");
+        assert_eq!((lock.resource(), lock.fence()), (&b"a"[..], Some(101)));
+        assert!(
+            matches!(results[1], Err(Error::Contended(_))),
+            "{results:?}"
+        );
+        // Read, and nothing lost: the next attempt acquires at once.
+        let next = FencedAcquire::new(&client, [&b"c"[..]], false, 10_000, None);
+        assert_eq!(ops(&next), [Op::Acquire]);
+    }
+
+    /// A read after the first is claimed by the attempt that makes it: the
+    /// attempts meanwhile acquire without reading; if it fails, the next
+    /// attempt reads.
+    #[test]
+    fn a_read_is_claimed_and_given_back_when_it_fails() {
+        let client = client();
+        let now = Instant::now();
+        let long_ago = now - Duration::from_secs(20);
+        {
+            let mut fences = client.fences();
+            fences.last_read = Some(long_ago);
+            fences.lost[1] = Some((5, long_ago));
         }
-        let highest = self.note_fences(&end);
-        let mut ids: SmallVec<[u8; 128]> = SmallVec::new();
-        let plan = self
-            .fences()
-            .plan_sync(&end.round, highest, end.ended, wait, &mut ids);
-        let Some(plan) = plan else {
-            return;
-        };
-        let sync = Command {
-            op: Op::FenceSync,
-            resource: &ids,
-            token: plan.mode,
-            ttl_ms: plan.value,
-            ..read
-        };
-        let Ok(end) = self.round(&sync, deadline) else {
-            return;
-        };
-        let mut fences = self.fences();
-        if end.result.is_ok() {
-            for (node, state) in end.round.nodes().iter().enumerate() {
-                if *state == NodeState::Ok {
-                    fences.saw_synced(node);
-                }
-            }
-        }
+        let key: [&[u8]; 1] = [b"r"];
+        let mut reading = FencedAcquire::new(&client, key, false, 10_000, None);
+        assert_eq!(reading.step, Step::Read);
+        let meanwhile = FencedAcquire::new(&client, key, false, 10_000, None);
+        assert_eq!(meanwhile.step, Step::Acquire, "the read is claimed");
+        // The read could not start.
+        reading.handle(&client, Ends::new());
+        assert_eq!(reading.step, Step::Acquire);
+        assert_eq!(client.fences().last_read, Some(long_ago), "given back");
+        let next = FencedAcquire::new(&client, key, false, 10_000, None);
+        assert_eq!(next.step, Step::Read);
+    }
+
+    /// A raise that misses a quorum fails the lock, as `Unfenced`.
+    #[test]
+    fn a_raise_without_a_quorum_fails_the_lock() {
+        use Reply::{Count, Refused};
+        let client = client();
+        client.fences().last_read = Some(Instant::now());
+        let mut attempt = FencedAcquire::new(&client, [&b"r"[..]], false, 10_000, None);
+        attempt.handle(
+            &client,
+            smallvec![ended(Op::Acquire, [Count(3), Count(3), Count(3)])],
+        );
+        assert_eq!(attempt.step, Step::Raise);
+        attempt.handle(
+            &client,
+            smallvec![ended(Op::Fence, [Refused, Refused, Count(1)])],
+        );
+        let results = attempt.finish(&client);
+        assert!(matches!(results[0], Err(Error::Unfenced(_))), "{results:?}");
+        assert_eq!(client.stats().unfenced, 1);
     }
 }

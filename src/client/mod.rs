@@ -72,6 +72,12 @@ pub const TOKEN_LEN: usize = 20;
 ///   plus the retry delays.
 /// - A master that floods the client with data it did not ask for is
 ///   dropped; it cannot hold a call past these bounds.
+/// - With [`Builder::fencing`], an acquire attempt (a batch's too) runs
+///   its rounds one after another, each within a request timeout: the
+///   acquire and the raise, and before them, when due (on first use, and
+///   after a master lost its counter), a read and a sync of the counters.
+///   Each attempt above counts up to four request timeouts, two when no
+///   read is due; `lock_until` still returns by its deadline.
 ///
 /// # Threads and processes
 ///
@@ -83,8 +89,9 @@ pub const TOKEN_LEN: usize = 20;
 /// so a lone caller pays no cross-thread wake-up. At most
 /// [`Builder::max_in_flight`] rounds are in flight at once; past that a
 /// call waits for a free slot, up to a request timeout, then fails with
-/// [`Error::Busy`]. (Fenced acquires, with [`Builder::fencing`], take
-/// turns: each needs its rounds in order.)
+/// [`Error::Busy`]. Fenced acquires, with [`Builder::fencing`], are no
+/// exception: each runs its rounds in order (a read and a sync of the
+/// counters when due, the acquire, the raise), beside the other callers'.
 ///
 /// Do not use a client across `fork()`: parent and child would share its
 /// sockets and read each other's replies. Build a new client in the child.
@@ -106,9 +113,6 @@ pub struct Redlock {
     engine: Arc<Engine>,
     tokens: Mutex<TokenSource>,
     fences: Mutex<fence::FenceBook>,
-    /// Held by a fenced acquire for its rounds (not for retry delays), so
-    /// that fenced acquires from several threads take turns.
-    turn: Mutex<()>,
     config: Config,
     /// The masters' addresses, passwords masked, for reports.
     masters: Arc<[String]>,
@@ -135,11 +139,6 @@ impl Redlock {
         S: AsRef<str>,
     {
         Builder::new(servers.into_iter().map(|s| s.as_ref().to_owned()).collect())
-    }
-
-    /// A fenced acquire's turn: held for its rounds.
-    fn turn(&self) -> MutexGuard<'_, ()> {
-        lock(&self.turn)
     }
 
     fn tokens(&self) -> MutexGuard<'_, TokenSource> {
@@ -446,10 +445,12 @@ impl Redlock {
         ttl_ms: u64,
         deadline: Option<Instant>,
     ) -> Result<Lock, Error> {
-        let fenced = self.config.fencing.is_some();
-        let _turn = fenced.then(|| self.turn());
-        if fenced {
-            self.sync_fences(deadline);
+        if self.config.fencing.is_some() {
+            let results = self.fenced_attempt([resource], many, ttl_ms, deadline);
+            return results
+                .into_iter()
+                .next()
+                .unwrap_or_else(|| Err(self.busy()));
         }
         let token = self.tokens().token();
         let command = Command {
@@ -459,11 +460,11 @@ impl Redlock {
             ttl_ms,
             eval: false,
             many,
-            fenced,
+            fenced: false,
             reach: 0,
         };
         let end = self.round(&command, deadline)?;
-        self.acquired(&command, token, &end, deadline)
+        self.acquired(&command, token, &end)
     }
 }
 

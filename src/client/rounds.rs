@@ -200,7 +200,7 @@ impl Redlock {
 
     /// The error of a round that could not start: the client stayed at its
     /// cap of rounds in flight.
-    fn busy(&self) -> Error {
+    pub(super) fn busy(&self) -> Error {
         Error::Busy {
             limit: self.config.max_in_flight,
         }
@@ -220,36 +220,44 @@ impl Redlock {
         no_quorum(report, other)
     }
 
-    /// After an acquire round of `command` (with `token`): the lock, or
-    /// the error, after which its release is queued on every master
+    /// After a plain acquire round of `command` (with `token`): the lock,
+    /// or the error, after which its release is queued on every master
     /// without waiting.
     pub(super) fn acquired(
         &self,
         command: &Command<'_>,
         token: [u8; TOKEN_LEN],
         end: &RoundEnd,
-        deadline: Option<Instant>,
     ) -> Result<Lock, Error> {
         let error = match end.result {
-            Ok(Decision::Quorum { .. }) => match self.fence(command, end, deadline) {
-                Ok(fence) => {
-                    self.tally(Op::Acquire, end, Ok(()));
-                    return Ok(Lock::new(
-                        command.resource,
-                        command.many,
-                        token,
-                        end.valid_until,
-                        fence,
-                        end.round.reached(),
-                    ));
-                }
-                Err(error) => error,
-            },
+            Ok(Decision::Quorum { .. }) => {
+                self.tally(Op::Acquire, end, Ok(()));
+                return Ok(Lock::new(
+                    command.resource,
+                    command.many,
+                    token,
+                    end.valid_until,
+                    None,
+                    end.round.reached(),
+                ));
+            }
             Ok(Decision::TooSlow) => Error::TooSlow(self.report(end)),
-            Ok(Decision::NoQuorum) => self.refused(command.fenced, end),
+            Ok(Decision::NoQuorum) => acquire_refused(self.report(end)),
             // The SET may have gone out before the poller failed.
             Err(kind) => Error::Io(kind),
         };
+        Err(self.not_acquired(command, end, error))
+    }
+
+    /// An acquire of `command`, its round ended with `end`, failed with
+    /// `error`: queues its release on every master without waiting, counts
+    /// the attempt, and returns the error.
+    pub(super) fn not_acquired(
+        &self,
+        command: &Command<'_>,
+        end: &RoundEnd,
+        error: Error,
+    ) -> Error {
         // Release on all masters, also those that seemed to fail: a reply
         // may have been lost after the server set the key. EVAL cannot meet
         // an empty script cache, so nothing needs to wait for the replies.
@@ -262,7 +270,7 @@ impl Redlock {
         };
         self.engine.driver().driver.queue(&release, Instant::now());
         self.tally(Op::Acquire, end, Err(&error));
-        Err(error)
+        error
     }
 
     /// After an extend round of `lock`: its validity as the table in

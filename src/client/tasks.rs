@@ -8,14 +8,17 @@
 //! after that, the engine's background thread writes the commands (with
 //! what other tasks queued in the same tick, one write per master), polls,
 //! and wakes the task once its rounds are decided. Retry delays are the
-//! background thread's timers.
+//! background thread's timers. A fenced acquire awaits its rounds (a read
+//! and a sync of the counters when due, the acquire, the raise) one after
+//! another in the same way: nothing blocks the executor's thread.
 //!
 //! Cancellation: a future dropped after its command went out ends its
 //! rounds at once (their late replies are matched and dropped, and can
 //! never count for another round); an acquire's release is queued on
-//! every master behind the acquire, so no lock is left behind; an
-//! extend's lock is capped at what the extend could have granted, and an
-//! unlock's lock is expired, as if the round had failed.
+//! every master behind the acquire (a fenced one's also behind its raise),
+//! so no lock is left behind; an extend's lock is capped at what the
+//! extend could have granted, and an unlock's lock is expired, as if the
+//! round had failed.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -25,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
+use super::fence::FencedAcquire;
 use super::rounds::{Ends, Rounds, Spans, spans};
 use super::{Lock, Redlock, Retries, TOKEN_LEN};
 use crate::commands::Command;
@@ -190,6 +194,20 @@ impl Drop for Sleep<'_> {
         if self.timer != 0 {
             self.engine.cancel_timer(self.timer);
         }
+    }
+}
+
+/// Releases what a fenced acquire won, should its future be dropped while
+/// it waits for a round (see [`FencedAcquire::abandon`]); forgotten once
+/// the round has ended.
+struct Abandon<'a, 'r> {
+    client: &'a Redlock,
+    attempt: &'a FencedAcquire<'r>,
+}
+
+impl Drop for Abandon<'_, '_> {
+    fn drop(&mut self) {
+        self.attempt.abandon(self.client);
     }
 }
 
@@ -376,9 +394,7 @@ impl Redlock {
         })
     }
 
-    /// One async acquire attempt. A fenced client runs it as the blocking
-    /// one does (its rounds must run in order, one client-wide turn at a
-    /// time), on the caller's thread.
+    /// One async acquire attempt.
     async fn attempt_async(
         &self,
         resource: &[u8],
@@ -386,7 +402,9 @@ impl Redlock {
         deadline: Option<Instant>,
     ) -> Result<Lock, Error> {
         if self.config.fencing.is_some() {
-            return self.attempt(resource, false, ttl_ms, deadline);
+            // Boxed: its state (several rounds' ends) would otherwise make
+            // every plain acquire's future several times larger.
+            return Box::pin(self.fenced_attempt_async(resource, ttl_ms, deadline)).await;
         }
         let token = self.tokens().token();
         let command = Command {
@@ -402,7 +420,38 @@ impl Redlock {
         let mut ends =
             RoundsFuture::new(self, std::slice::from_ref(&command), deadline, true).await;
         let end = self.first(&mut ends)?;
-        self.acquired(&command, token, &end, deadline)
+        self.acquired(&command, token, &end)
+    }
+
+    /// One fenced acquire attempt: the rounds of a [`FencedAcquire`] (the
+    /// blocking attempt's state machine), each awaited as the plain
+    /// acquire's round is. Dropped during its acquire round, the release
+    /// is queued behind it; during its raise, the lock won is released.
+    async fn fenced_attempt_async(
+        &self,
+        resource: &[u8],
+        ttl_ms: u64,
+        deadline: Option<Instant>,
+    ) -> Result<Lock, Error> {
+        let mut attempt = FencedAcquire::new(self, [resource], false, ttl_ms, deadline);
+        loop {
+            let ends = {
+                let Some(next) = attempt.next() else {
+                    break;
+                };
+                let abandon = Abandon {
+                    client: self,
+                    attempt: &attempt,
+                };
+                let ends =
+                    RoundsFuture::new(self, &next.commands, next.cap, next.release_on_drop).await;
+                std::mem::forget(abandon);
+                ends
+            };
+            attempt.handle(self, ends);
+        }
+        let mut results = attempt.finish(self);
+        results.drain(..).next().unwrap_or_else(|| Err(self.busy()))
     }
 
     /// The end of a call's only round.

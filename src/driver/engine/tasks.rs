@@ -168,6 +168,10 @@ impl Engine {
                 shared.timers.push((*id, at, waker.clone()));
             }
         }
+        // The background thread keeps the timers, also for a task that
+        // has started no round yet (all its attempts found the client at
+        // its cap).
+        self.spawn_background(&mut shared);
         self.kick(&mut shared);
         false
     }
