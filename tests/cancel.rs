@@ -1,0 +1,561 @@
+//! Cancel safety of the async API, against real masters: every async entry
+//! point is dropped after each of its polls (polled `k` times, for `k` = 1,
+//! 2, ... until a run completes within `k` polls), on a fresh client, on a
+//! warm one, and on one whose connections the masters just closed (its
+//! round waits behind a new connect and handshake), with every master
+//! paused around the first poll. After each run the client is driven to
+//! quiescence, proven by its counters: every release made for a dropped
+//! future has been answered by every master, and everything written
+//! before a last release (a barrier) has been applied. Then no key of the
+//! run is left on any master, and `stats()` accounts for every round and
+//! every release made on a dropped future's behalf.
+//!
+//! A new entry point is covered by adding a [`Case`] to [`CASES`].
+//!
+//! The bound when a release cannot reach a master (its connection went
+//! down after the acquire was written there): the key stays on that master
+//! until its TTL runs out, and no longer.
+
+#![allow(clippy::expect_used, reason = "a test fails loudly on broken set-up")]
+
+mod support;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
+
+use redlock_mio::{AsyncLockGuard, Error, Lock, Redlock, Stats};
+use support::check::{eventually, pttl};
+use support::cluster::Cluster;
+use support::proxy::{Dir, Proxies};
+
+const TTL: Duration = Duration::from_secs(30);
+/// Long enough that no round times out and no connection looks stalled
+/// on a busy machine: the masters are paused around one poll only.
+const TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a future may go without being woken before the test calls it
+/// stuck (it never is: a missed wake-up would hang the task for good).
+const STUCK: Duration = Duration::from_secs(60);
+/// Polls after which a run that has not completed fails the test.
+const MAX_POLLS: usize = 10_000;
+
+/// What the run's set-up holds for the future: the lock or guard an
+/// extend or a release acts on.
+enum Held {
+    Nothing,
+    Lock(Lock),
+    Guard(AsyncLockGuard),
+}
+
+/// What a future that completed gave its caller.
+enum Got {
+    Lock(Result<Lock, Error>),
+    Guard(Result<AsyncLockGuard, Error>),
+    /// An extend's or a release's result.
+    Done(Result<(), Error>),
+}
+
+/// Which counters a case's rounds move.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    /// Acquire rounds, one per attempt; with `retries`, a pending future
+    /// may be between attempts (no round in flight).
+    Acquire {
+        retries: bool,
+    },
+    Extend,
+    Release,
+}
+
+type Run<'a> = Pin<Box<dyn Future<Output = Got> + 'a>>;
+
+/// One async entry point.
+struct Case {
+    name: &'static str,
+    kind: Kind,
+    /// Builds the client with fencing (for a fenced acquire).
+    fenced: bool,
+    /// What the future acts on, made before the masters are paused.
+    setup: fn(&Arc<Redlock>, &str) -> Held,
+    /// The future.
+    start: for<'a> fn(&'a Arc<Redlock>, &'a str, &'a mut Held) -> Run<'a>,
+}
+
+/// The async entry points. A fenced acquire is listed as
+/// `Case { fenced: true, ..try_lock }`.
+const CASES: &[Case] = &[
+    Case {
+        name: "try_lock_async",
+        kind: Kind::Acquire { retries: false },
+        fenced: false,
+        setup: nothing,
+        start: |r, key, _| Box::pin(async move { Got::Lock(r.try_lock_async(key, TTL).await) }),
+    },
+    Case {
+        name: "lock_async",
+        kind: Kind::Acquire { retries: true },
+        fenced: false,
+        setup: nothing,
+        start: |r, key, _| Box::pin(async move { Got::Lock(r.lock_async(key, TTL).await) }),
+    },
+    Case {
+        name: "lock_until_async",
+        kind: Kind::Acquire { retries: true },
+        fenced: false,
+        setup: nothing,
+        start: |r, key, _| {
+            Box::pin(async move {
+                let deadline = Instant::now() + TIMEOUT;
+                Got::Lock(r.lock_until_async(key, TTL, deadline).await)
+            })
+        },
+    },
+    Case {
+        name: "lock_guard_async",
+        kind: Kind::Acquire { retries: true },
+        fenced: false,
+        setup: nothing,
+        start: |r, key, _| Box::pin(async move { Got::Guard(r.lock_guard_async(key, TTL).await) }),
+    },
+    Case {
+        name: "extend_async",
+        kind: Kind::Extend,
+        fenced: false,
+        setup: locked,
+        start: |r, _, held| {
+            Box::pin(async move {
+                let Held::Lock(lock) = held else {
+                    unreachable!("set up with a lock")
+                };
+                Got::Done(r.extend_async(lock, TTL).await)
+            })
+        },
+    },
+    Case {
+        name: "unlock_async",
+        kind: Kind::Release,
+        fenced: false,
+        setup: locked,
+        start: |r, _, held| {
+            // The future owns the lock: a dropped unlock expires it.
+            let Held::Lock(mut lock) = std::mem::replace(held, Held::Nothing) else {
+                unreachable!("set up with a lock")
+            };
+            Box::pin(async move { Got::Done(r.unlock_async(&mut lock).await) })
+        },
+    },
+    Case {
+        name: "AsyncLockGuard::extend",
+        kind: Kind::Extend,
+        fenced: false,
+        setup: guarded,
+        start: |_, _, held| {
+            Box::pin(async move {
+                let Held::Guard(guard) = held else {
+                    unreachable!("set up with a guard")
+                };
+                Got::Done(guard.extend(TTL).await)
+            })
+        },
+    },
+    Case {
+        name: "AsyncLockGuard::release",
+        kind: Kind::Release,
+        fenced: false,
+        setup: guarded,
+        start: |_, _, held| {
+            let Held::Guard(guard) = std::mem::replace(held, Held::Nothing) else {
+                unreachable!("set up with a guard")
+            };
+            Box::pin(async move { Got::Done(guard.release().await) })
+        },
+    },
+];
+
+fn nothing(_: &Arc<Redlock>, _: &str) -> Held {
+    Held::Nothing
+}
+
+fn locked(redlock: &Arc<Redlock>, key: &str) -> Held {
+    Held::Lock(redlock.try_lock(key, TTL).expect("set-up acquire"))
+}
+
+fn guarded(redlock: &Arc<Redlock>, key: &str) -> Held {
+    let guard = futures_executor::block_on(redlock.lock_guard_async(key, TTL));
+    Held::Guard(guard.expect("set-up acquire"))
+}
+
+fn client(cluster: &Cluster, fenced: bool) -> Arc<Redlock> {
+    let mut builder = Redlock::builder(cluster.urls())
+        .request_timeout(TIMEOUT)
+        .stall_timeout(TIMEOUT)
+        .connect_timeout(TIMEOUT);
+    if fenced {
+        builder = builder.fencing(TTL);
+    }
+    Arc::new(builder.build().expect("build a client"))
+}
+
+/// Wakes the test's thread.
+struct Flag {
+    woken: AtomicBool,
+    thread: Thread,
+}
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Release);
+        self.thread.unpark();
+    }
+}
+
+impl Flag {
+    /// Waits until the future asked to be polled again.
+    fn wait(&self) {
+        let since = Instant::now();
+        while !self.woken.swap(false, Ordering::AcqRel) {
+            assert!(since.elapsed() < STUCK, "a pending future was never woken");
+            thread::park_timeout(Duration::from_millis(100));
+        }
+    }
+}
+
+/// Polls `future` up to `k` times, each time once it asked for it, the
+/// masters paused around the first poll; its output if it completed.
+fn poll_up_to(cluster: &Cluster, mut future: Run<'_>, k: usize) -> Option<Got> {
+    let flag = Arc::new(Flag {
+        woken: AtomicBool::new(false),
+        thread: thread::current(),
+    });
+    let waker = Waker::from(Arc::clone(&flag));
+    let mut context = Context::from_waker(&waker);
+    for poll in 0..k {
+        if poll == 0 {
+            (0..cluster.len()).for_each(|i| cluster.pause(i));
+        } else {
+            flag.wait();
+        }
+        let polled = future.as_mut().poll(&mut context);
+        if poll == 0 {
+            (0..cluster.len()).for_each(|i| cluster.resume(i));
+        }
+        if let Poll::Ready(got) = polled {
+            return Some(got);
+        }
+    }
+    // Dropped here, pending.
+    None
+}
+
+/// What a run did.
+struct Outcome {
+    completed: bool,
+    /// Extends or releases that completed with an error.
+    failed: u64,
+}
+
+/// Runs `case` once on `redlock` with `key`, dropping its future after
+/// `k` polls unless it completed; then gives back what it holds (a lock
+/// by `unlock`, a guard by dropping it).
+fn run(cluster: &Cluster, redlock: &Arc<Redlock>, case: &Case, key: &str, k: usize) -> Outcome {
+    let mut held = (case.setup)(redlock, key);
+    let got = poll_up_to(cluster, (case.start)(redlock, key, &mut held), k);
+    let mut outcome = Outcome {
+        completed: got.is_some(),
+        failed: 0,
+    };
+    match got {
+        None => {}
+        Some(Got::Lock(lock)) => {
+            let mut lock = lock.expect("a healthy acquire");
+            redlock.unlock(&mut lock).expect("a healthy release");
+        }
+        // Dropped: its release is queued on every master.
+        Some(Got::Guard(guard)) => drop(guard.expect("a healthy acquire")),
+        Some(Got::Done(result)) => outcome.failed = u64::from(result.is_err()),
+    }
+    match held {
+        Held::Nothing => {}
+        Held::Lock(mut lock) => {
+            let _ = redlock.unlock(&mut lock);
+        }
+        Held::Guard(guard) => drop(guard),
+    }
+    outcome
+}
+
+/// Drives `redlock` to quiescence, proven by its counters: a barrier (an
+/// acquire dropped in flight) follows everything the runs wrote on every
+/// connection; once every release made for a dropped future has ended,
+/// the barrier's included, and the barrier's release was answered by
+/// every master (no master failed or timed out meanwhile), every master
+/// has applied everything written before it (a connection is first in,
+/// first out).
+fn quiesce(cluster: &Cluster, redlock: &Redlock) {
+    let missed =
+        |stats: &Stats| -> u64 { stats.masters.iter().map(|m| m.errors + m.timeouts).sum() };
+    let before = redlock.stats();
+    let mut context = Context::from_waker(Waker::noop());
+    loop {
+        let mut barrier = Box::pin(redlock.try_lock_async("cancel:barrier", TTL));
+        match barrier.as_mut().poll(&mut context) {
+            Poll::Pending => break,
+            // Decided at its first look: released, and tried again.
+            Poll::Ready(lock) => {
+                let mut lock = lock.expect("barrier acquire");
+                redlock.unlock(&mut lock).expect("barrier release");
+            }
+        }
+    }
+    let answered = eventually(STUCK, || {
+        let stats = redlock.stats();
+        stats.drop_releases_ended == stats.drop_releases
+    });
+    let after = redlock.stats();
+    assert!(
+        answered,
+        "releases for dropped futures unanswered: {after:?}"
+    );
+    assert_eq!(
+        missed(&after),
+        missed(&before),
+        "a master failed or timed out: the barrier proves nothing ({after:?})"
+    );
+    assert!(
+        (0..cluster.len()).all(|i| !cluster.exists(i, "cancel:barrier")),
+        "the barrier's own key is left"
+    );
+}
+
+/// The counters a run moved.
+fn delta(after: &Stats, before: &Stats) -> [u64; 9] {
+    [
+        after.attempts - before.attempts,
+        after.acquired - before.acquired,
+        after.contended + after.unavailable + after.too_slow
+            - (before.contended + before.unavailable + before.too_slow),
+        after.extends - before.extends,
+        after.extended - before.extended,
+        after.releases - before.releases,
+        after.released - before.released,
+        after.abandoned - before.abandoned,
+        after.drop_releases - before.drop_releases,
+    ]
+}
+
+/// Checks what `stats()` says of a run of `case`, between `before` (the
+/// run's start) and `after` (its future completed or dropped, before
+/// anything was given back).
+fn check_counts(case: &Case, outcome: &Outcome, before: &Stats, after: &Stats) {
+    let [
+        attempts,
+        acquired,
+        refused,
+        extends,
+        extended,
+        releases,
+        released,
+        abandoned,
+        drops,
+    ] = delta(after, before);
+    let run = format!("{} ({before:?} -> {after:?})", case.name);
+    match case.kind {
+        Kind::Acquire { retries } => {
+            assert_eq!(
+                attempts,
+                acquired + refused + abandoned,
+                "every attempt counted once: {run}"
+            );
+            assert_eq!(
+                drops, abandoned,
+                "a release for each dropped attempt: {run}"
+            );
+            if outcome.completed {
+                assert_eq!(abandoned, 0, "{run}");
+            } else if retries {
+                assert!(abandoned <= 1, "{run}");
+            } else {
+                assert_eq!(abandoned, 1, "its round was in flight: {run}");
+            }
+        }
+        Kind::Extend => {
+            assert_eq!(
+                extends,
+                extended + outcome.failed + abandoned,
+                "every extend counted once: {run}"
+            );
+            assert_eq!(drops, 0, "an extend leaves nothing to release: {run}");
+            assert_eq!(abandoned, u64::from(!outcome.completed), "{run}");
+        }
+        Kind::Release => {
+            assert_eq!(
+                releases,
+                released + outcome.failed + abandoned,
+                "every release counted once: {run}"
+            );
+            assert_eq!(drops, abandoned, "a dropped unlock is followed: {run}");
+            assert_eq!(abandoned, u64::from(!outcome.completed), "{run}");
+        }
+    }
+}
+
+/// How a run's client comes.
+#[derive(Clone, Copy, Debug)]
+enum Client {
+    /// Built for the run.
+    Fresh,
+    /// One client for every run, used before.
+    Warm,
+    /// The warm client, whose connections the masters close before the
+    /// run: its round waits behind a new connect and handshake.
+    Reconnecting,
+}
+
+/// Every case, dropped after each of its polls, on clients of `kind`.
+fn every_case(cluster: &Cluster, kind: Client) {
+    let mut warm: Option<Arc<Redlock>> = None;
+    for case in CASES {
+        if matches!(kind, Client::Warm | Client::Reconnecting) {
+            let redlock = client(cluster, case.fenced);
+            let mut lock = redlock.try_lock("cancel:warm", TTL).expect("warm up");
+            redlock.unlock(&mut lock).expect("warm up");
+            quiesce(cluster, &redlock);
+            warm = Some(redlock);
+        }
+        for k in 1..=MAX_POLLS {
+            let redlock = match &warm {
+                Some(redlock) => Arc::clone(redlock),
+                None => client(cluster, case.fenced),
+            };
+            let key = format!("cancel:{}:{kind:?}:{k}", case.name);
+            let connects: Vec<u64> = redlock.stats().masters.iter().map(|m| m.connects).collect();
+            if let Client::Reconnecting = kind {
+                for i in 0..cluster.len() {
+                    cluster.command(i, &[b"CLIENT", b"KILL", b"TYPE", b"normal"]);
+                }
+            }
+            let before = redlock.stats();
+            let outcome = run(cluster, &redlock, case, &key, k);
+            check_counts(case, &outcome, &before, &redlock.stats());
+            quiesce(cluster, &redlock);
+            let left: Vec<usize> = (0..cluster.len())
+                .filter(|&i| cluster.exists(i, &key))
+                .collect();
+            assert!(
+                left.is_empty(),
+                "{} dropped after {k} polls on a {kind:?} client: {key} left on {left:?}",
+                case.name
+            );
+            if let Client::Reconnecting = kind {
+                let stats = redlock.stats();
+                for (master, before) in stats.masters.iter().zip(connects) {
+                    assert!(master.connects > before, "reconnected: {stats:?}");
+                }
+            }
+            if outcome.completed {
+                break;
+            }
+            assert!(k < MAX_POLLS, "{} never completed", case.name);
+        }
+    }
+}
+
+#[test]
+fn every_async_call_dropped_after_any_poll_on_a_fresh_client_leaves_no_key() {
+    every_case(&Cluster::start(3), Client::Fresh);
+}
+
+#[test]
+fn every_async_call_dropped_after_any_poll_on_a_warm_client_leaves_no_key() {
+    every_case(&Cluster::start(3), Client::Warm);
+}
+
+#[test]
+fn every_async_call_dropped_behind_a_reconnect_leaves_no_key() {
+    every_case(&Cluster::start(3), Client::Reconnecting);
+}
+
+/// An acquire dropped while a master's connection is down after a stall:
+/// that master applied the acquire, but its connection was dropped as
+/// stalled, and every reconnect is refused, so the release made for the
+/// dropped future cannot reach it. The key stays there until its TTL runs
+/// out (the documented bound) and goes everywhere else; the release's
+/// round ends with that master failed or timed out, and is counted.
+#[test]
+fn a_release_that_cannot_reach_a_master_leaves_the_key_there_until_its_ttl() {
+    let cluster = Cluster::start(3);
+    let proxies = Proxies::front(&cluster);
+    let redlock = Redlock::builder(proxies.urls())
+        .retry_count(0)
+        .stall_timeout(Duration::from_millis(200))
+        .connect_timeout(Duration::from_millis(200))
+        .build()
+        .expect("build a client");
+    let mut lock = redlock.try_lock("cancel:drive", TTL).expect("warm up");
+    redlock.unlock(&mut lock).expect("warm up");
+    let key = "cancel:bound";
+
+    // Master 0 applies what it is sent; the client hears nothing of it.
+    // The others' replies wait until the first poll is over.
+    proxies[0].drop_replies();
+    for i in 1..3 {
+        proxies[i].stall(Dir::ToClient);
+    }
+    let mut future = Box::pin(redlock.try_lock_async(key, TTL));
+    let first = future
+        .as_mut()
+        .poll(&mut Context::from_waker(Waker::noop()));
+    for i in 1..3 {
+        proxies[i].heal();
+    }
+    assert!(first.is_pending(), "the round waits for its replies");
+    assert!(
+        eventually(STUCK, || cluster.exists(0, key)),
+        "master 0 applied the acquire"
+    );
+    // Its connection stalls and is dropped; every reconnect is refused.
+    proxies[0].reset_next_connections(usize::MAX);
+    let down = eventually(STUCK, || {
+        let mut lock = redlock.try_lock("cancel:drive", TTL).expect("two masters");
+        let _ = redlock.unlock(&mut lock);
+        let stats = proxies[0].stats();
+        stats.live == 0 && stats.resets > 0
+    });
+    assert!(down, "master 0's connection was dropped and not re-made");
+
+    let before = redlock.stats();
+    drop(future);
+    let answered = eventually(STUCK, || {
+        let stats = redlock.stats();
+        stats.drop_releases_ended == stats.drop_releases
+    });
+    let after = redlock.stats();
+    assert!(answered, "the release's round never ended: {after:?}");
+    assert_eq!(
+        (after.abandoned, after.drop_releases),
+        (before.abandoned + 1, before.drop_releases + 1),
+        "the dropped acquire and its release are counted: {after:?}"
+    );
+    let missed = |stats: &Stats| stats.masters[0].errors + stats.masters[0].timeouts;
+    assert!(
+        missed(&after) > missed(&before),
+        "master 0 failed the release: {after:?}"
+    );
+    for i in 1..3 {
+        assert!(!cluster.exists(i, key), "master {i} answered the release");
+    }
+    let left = pttl(&cluster, 0, key.as_bytes());
+    let ttl_ms = i64::try_from(TTL.as_millis()).expect("small");
+    assert!(
+        0 < left && left <= ttl_ms,
+        "master 0 keeps the key until its TTL, no longer: PTTL {left}"
+    );
+}
