@@ -42,14 +42,16 @@ pub struct Stats {
     ///
     /// [`Redlock::try_lock_async`]: crate::Redlock::try_lock_async
     pub abandoned: u64,
-    /// Release rounds the client runs on its own for dropped futures: a
-    /// dropped acquire's release, or a dropped unlock's own round. Each is
-    /// followed until every master has answered it, failed or timed out.
+    /// Release rounds the client runs on its own for dropped futures and
+    /// guards: a dropped acquire's release, a dropped unlock's own round,
+    /// or a dropped [`AsyncLockGuard`](crate::AsyncLockGuard)'s release (if
+    /// a slot was free for it). Each is followed until every master has
+    /// answered it, failed or timed out.
     pub drop_releases: u64,
     /// How many of `drop_releases` have ended. Once the two are equal,
     /// every master has answered (or failed, or timed out on) every release
-    /// made for a dropped future; its failures and timeouts are counted in
-    /// `masters`.
+    /// made for a dropped future or guard; their failures and timeouts are
+    /// counted in `masters`.
     pub drop_releases_ended: u64,
     /// Times a caller yielded its CPU to masters on this machine
     /// ([`Builder::yield_to_local_masters`](crate::Builder::yield_to_local_masters)):
@@ -160,7 +162,7 @@ impl Counters {
         }
     }
 
-    /// A release round started for a dropped future.
+    /// A release round started for a dropped future or guard.
     pub(super) fn drop_release(&self) {
         bump(&self.drop_releases);
     }

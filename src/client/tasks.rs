@@ -251,13 +251,14 @@ impl Redlock {
     ///   dropped unlock's round is followed the same way; a dropped
     ///   extend caps the lock at what the extend could have granted, a
     ///   dropped unlock expires it.
-    /// - The bound: a master that applied the acquire but that the release
-    ///   cannot reach (its connection went down after the acquire was
-    ///   written there, say dropped as stalled, and is waiting out its
-    ///   reconnect back-off, or its new handshake fails before the release
-    ///   is written) keeps the key until its TTL runs out, counted from
-    ///   when that master applied the acquire, and no longer; the
-    ///   release's round counts that master as failed or timed out.
+    /// - The bound: a master that applied the acquire but whose connection
+    ///   goes down before the release gets through (closed by the server,
+    ///   or dropped as stalled, then waiting out its reconnect back-off or
+    ///   failing its new handshake) keeps the key until its TTL runs out,
+    ///   counted from when that master applied the acquire, and no longer;
+    ///   the release's round counts that master as failed or timed out. A
+    ///   release is not sent again on a new connection (nor is an
+    ///   [`unlock`](Self::unlock)'s).
     /// - A future that completed has handed its [`Lock`] to the caller,
     ///   whose to release: dropping a `Lock` releases nothing (an
     ///   [`AsyncLockGuard`] does).
@@ -472,8 +473,10 @@ impl Redlock {
 }
 
 /// A lock held by async code: released when dropped, without blocking or
-/// awaiting (the release is queued on every master and its replies read
-/// later), or explicitly with [`release`](Self::release) for the outcome.
+/// awaiting (the release is queued on every master and, if the client has
+/// a slot free for it, followed until every master has answered it:
+/// [`Stats::drop_releases`](crate::Stats::drop_releases)), or explicitly
+/// with [`release`](Self::release) for the outcome.
 /// It holds the client (an `Arc`), so that it can move into a spawned
 /// task.
 pub struct AsyncLockGuard {
@@ -529,8 +532,14 @@ impl AsyncLockGuard {
 impl Drop for AsyncLockGuard {
     fn drop(&mut self) {
         if let Some(lock) = self.lock.take() {
-            let mut engine = self.client.engine.driver();
-            engine.driver.queue(&lock.release(), Instant::now());
+            let counters = &self.client.counters;
+            self.client.engine.abandon(|driver| {
+                // Followed until every master has answered, if a slot is
+                // free; else only queued.
+                if driver.release_orphan(&lock.release(), Instant::now()) {
+                    counters.drop_release();
+                }
+            });
         }
     }
 }

@@ -389,17 +389,39 @@ impl Driver {
             self.queue(release, now);
             return false;
         };
+        self.start_release(next, release, now);
+        true
+    }
+
+    /// Starts a round of `release` that nobody waits for (a dropped
+    /// guard's), if a slot is free: orphaned, it goes on until every
+    /// master has answered it, failed or timed out, as
+    /// [`release_after`](Self::release_after)'s does. Returns whether it
+    /// started; if not, `release` is only queued, as
+    /// [`queue`](Self::queue) does.
+    pub(crate) fn release_orphan(&mut self, release: &Command<'_>, now: Instant) -> bool {
+        let Some(id) = self.flights.begin() else {
+            self.queue(release, now);
+            return false;
+        };
+        self.flights.orphan(id);
+        self.start_release(id, release, now);
+        true
+    }
+
+    /// Restarts round `id` as a release and queues `release` for it on
+    /// every connection, written now as far as the sockets take it.
+    fn start_release(&mut self, id: u64, release: &Command<'_>, now: Instant) {
         let (n, timeout) = (self.conns.len(), self.request_timeout);
-        self.flights.update(next, |round| {
+        self.flights.update(id, |round| {
             round.restart(Op::Release, n, Duration::ZERO, Duration::ZERO, timeout, now)
         });
-        self.send_round(next, release, now);
+        self.send_round(id, release, now);
         for i in 0..n {
             if let Err(error) = self.conns[i].flush(&self.registry) {
                 self.fail(i, error, now);
             }
         }
-        true
     }
 
     /// Rounds in flight whose caller is gone.

@@ -144,8 +144,9 @@ impl Engine {
     /// each of them ([`Driver::abandon`]), or leaves it to the driver
     /// until every master has answered ([`Driver::orphan`]), or passes its
     /// slot to the release that must follow it
-    /// ([`Driver::release_after`]). The rounds left to the driver are
-    /// polled for by the background thread.
+    /// ([`Driver::release_after`]); or a task left a release to the
+    /// driver (a dropped guard: [`Driver::release_orphan`]). The rounds
+    /// left to the driver are polled for by the background thread.
     pub(crate) fn abandon(&self, then: impl FnOnce(&mut Driver)) {
         let mut shared = take(&self.driver);
         let before = shared.driver.in_flight();
