@@ -21,9 +21,15 @@ const TTL: Duration = Duration::from_secs(10);
 const CYCLES: u64 = 20;
 const SETTLE: Duration = Duration::from_secs(5);
 
+/// Long enough that no round times out on a busy machine (whether a
+/// caller yields does not depend on it).
+const TIMEOUT: Duration = Duration::from_secs(2);
+
 fn client(urls: Vec<String>, on: bool) -> Redlock {
     Redlock::builder(urls)
         .retry_count(0)
+        .request_timeout(TIMEOUT)
+        .stall_timeout(TIMEOUT)
         .yield_to_local_masters(on)
         .build()
         .expect("build a client")
