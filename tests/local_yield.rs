@@ -10,20 +10,26 @@ mod support;
 
 use std::future::Future;
 use std::pin::pin;
-use std::task::{Context, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use redlock_mio::Redlock;
-use support::check::assert_gone;
+use support::check::{assert_gone, eventually};
 use support::cluster::Cluster;
 
 const TTL: Duration = Duration::from_secs(10);
 const CYCLES: u64 = 20;
 const SETTLE: Duration = Duration::from_secs(5);
 
+/// Long enough that no round times out on a busy machine (whether a
+/// caller yields does not depend on it).
+const TIMEOUT: Duration = Duration::from_secs(2);
+
 fn client(urls: Vec<String>, on: bool) -> Redlock {
     Redlock::builder(urls)
         .retry_count(0)
+        .request_timeout(TIMEOUT)
+        .stall_timeout(TIMEOUT)
         .yield_to_local_masters(on)
         .build()
         .expect("build a client")
@@ -112,12 +118,36 @@ fn a_caller_never_yields_while_another_round_is_in_flight() {
         let before = redlock.stats().yields;
         // A second task, then a thread, while that round is in flight.
         let mut second = pin!(redlock.try_lock_async("second", TTL));
-        let _ = second.as_mut().poll(&mut context);
+        // Its round may be decided before its first poll looks (the
+        // background thread wrote it and read the replies): then the lock
+        // is the caller's, to release.
+        let won = match second.as_mut().poll(&mut context) {
+            Poll::Ready(result) => Some(result.expect("healthy acquire")),
+            Poll::Pending => None,
+        };
         assert_eq!(redlock.stats().yields, before, "the task was not alone");
         cycles(&redlock, "busy");
+        if let Some(mut lock) = won {
+            redlock.unlock(&mut lock).expect("healthy release");
+        }
         assert_eq!(redlock.stats().yields, before, "the thread was never alone");
         // Both futures are dropped here.
     }
+    // The releases made for the dropped futures are followed until every
+    // master has answered them.
+    let answered = eventually(SETTLE, || {
+        let stats = redlock.stats();
+        stats.drop_releases_ended == stats.drop_releases
+    });
+    let stats = redlock.stats();
+    assert!(
+        answered,
+        "releases for dropped futures unanswered: {stats:?}"
+    );
+    assert!(
+        (1..=2).contains(&stats.abandoned) && stats.drop_releases == stats.abandoned,
+        "one or both futures dropped in flight, each released: {stats:?}"
+    );
     for key in [&b"other"[..], b"second", b"busy"] {
         assert_gone(&cluster, &[0, 1, 2], key, SETTLE);
     }

@@ -465,11 +465,16 @@ impl Builder {
         }
         let masters = driver.addrs().map(ToString::to_string).collect();
         let local = driver.addrs().all(|a| a.endpoint().is_local());
+        let counters = std::sync::Arc::new(super::stats::Counters::new(n));
+        let counted = std::sync::Arc::clone(&counters);
+        driver.on_orphan_end(Box::new(move |round| {
+            counted.drop_release_ended(round.nodes());
+        }));
         let engine = Engine::new(driver, poller, self.local_yield && local)
             .map_err(|e| ConfigError::Io(e.kind()))?;
         Ok(Redlock {
             masters,
-            counters: super::stats::Counters::new(n),
+            counters,
             fences: std::sync::Mutex::new(super::fence::FenceBook::new(n)),
             tokens: std::sync::Mutex::new(TokenSource::new()),
             engine: std::sync::Arc::new(engine),

@@ -506,20 +506,26 @@ impl<'r> FencedAcquire<'r> {
         if self.step != Step::Raise {
             return;
         }
-        let now = Instant::now();
-        let mut engine = client.engine.driver();
-        for (i, slot) in self.slots.iter().enumerate() {
-            if let Slot::Granted { end, .. } = slot {
-                let release = Command {
-                    op: Op::Release,
-                    eval: true,
-                    fenced: false,
-                    reach: end.round.reached(),
-                    ..self.acquire(i)
-                };
-                engine.driver.queue(&release, now);
+        let counters = &client.counters;
+        client.engine.abandon(|driver| {
+            let now = Instant::now();
+            for (i, slot) in self.slots.iter().enumerate() {
+                if let Slot::Granted { end, .. } = slot {
+                    let release = Command {
+                        op: Op::Release,
+                        eval: true,
+                        fenced: false,
+                        reach: end.round.reached(),
+                        ..self.acquire(i)
+                    };
+                    // Followed until every master has answered, as a
+                    // dropped plain acquire's release is.
+                    if driver.release_orphan(&release, now) {
+                        counters.drop_release();
+                    }
+                }
             }
-        }
+        });
     }
 
     /// Each lock's result, in the order of the keys.
@@ -647,9 +653,18 @@ mod tests {
             smallvec![ended(
                 Op::FenceRead,
                 [
-                    UnsyncedRead { lost: 7, clock: 300 },
-                    UnsyncedRead { lost: 8, clock: 500 },
-                    UnsyncedRead { lost: 9, clock: 400 },
+                    UnsyncedRead {
+                        lost: 7,
+                        clock: 300
+                    },
+                    UnsyncedRead {
+                        lost: 8,
+                        clock: 500
+                    },
+                    UnsyncedRead {
+                        lost: 9,
+                        clock: 400
+                    },
                 ]
             )],
         );

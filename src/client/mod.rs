@@ -116,7 +116,9 @@ pub struct Redlock {
     config: Config,
     /// The masters' addresses, passwords masked, for reports.
     masters: Arc<[String]>,
-    counters: Counters,
+    /// Shared with the driver, which counts the releases it runs on its
+    /// own for dropped futures.
+    counters: Arc<Counters>,
 }
 
 impl fmt::Debug for Redlock {

@@ -35,6 +35,24 @@ pub struct Stats {
     pub releases: u64,
     /// Release rounds that reached a quorum.
     pub released: u64,
+    /// Rounds whose future was dropped before it took their outcome (see
+    /// the cancellation section of [`Redlock::try_lock_async`]): counted
+    /// here and, by their operation, in `attempts`, `extends` or
+    /// `releases` (in none of their outcomes).
+    ///
+    /// [`Redlock::try_lock_async`]: crate::Redlock::try_lock_async
+    pub abandoned: u64,
+    /// Release rounds the client runs on its own for dropped futures and
+    /// guards: a dropped acquire's release, a dropped unlock's own round,
+    /// or a dropped [`AsyncLockGuard`](crate::AsyncLockGuard)'s release (if
+    /// a slot was free for it). Each is followed until every master has
+    /// answered it, failed or timed out.
+    pub drop_releases: u64,
+    /// How many of `drop_releases` have ended. Once the two are equal,
+    /// every master has answered (or failed, or timed out on) every release
+    /// made for a dropped future or guard; their failures and timeouts are
+    /// counted in `masters`.
+    pub drop_releases_ended: u64,
     /// Times a caller yielded its CPU to masters on this machine
     /// ([`Builder::yield_to_local_masters`](crate::Builder::yield_to_local_masters)):
     /// about two per round of a lone thread, one per round of a lone task,
@@ -85,6 +103,9 @@ pub(super) struct Counters {
     extended: AtomicU64,
     releases: AtomicU64,
     released: AtomicU64,
+    abandoned: AtomicU64,
+    drop_releases: AtomicU64,
+    drop_releases_ended: AtomicU64,
     masters: Box<[Master]>,
 }
 
@@ -110,13 +131,15 @@ impl Counters {
             extended: AtomicU64::new(0),
             releases: AtomicU64::new(0),
             released: AtomicU64::new(0),
+            abandoned: AtomicU64::new(0),
+            drop_releases: AtomicU64::new(0),
+            drop_releases_ended: AtomicU64::new(0),
             masters: (0..masters).map(|_| Master::default()).collect(),
         }
     }
 
-    /// A round of `op` ended with `result`; `nodes` is what each master
-    /// did in it.
-    pub(super) fn count(&self, op: Op, nodes: &[NodeState], result: Result<(), &Error>) {
+    /// What each master did in a round that ended.
+    fn count_masters(&self, nodes: &[NodeState]) {
         for (master, state) in self.masters.iter().zip(nodes) {
             match state {
                 NodeState::Failed(_) => bump(&master.errors),
@@ -125,6 +148,36 @@ impl Counters {
                 _ => {}
             }
         }
+    }
+
+    /// A round of `op` was given up by its dropped future (a fence round
+    /// counts as part of its acquire: only as given up).
+    pub(super) fn abandoned(&self, op: Op) {
+        bump(&self.abandoned);
+        match op {
+            Op::Acquire => bump(&self.attempts),
+            Op::Extend => bump(&self.extends),
+            Op::Release => bump(&self.releases),
+            Op::Fence | Op::FenceRead | Op::FenceSync => {}
+        }
+    }
+
+    /// A release round started for a dropped future or guard.
+    pub(super) fn drop_release(&self) {
+        bump(&self.drop_releases);
+    }
+
+    /// A release round run for a dropped future ended; `nodes` is what each
+    /// master did in it.
+    pub(super) fn drop_release_ended(&self, nodes: &[NodeState]) {
+        self.count_masters(nodes);
+        bump(&self.drop_releases_ended);
+    }
+
+    /// A round of `op` ended with `result`; `nodes` is what each master
+    /// did in it.
+    pub(super) fn count(&self, op: Op, nodes: &[NodeState], result: Result<(), &Error>) {
+        self.count_masters(nodes);
         let (sent, succeeded) = match op {
             Op::Acquire => (&self.attempts, &self.acquired),
             Op::Extend => (&self.extends, &self.extended),
@@ -166,6 +219,9 @@ impl Counters {
             extended: read(&self.extended),
             releases: read(&self.releases),
             released: read(&self.released),
+            abandoned: read(&self.abandoned),
+            drop_releases: read(&self.drop_releases),
+            drop_releases_ended: read(&self.drop_releases_ended),
             yields,
             masters: self
                 .masters

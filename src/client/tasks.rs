@@ -12,13 +12,15 @@
 //! and a sync of the counters when due, the acquire, the raise) one after
 //! another in the same way: nothing blocks the executor's thread.
 //!
-//! Cancellation: a future dropped after its command went out ends its
-//! rounds at once (their late replies are matched and dropped, and can
-//! never count for another round); an acquire's release is queued on
-//! every master behind the acquire (a fenced one's also behind its raise),
-//! so no lock is left behind; an extend's lock is capped at what the
-//! extend could have granted, and an unlock's lock is expired, as if the
-//! round had failed.
+//! Cancellation (see [`Redlock::try_lock_async`]): a future dropped with
+//! its rounds in flight gives them up (their late replies are matched and
+//! dropped, and can never count for another round). An acquire's slot
+//! passes to its release, queued on every master behind the acquire (a
+//! fenced one's also behind its raise) and followed by the driver until
+//! every master has answered it, failed or timed out; an unlock's round is
+//! followed the same way. An extend's lock is capped at what the extend
+//! could have granted, and an unlock's lock is expired, as if the round
+//! had failed.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -146,12 +148,16 @@ impl Drop for RoundsFuture<'_, '_> {
             return;
         };
         let (commands, release) = (self.commands, self.release_on_drop);
-        self.client.engine.abandon(&ids, |driver| {
-            if release {
-                let now = Instant::now();
-                for (command, &id) in commands.iter().zip(ids.iter()) {
-                    // Behind the acquire on every connection: it frees the
-                    // key wherever the acquire set it.
+        let counters = &self.client.counters;
+        self.client.engine.abandon(|driver| {
+            let now = Instant::now();
+            for (command, &id) in commands.iter().zip(ids.iter()) {
+                counters.abandoned(command.op);
+                if release && command.op == Op::Acquire {
+                    // Its slot passes to the release, queued behind it on
+                    // every connection: it frees the key wherever the
+                    // acquire set it, and is followed until every master
+                    // has answered.
                     let release = Command {
                         op: Op::Release,
                         eval: true,
@@ -161,7 +167,16 @@ impl Drop for RoundsFuture<'_, '_> {
                             .map_or(u64::MAX, crate::rules::Round::reached),
                         ..*command
                     };
-                    driver.queue(&release, now);
+                    if driver.release_after(id, &release, now) {
+                        counters.drop_release();
+                    }
+                } else if command.op == Op::Release {
+                    // An unlock's round is its release: followed to its end.
+                    if driver.orphan(id) {
+                        counters.drop_release();
+                    }
+                } else {
+                    driver.abandon(&[id]);
                 }
             }
         });
@@ -239,8 +254,36 @@ fn copy_keys(lock: &Lock) -> (SmallVec<[u8; 128]>, bool, [u8; TOKEN_LEN]) {
 impl Redlock {
     /// [`try_lock`](Self::try_lock) as a future, for any executor.
     ///
-    /// Dropping the future after its command went out queues the release
-    /// on every master: no lock is left behind.
+    /// # Cancellation
+    ///
+    /// The futures of every async call may be dropped at any point:
+    ///
+    /// - Before its first poll, nothing was sent.
+    /// - With its round in flight, the round is given up and counted in
+    ///   [`Stats::abandoned`] (and in `attempts`, `extends` or `releases`).
+    ///   An acquire's slot passes at once to the release of its key, queued
+    ///   behind the acquire on every master (behind a connect or handshake
+    ///   still under way, too) and followed by the client, waited for by
+    ///   nobody, until every master has answered it, failed or timed out
+    ///   ([`Stats::drop_releases`], [`Stats::drop_releases_ended`]). A
+    ///   dropped unlock's round is followed the same way; a dropped
+    ///   extend caps the lock at what the extend could have granted, a
+    ///   dropped unlock expires it.
+    /// - The bound: a master that applied the acquire but whose connection
+    ///   goes down before the release gets through (closed by the server,
+    ///   or dropped as stalled, then waiting out its reconnect back-off or
+    ///   failing its new handshake) keeps the key until its TTL runs out,
+    ///   counted from when that master applied the acquire, and no longer;
+    ///   the release's round counts that master as failed or timed out. A
+    ///   release is not sent again on a new connection (nor is an
+    ///   [`unlock`](Self::unlock)'s).
+    /// - A future that completed has handed its [`Lock`] to the caller,
+    ///   whose to release: dropping a `Lock` releases nothing (an
+    ///   [`AsyncLockGuard`] does).
+    ///
+    /// [`Stats::abandoned`]: crate::Stats::abandoned
+    /// [`Stats::drop_releases`]: crate::Stats::drop_releases
+    /// [`Stats::drop_releases_ended`]: crate::Stats::drop_releases_ended
     ///
     /// # Errors
     ///
@@ -257,7 +300,9 @@ impl Redlock {
     }
 
     /// [`lock`](Self::lock) as a future: the delays between attempts are
-    /// timers, not sleeping threads.
+    /// timers, not sleeping threads. Dropped, it is cancelled as the
+    /// Cancellation section of [`try_lock_async`](Self::try_lock_async)
+    /// says (between attempts, no round is in flight).
     ///
     /// # Errors
     ///
@@ -275,7 +320,8 @@ impl Redlock {
     }
 
     /// [`lock_until`](Self::lock_until) as a future: completes by
-    /// `deadline`.
+    /// `deadline`. Dropped, it is cancelled as the Cancellation section of
+    /// [`try_lock_async`](Self::try_lock_async) says.
     ///
     /// # Errors
     ///
@@ -316,7 +362,8 @@ impl Redlock {
 
     /// [`extend`](Self::extend) as a future. Dropped with its round in
     /// flight, it caps the lock's validity at what the extend could have
-    /// granted, as a failed extend does.
+    /// granted, as a failed extend does (see the Cancellation section of
+    /// [`try_lock_async`](Self::try_lock_async)).
     ///
     /// # Errors
     ///
@@ -351,7 +398,9 @@ impl Redlock {
 
     /// [`unlock`](Self::unlock) as a future. Dropped with its round in
     /// flight, it leaves the lock expired (the release may have been
-    /// applied).
+    /// applied), and the client follows the round until every master has
+    /// answered it (see the Cancellation section of
+    /// [`try_lock_async`](Self::try_lock_async)).
     ///
     /// # Errors
     ///
@@ -473,8 +522,10 @@ impl Redlock {
 }
 
 /// A lock held by async code: released when dropped, without blocking or
-/// awaiting (the release is queued on every master and its replies read
-/// later), or explicitly with [`release`](Self::release) for the outcome.
+/// awaiting (the release is queued on every master and, if the client has
+/// a slot free for it, followed until every master has answered it:
+/// [`Stats::drop_releases`](crate::Stats::drop_releases)), or explicitly
+/// with [`release`](Self::release) for the outcome.
 /// It holds the client (an `Arc`), so that it can move into a spawned
 /// task.
 pub struct AsyncLockGuard {
@@ -530,8 +581,14 @@ impl AsyncLockGuard {
 impl Drop for AsyncLockGuard {
     fn drop(&mut self) {
         if let Some(lock) = self.lock.take() {
-            let mut engine = self.client.engine.driver();
-            engine.driver.queue(&lock.release(), Instant::now());
+            let counters = &self.client.counters;
+            self.client.engine.abandon(|driver| {
+                // Followed until every master has answered, if a slot is
+                // free; else only queued.
+                if driver.release_orphan(&lock.release(), Instant::now()) {
+                    counters.drop_release();
+                }
+            });
         }
     }
 }

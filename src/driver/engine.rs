@@ -262,7 +262,7 @@ impl Engine {
                 continue;
             }
             shared.driver.check_timers(now);
-            shared.driver.wake_decided(&mut wakes);
+            shared.wake_decided(&mut wakes);
             // (A poller error is met again, and returned, by the wait.)
             shared = self
                 .turn(
@@ -318,7 +318,7 @@ impl Engine {
             if !shared.driver.decided(ids) {
                 shared.driver.check_timers(now);
             }
-            shared.driver.wake_decided(wakes);
+            shared.wake_decided(wakes);
             if shared.driver.decided(ids) {
                 return (shared, Ok(()));
             }
@@ -462,6 +462,15 @@ impl Engine {
 }
 
 impl Shared {
+    /// Has the waiters of the rounds decided so far woken (with `wakes`),
+    /// and ends the orphaned rounds that no master is left to answer
+    /// (waking as many callers waiting for a slot).
+    pub(crate) fn wake_decided(&mut self, wakes: &mut Wakes) {
+        self.driver.wake_decided(wakes);
+        let freed = self.driver.reap();
+        self.slots_freed(freed);
+    }
+
     /// Writes what the callers queued, unless it waits for callers still
     /// to come back (for [`DEFER`] at most).
     fn flush(&mut self, now: Instant) {

@@ -88,7 +88,16 @@ pub(crate) struct Driver {
     /// else a connection queues it writes at once: replays and handshake
     /// steps after a read, releases, or when its socket becomes ready.)
     unflushed: bool,
+    /// How long a release this driver runs on its own (for a dropped
+    /// acquire) waits for the masters: the request timeout.
+    request_timeout: Duration,
+    /// Told of each orphaned round as it ends (see [`reap`](Self::reap)).
+    on_orphan_end: Option<OnOrphanEnd>,
 }
+
+/// What the driver tells of each round it ends on its own (an orphaned
+/// one, whose caller is gone), for the client's statistics.
+pub(crate) type OnOrphanEnd = Box<dyn FnMut(&Round) + Send>;
 
 /// Room for an encoded command, allocated at build (a larger one, say a
 /// batch's or a script's, grows it once).
@@ -134,7 +143,14 @@ impl Driver {
             base,
             encoded: Vec::with_capacity(ENCODED_CAPACITY),
             unflushed: false,
+            request_timeout: config.request_timeout,
+            on_orphan_end: None,
         })
+    }
+
+    /// Has `on_end` told of each orphaned round as it ends.
+    pub(crate) fn on_orphan_end(&mut self, on_end: OnOrphanEnd) {
+        self.on_orphan_end = Some(on_end);
     }
 
     /// The poller tokens of the connections.
@@ -235,25 +251,7 @@ impl Driver {
                 restart(round, command, now);
                 debug_assert_eq!(round.nodes().len(), n);
             });
-            self.encoded.clear();
-            command.encode(&mut self.encoded);
-            for (i, conn) in self.conns.iter_mut().enumerate() {
-                let must_reach = command.must_reach(i);
-                match conn.send(&self.registry, command, &self.encoded, id, must_reach, now) {
-                    Ok(()) => {}
-                    Err(error @ NodeError::Lagging) => {
-                        // Only this round goes without this master.
-                        self.flights
-                            .update(id, |round| round.handle_failure(i, error, now));
-                    }
-                    Err(error) => {
-                        // A failed send leaves the connection down, with
-                        // what was queued there: the rounds waiting for it
-                        // (this one included) fail on this master.
-                        self.flights.fail_node(i, &error, now);
-                    }
-                }
-            }
+            self.send_round(id, command, now);
             ids.extend([id]);
             started += 1;
         }
@@ -262,6 +260,30 @@ impl Driver {
             self.flush_all();
         }
         started
+    }
+
+    /// Queues round `id`'s `command` on every connection (nothing is
+    /// written yet); a master that cannot take it fails the round there.
+    fn send_round(&mut self, id: u64, command: &Command<'_>, now: Instant) {
+        self.encoded.clear();
+        command.encode(&mut self.encoded);
+        for (i, conn) in self.conns.iter_mut().enumerate() {
+            let must_reach = command.must_reach(i);
+            match conn.send(&self.registry, command, &self.encoded, id, must_reach, now) {
+                Ok(()) => {}
+                Err(error @ NodeError::Lagging) => {
+                    // Only this round goes without this master.
+                    self.flights
+                        .update(id, |round| round.handle_failure(i, error, now));
+                }
+                Err(error) => {
+                    // A failed send leaves the connection down, with
+                    // what was queued there: the rounds waiting for it
+                    // (this one included) fail on this master.
+                    self.flights.fail_node(i, &error, now);
+                }
+            }
+        }
     }
 
     /// Whether every round of `ids` is decided (or over).
@@ -328,9 +350,11 @@ impl Driver {
         }
     }
 
-    /// Whether a task (not a thread) waits for an undecided round.
+    /// Whether a task (not a thread) waits for an undecided round, or an
+    /// orphaned round (whose task is gone) is in flight: either needs
+    /// someone to poll.
     pub(crate) fn tasks_waiting(&self) -> bool {
-        self.flights.any_undecided(|w| !w.is_thread())
+        self.flights.orphans() > 0 || self.flights.any_undecided(|w| !w.is_thread())
     }
 
     /// Ends the rounds `ids` now, decided or not: their slots are freed
@@ -339,6 +363,88 @@ impl Driver {
         for &id in ids {
             self.flights.finish(id);
         }
+    }
+
+    /// Round `id`'s caller is gone, its command queued (a dropped unlock):
+    /// the round goes on, waited for by nobody, until every master has
+    /// answered it, failed or timed out; then it ends (see
+    /// [`reap`](Self::reap)). Returns whether it was in flight.
+    pub(crate) fn orphan(&mut self, id: u64) -> bool {
+        self.flights.orphan(id)
+    }
+
+    /// Round `id`'s caller is gone and what it may have done must be
+    /// undone by `release` (a dropped acquire): the round ends, and its
+    /// slot passes at once to a round of `release`, queued behind it on
+    /// every connection and written now as far as the sockets take it.
+    /// That round is orphaned: it goes on until every master has answered
+    /// it, failed or timed out. A master whose connection is down and
+    /// waiting out its back-off fails it at once: the key there, if the
+    /// acquire set one, expires with its TTL. Returns whether round `id`
+    /// was in flight (if not, `release` is only queued, as
+    /// [`queue`](Self::queue) does).
+    pub(crate) fn release_after(&mut self, id: u64, release: &Command<'_>, now: Instant) -> bool {
+        let Some(next) = self.flights.pass_to_release(id) else {
+            // Not in flight (never, for a caller that holds its rounds).
+            self.queue(release, now);
+            return false;
+        };
+        self.start_release(next, release, now);
+        true
+    }
+
+    /// Starts a round of `release` that nobody waits for (a dropped
+    /// guard's), if a slot is free: orphaned, it goes on until every
+    /// master has answered it, failed or timed out, as
+    /// [`release_after`](Self::release_after)'s does. Returns whether it
+    /// started; if not, `release` is only queued, as
+    /// [`queue`](Self::queue) does.
+    pub(crate) fn release_orphan(&mut self, release: &Command<'_>, now: Instant) -> bool {
+        let Some(id) = self.flights.begin() else {
+            self.queue(release, now);
+            return false;
+        };
+        self.flights.orphan(id);
+        self.start_release(id, release, now);
+        true
+    }
+
+    /// Restarts round `id` as a release and queues `release` for it on
+    /// every connection, written now as far as the sockets take it.
+    fn start_release(&mut self, id: u64, release: &Command<'_>, now: Instant) {
+        let (n, timeout) = (self.conns.len(), self.request_timeout);
+        self.flights.update(id, |round| {
+            round.restart(Op::Release, n, Duration::ZERO, Duration::ZERO, timeout, now)
+        });
+        self.send_round(id, release, now);
+        for i in 0..n {
+            if let Err(error) = self.conns[i].flush(&self.registry) {
+                self.fail(i, error, now);
+            }
+        }
+    }
+
+    /// Rounds in flight whose caller is gone.
+    pub(crate) fn orphans(&self) -> usize {
+        self.flights.orphans()
+    }
+
+    /// Ends the orphaned rounds that no master is left to answer, telling
+    /// the client of each (a connection that let one time out is marked
+    /// late, as [`finish`](Self::finish) does); returns how many slots
+    /// that freed.
+    pub(crate) fn reap(&mut self) -> usize {
+        let (conns, on_end) = (&mut self.conns, &mut self.on_orphan_end);
+        self.flights.reap(|round| {
+            for (conn, state) in conns.iter_mut().zip(round.nodes()) {
+                if *state == NodeState::TimedOut {
+                    conn.link_mut().note_late(round.started());
+                }
+            }
+            if let Some(on_end) = on_end {
+                on_end(round);
+            }
+        })
     }
 
     /// Writes the commands of the rounds started since the last call, as

@@ -9,6 +9,17 @@
 //! them. A reply that arrives for a round that has ended (its id no longer
 //! in its slot) is matched to its request by the connection and dropped;
 //! it can never count for the round that took the slot next.
+//!
+//! A round whose caller is gone (a dropped future) is not ended while its
+//! commands may still be written: it is *orphaned* ([`orphan`]), or its
+//! slot passes to the release that must follow it ([`pass_to_release`]).
+//! Either way a round with no caller stays in the table until every
+//! master has answered it, failed or timed out, and is then ended by the
+//! driver ([`reap`]).
+//!
+//! [`orphan`]: Flights::orphan
+//! [`pass_to_release`]: Flights::pass_to_release
+//! [`reap`]: Flights::reap
 
 #[cfg(any(test, feature = "fuzzing"))]
 #[cfg_attr(not(feature = "fuzzing"), allow(unreachable_pub))]
@@ -52,6 +63,8 @@ pub(crate) struct Flights<W> {
     /// goes over every slot.
     decided: Vec<u64>,
     rescan: bool,
+    /// Rounds in flight whose caller is gone (see [`orphan`](Self::orphan)).
+    orphans: usize,
 }
 
 struct Slot<W> {
@@ -63,6 +76,8 @@ struct Slot<W> {
     pending: bool,
     /// Its decision is in `decided` (or was, and has been looked at).
     noted: bool,
+    /// Its caller is gone: it ends once no master is left to answer it.
+    orphan: bool,
 }
 
 impl<W> Slot<W> {
@@ -103,6 +118,7 @@ impl<W> Flights<W> {
                     waiter: None,
                     pending: false,
                     noted: false,
+                    orphan: false,
                 })
                 .collect(),
             free: (0..cap as u32).rev().collect(),
@@ -112,6 +128,7 @@ impl<W> Flights<W> {
             pending: 0,
             decided: Vec::with_capacity(cap),
             rescan: false,
+            orphans: 0,
         }
     }
 
@@ -136,6 +153,7 @@ impl<W> Flights<W> {
         slot.id = id;
         slot.waiter = None;
         slot.noted = false;
+        slot.orphan = false;
         self.live += 1;
         self.high = self.high.max(index as usize + 1);
         Some(id)
@@ -195,10 +213,79 @@ impl<W> Flights<W> {
         if let Some(slot) = self.slot_mut(id) {
             slot.id = 0;
             slot.waiter = None;
+            let orphan = std::mem::take(&mut slot.orphan);
             let index = (id & INDEX_MASK) as u32;
             self.free.push(index);
             self.live -= 1;
+            self.orphans -= usize::from(orphan);
         }
+    }
+
+    /// Round `id`'s caller is gone, its commands queued: the round stays in
+    /// flight, waited for by nobody, until no master is left to answer it
+    /// (see [`reap`](Self::reap)). Its replies still reach it, so that the
+    /// client knows when each master has applied (or failed) its command.
+    /// Returns whether it was in flight.
+    pub(crate) fn orphan(&mut self, id: u64) -> bool {
+        self.settle(id);
+        let Some(slot) = self.slot_mut(id) else {
+            return false;
+        };
+        slot.waiter = None;
+        if !std::mem::replace(&mut slot.orphan, true) {
+            self.orphans += 1;
+        }
+        true
+    }
+
+    /// Round `id`'s caller is gone and what it did must be undone (an
+    /// acquire, which may have set its key, is followed by its release):
+    /// the round ends, and its slot passes at once to a new round, orphaned
+    /// (see [`orphan`](Self::orphan)), whose id is returned. The caller
+    /// restarts that round ([`update`](Self::update)) and queues its
+    /// command behind the ended one's on every connection.
+    ///
+    /// The slot never changes hands through the free list: the release
+    /// always has one, and the round's commands are tracked from the
+    /// moment they can be written until the release has been answered.
+    /// `None` if round `id` is not in flight.
+    pub(crate) fn pass_to_release(&mut self, id: u64) -> Option<u64> {
+        self.settle(id);
+        let index = id & INDEX_MASK;
+        let next = (self.seq << INDEX_BITS) | index;
+        let slot = self.slot_mut(id)?;
+        slot.id = next;
+        slot.waiter = None;
+        slot.noted = false;
+        let was_orphan = std::mem::replace(&mut slot.orphan, true);
+        self.seq += 1;
+        self.orphans += usize::from(!was_orphan);
+        Some(next)
+    }
+
+    /// Rounds in flight whose caller is gone.
+    pub(crate) fn orphans(&self) -> usize {
+        self.orphans
+    }
+
+    /// Ends every orphaned round that no master is left to answer (each
+    /// answered, failed or timed out), handing each to `ended` first;
+    /// returns how many slots that freed.
+    pub(crate) fn reap(&mut self, mut ended: impl FnMut(&Round)) -> usize {
+        if self.orphans == 0 {
+            return 0;
+        }
+        let mut freed = 0;
+        for i in 0..self.high {
+            let slot = &self.slots[i];
+            if slot.id != 0 && slot.orphan && !slot.round.has_pending() {
+                ended(&slot.round);
+                let id = slot.id;
+                self.finish(id);
+                freed += 1;
+            }
+        }
+        freed
     }
 
     /// Hands the outcome of node `node`'s command to round `id`, if it is
@@ -255,11 +342,16 @@ impl<W> Flights<W> {
         }
     }
 
-    /// The earliest deadline of the undecided rounds in flight.
+    /// The earliest deadline of the undecided rounds in flight, and of the
+    /// orphaned ones still waiting for a master.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         self.slots[..self.high]
             .iter()
-            .filter(|slot| slot.id != 0 && slot.round.decision().is_none())
+            .filter(|slot| {
+                slot.id != 0
+                    && (slot.round.decision().is_none()
+                        || (slot.orphan && slot.round.has_pending()))
+            })
             .map(|slot| slot.round.deadline())
             .min()
     }
@@ -269,6 +361,10 @@ impl<W> Flights<W> {
         let Some(slot) = self.slot_mut(id) else {
             return;
         };
+        if slot.orphan {
+            // Nobody waits for a round whose caller is gone.
+            return;
+        }
         slot.waiter = Some(waiter);
         if slot.round.decision().is_some() {
             // Decided already (and perhaps looked at, with no waiter then).

@@ -237,3 +237,38 @@ fn waiters_are_woken_in_the_order_of_decisions() {
     woken.extend(wake(&mut flights, false));
     assert_eq!(woken, ["third", "first", "second"]);
 }
+
+/// A dropped acquire's slot passes to its release even in a full table,
+/// and stays taken (waited for by nobody) until every node has answered
+/// it, failed or timed out; only then is it free for a new round.
+#[test]
+fn a_release_takes_its_acquires_slot_until_every_node_is_done() {
+    let t0 = Instant::now();
+    let mut flights = Flights::new(1, 3);
+    let acquire = start(&mut flights, t0, 50 * MS);
+    flights.set_waiter(acquire, "task");
+    let release = flights.pass_to_release(acquire).expect("in flight");
+    assert_ne!(release, acquire);
+    assert!(!flights.is_live(acquire) && flights.is_live(release));
+    assert_eq!((flights.len(), flights.orphans()), (1, 1));
+    assert_eq!(flights.begin(), None, "the table stays full");
+    flights.update(release, |round| {
+        round.restart(Op::Release, 3, TTL, MS, 50 * MS, t0 + MS)
+    });
+    // The acquire's waiter went with it; nobody waits for the release.
+    assert!(wake(&mut flights, true).is_empty());
+    flights.set_waiter(release, "late");
+    decide(&mut flights, release, Reply::Ok, t0 + 2 * MS);
+    assert!(wake(&mut flights, true).is_empty());
+    let mut ended = Vec::new();
+    assert_eq!(flights.reap(|round| ended.push(round.nodes().to_vec())), 0);
+    assert_eq!(flights.next_deadline(), Some(t0 + 51 * MS));
+    flights.handle_timeout(t0 + 51 * MS);
+    assert_eq!(flights.reap(|round| ended.push(round.nodes().to_vec())), 1);
+    assert_eq!(
+        ended,
+        [vec![NodeState::Ok, NodeState::Ok, NodeState::TimedOut]]
+    );
+    assert_eq!((flights.len(), flights.orphans()), (0, 0));
+    assert!(flights.begin().is_some(), "the slot is free again");
+}

@@ -380,6 +380,15 @@ impl Link {
             .any(|p| matches!(p.expect, Expect::Command { round: r, .. } if r == round))
     }
 
+    /// The rounds of the lock commands still unanswered, oldest first.
+    #[cfg(test)]
+    pub(crate) fn pending_rounds(&self) -> impl Iterator<Item = u64> + '_ {
+        self.pending.iter().filter_map(|p| match p.expect {
+            Expect::Command { round, .. } => Some(round),
+            Expect::Step(_) => None,
+        })
+    }
+
     /// A connect has started: queues the handshake behind it.
     pub(crate) fn start(
         &mut self,

@@ -10,6 +10,8 @@ use crate::commands::{Command, Outcome};
 use crate::rules::{NodeError, Op, Reply};
 use crate::{EXTEND_SCRIPT, EXTEND_SHA1, RELEASE_SCRIPT, RELEASE_SHA1};
 
+mod dropped;
+
 const MS: Duration = Duration::from_millis(1);
 
 fn config() -> LinkConfig {

@@ -105,7 +105,7 @@ impl Engine {
                 if poller.poll(std::time::Duration::ZERO).is_ok() {
                     shared.driver.dispatch(&poller.events);
                     // Others whose rounds this decided.
-                    shared.driver.wake_decided(&mut wakes);
+                    shared.wake_decided(&mut wakes);
                     // What others queued meanwhile (they may have woken
                     // this poll).
                     shared.woken = false;
@@ -140,15 +140,22 @@ impl Engine {
         None
     }
 
-    /// A task gave up on its rounds (its future was dropped): `then` may
-    /// queue what must follow (the release of an acquire), with the rounds
-    /// still there to read; they end then, their late replies will be
-    /// dropped.
-    pub(crate) fn abandon(&self, ids: &[u64], then: impl FnOnce(&mut Driver)) {
+    /// A task gave up on its rounds (its future was dropped): `then` ends
+    /// each of them ([`Driver::abandon`]), or leaves it to the driver
+    /// until every master has answered ([`Driver::orphan`]), or passes its
+    /// slot to the release that must follow it
+    /// ([`Driver::release_after`]); or a task left a release to the
+    /// driver (a dropped guard: [`Driver::release_orphan`]). The rounds
+    /// left to the driver are polled for by the background thread.
+    pub(crate) fn abandon(&self, then: impl FnOnce(&mut Driver)) {
         let mut shared = take(&self.driver);
+        let before = shared.driver.in_flight();
         then(&mut shared.driver);
-        shared.driver.abandon(ids);
-        shared.slots_freed(ids.len());
+        let freed = before.saturating_sub(shared.driver.in_flight());
+        shared.slots_freed(freed);
+        if shared.driver.orphans() > 0 {
+            self.kick(&mut shared);
+        }
         self.settled(&mut shared);
     }
 
@@ -235,7 +242,7 @@ impl Engine {
             let now = Instant::now();
             shared.flush(now);
             shared.driver.check_timers(now);
-            shared.driver.wake_decided(&mut wakes);
+            shared.wake_decided(&mut wakes);
             let mut next_timer: Option<Instant> = None;
             shared.timers.retain_mut(|(_, at, waker)| {
                 if *at <= now {
