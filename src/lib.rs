@@ -69,7 +69,7 @@
 //! - **Mutual exclusion holds only while the holder finishes within the
 //!   lock's validity** ([`Lock::validity`]), and only if the clocks of the
 //!   processes involved drift apart by less than the drift allowance. The
-//!   client measures time with [`std::time::Instant`] (monotonic).
+//!   client measures time on a monotonic clock (see below).
 //! - **A pause can outlive the lock.** A process pause (GC, page fault,
 //!   scheduling, swapping) or a network delay after the lock was granted
 //!   can let a holder act on a lock that has already expired. Redlock
@@ -86,20 +86,27 @@
 //!   holder, which the resource compares with "greater than" (one more
 //!   round trip per acquisition; see [`fencing`] for how and why it
 //!   holds).
-//! - **Suspend stops the clock.** [`Instant`](std::time::Instant) does
-//!   not advance while the host or VM is suspended, so after a resume
-//!   [`Lock::validity`] overstates what is left by the length of the
-//!   suspension. Treat a resume as the loss of every lock.
+//! - **A suspend counts.** On Linux and Android the client's clock is
+//!   `CLOCK_BOOTTIME`, which keeps counting while the host or VM is
+//!   suspended: after a resume [`Lock::validity`] has run down by the
+//!   suspension, as the masters' keys have. Elsewhere it is
+//!   [`Instant`](std::time::Instant), which may stop during a suspend:
+//!   there, treat a resume as the loss of every lock. Instants the API
+//!   takes and gives ([`Redlock::lock_until`]'s deadline,
+//!   [`Lock::valid_until`], the embedded driver's timeouts) are
+//!   [`Instant::now`](std::time::Instant::now)'s, converted at the
+//!   boundary.
 //! - **Masters must not forget locks.** A master that crashes and restarts
 //!   with an empty dataset can grant a lock that another client still holds
 //!   on it. Operators must run the masters with persistence
 //!   (`appendonly yes`, `appendfsync always`), or keep a crashed master down
 //!   for longer than the longest TTL in use before it rejoins.
 #![deny(missing_docs)]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod addr;
 mod client;
+mod clock;
 mod commands;
 mod driver;
 mod error;

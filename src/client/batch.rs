@@ -3,7 +3,7 @@
 //! replies are matched to their rounds by each connection's order, and
 //! each round decides on its own.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{Lock, Redlock, TOKEN_LEN, check_resource};
 use crate::commands::Command;
@@ -109,7 +109,10 @@ impl Redlock {
                 reach: end.round.reached(),
                 ..*command
             };
-            self.engine.driver().driver.queue(&release, Instant::now());
+            self.engine
+                .driver()
+                .driver
+                .queue(&release, crate::clock::now());
             self.tally(Op::Acquire, &end, Err(&error));
             results.push(Err(error));
         }

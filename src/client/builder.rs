@@ -1,7 +1,7 @@
 //! [`Builder`]: the configuration of a [`Redlock`], checked in one place.
 
 use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::addr::ServerAddr;
 use crate::driver::{Driver, Engine, TlsConfig};
@@ -15,7 +15,7 @@ use super::token::TokenSource;
 /// The longest value accepted for every timeout and delay of the
 /// [`Builder`]: one hour. Longer values are refused with
 /// [`ConfigError::TooLong`], so that no deadline computed from them can
-/// overflow an [`Instant`].
+/// overflow an [`Instant`](std::time::Instant).
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -423,7 +423,7 @@ impl Builder {
         let (addrs, conn, tls) = self.prepare()?;
         let (mut driver, mut poller) =
             Driver::new(&addrs, conn, &tls).map_err(|e| ConfigError::Io(e.kind()))?;
-        let now = Instant::now();
+        let now = crate::clock::now();
         // In range: the connect timeout is at most MAX_TIMEOUT.
         let deadline = now.checked_add(self.connect_timeout).unwrap_or(now);
         driver

@@ -197,7 +197,7 @@ impl EmbeddedRedlock {
         let resource: SmallVec<[u8; 64]> = SmallVec::from_slice(resource);
         let token = *lock.token();
         let ticket = self.start(Op::Release, &resource, many, token, 0, lock.reach())?;
-        lock.expire(Instant::now());
+        lock.expire(crate::clock::now());
         Ok(ticket)
     }
 
@@ -231,7 +231,7 @@ impl EmbeddedRedlock {
             restart,
             &mut ids,
             true,
-            Instant::now(),
+            crate::clock::now(),
         );
         let Some(&id) = ids.first() else {
             return Err(Error::Busy {
@@ -262,13 +262,14 @@ impl EmbeddedRedlock {
     /// that have not answered as failed; connects, handshakes and requests
     /// that ran out of time fail their connections.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.driver.check_timers(now);
+        self.driver.check_timers(crate::clock::from_std(now));
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) next has something to
     /// do: poll no longer than until then. `None`: nothing is in flight.
     pub fn next_timeout(&self) -> Option<Instant> {
-        self.driver.next_wake(Instant::now())
+        let next = self.driver.next_wake(crate::clock::now())?;
+        Some(crate::clock::to_std(next))
     }
 
     /// The next operation that completed, if any.
@@ -319,7 +320,7 @@ impl EmbeddedRedlock {
                         // Unknown without the round: every master.
                         reach: round.as_ref().map_or(u64::MAX, Round::reached),
                     };
-                    self.driver.queue(&release, Instant::now());
+                    self.driver.queue(&release, crate::clock::now());
                 }
                 Completion::Acquired { ticket, result }
             }

@@ -243,7 +243,7 @@ impl<'r> FencedAcquire<'r> {
         let slots = keys.iter().map(|_| Slot::Waiting).collect();
         let longest = client.config.fencing.unwrap_or_default();
         let wait = longest.saturating_add(rules::drift(longest, client.config.drift_factor));
-        let now = Instant::now();
+        let now = crate::clock::now();
         let claim = client
             .fences()
             .claim_read(now, wait)
@@ -508,7 +508,7 @@ impl<'r> FencedAcquire<'r> {
         }
         let counters = &client.counters;
         client.engine.abandon(|driver| {
-            let now = Instant::now();
+            let now = crate::clock::now();
             for (i, slot) in self.slots.iter().enumerate() {
                 if let Slot::Granted { end, .. } = slot {
                     let release = Command {
@@ -585,7 +585,7 @@ impl Redlock {
 mod tests {
     #![allow(clippy::expect_used, reason = "a test fails loudly")]
 
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use smallvec::smallvec;
 
@@ -612,7 +612,7 @@ mod tests {
 
     /// How a round of `op` ended in which master `i` gave `replies[i]`.
     fn ended(op: Op, replies: [Reply; 3]) -> Result<RoundEnd, Error> {
-        let now = Instant::now();
+        let now = crate::clock::now();
         let ttl = match op {
             Op::Acquire => Duration::from_secs(10),
             _ => Duration::ZERO,
@@ -726,7 +726,7 @@ mod tests {
     #[test]
     fn a_read_is_claimed_and_given_back_when_it_fails() {
         let client = client();
-        let now = Instant::now();
+        let now = crate::clock::now();
         let long_ago = now - Duration::from_secs(20);
         {
             let mut fences = client.fences();
@@ -751,7 +751,7 @@ mod tests {
     fn a_raise_without_a_quorum_fails_the_lock() {
         use Reply::{Count, Refused};
         let client = client();
-        client.fences().last_read = Some(Instant::now());
+        client.fences().last_read = Some(crate::clock::now());
         let mut attempt = FencedAcquire::new(&client, [&b"r"[..]], false, 10_000, None);
         attempt.handle(
             &client,

@@ -153,7 +153,7 @@ impl Shared {
                     .wait(state)
                     .unwrap_or_else(PoisonError::into_inner),
                 Some(at) => {
-                    let left = at.saturating_duration_since(Instant::now());
+                    let left = at.saturating_duration_since(crate::clock::now());
                     if left.is_zero() {
                         return false;
                     }
@@ -249,7 +249,7 @@ impl Keeper {
         self.shared
             .lock()
             .valid_until
-            .saturating_duration_since(Instant::now())
+            .saturating_duration_since(crate::clock::now())
     }
 
     /// The lock's resource (the first, for a lock over several).
@@ -271,14 +271,14 @@ impl Keeper {
     /// Blocks until the lock is lost or `timeout` has passed; `true` if
     /// lost.
     pub fn wait_lost(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now().checked_add(timeout);
+        let deadline = crate::clock::now().checked_add(timeout);
         let mut state = self.shared.lock();
         loop {
             if self.is_lost() {
                 return true;
             }
             let left = match deadline {
-                Some(at) => at.saturating_duration_since(Instant::now()),
+                Some(at) => at.saturating_duration_since(crate::clock::now()),
                 None => Duration::from_secs(3600),
             };
             if left.is_zero() {
@@ -406,12 +406,12 @@ impl Redlock {
             .period
             .unwrap_or(options.ttl / 3)
             .max(Duration::from_millis(1));
-        let started = Instant::now();
+        let started = crate::clock::now();
         let hold_until = options.max_hold.and_then(|d| started.checked_add(d));
         let shared = Arc::new(Shared {
             standing: AtomicU8::new(Standing::Held.code()),
             state: Mutex::new(State {
-                valid_until: lock.valid_until(),
+                valid_until: lock.valid_until_here(),
                 wakers: Vec::new(),
                 release: false,
             }),
@@ -463,21 +463,21 @@ impl Job {
     /// Extends on schedule until the holder asks for the release (then
     /// releases).
     fn run(&mut self) -> Result<(), Error> {
-        let mut next = after(Instant::now(), self.period);
+        let mut next = after(crate::clock::now(), self.period);
         loop {
             let lost = self.shared.standing() == Standing::Lost;
             // Once lost, only a release (or the holder's departure) is left.
             let wake = if lost {
                 None
             } else {
-                Some(next.min(self.lock.valid_until()))
+                Some(next.min(self.lock.valid_until_here()))
             };
             if self.shared.wait_release(wake) {
                 let result = self.client.unlock(&mut self.lock);
                 self.set(Standing::Lost);
                 return result;
             }
-            let now = Instant::now();
+            let now = crate::clock::now();
             if self.lock.is_expired() {
                 self.set(Standing::Lost);
                 continue;
@@ -485,7 +485,7 @@ impl Job {
             if now < next || self.hold_until.is_some_and(|end| now >= end) {
                 // Woken for the validity's end, or past the hold limit:
                 // wait for the end without extending.
-                next = self.lock.valid_until();
+                next = self.lock.valid_until_here();
                 continue;
             }
             next = match self.client.extend(&mut self.lock, self.ttl) {
@@ -497,7 +497,7 @@ impl Job {
                     self.set(Standing::Lost);
                     now
                 }
-                Err(Error::ExtensionLimit { .. }) => self.lock.valid_until(),
+                Err(Error::ExtensionLimit { .. }) => self.lock.valid_until_here(),
                 Err(_) => {
                     let standing = if self.lock.is_expired() {
                         Standing::Lost
@@ -512,7 +512,10 @@ impl Job {
     }
 
     fn set(&self, standing: Standing) {
-        self.shared
-            .set(standing, self.lock.valid_until(), self.on_change.as_ref());
+        self.shared.set(
+            standing,
+            self.lock.valid_until_here(),
+            self.on_change.as_ref(),
+        );
     }
 }

@@ -149,18 +149,24 @@ impl Lock {
     /// Until when the lock may be trusted (see the table in the type's
     /// docs).
     pub fn valid_until(&self) -> Instant {
+        crate::clock::to_std(self.valid_until)
+    }
+
+    /// [`valid_until`](Self::valid_until) on the client's clock.
+    pub(super) fn valid_until_here(&self) -> Instant {
         self.valid_until
     }
 
     /// What is left of the validity now; zero once expired.
     pub fn validity(&self) -> Duration {
-        self.valid_until.saturating_duration_since(Instant::now())
+        self.valid_until
+            .saturating_duration_since(crate::clock::now())
     }
 
     /// `true` once the validity has run out: the lock must no longer be
     /// relied on.
     pub fn is_expired(&self) -> bool {
-        Instant::now() >= self.valid_until
+        crate::clock::now() >= self.valid_until
     }
 
     /// How many times the lock was extended.
@@ -273,5 +279,28 @@ impl Drop for LockGuard<'_> {
             // Best effort: a lock that cannot be released expires at its TTL.
             let _ = self.client.unlock(&mut self.lock);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::Lock;
+    use crate::clock;
+
+    #[test]
+    fn a_suspend_of_the_host_counts_against_the_validity() {
+        let valid_until = clock::now() + Duration::from_secs(10);
+        let lock = Lock::new(b"r", false, [7; 20], valid_until, None, 0);
+        assert!(lock.validity() > Duration::from_secs(9));
+        // The host sleeps 4 s: the masters' TTLs ran on, and so does the
+        // lock's clock.
+        clock::tests::skip(Duration::from_secs(4));
+        assert!(lock.validity() <= Duration::from_secs(6));
+        assert!(!lock.is_expired());
+        clock::tests::skip(Duration::from_secs(6));
+        assert!(lock.is_expired());
+        assert_eq!(lock.validity(), Duration::ZERO);
     }
 }

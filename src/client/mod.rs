@@ -269,7 +269,7 @@ impl Redlock {
         let delay = self.retry_delay();
         match retries.deadline {
             Some(deadline) => {
-                let start_by = Instant::now()
+                let start_by = crate::clock::now()
                     .checked_add(delay)
                     .and_then(|at| at.checked_add(self.config.request_timeout));
                 start_by.is_some_and(|at| at <= deadline).then_some(delay)
@@ -302,7 +302,8 @@ impl Redlock {
     ) -> Result<Lock, Error> {
         let resource = resource.as_ref();
         let ttl_ms = self.check(resource, ttl)?;
-        if Instant::now() >= deadline {
+        let deadline = crate::clock::from_std(deadline);
+        if crate::clock::now() >= deadline {
             return Err(Error::DeadlinePassed);
         }
         let mut retries = Retries::new(0, Some(deadline));

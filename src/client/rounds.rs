@@ -76,7 +76,7 @@ impl Redlock {
         let (run, _) = span.in_scope(|| {
             self.run(std::slice::from_ref(command), cap, |driver, ids| {
                 let round = ids.first().and_then(|&id| driver.round(id)).cloned();
-                (round, Instant::now())
+                (round, crate::clock::now())
             })
         });
         match run {
@@ -96,7 +96,7 @@ impl Redlock {
         let run = || {
             self.run(commands, cap, |driver, ids| {
                 let rounds: Rounds = ids.iter().map(|&id| driver.round(id).cloned()).collect();
-                (rounds, Instant::now())
+                (rounds, crate::clock::now())
             })
         };
         // The driver's events (reconnects, dropped connections) nest in
@@ -127,7 +127,7 @@ impl Redlock {
         cap: Option<Instant>,
         done: impl FnOnce(&Driver, &[u64]) -> T,
     ) -> (Result<(T, io::Result<()>), Full>, Instant) {
-        let now = Instant::now();
+        let now = crate::clock::now();
         let restart = self.restarter(cap, now);
         let wait_until = now.checked_add(self.config.request_timeout).unwrap_or(now);
         (self.engine.run(commands, wait_until, restart, done), now)
@@ -268,7 +268,10 @@ impl Redlock {
             reach: end.round.reached(),
             ..*command
         };
-        self.engine.driver().driver.queue(&release, Instant::now());
+        self.engine
+            .driver()
+            .driver
+            .queue(&release, crate::clock::now());
         self.tally(Op::Acquire, end, Err(&error));
         error
     }
@@ -360,7 +363,7 @@ pub(super) fn restarter(
 
 #[cfg(test)]
 mod tests {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     use super::acquire_refused;
     use crate::error::Error;
@@ -390,7 +393,7 @@ mod tests {
     /// The error for a fenced acquire round in which node `i` did
     /// `nodes[i]`, if the round ended without a quorum.
     fn error(nodes: &[Does]) -> Option<Error> {
-        let t0 = Instant::now();
+        let t0 = crate::clock::now();
         let ttl = Duration::from_secs(10);
         let timeout = Duration::from_secs(1);
         let mut round = Round::new(

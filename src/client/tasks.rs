@@ -89,7 +89,7 @@ impl Future for RoundsFuture<'_, '_> {
         let ids = match &this.ids {
             Some(ids) => ids,
             None => {
-                let now = Instant::now();
+                let now = crate::clock::now();
                 let restart = client.restarter(this.cap, now);
                 let may_spin = !spin_for.is_zero();
                 match client
@@ -107,7 +107,7 @@ impl Future for RoundsFuture<'_, '_> {
             }
         };
         let polling = match this.spin_until {
-            Some(until) if Instant::now() >= until => {
+            Some(until) if crate::clock::now() >= until => {
                 this.spin_until = None;
                 Polling::HandOver
             }
@@ -118,7 +118,7 @@ impl Future for RoundsFuture<'_, '_> {
             .engine
             .check(ids, cx.waker(), polling, |driver, ids| {
                 let rounds: Rounds = ids.iter().map(|&id| driver.round(id).cloned()).collect();
-                (rounds, Instant::now())
+                (rounds, crate::clock::now())
             });
         match checked {
             Some((rounds, ended)) => {
@@ -150,7 +150,7 @@ impl Drop for RoundsFuture<'_, '_> {
         let (commands, release) = (self.commands, self.release_on_drop);
         let counters = &self.client.counters;
         self.client.engine.abandon(|driver| {
-            let now = Instant::now();
+            let now = crate::clock::now();
             for (command, &id) in commands.iter().zip(ids.iter()) {
                 counters.abandoned(command.op);
                 if release && command.op == Op::Acquire {
@@ -334,7 +334,8 @@ impl Redlock {
     ) -> Result<Lock, Error> {
         let resource = resource.as_ref();
         let ttl_ms = self.check(resource, ttl)?;
-        if Instant::now() >= deadline {
+        let deadline = crate::clock::from_std(deadline);
+        if crate::clock::now() >= deadline {
             return Err(Error::DeadlinePassed);
         }
         self.retrying_async(resource, ttl_ms, Retries::new(0, Some(deadline)))
@@ -381,7 +382,7 @@ impl Redlock {
             fenced: false,
             reach: 0,
         };
-        let now = Instant::now();
+        let now = crate::clock::now();
         let whole = Duration::from_millis(ttl_ms);
         let worst = now
             .checked_add(whole.saturating_sub(rules::drift(whole, self.config.drift_factor)))
@@ -415,7 +416,7 @@ impl Redlock {
         };
         let mut guard = OnDrop {
             lock,
-            armed: Some((Instant::now(), true)),
+            armed: Some((crate::clock::now(), true)),
         };
         let mut ends = RoundsFuture::new(self, std::slice::from_ref(&command), None, false).await;
         guard.armed = None;
@@ -512,7 +513,7 @@ impl Redlock {
 
     /// Waits `delay` on the engine's timers.
     fn sleep(&self, delay: Duration) -> Sleep<'_> {
-        let now = Instant::now();
+        let now = crate::clock::now();
         Sleep {
             engine: &self.engine,
             until: now.checked_add(delay).unwrap_or(now),
@@ -585,7 +586,7 @@ impl Drop for AsyncLockGuard {
             self.client.engine.abandon(|driver| {
                 // Followed until every master has answered, if a slot is
                 // free; else only queued.
-                if driver.release_orphan(&lock.release(), Instant::now()) {
+                if driver.release_orphan(&lock.release(), crate::clock::now()) {
                     counters.drop_release();
                 }
             });

@@ -326,7 +326,7 @@ impl Conn {
                 return Ok(());
             };
             match stream.connected() {
-                Ok(true) => self.link.connected(Instant::now()),
+                Ok(true) => self.link.connected(crate::clock::now()),
                 Ok(false) => return Ok(()),
                 Err(e) => return Err(tls_error(&e).unwrap_or(NodeError::Connect(e.kind()))),
             }
@@ -384,13 +384,13 @@ impl Conn {
             let buf_len = buf.len();
             match stream.read(buf) {
                 Ok(0) => {
-                    self.link.handle_read(0, Instant::now(), sink)?;
+                    self.link.handle_read(0, crate::clock::now(), sink)?;
                     return Err(NodeError::Closed);
                 }
                 Ok(n) => {
                     budget = budget.saturating_sub(n);
                     let short = n < buf_len;
-                    self.link.handle_read(n, Instant::now(), sink)?;
+                    self.link.handle_read(n, crate::clock::now(), sink)?;
                     if short && short_ok && self.reads_drain() {
                         // A stream socket's read returns all it has, up to
                         // the buffer: a short read emptied the receive

@@ -221,10 +221,10 @@ impl Engine {
         let mut wakes = Wakes::new();
         let mut shared = take(&self.driver);
         let mut poller = self.poller.try_lock().ok();
-        let mut now = Instant::now();
+        let mut now = crate::clock::now();
         if let Some(poller) = poller.as_mut() {
             if self.read_stale(&mut shared, poller, now) {
-                now = Instant::now();
+                now = crate::clock::now();
             }
         }
         let mut ids = Ids::new();
@@ -247,7 +247,7 @@ impl Engine {
             // No free slot. None can free up if every round in flight is
             // this call's own; else wait for one (polling while nobody
             // else does: the rounds holding the slots need their replies).
-            now = Instant::now();
+            now = crate::clock::now();
             let only_ours = shared.driver.in_flight() == ids.len();
             if started > 0 || only_ours || now >= wait_until {
                 if ids.is_empty() {
@@ -274,7 +274,7 @@ impl Engine {
                     &mut wakes,
                 )
                 .0;
-            now = Instant::now();
+            now = crate::clock::now();
         }
         let (mut shared, result) = self.wait(shared, &mut poller, &ids, now, &mut wakes);
         let value = done(&shared.driver, &ids);
@@ -311,7 +311,7 @@ impl Engine {
                 thread::yield_now();
                 shared = take(&self.driver);
                 shared.yields += 1;
-                now = Instant::now();
+                now = crate::clock::now();
             }
             // (A caller woken at its rounds' decision skips the timers:
             // whoever polls keeps them.)
@@ -394,7 +394,7 @@ impl Engine {
                     let me = thread::current().id();
                     shared.slot_waiters.retain(|t| t.id() != me);
                 }
-                (shared, Ok(()), Instant::now())
+                (shared, Ok(()), crate::clock::now())
             }
         }
     }

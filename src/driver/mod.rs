@@ -55,7 +55,7 @@ impl Poller {
             Err(e) if e.kind() != io::ErrorKind::Interrupted => Err(e),
             _ => Ok(()),
         };
-        self.last = Instant::now();
+        self.last = crate::clock::now();
         polled
     }
 
@@ -116,7 +116,7 @@ impl Driver {
         let poller = Poller {
             poll,
             events: Events::with_capacity(EVENTS),
-            last: Instant::now(),
+            last: crate::clock::now(),
         };
         Ok((driver, poller))
     }
@@ -130,7 +130,7 @@ impl Driver {
         registry: &Registry,
         base: usize,
     ) -> io::Result<Driver> {
-        let now = Instant::now();
+        let now = crate::clock::now();
         let conns: Vec<Conn> = addrs
             .iter()
             .enumerate()
@@ -161,7 +161,7 @@ impl Driver {
     /// Starts connecting every master that is down (the handshakes go on
     /// as their sockets become ready).
     pub(crate) fn connect(&mut self) {
-        let now = Instant::now();
+        let now = crate::clock::now();
         for conn in &mut self.conns {
             if conn.link().is_down() {
                 // A failure leaves it down, with its back-off started.
@@ -210,7 +210,7 @@ impl Driver {
     pub(crate) fn connect_all(&mut self, poller: &mut Poller, deadline: Instant) -> io::Result<()> {
         self.connect();
         loop {
-            let now = Instant::now();
+            let now = crate::clock::now();
             self.check_timers(now);
             let settled = self
                 .conns
@@ -455,7 +455,7 @@ impl Driver {
         }
         for i in 0..self.conns.len() {
             if let Err(error) = self.conns[i].flush(&self.registry) {
-                self.fail(i, error, Instant::now());
+                self.fail(i, error, crate::clock::now());
             }
         }
     }
@@ -573,7 +573,7 @@ impl Driver {
             node: i,
         };
         if let Err(error) = io(&mut self.conns[i], &self.registry, &mut sink) {
-            self.fail(i, error, Instant::now());
+            self.fail(i, error, crate::clock::now());
         }
     }
 
@@ -607,7 +607,7 @@ impl Driver {
                     other,
                     address: self.conns[other].addr().to_string().into(),
                 };
-                let now = Instant::now();
+                let now = crate::clock::now();
                 self.fail(i, error, now);
             }
         }

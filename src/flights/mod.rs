@@ -97,7 +97,7 @@ impl<W> Flights<W> {
     /// [`MAX_FLIGHTS`]) over `masters` masters, allocated now.
     pub(crate) fn new(cap: usize, masters: usize) -> Flights<W> {
         let cap = cap.clamp(1, MAX_FLIGHTS);
-        let now = Instant::now();
+        let now = crate::clock::now();
         let idle = || {
             let mut round = Round::new(
                 crate::rules::Op::Release,

@@ -42,11 +42,11 @@ impl Engine {
         let mut shared = take(&self.driver);
         let mut ids = Ids::new();
         let alone = shared.driver.in_flight() == 0 && !shared.kicked;
-        let mut now = Instant::now();
+        let mut now = crate::clock::now();
         if alone {
             if let Ok(mut poller) = self.poller.try_lock() {
                 if self.read_stale(&mut shared, &mut poller, now) {
-                    now = Instant::now();
+                    now = crate::clock::now();
                 }
             }
         }
@@ -109,7 +109,7 @@ impl Engine {
                     // What others queued meanwhile (they may have woken
                     // this poll).
                     shared.woken = false;
-                    shared.flush(Instant::now());
+                    shared.flush(crate::clock::now());
                 }
                 let mut poller = Some(poller);
                 leave(self, &mut shared, &mut poller, &mut wakes);
@@ -118,7 +118,7 @@ impl Engine {
         if polling == Polling::Myself && !shared.driver.decided(ids) {
             // Nobody else keeps the rounds' deadlines (a thread or the
             // background thread that polls does, when it polls).
-            shared.driver.check_timers(Instant::now());
+            shared.driver.check_timers(crate::clock::now());
         }
         if shared.driver.decided(ids) {
             let value = done(&shared.driver, ids);
@@ -163,7 +163,7 @@ impl Engine {
     /// (re)armed to wake `waker` then, and `id` names it.
     pub(crate) fn timer(self: &Arc<Self>, id: &mut u64, at: Instant, waker: &Waker) -> bool {
         let mut shared = take(&self.driver);
-        if Instant::now() >= at {
+        if crate::clock::now() >= at {
             shared.timers.retain(|(t, _, _)| t != id);
             return true;
         }
@@ -239,7 +239,7 @@ impl Engine {
         let mut shared = take(&self.driver);
         while !shared.closed {
             shared.kicked = false;
-            let now = Instant::now();
+            let now = crate::clock::now();
             shared.flush(now);
             shared.driver.check_timers(now);
             shared.wake_decided(&mut wakes);
