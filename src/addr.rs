@@ -114,18 +114,16 @@ impl ServerAddr {
     ///
     /// [`AddrError`] says what is wrong, without echoing the password.
     pub fn parse(url: &str) -> Result<ServerAddr, AddrError> {
-        if let Some(rest) = url.strip_prefix("redis://") {
+        // Schemes are case-insensitive (RFC 3986, section 3.1).
+        let (scheme, rest) = url.split_once("://").ok_or(AddrError::UnsupportedScheme)?;
+        if scheme.eq_ignore_ascii_case("redis") {
             parse_tcp(rest, false)
-        } else if let Some(rest) = url
-            .strip_prefix("unix://")
-            .or_else(|| url.strip_prefix("redis+unix://"))
-        {
+        } else if scheme.eq_ignore_ascii_case("unix") || scheme.eq_ignore_ascii_case("redis+unix") {
             parse_unix(rest)
-        } else if let Some(rest) = url.strip_prefix("rediss://") {
+        } else if scheme.eq_ignore_ascii_case("rediss") {
             if cfg!(feature = "tls") {
                 parse_tcp(rest, true)
             } else {
-                let _ = rest;
                 Err(AddrError::TlsUnsupported)
             }
         } else {
@@ -383,6 +381,8 @@ mod tests {
         let local = |port| SocketAddr::from(([127, 0, 0, 1], port));
         assert_eq!(tcp("redis://127.0.0.1:7000"), (local(7000), None, None, 0));
         assert_eq!(tcp("redis://127.0.0.1"), (local(6379), None, None, 0));
+        assert_eq!(tcp("REDIS://127.0.0.1"), (local(6379), None, None, 0));
+        assert_eq!(tcp("Redis://127.0.0.1:7000"), (local(7000), None, None, 0));
         assert_eq!(tcp("redis://127.0.0.1:7000/"), (local(7000), None, None, 0));
         assert_eq!(
             tcp("redis://:s%40cret@127.0.0.1:7000/3"),
@@ -431,6 +431,7 @@ mod tests {
             (2, Some("bob"), Some("p&w"))
         );
         assert!(ServerAddr::parse("redis+unix:///tmp/r.sock").is_ok());
+        assert!(ServerAddr::parse("UNIX:///tmp/r.sock").is_ok());
     }
 
     #[test]

@@ -334,12 +334,18 @@ fn stall_before_request_timeout() {
         .build()
         .expect_err("stall shorter than a round");
     assert_eq!(err, ConfigError::StallBeforeRequestTimeout);
-    // The default stall timeout (1 s) is below a 2 s request timeout.
-    let err = Redlock::builder(&servers)
-        .request_timeout(Duration::from_secs(2))
-        .build()
-        .expect_err("default stall shorter than a round");
-    assert_eq!(err, ConfigError::StallBeforeRequestTimeout);
+    // The default stall timeout follows the request timeout, up to the
+    // longest request timeout accepted.
+    for request in [Duration::from_secs(2), Duration::from_secs(10), MAX_TIMEOUT] {
+        let builder = Redlock::builder(&servers).request_timeout(request);
+        assert!(format!("{builder:?}").contains(&format!(
+            "stall_timeout: {:?}",
+            (request * 2).min(MAX_TIMEOUT)
+        )));
+        builder
+            .build()
+            .unwrap_or_else(|e| panic!("request timeout {request:?} alone: {e}"));
+    }
     Redlock::builder(&servers)
         .request_timeout(Duration::from_millis(100))
         .stall_timeout(Duration::from_millis(100))

@@ -263,22 +263,23 @@ fn with_password(url: &str, password: &str) -> String {
             }
         })
         .collect();
-    for scheme in ["redis://", "rediss://"] {
-        if let Some(rest) = url.strip_prefix(scheme) {
-            return match rest.split_once('@') {
-                Some((user, host)) if !user.contains(':') => {
-                    format!("{scheme}{user}:{encoded}@{host}")
-                }
-                Some(_) => url.to_owned(),
-                None => format!("{scheme}:{encoded}@{rest}"),
-            };
-        }
-    }
-    if let Some(rest) = url.strip_prefix("unix://") {
-        if !rest.contains("pass=") && !rest.contains("password=") {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    // Schemes are case-insensitive, as the library reads them.
+    match scheme.to_ascii_lowercase().as_str() {
+        "redis" | "rediss" => match rest.split_once('@') {
+            Some((user, host)) if !user.contains(':') => {
+                return format!("{scheme}://{user}:{encoded}@{host}");
+            }
+            Some(_) => {}
+            None => return format!("{scheme}://:{encoded}@{rest}"),
+        },
+        "unix" | "redis+unix" if !rest.contains("pass=") && !rest.contains("password=") => {
             let sep = if rest.contains('?') { '&' } else { '?' };
-            return format!("unix://{rest}{sep}pass={encoded}");
+            return format!("{scheme}://{rest}{sep}pass={encoded}");
         }
+        _ => {}
     }
     url.to_owned()
 }
@@ -302,5 +303,6 @@ mod tests {
             ["unix:///s.sock?db=1&pass=pw", "unix:///t.sock?pass=pw"]
         );
         assert_eq!(servers("redis://h:1", None), ["redis://h:1"]);
+        assert_eq!(servers("REDIS://h:1", Some("p")), ["REDIS://:p@h:1"]);
     }
 }

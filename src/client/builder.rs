@@ -31,7 +31,8 @@ pub struct Builder {
     servers: Vec<String>,
     request_timeout: Duration,
     connect_timeout: Duration,
-    stall_timeout: Duration,
+    /// `None`: derived from the request timeout ([`Builder::stall`]).
+    stall_timeout: Option<Duration>,
     backoff_max: Duration,
     retry_count: u32,
     retry_delay: Duration,
@@ -93,7 +94,7 @@ impl fmt::Debug for Builder {
             .field("servers", &servers)
             .field("request_timeout", &self.request_timeout)
             .field("connect_timeout", &self.connect_timeout)
-            .field("stall_timeout", &self.stall_timeout)
+            .field("stall_timeout", &self.stall())
             .field("max_backoff", &self.backoff_max)
             .field("retry_count", &self.retry_count)
             .field("retry_delay", &self.retry_delay)
@@ -150,7 +151,7 @@ impl Builder {
             servers,
             request_timeout: Duration::from_millis(50),
             connect_timeout: Duration::from_secs(1),
-            stall_timeout: Duration::from_secs(1),
+            stall_timeout: None,
             backoff_max: Duration::from_secs(1),
             retry_count: 3,
             retry_delay: Duration::from_millis(200),
@@ -186,11 +187,27 @@ impl Builder {
     }
 
     /// After how long without an answer a connection is considered stalled
-    /// and dropped (then re-established with back-off). Default 1 s; at
-    /// least the request timeout and at most [`MAX_TIMEOUT`].
+    /// and dropped (then re-established with back-off). At least the
+    /// request timeout and at most [`MAX_TIMEOUT`]. Default: twice the
+    /// request timeout, and at least 1 s (so 1 s with the default request
+    /// timeout); a default follows a longer request timeout, so that
+    /// setting the request timeout alone never makes the configuration
+    /// refuse itself.
     pub fn stall_timeout(mut self, timeout: Duration) -> Builder {
-        self.stall_timeout = timeout;
+        self.stall_timeout = Some(timeout);
         self
+    }
+
+    /// The stall timeout in force: the one given, or the default derived
+    /// from the request timeout.
+    fn stall(&self) -> Duration {
+        self.stall_timeout.unwrap_or_else(|| {
+            self.request_timeout
+                .saturating_mul(2)
+                .max(Duration::from_secs(1))
+                .min(MAX_TIMEOUT)
+                .max(self.request_timeout)
+        })
     }
 
     /// The longest wait between reconnect attempts to a master that is
@@ -505,7 +522,7 @@ impl Builder {
         let conn = LinkConfig {
             request_timeout: self.request_timeout,
             connect_timeout: self.connect_timeout,
-            stall_timeout: self.stall_timeout,
+            stall_timeout: self.stall(),
             backoff_min: Duration::from_millis(10).min(self.backoff_max),
             backoff_max: self.backoff_max,
             identify: self.identify,
@@ -551,7 +568,7 @@ impl Builder {
         for (name, value, may_be_zero) in [
             ("request_timeout", self.request_timeout, false),
             ("connect_timeout", self.connect_timeout, false),
-            ("stall_timeout", self.stall_timeout, false),
+            ("stall_timeout", self.stall(), false),
             ("max_backoff", self.backoff_max, false),
             ("retry_delay", self.retry_delay, true),
             ("retry_jitter", self.retry_jitter, true),
@@ -597,7 +614,7 @@ impl Builder {
                 });
             }
         }
-        if self.stall_timeout < self.request_timeout {
+        if self.stall() < self.request_timeout {
             return Err(ConfigError::StallBeforeRequestTimeout);
         }
         if !(0.0..1.0).contains(&self.drift_factor) {
