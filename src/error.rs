@@ -89,6 +89,21 @@ pub enum ConfigError {
         /// This client's.
         configured: Duration,
     },
+    /// Masters that answered showed a configuration that cannot work, so
+    /// [`Builder::build`](crate::Builder::build) refuses it whatever
+    /// [`Builder::require_handshakes`](crate::Builder::require_handshakes)
+    /// says: each error is one of
+    /// [`NodeError::is_configuration`](crate::rules::NodeError::is_configuration)
+    /// (a wrong password or a missing ACL permission, a replica or a
+    /// cluster-mode node in the list, one server listed twice under
+    /// different addresses, a TLS certificate refused, a foreign key in the
+    /// crate's key space). Masters that are merely down or slow are never
+    /// in it.
+    Misconfigured {
+        /// Every master that refused, by its address (password masked),
+        /// with why.
+        failures: Vec<(String, NodeError)>,
+    },
     /// The TLS configuration could not be made (no root certificates in
     /// the system store, say).
     Tls(String),
@@ -156,6 +171,14 @@ impl fmt::Display for ConfigError {
                     f,
                     "{ready} masters completed the handshake, {required} required:"
                 )?;
+                for (i, (master, error)) in failures.iter().enumerate() {
+                    let sep = if i == 0 { " " } else { "; " };
+                    write!(f, "{sep}{master}: {error}")?;
+                }
+                Ok(())
+            }
+            ConfigError::Misconfigured { failures } => {
+                f.write_str("masters refused the configuration:")?;
                 for (i, (master, error)) in failures.iter().enumerate() {
                     let sep = if i == 0 { " " } else { "; " };
                     write!(f, "{sep}{master}: {error}")?;

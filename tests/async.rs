@@ -394,8 +394,12 @@ fn dropping_an_async_guard_releases() {
     let guard = runtime
         .block_on(redlock.lock_guard_async("async:guard", TTL))
         .expect("acquire");
-    assert!(guard.validity() > Duration::ZERO);
-    assert!((0..3).all(|i| cluster.exists(i, "async:guard")));
+    // The guard derefs to its lock, as `LockGuard` does.
+    let lock: &redlock_mio::Lock = &guard;
+    assert!(lock.validity() > Duration::ZERO);
+    assert_eq!(guard.resource(), b"async:guard");
+    let token = guard.token().to_vec();
+    assert!((0..3).all(|i| cluster.get(i, "async:guard") == Some(token.clone())));
     runtime.block_on(async move { drop(guard) });
     assert!(
         eventually(|| (0..3).all(|i| !cluster.exists(i, "async:guard"))),

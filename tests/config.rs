@@ -144,7 +144,6 @@ fn malformed_urls() {
     let cases = [
         ("", UnsupportedScheme),
         ("127.0.0.1:6379", UnsupportedScheme),
-        ("rediss://127.0.0.1:6379", TlsUnsupported),
         ("http://127.0.0.1:6379", UnsupportedScheme),
         ("redis:/127.0.0.1:6379", UnsupportedScheme),
         ("tcp://127.0.0.1:6379", UnsupportedScheme),
@@ -187,6 +186,11 @@ fn malformed_urls() {
         assert_eq!(ServerAddr::parse(url), Err(error.clone()), "{url:?}");
         assert!(err.to_string().starts_with("server #1: "), "{err}");
     }
+    #[cfg(not(feature = "tls"))]
+    assert_eq!(
+        ServerAddr::parse("rediss://127.0.0.1:6379"),
+        Err(TlsUnsupported)
+    );
 }
 
 #[test]
@@ -543,7 +547,7 @@ fn passwords_never_shown() {
         vec![url.clone(), format!("redis://user:{SECRET}@127.0.0.1:0")],
         vec![url.clone(), format!("redis://user:{SECRET}@127.0.0.1:1/x")],
         vec![url.clone(), format!("redis://user:{SECRET}%zz@127.0.0.1:1")],
-        vec![url.clone(), format!("rediss://user:{SECRET}@127.0.0.1:1")],
+        vec![url.clone(), format!("redis://user:{SECRET}@127.0.0.1:x")],
         vec![url.clone(), format!("redis://user:{SECRET}@")],
     ];
     for servers in bad {

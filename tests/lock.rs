@@ -13,7 +13,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redlock_mio::rules::{NodeError, NodeState};
-use redlock_mio::{Error, Lock, MAX_TTL, Redlock, TOKEN_LEN};
+use redlock_mio::{ConfigError, Error, Lock, MAX_TTL, Redlock, TOKEN_LEN};
 use support::check::{command_stats, eventually, pttl};
 use support::cluster::{Cluster, ClusterOptions};
 
@@ -530,13 +530,15 @@ fn password_cluster() {
     // Without the password, or with a wrong one, no node lets us in.
     for bad in [":wrong@", ""] {
         let urls: Vec<String> = urls.iter().map(|u| u.replace(":pw@", bad)).collect();
-        let redlock = Redlock::builder(&urls)
+        let err = Redlock::builder(&urls)
             .retry_count(0)
             .build()
-            .expect("building succeeds; the handshake fails later");
-        let err = redlock.try_lock("cycle", TTL).expect_err("not logged in");
+            .expect_err("not logged in");
         // Refused logins are a configuration error, not "unreachable".
-        assert!(matches!(err, Error::Misconfigured(_)), "{bad:?}: {err}");
+        assert!(
+            matches!(&err, ConfigError::Misconfigured { failures } if failures.len() == 5),
+            "{bad:?}: {err}"
+        );
         assert!(!format!("{err} {err:?}").contains("pw@"), "{err:?}");
         for i in 0..5 {
             assert!(!cluster.exists(i, b"cycle"), "node {i} took a SET");
@@ -591,13 +593,32 @@ fn database_url() {
     redlock.unlock(&mut long).expect("unlock");
 }
 
+/// A client built on `urls` while every master of `cluster` is stopped,
+/// which are then started again: what their handshakes refuse is seen by
+/// a running client, not by `build`.
+fn built_while_down(cluster: &Cluster, urls: &[String]) -> Redlock {
+    for i in 0..cluster.len() {
+        cluster.stop(i);
+    }
+    let redlock = Redlock::builder(urls)
+        .build()
+        .expect("masters down are not a configuration error");
+    for i in 0..cluster.len() {
+        cluster.restart(i);
+    }
+    redlock
+}
+
 /// Tries to lock until some node reports its handshake refused with a
-/// message starting with `refusal`; every attempt must be `Misconfigured`.
+/// message starting with `refusal` (attempts before the reconnects may
+/// find the masters unreachable); no attempt may succeed.
 fn until_handshake_refused(redlock: &Redlock, resource: &[u8], refusal: &[u8]) {
     let refused = eventually(SETTLE, || {
         let err = redlock.try_lock(resource, TTL).expect_err("no login");
-        assert!(matches!(err, Error::Misconfigured(_)), "{err}");
-        let report = err.report().expect("report");
+        let Error::Misconfigured(report) = &err else {
+            assert!(matches!(err, Error::Unavailable(_)), "{err}");
+            return false;
+        };
         report.nodes().iter().any(|s| {
             matches!(s, NodeState::Failed(NodeError::Handshake(e))
                 if e.message().starts_with(refusal))
@@ -616,8 +637,15 @@ fn until_handshake_refused(redlock: &Redlock, resource: &[u8], refusal: &[u8]) {
 fn failed_select_writes_nothing() {
     let cluster = Cluster::start(5);
     let urls: Vec<String> = cluster.urls().iter().map(|u| format!("{u}/99")).collect();
-    let redlock = Redlock::builder(&urls).build().expect("build");
-    until_handshake_refused(&redlock, b"in-db-99", b"ERR DB index");
+    let err = Redlock::builder(&urls).build().expect_err("no database 99");
+    assert!(
+        matches!(&err, ConfigError::Misconfigured { failures } if failures.len() == 5),
+        "{err}"
+    );
+    // Built while the masters are down, the client meets the refusal at
+    // its first handshakes, on a running client.
+    let redlock = built_while_down(&cluster, &urls);
+    until_handshake_refused(&redlock, b"in-db-99", b"ERR");
     let written: Vec<usize> = (0..5).filter(|&i| cluster.exists(i, b"in-db-99")).collect();
     assert!(
         written.is_empty(),
@@ -661,7 +689,23 @@ fn failed_auth_writes_nothing() {
     good.unlock(&mut lock).expect("unlock");
     assert_gone_everywhere(&cluster, b"acl");
 
-    let bad = Redlock::builder(with_user("wrong")).build().expect("build");
+    let err = Redlock::builder(with_user("wrong"))
+        .build()
+        .expect_err("a wrong password");
+    assert!(
+        matches!(&err, ConfigError::Misconfigured { failures } if failures.len() == 5),
+        "{err}"
+    );
+    // The password changed under a running client: its reconnects are
+    // refused.
+    let bad = Redlock::builder(with_user("alicepw"))
+        .build()
+        .expect("build");
+    for i in 0..5 {
+        let reply = cluster.command(i, &[b"ACL", b"SETUSER", b"alice", b"resetpass", b">newpw"]);
+        assert_eq!(reply, b"+OK\r\n");
+        cluster.command(i, &[b"CLIENT", b"KILL", b"USER", b"alice"]);
+    }
     until_handshake_refused(&bad, b"acl", b"WRONGPASS");
     let written: Vec<usize> = (0..5).filter(|&i| cluster.exists(i, b"acl")).collect();
     assert!(

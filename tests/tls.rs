@@ -15,7 +15,8 @@ use std::time::Duration;
 use redlock_mio::rules::{NodeError, NodeState};
 use redlock_mio::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use redlock_mio::rustls::{ClientConfig, RootCertStore};
-use redlock_mio::{Error, Redlock, Require};
+use redlock_mio::{ConfigError, Error, Redlock, Require};
+use support::check::eventually;
 use support::pki::{Issued, Pki};
 
 const TTL: Duration = Duration::from_secs(10);
@@ -88,23 +89,22 @@ fn an_unknown_authority_or_another_name_is_refused() {
     let dir = temp_dir("refused");
     let pki = Pki::new("redlock-mio test CA");
     let server = pki.issue(&["example.invalid"], false);
-    let (_clusters, urls) = pki.tls_nodes(&dir, &server, 3, false);
+    let (clusters, urls) = pki.tls_nodes(&dir, &server, 3, false);
 
-    // The certificate names another host.
-    let redlock = Redlock::builder(&urls)
+    // The certificate names another host: `build` sees it at the
+    // handshakes and refuses, naming each master.
+    let err = Redlock::builder(&urls)
         .tls_config(client_config(&pki, None))
         .retry_count(0)
         .build()
-        .expect("build");
-    let err = redlock.lock("r", TTL).expect_err("wrong name");
-    assert!(matches!(err, Error::Misconfigured(_)), "{err}");
-    let report = err.report().expect("report");
+        .expect_err("wrong name");
+    let ConfigError::Misconfigured { failures } = &err else {
+        panic!("expected Misconfigured, got {err:?}");
+    };
+    assert_eq!(failures.len(), 3, "{err}");
     assert!(
-        report
-            .nodes()
-            .iter()
-            .all(|s| matches!(s, NodeState::Failed(NodeError::Tls(_)))),
-        "{report}"
+        failures.iter().all(|(_, e)| matches!(e, NodeError::Tls(_))),
+        "{err}"
     );
     let text = err.to_string();
     assert!(
@@ -115,14 +115,49 @@ fn an_unknown_authority_or_another_name_is_refused() {
 
     // Signed by a CA the client does not trust.
     let stranger = Pki::new("someone else's CA");
-    let redlock = Redlock::builder(&urls)
+    let err = Redlock::builder(&urls)
         .tls_config(client_config(&stranger, None))
         .retry_count(0)
         .build()
-        .expect("build");
-    let err = redlock.lock("r", TTL).expect_err("unknown issuer");
-    assert!(matches!(err, Error::Misconfigured(_)), "{err}");
+        .expect_err("unknown issuer");
+    assert!(
+        matches!(&err, ConfigError::Misconfigured { failures }
+            if failures.iter().all(|(_, e)| matches!(e, NodeError::Tls(_)))),
+        "{err}"
+    );
     println!("{err}");
+
+    // Built while the masters are down, a client meets the refusal at its
+    // first handshakes: a configuration error, not "unavailable".
+    for cluster in &clusters {
+        cluster.stop(0);
+    }
+    let redlock = Redlock::builder(&urls)
+        .tls_config(client_config(&pki, None))
+        .retry_count(0)
+        .build()
+        .expect("masters down are not a configuration error");
+    for cluster in &clusters {
+        cluster.restart(0);
+    }
+    let seen = |redlock: &Redlock| match redlock.try_lock("r", TTL) {
+        Err(Error::Misconfigured(report)) => {
+            assert!(
+                report
+                    .nodes()
+                    .iter()
+                    .any(|s| matches!(s, NodeState::Failed(NodeError::Tls(_)))),
+                "{report}"
+            );
+            true
+        }
+        Err(Error::Unavailable(_)) => false,
+        other => panic!("wrong name: {other:?}"),
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || seen(&redlock)),
+        "the refused certificates are never reported"
+    );
     let _ = fs::remove_dir_all(dir);
 }
 

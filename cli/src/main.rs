@@ -211,24 +211,9 @@ fn check_servers(urls: &[String]) -> Result<(), u8> {
 /// The exit status for a configuration `build()` refused.
 fn config_exit_code(error: &ConfigError) -> u8 {
     match error {
-        ConfigError::Handshakes {
-            required,
-            ready,
-            failures,
-        } => {
-            let refused = failures
-                .iter()
-                .filter(|(_, error)| error.is_configuration())
-                .count();
-            // Configuration when the masters that refuse it are enough to
-            // make the required number impossible: trying again does not
-            // help. Else some were merely unreachable.
-            if ready + failures.len() - refused < *required {
-                EX_CONFIG
-            } else {
-                EX_UNAVAILABLE
-            }
-        }
+        // Masters down or too slow: trying again later may help.
+        ConfigError::Handshakes { .. } => EX_UNAVAILABLE,
+        ConfigError::Misconfigured { .. } | ConfigError::LongestTtl { .. } => EX_CONFIG,
         ConfigError::InvalidAddr {
             error: AddrError::Resolve { .. },
             ..

@@ -59,8 +59,9 @@ pub const MAX_IN_FLIGHT: usize = crate::flights::MAX_FLIGHTS;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Require {
-    /// None: `build` succeeds whatever the masters do, and unreachable
-    /// masters are retried by later calls (the default).
+    /// None: `build` succeeds with masters down or slow, which later calls
+    /// retry (the default). A master that answers with a configuration
+    /// error fails `build` whatever this says.
     #[default]
     Nothing,
     /// A quorum (`N / 2 + 1`), so that the lock can work at once.
@@ -316,10 +317,11 @@ impl Builder {
     }
 
     /// How many masters [`build`](Self::build) requires to be ready: with
-    /// [`Require::All`] or [`Require::Quorum`], a wrong password, a missing
-    /// ACL permission or an unreachable master fails `build` with
-    /// [`ConfigError::Handshakes`], which names each such master and why.
-    /// Default [`Require::Nothing`].
+    /// [`Require::All`] or [`Require::Quorum`], masters down or too slow
+    /// to finish their handshake within the connect timeout fail `build`
+    /// with [`ConfigError::Handshakes`], which names each such master and
+    /// why. (Masters that refuse the configuration fail it in any case:
+    /// [`ConfigError::Misconfigured`].) Default [`Require::Nothing`].
     pub fn require_handshakes(mut self, require: Require) -> Builder {
         self.require = require;
         self
@@ -424,9 +426,21 @@ impl Builder {
 
     /// Checks the configuration, resolves the addresses, and connects to
     /// every master (waiting up to the connect timeout for the
-    /// handshakes). Masters that cannot be reached now are retried in the
-    /// background of later calls: building succeeds anyway, unless
-    /// [`require_handshakes`](Self::require_handshakes) says otherwise.
+    /// handshakes).
+    ///
+    /// It refuses what it can see is wrong: settings out of range, bad or
+    /// duplicate addresses, and masters that answered but cannot take part
+    /// ([`ConfigError::Misconfigured`]: a wrong password, a missing ACL
+    /// permission, a replica, a cluster-mode node, one server under two
+    /// addresses, a refused TLS certificate) or that keep another longest
+    /// TTL ([`ConfigError::LongestTtl`]). Masters that are down or too slow
+    /// now are not a configuration error: they are retried in the
+    /// background of later calls, and building succeeds anyway unless
+    /// [`require_handshakes`](Self::require_handshakes) asks for them.
+    ///
+    /// An even number of masters is accepted (a deployment growing from 3
+    /// to 5 passes through 4), but it survives no more failures than one
+    /// master fewer: `N` masters survive `(N - 1) / 2` down.
     ///
     /// Host names are resolved here, once, by the system resolver: that
     /// blocks for as long as the resolver takes (it is not bounded by the
@@ -471,6 +485,18 @@ impl Builder {
         });
         if let Some(error) = disagrees {
             return Err(error);
+        }
+        // What a master that answered shows to be set up wrongly fails the
+        // build whatever `require` says: trying again cannot help, and a
+        // replica or a duplicate left in the list would lower the number of
+        // failures the lock survives without a word.
+        let refused: Vec<(String, NodeError)> = failures
+            .iter()
+            .filter(|(_, error)| error.is_configuration())
+            .cloned()
+            .collect();
+        if !refused.is_empty() {
+            return Err(ConfigError::Misconfigured { failures: refused });
         }
         let ready = n - failures.len();
         if ready < required {

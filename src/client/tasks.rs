@@ -440,7 +440,8 @@ impl Redlock {
         let lock = self.lock_async(resource, ttl).await?;
         Ok(AsyncLockGuard {
             client: Arc::clone(self),
-            lock: Some(lock),
+            lock,
+            released: false,
         })
     }
 
@@ -531,39 +532,27 @@ impl Redlock {
 /// task.
 pub struct AsyncLockGuard {
     client: Arc<Redlock>,
-    lock: Option<Lock>,
+    lock: Lock,
+    /// Set by [`release`](Self::release): from then on the release is
+    /// that call's (a dropped `unlock_async` follows its own release), and
+    /// the drop has nothing to do.
+    released: bool,
 }
 
 impl std::fmt::Debug for AsyncLockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AsyncLockGuard")
-            .field("lock", &self.lock)
-            .finish_non_exhaustive()
+        f.debug_tuple("AsyncLockGuard").field(&self.lock).finish()
     }
 }
 
 impl AsyncLockGuard {
-    /// The lock held.
-    pub fn lock(&self) -> Option<&Lock> {
-        self.lock.as_ref()
-    }
-
-    /// How long the lock is still valid ([`Lock::validity`]); zero once
-    /// released.
-    pub fn validity(&self) -> Duration {
-        self.lock.as_ref().map_or(Duration::ZERO, Lock::validity)
-    }
-
     /// Extends the lock as [`Redlock::extend_async`] does.
     ///
     /// # Errors
     ///
-    /// As for [`Redlock::extend`]; [`Error::Expired`] once released.
+    /// As for [`Redlock::extend`].
     pub async fn extend(&mut self, ttl: Duration) -> Result<(), Error> {
-        match self.lock.as_mut() {
-            Some(lock) => self.client.extend_async(lock, ttl).await,
-            None => Err(Error::Expired),
-        }
+        self.client.extend_async(&mut self.lock, ttl).await
     }
 
     /// Releases the lock and waits for the outcome.
@@ -572,24 +561,32 @@ impl AsyncLockGuard {
     ///
     /// As for [`Redlock::unlock`].
     pub async fn release(mut self) -> Result<(), Error> {
-        match self.lock.take() {
-            Some(mut lock) => self.client.unlock_async(&mut lock).await,
-            None => Ok(()),
-        }
+        self.released = true;
+        self.client.unlock_async(&mut self.lock).await
+    }
+}
+
+impl std::ops::Deref for AsyncLockGuard {
+    type Target = Lock;
+
+    fn deref(&self) -> &Lock {
+        &self.lock
     }
 }
 
 impl Drop for AsyncLockGuard {
     fn drop(&mut self) {
-        if let Some(lock) = self.lock.take() {
-            let counters = &self.client.counters;
-            self.client.engine.abandon(|driver| {
-                // Followed until every master has answered, if a slot is
-                // free; else only queued.
-                if driver.release_orphan(&lock.release(), crate::clock::now()) {
-                    counters.drop_release();
-                }
-            });
+        if self.released {
+            return;
         }
+        let counters = &self.client.counters;
+        let release = self.lock.release();
+        self.client.engine.abandon(|driver| {
+            // Followed until every master has answered, if a slot is
+            // free; else only queued.
+            if driver.release_orphan(&release, crate::clock::now()) {
+                counters.drop_release();
+            }
+        });
     }
 }

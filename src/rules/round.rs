@@ -306,7 +306,8 @@ impl fmt::Display for NodeError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum NodeState {
-    /// No answer yet.
+    /// No answer yet, or none waited for: the round was decided before
+    /// this node answered.
     Pending,
     /// The node did what was asked.
     Ok,
@@ -440,12 +441,18 @@ impl fmt::Display for Report {
         };
         write!(
             f,
-            "{} on {} nodes (quorum {}) in {:?}:",
+            "{} on {} nodes (quorum {}) ",
             self.op.name(),
             self.nodes.len(),
             self.quorum,
-            self.elapsed
         )?;
+        // Decided at its start: failures known before anything was sent
+        // (connections down) made the outcome certain.
+        if self.elapsed.is_zero() {
+            f.write_str("decided before any answer:")?;
+        } else {
+            write!(f, "in {:?}:", self.elapsed)?;
+        }
         for (i, state) in self.nodes.iter().enumerate() {
             f.write_str(if i == 0 { " " } else { ", " })?;
             match self.masters.as_deref().and_then(|m| m.get(i)) {
@@ -453,7 +460,8 @@ impl fmt::Display for Report {
                 None => write!(f, "#{i} ")?,
             }
             match state {
-                NodeState::Pending => f.write_str("pending")?,
+                // Asked, but the outcome was certain before it answered.
+                NodeState::Pending => f.write_str("not waited for")?,
                 NodeState::Ok => f.write_str(ok)?,
                 NodeState::Refused => f.write_str(refused)?,
                 NodeState::Failed(error) => write!(f, "{error}")?,

@@ -153,6 +153,32 @@ fn all_fail() {
     );
 }
 
+/// A round decided at its start (connections already down) says so, and
+/// the masters it did not wait for are not called "pending in 0ns".
+#[test]
+fn a_report_decided_before_any_answer_says_so() {
+    let t0 = Instant::now();
+    let mut round = acquire(5, t0);
+    for node in [0, 3, 4] {
+        round.handle_failure(node, NodeError::Disconnected, t0);
+    }
+    assert_eq!(round.decision(), Some(Decision::NoQuorum));
+    let text = round.report().to_string();
+    assert!(text.contains("decided before any answer:"), "{text}");
+    assert!(
+        text.contains("#1 not waited for, #2 not waited for"),
+        "{text}"
+    );
+    assert!(!text.contains("0ns") && !text.contains("pending"), "{text}");
+    // Decided later: the time it took.
+    let mut round = acquire(3, t0);
+    round.handle_failure(0, NodeError::Disconnected, t0 + MS);
+    round.handle_failure(1, NodeError::Disconnected, t0 + MS);
+    let text = round.report().to_string();
+    assert!(text.contains("in 1ms:"), "{text}");
+    assert!(text.contains("#2 not waited for"), "{text}");
+}
+
 #[test]
 fn deadline_times_out_silent_nodes() {
     let t0 = Instant::now();
