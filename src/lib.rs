@@ -103,6 +103,7 @@
 //!   for longer than the longest TTL in use before it rejoins.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod addr;
 mod client;
@@ -143,6 +144,7 @@ pub mod fuzzing {
 /// The rustls version this crate uses, to build a
 /// [`Builder::tls_config`](crate::Builder::tls_config) (feature `tls`).
 #[cfg(feature = "tls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
 pub use rustls;
 
 /// The committed inputs of fuzz target `target` that the crate's harnesses
