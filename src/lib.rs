@@ -113,7 +113,11 @@ mod driver;
 mod error;
 pub mod fencing;
 mod flights;
+pub mod guarantees;
+pub mod how_it_works;
+pub mod limitations;
 mod link;
+pub mod operations;
 pub mod resp;
 pub mod rules;
 
