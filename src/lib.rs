@@ -1,108 +1,238 @@
-//! A low-latency client for Redlock, the distributed lock over N independent
-//! Redis masters.
+//! A client for [Redlock], the distributed lock over N independent Redis or
+//! Valkey masters, built for low latency: every round goes to all masters
+//! in one event-loop tick and returns as soon as its outcome is certain.
+//! The lock rules and each master's protocol session are state machines
+//! free of I/O; a `mio` engine drives them for blocking, async and embedded
+//! callers alike. The library depends on no async runtime.
+//!
+//! [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
+//!
+//! # Which API for which job
+//!
+//! | job | use |
+//! |---|---|
+//! | a tokio service, or tasks on any executor | one client shared by every task (in an [`Arc`](std::sync::Arc)): [`lock_async`](Redlock::lock_async), [`try_lock_async`](Redlock::try_lock_async), [`extend_async`](Redlock::extend_async), [`unlock_async`](Redlock::unlock_async); [`lock_guard_async`](Redlock::lock_guard_async) releases on drop |
+//! | a thread pool | one [`Redlock`] shared by every thread (in an [`Arc`](std::sync::Arc), or borrowed by scoped threads): [`lock`](Redlock::lock), [`try_lock`](Redlock::try_lock), [`lock_until`](Redlock::lock_until), [`lock_guard`](Redlock::lock_guard) |
+//! | a long job that must keep its lock | `with_lock` (a closure) or `with_lock_async` (a future): the lock is extended while the work runs and released at its end; or [`keep`](Redlock::keep) a lock and watch its [`Keeper`] |
+//! | writes that a stale holder must not make | [`Builder::fencing`], then send [`Lock::fence`] with every write ([`fencing`]) |
+//! | several resources at once | [`try_lock_all`](Redlock::try_lock_all) (all or nothing), [`try_lock_many`](Redlock::try_lock_many) (a batch of separate locks) |
+//! | shell scripts and cron jobs | `redlock run RESOURCE -- COMMAND`, the command-line tool ([`operations`](crate::operations#the-redlock-command)) |
+//! | your own `mio` event loop | [`Builder::build_embedded`] and its [`EmbeddedRedlock`] |
+//!
+//! # A first lock
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use redlock_mio::Redlock;
+//! use redlock_mio::{Error, Redlock};
 //!
 //! let redlock = Redlock::builder([
-//!     "redis://127.0.0.1:7000",
-//!     "redis://127.0.0.1:7001",
-//!     "redis://127.0.0.1:7002",
+//!     "redis://10.0.0.1:6379",
+//!     "redis://10.0.0.2:6379",
+//!     "redis://10.0.0.3:6379",
 //! ])
-//! .request_timeout(Duration::from_millis(50))
 //! .build()?;
 //!
-//! let mut lock = redlock.lock("invoice:42", Duration::from_secs(10))?;
-//! // Work only while the lock is valid, and check before each step.
-//! assert!(lock.validity() > Duration::from_secs(9));
-//! redlock.extend(&mut lock, Duration::from_secs(10))?;
-//! redlock.unlock(&mut lock)?;
-//! assert!(lock.is_expired());
+//! match redlock.lock("orders:42", Duration::from_secs(10)) {
+//!     Ok(mut lock) => {
+//!         // Work while the lock is valid; check before each step.
+//!         assert!(lock.validity() > Duration::from_secs(9));
+//!         redlock.unlock(&mut lock)?;
+//!     }
+//!     Err(Error::Contended(report)) => eprintln!("held by another client: {report}"),
+//!     Err(other) => return Err(other.into()),
+//! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! # Layers
+//! [`lock`](Redlock::lock) tries up to four times, with a random delay
+//! between attempts; [`try_lock`](Redlock::try_lock) tries once, within one
+//! request timeout. The [`Lock`] knows until when it may be trusted
+//! ([`validity`](Lock::validity)); after every outcome it claims no more
+//! than the masters granted.
 //!
-//! The crate is three layers, each readable and testable on its own:
+//! # One client for a whole process
 //!
-//! - [`resp`]: the RESP2/RESP3 codec. Incremental, allocation-free and
-//!   strict, with hard limits on nesting and lengths. It never touches a
-//!   socket.
-//! - [`rules`]: the Redlock rules (quorum, drift, validity, retry delay)
-//!   and the state machine of one round, free of I/O and driven by the
-//!   caller's clock.
-//! - the link (private): one master's protocol session, free of I/O and
-//!   driven with the time passed in: the pipelined handshake, the requests
-//!   in flight and the matching of replies to them, `NOSCRIPT` replay, the
-//!   budgets that keep a hostile server from holding the client, and the
-//!   connection's timers. Unit-tested with a fake clock and no socket.
-//! - the flights (private): the rounds a shared client has in flight at
-//!   once, with their ids, deadlines and waiters, free of I/O and tested
-//!   with a fake clock.
-//! - the `mio` driver (private): one non-blocking connection per master;
-//!   each round's command is written to all masters in the same event-loop
-//!   tick and the replies are read as they arrive. It feeds the rounds and
-//!   never decides quorum itself. Its engine lets many threads and tasks
-//!   share it.
+//! A [`Redlock`] is `Send` and `Sync`, and keeps one connection per master
+//! whatever the number of callers: build one and share it, rather than one
+//! per thread or a `Mutex` around it. The rounds of all its callers are in
+//! flight at once over the same connections.
 //!
-//! [`Redlock`] is the API on top: blocking calls for threads, and the same
-//! operations as futures (`*_async`) for any executor, one client shared
-//! by all of them.
+//! ```no_run
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use redlock_mio::Redlock;
 //!
-//! # The algorithm
+//! let redlock = Arc::new(Redlock::builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"]).build()?);
+//! let workers: Vec<_> = (0..8)
+//!     .map(|i| {
+//!         let redlock = Arc::clone(&redlock);
+//!         std::thread::spawn(move || -> Result<(), redlock_mio::Error> {
+//!             let guard = redlock.lock_guard(format!("job:{i}"), Duration::from_secs(10))?;
+//!             // ... work while guard.validity() covers the next step ...
+//!             guard.release()
+//!         })
+//!     })
+//!     .collect();
+//! for worker in workers {
+//!     if let Ok(outcome) = worker.join() {
+//!         outcome?;
+//!     }
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
-//! Acquiring takes `t0` from the monotonic clock, sends
-//! `SET resource token NX PX ttl` to all masters at once and reads the
-//! replies until a quorum (`N / 2 + 1`) has agreed, a quorum has become
-//! impossible, or the request timeout has passed. The lock is held if a
-//! quorum agreed and `ttl - elapsed - drift > 0`, where
-//! `drift = ttl * drift_factor + 2 ms`. Otherwise it is released on every
-//! master (also those that seemed to fail: a reply can be lost after the
-//! server set the key), and [`Redlock::lock`] tries again after a random
-//! delay. Release and extend are Lua scripts that act only if the key still
-//! holds the lock's token, sent by SHA1 (`EVALSHA`) and sent again as `EVAL`
-//! on a `NOSCRIPT` reply within the same call.
+//! The same operations are futures for any executor (tokio, smol,
+//! `futures::executor`, …). They are cancellation-safe: a future dropped
+//! with its round in flight gives the round up, and a dropped acquire's key
+//! is released on every master ([`try_lock_async`](Redlock::try_lock_async)
+//! says exactly how).
 //!
-//! # What the lock guarantees, and what it does not
+//! ```no_run
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use redlock_mio::{Error, Redlock};
 //!
-//! - **Mutual exclusion holds only while the holder finishes within the
-//!   lock's validity** ([`Lock::validity`]), and only if the clocks of the
-//!   processes involved drift apart by less than the drift allowance. The
-//!   client measures time on a monotonic clock (see below).
-//! - **A pause can outlive the lock.** A process pause (GC, page fault,
-//!   scheduling, swapping) or a network delay after the lock was granted
-//!   can let a holder act on a lock that has already expired. Redlock
-//!   cannot prevent this. Only the protected resource can, by checking a
-//!   token with each write.
-//! - **What this crate offers for that:** every lock carries a unique,
-//!   unpredictable [token](Lock::token) (20 bytes from a generator seeded by
-//!   the operating system, new for every acquisition). A resource that
-//!   stores the token of the last writer and refuses writes with another
-//!   token uses it as a compare-and-set guard. That detects a holder whose
-//!   lock was taken over, but it does not order holders: it cannot tell an
-//!   old token from a new one. Stronger, with
-//!   [`Builder::fencing`]: a [fence](Lock::fence) that grows with every
-//!   holder, which the resource compares with "greater than" (one more
-//!   round trip per acquisition; see [`fencing`] for how and why it
-//!   holds).
-//! - **A suspend counts.** On Linux and Android the client's clock is
-//!   `CLOCK_BOOTTIME`, which keeps counting while the host or VM is
-//!   suspended: after a resume [`Lock::validity`] has run down by the
-//!   suspension, as the masters' keys have. Elsewhere it is
-//!   [`Instant`](std::time::Instant), which may stop during a suspend:
-//!   there, treat a resume as the loss of every lock. Instants the API
-//!   takes and gives ([`Redlock::lock_until`]'s deadline,
-//!   [`Lock::valid_until`], the embedded driver's timeouts) are
-//!   [`Instant::now`](std::time::Instant::now)'s, converted at the
-//!   boundary.
-//! - **Masters must not forget locks.** A master that crashes and restarts
-//!   with an empty dataset can grant a lock that another client still holds
-//!   on it. Operators must run the masters with persistence
-//!   (`appendonly yes`, `appendfsync always`), or keep a crashed master down
-//!   for longer than the longest TTL in use before it rejoins.
+//! async fn nightly_report(redlock: Arc<Redlock>) -> Result<(), Error> {
+//!     let guard = redlock.lock_guard_async("report:nightly", Duration::from_secs(30)).await?;
+//!     // ... work while guard.validity() covers the next step ...
+//!     guard.release().await
+//! }
+//! ```
+//!
+//! # Keeping a lock for a long job
+//!
+//! A job that may outlast any TTL you would choose keeps its lock alive:
+//! the scoped `with_lock` (blocking, a closure) and `with_lock_async` (a
+//! future) extend the lock while the work runs and release it at the end;
+//! [`keep`](Redlock::keep) hands a lock to a [`Keeper`], whose thread
+//! extends it every `ttl / 3` ([`KeepOptions`] sets the period, a hold
+//! limit and a callback). The keeper tells at once how the lock
+//! [stands](Standing): at risk when an extension missed a quorum, lost when
+//! the masters no longer hold it. Check it before each step of the work:
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use redlock_mio::{KeepOptions, Redlock};
+//!
+//! let redlock = Redlock::builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"]).build()?;
+//! let lock = redlock.lock("backup:db1", Duration::from_secs(30))?;
+//! let keeper = redlock.keep(lock, KeepOptions::new(Duration::from_secs(30)))?;
+//! for _chunk in 0..1000 {
+//!     if keeper.is_lost() {
+//!         break; // another client may hold it now: stop writing
+//!     }
+//!     // ... copy one chunk ...
+//! }
+//! drop(keeper); // releases the lock, without blocking
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Fences
+//!
+//! A pause (garbage collection, a stopped VM) can outlast a lock: the
+//! holder wakes up and writes after another client took the lock. With
+//! [`Builder::fencing`] every lock carries a [fence](Lock::fence), a
+//! number larger for every later holder of the resource; the protected
+//! store keeps the largest fence it accepted and refuses smaller ones. The
+//! scheme, its assumptions and the proof are in [`fencing`].
+//!
+//! # Your own event loop
+//!
+//! [`Builder::build_embedded`] registers the client's sockets with the
+//! caller's `mio` poller, one token per master, and starts no thread:
+//!
+//! ```no_run
+//! use std::time::{Duration, Instant};
+//! use mio::{Events, Poll, Token};
+//! use redlock_mio::{Completion, Redlock};
+//!
+//! let mut poll = Poll::new()?;
+//! let mut redlock = Redlock::builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"])
+//!     .build_embedded(poll.registry(), Token(1000))?; // tokens 1000..1003
+//! let ticket = redlock.try_lock("orders:42", Duration::from_secs(10))?;
+//! let mut events = Events::with_capacity(64);
+//! loop {
+//!     let timeout = redlock.next_timeout().map(|at| at.saturating_duration_since(Instant::now()));
+//!     poll.poll(&mut events, timeout)?;
+//!     // ... the caller's own events ...
+//!     redlock.handle_events(&events);
+//!     redlock.handle_timeout(Instant::now());
+//!     if let Some(Completion::Acquired { ticket: done, result }) = redlock.poll_completion() {
+//!         assert_eq!(done, ticket);
+//!         let mut lock = result?;
+//!         // ... work, then release: its completion comes the same way ...
+//!         redlock.unlock(&mut lock)?;
+//!         break;
+//!     }
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Errors
+//!
+//! [`Builder::build`] refuses a bad configuration with a [`ConfigError`]
+//! (a bad address, a master listed twice, a timeout out of range). A lock
+//! operation fails with an [`Error`]; those that come from a round carry a
+//! [report](Error::report) of what each master did, named by its address
+//! with the password masked.
+//!
+//! | error | means | then |
+//! |---|---|---|
+//! | [`Error::Contended`] | another client holds the resource | try again later ([`lock`](Redlock::lock) does) |
+//! | [`Error::Unavailable`] | too few masters answered for a quorum | try again later; look at the report |
+//! | [`Error::TooSlow`] | a quorum agreed, but no validity was left | try again; a longer TTL, or a shorter request timeout |
+//! | [`Error::Misconfigured`] | masters refuse the client: a password, an ACL, a replica, a cluster node | fix the configuration; not retried |
+//! | [`Error::Unfenced`] | a fenced acquire got no fence | try again later ([`fencing`]) |
+//! | [`Error::NotHeld`] | extend or unlock: the token no longer owns the resource | the lock is gone |
+//! | [`Error::Busy`] | the client's cap of rounds in flight was reached for a whole request timeout | try again later |
+//!
+//! [`Error::is_retryable`] tells the two kinds apart. Resource names are
+//! bytes (up to [`MAX_RESOURCE_LEN`]); names under `redlock-mio:` are the
+//! crate's own and refused with [`Error::ReservedResource`].
+//!
+//! # Configuration
+//!
+//! Every setting has a default and a range, and [`Builder::build`] refuses
+//! values outside it:
+//!
+//! | setting | default |
+//! |---|---|
+//! | [`request_timeout`](Builder::request_timeout): how long a round waits for the masters | 50 ms |
+//! | [`retry_count`](Builder::retry_count), [`retry_delay`](Builder::retry_delay), [`retry_jitter`](Builder::retry_jitter) | 3, 200 ms, ± 100 ms |
+//! | [`connect_timeout`](Builder::connect_timeout), [`stall_timeout`](Builder::stall_timeout), [`max_backoff`](Builder::max_backoff) | 1 s; twice the request timeout, at least 1 s; 1 s |
+//! | [`drift_factor`](Builder::drift_factor) | 0.01 |
+//! | [`max_extensions`](Builder::max_extensions) | no limit |
+//! | [`require_handshakes`](Builder::require_handshakes) | none required |
+//! | [`identify_masters`](Builder::identify_masters): refuse replicas, cluster nodes, a server listed twice | on |
+//! | [`restart_guard`](Builder::restart_guard), [`fencing`](Builder::fencing) | off |
+//! | tuning: [`max_in_flight`](Builder::max_in_flight), [`async_spin`](Builder::async_spin), [`yield_to_local_masters`](Builder::yield_to_local_masters) | 256, 1 ms, on |
+//!
+//! Addresses are `redis://[[user]:password@]host[:port][/db]`, `rediss://…`
+//! (feature `tls`) and `unix:///path/to/redis.sock[?db=N&user=U&pass=P]`.
+//!
+//! # Feature flags
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `tls` | `rediss://` addresses over rustls (the system's roots by default; `Builder::tls_config` for a private CA or a client certificate) |
+//! | `tracing` | a `tracing` span per round, events for connects, dropped connections and quarantines |
+//! | `metrics` | round latency histograms and counters through the `metrics` facade |
+//!
+//! All are off by default; with them off, nothing of them is compiled in.
+//!
+//! # Further reading
+//!
+//! - [`guarantees`]: what a lock guarantees, under which assumptions, and
+//!   what it cannot do.
+//! - [`operations`]: running the masters: persistence, the restart guard,
+//!   ACL permissions, the crate's keys, TLS, metrics, supported servers.
+//! - [`fencing`]: fencing tokens, and why they hold.
+//! - [`limitations`]: what the crate does not do, or does at a cost.
+//! - [`how_it_works`]: rounds, connections, and many callers on one client.
+//! - [`resp`]: the RESP2/RESP3 codec, usable on its own.
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod addr;
 mod client;
@@ -112,7 +242,11 @@ mod driver;
 mod error;
 pub mod fencing;
 mod flights;
+pub mod guarantees;
+pub mod how_it_works;
+pub mod limitations;
 mod link;
+pub mod operations;
 pub mod resp;
 pub mod rules;
 
@@ -143,6 +277,7 @@ pub mod fuzzing {
 /// The rustls version this crate uses, to build a
 /// [`Builder::tls_config`](crate::Builder::tls_config) (feature `tls`).
 #[cfg(feature = "tls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
 pub use rustls;
 
 /// The committed inputs of fuzz target `target` that the crate's harnesses

@@ -419,6 +419,7 @@ impl Builder {
     /// written in its address. Without this, `rediss://` masters are
     /// checked against the operating system's roots.
     #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls_config(mut self, config: std::sync::Arc<rustls::ClientConfig>) -> Builder {
         self.tls = Some(config);
         self

@@ -1,0 +1,88 @@
+//! Known limitations: what the crate does not do, or does at a cost worth
+//! knowing. (This module holds documentation only.)
+//!
+//! # Locking
+//!
+//! - **Waiters are not told of a release.** [`lock`](crate::Redlock::lock)
+//!   and [`lock_until`](crate::Redlock::lock_until) retry after a random
+//!   delay ([`retry_delay`](crate::Builder::retry_delay) ±
+//!   [`retry_jitter`](crate::Builder::retry_jitter), 200 ± 100 ms by
+//!   default), so a released lock can stay free until some waiter's delay
+//!   runs out, and a lock left by a crashed holder is found free only by
+//!   the first attempt after its TTL. Nobody queues: under contention a
+//!   waiter can lose many times in a row.
+//! - **`try_lock` in a tight loop wins less than a slower client would.**
+//!   Under heavy contention, fast back-to-back attempts split the masters
+//!   among themselves (each failed attempt holds its keys until its release
+//!   lands), and then nobody wins. Retry after a random delay (`lock`,
+//!   `lock_until`) with the delay at the scale of a round.
+//! - **A release that cannot reach a master leaves the key there until its
+//!   TTL runs out**: a master whose connection is down, in its reconnect
+//!   back-off, or reset before the bytes left. So does a release queued
+//!   behind a reconnect's handshake or a full socket buffer when the client
+//!   then stays idle: it is written at the client's next call.
+//! - **Limits per call**: up to 64 resources in one lock
+//!   ([`try_lock_all`](crate::Redlock::try_lock_all)), up to
+//!   [`MAX_BATCH`](crate::MAX_BATCH) locks per batch
+//!   ([`try_lock_many`](crate::Redlock::try_lock_many)), up to
+//!   [`max_in_flight`](crate::Builder::max_in_flight) rounds in flight per
+//!   client (at most [`MAX_IN_FLIGHT`](crate::MAX_IN_FLIGHT)), resource
+//!   names up to [`MAX_RESOURCE_LEN`](crate::MAX_RESOURCE_LEN) bytes, TTLs
+//!   up to [`MAX_TTL`](crate::MAX_TTL).
+//!
+//! # Fencing
+//!
+//! - Fenced acquires fail with [`Error::Unfenced`](crate::Error::Unfenced)
+//!   while fewer than a quorum of masters have their fence counter, and
+//!   fencing stays unavailable if more than `N - quorum` masters lost it at
+//!   once, until an operator sets the counters (see
+//!   [`fencing`](crate::fencing)).
+//! - The first fenced use of a new deployment needs every master to
+//!   answer; a start that reached only some of them is finished by a later
+//!   read.
+//! - The embedded client does not fence
+//!   ([`ConfigError::NotEmbeddable`](crate::ConfigError::NotEmbeddable)):
+//!   a fenced acquire is several rounds in a row.
+//!
+//! # Time and clocks
+//!
+//! - Outside Linux and Android the client's clock may stop while the host
+//!   is suspended: there, treat a resume as the loss of every lock (see
+//!   [`guarantees`](crate::guarantees#a-suspend-counts)).
+//! - The restart guard sees a flush of a master's data while the
+//!   connection stays up only at the next reconnect.
+//!
+//! # Connections
+//!
+//! - A host name is resolved once, when the client is built, to its first
+//!   address, by the system resolver: [`build`](crate::Builder::build)
+//!   blocks for as long as the resolver takes, and a later change of the
+//!   name's address is not followed.
+//! - RESP2 on the wire; the codec reads RESP3, and pushes are skipped.
+//! - No Redis Cluster, Sentinel or replicas: Redlock needs independent
+//!   primaries, and the handshake refuses the others.
+//!
+//! # CPU
+//!
+//! - Threads that share one client park while another thread polls, and
+//!   are woken per round: a cross-thread wake-up each. The async API
+//!   writes what many tasks queued in one tick in one write per master and
+//!   goes further under load (the repository's `benches/README.md` has the
+//!   figures).
+//! - A task alone on the client polls for its own replies, yielding
+//!   between polls, for up to
+//!   [`Builder::async_spin`](crate::Builder::async_spin) (1 ms) per round:
+//!   it keeps a core busy that long in exchange for the blocking client's
+//!   latency. Set it to zero to sleep instead, at the price of a
+//!   cross-thread wake-up per round.
+//! - A lone blocking caller whose masters all run on the same machine
+//!   yields its CPU before it waits for replies
+//!   ([`Builder::yield_to_local_masters`](crate::Builder::yield_to_local_masters),
+//!   on by default). With other threads ready on the same CPU it may wait
+//!   up to a time slice: a service that keeps its CPUs busy next to local
+//!   masters should turn it off.
+//!
+//! # Platforms
+//!
+//! The library is tested on Linux (x86-64); `unix://` addresses need a
+//! Unix system, and the `redlock` command runs on Unix only.
