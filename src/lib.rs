@@ -171,7 +171,9 @@
 //! # Errors
 //!
 //! [`Builder::build`] refuses a bad configuration with a [`ConfigError`]
-//! (a bad address, a master listed twice, a timeout out of range). A lock
+//! (a bad address, a master listed twice, a timeout out of range, or
+//! masters that answer but refuse the client: a wrong password, a replica;
+//! masters merely down are retried later, see [`operations`]). A lock
 //! operation fails with an [`Error`]; those that come from a round carry a
 //! [report](Error::report) of what each master did, named by its address
 //! with the password masked.

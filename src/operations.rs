@@ -34,12 +34,23 @@
 //! refuse `INFO` need
 //! [`Builder::identify_masters(false)`](crate::Builder::identify_masters);
 //! the client then cannot check, and the restart guard is unavailable.
-//! [`Builder::require_handshakes`](crate::Builder::require_handshakes)
-//! makes [`build`](crate::Builder::build) fail unless a quorum (or every
-//! master) completed its handshake, naming each master that did not and
-//! why; by default `build` succeeds and unreachable masters are retried
-//! by later calls.
 //!
+//! What [`build`](crate::Builder::build) refuses is what it can see:
+//! settings out of range, addresses that do not parse or name one master
+//! twice, and masters that answer but cannot take part
+//! ([`ConfigError::Misconfigured`](crate::ConfigError::Misconfigured): a
+//! wrong password, a missing ACL permission, a replica, a cluster-mode
+//! node, one server under two addresses, a refused TLS certificate) or
+//! that keep another longest TTL. Masters that are down or slow are not a
+//! configuration error: by default `build` succeeds and later calls retry
+//! them; [`Builder::require_handshakes`](crate::Builder::require_handshakes)
+//! makes it fail unless a quorum (or every master) completed its
+//! handshake, naming each master that did not and why. A master that goes
+//! wrong on a running client (a password changed, a master turned into a
+//! replica) fails its rounds with
+//! [`Error::Misconfigured`](crate::Error::Misconfigured) once it keeps a
+//! quorum out of reach.
+
 //! # Persistence
 //!
 //! A master that comes back from a crash without the keys it had set can

@@ -186,7 +186,7 @@ fn a_password_changed_under_a_running_client() {
 }
 
 /// ACL user `locker` with exactly what the lock needs, in `db` 0, on keys
-/// `lock:*` (the README's least-privilege example).
+/// `lock:*` (the operator's guide's least-privilege example, `operations`).
 const LOCKER_ACL: &[&str] = &[
     "ACL",
     "SETUSER",
@@ -226,7 +226,7 @@ fn least_privilege_acl_user_can_lock() {
     println!("{text}");
 }
 
-/// With fencing, the README's least-privilege user also needs the crate's
+/// With fencing, the guide's least-privilege user also needs the crate's
 /// keys (`redlock-mio:*`: the fence keys, and the deployment's longest TTL,
 /// set at the handshake) and the commands the fence scripts run.
 #[test]

@@ -290,10 +290,9 @@ impl Builder {
     /// wait (or the task's first look), which then finds the replies
     /// instead of sleeping until each one wakes the caller; and the masters
     /// still to answer finish before the caller's next requests meet them.
-    /// Measured on two cores with five local masters: blocking cycle p50
-    /// about 4 % lower; a lone task's `epoll_wait` calls per round (its
-    /// own and its executor's) 3.6 -> 1.4 (the README's latency section).
-    /// Default on; it never applies to remote masters, nor while other
+    /// With five local masters on two cores it lowers the blocking cycle's
+    /// median by a few percent and a lone task's `epoll_wait` calls per
+    /// round to under half (the latency bench measures both). Default on; it never applies to remote masters, nor while other
     /// rounds are in flight
     /// ([`Stats::yields`](crate::Stats::yields) counts the yields). Its
     /// price: on a CPU where other threads are ready to run, the caller may
