@@ -1,4 +1,4 @@
-//! Fencing tokens (issue 10, part 1) against real `redis-server`s: fences
+//! Fencing tokens against real `redis-server`s: fences
 //! grow with every holder; a master that lost its counter never lowers a
 //! fence (its grants stay out until it is put back in sync); a store that
 //! checks fences turns away a holder paused past its validity; and the

@@ -1,5 +1,5 @@
 //! Masters identified by what they are, and masters that restarted empty
-//! (issue 10, parts 2 and 3), against real `redis-server`s.
+//! against real `redis-server`s.
 //!
 //! - One server listed under two addresses votes once: the second
 //!   handshake with the same `run_id` is refused with `SameServer`.

@@ -1,4 +1,4 @@
-//! Several resources in one lock, all or nothing (issue 10, part 5),
+//! Several resources in one lock, all or nothing,
 //! against real `redis-server`s.
 
 #![allow(clippy::expect_used, reason = "a test fails loudly on broken set-up")]

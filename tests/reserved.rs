@@ -36,7 +36,7 @@ fn reserved(result: Result<impl std::fmt::Debug, Error>, entry: &str) {
     }
 }
 
-/// The review's two holders: plain client P locked `redlock-mio:fence-lost`,
+/// Two holders through a reserved name: plain client P locked `redlock-mio:fence-lost`,
 /// and a fenced client's raise, which deletes that key where it succeeds,
 /// took P's lock away, so Q could take it too. Such a name is refused
 /// wherever a resource is named, before anything is sent, and a plain lock

@@ -431,7 +431,7 @@ pub(crate) struct FailedAttempts {
 /// `try_lock` on it, each of which must fail as contended. Run while a
 /// master is paused: the attempt must decide as soon as a quorum of
 /// refusals is in and queue its release without waiting for the paused
-/// master (issue 8: "a paused or dead minority costs nothing").
+/// master: a paused or dead minority costs nothing.
 pub(crate) fn failed_attempts(env: &Env, resource: &str, attempts: u64) -> Result<FailedAttempts> {
     let build = || {
         Redlock::builder(&env.urls)

@@ -427,8 +427,8 @@ mod tests {
             Some(Error::Unavailable(_)) => "unavailable",
             other => panic!("{nodes:?}: {other:?}"),
         };
-        // The first: the round of stop 18's flaky fencing test (one master
-        // reset, one not answered yet, one that lost its counter).
+        // The first: one master reset, one not answered yet, one that lost
+        // its counter.
         let cases: [([Does; 3], &str); 7] = [
             ([Fails, Silent, Unsynced], "unfenced"),
             ([Quarantined, Unsynced, Silent], "unfenced"),
