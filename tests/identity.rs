@@ -1,4 +1,4 @@
-//! Masters identified by what they are, and masters that restarted empty
+//! Masters identified by what they are, and masters that restarted empty,
 //! against real `redis-server`s.
 //!
 //! - One server listed under two addresses votes once: the second
