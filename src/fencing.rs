@@ -15,7 +15,7 @@
 //! ([`FENCE_KEY`](crate::FENCE_KEY)): an integer without TTL, shared by
 //! every resource. A master whose counter key exists is *in sync*.
 //!
-//! 1. **Acquire** ([`FENCED_ACQUIRE_SCRIPT`](crate::FENCED_ACQUIRE_SCRIPT),
+//! 1. **Acquire** ([`FENCED_ACQUIRE_SCRIPT`](crate::scripts::FENCED_ACQUIRE_SCRIPT),
 //!    one round to every master): where none of the lock's keys exists,
 //!    set them `PX ttl` to the token, then `INCR` the counter and reply
 //!    with its value. A master out of sync does not create the counter: it
@@ -24,15 +24,15 @@
 //!    its grant does not count. The lock needs a quorum of grants from
 //!    masters in sync (and out of quarantine, with the restart guard). The
 //!    fence `f` is the largest counter among them.
-//! 2. **Raise** ([`RAISE_SCRIPT`](crate::RAISE_SCRIPT), a second round to
+//! 2. **Raise** ([`RAISE_SCRIPT`](crate::scripts::RAISE_SCRIPT), a second round to
 //!    every master): where the lock's keys still hold its token and the
 //!    counter exists, set the counter to `max(counter, f)`. The lock and
 //!    its fence are given to the caller only once a quorum did so before
 //!    the lock's validity ran out; otherwise the acquire fails with
 //!    [`Error::Unfenced`](crate::Error::Unfenced) (or `TooSlow`,
 //!    `Unavailable`) and the keys are released everywhere.
-//! 3. **Sync** ([`FENCE_READ_SCRIPT`](crate::FENCE_READ_SCRIPT),
-//!    [`FENCE_SYNC_SCRIPT`](crate::FENCE_SYNC_SCRIPT)): a master found out
+//! 3. **Sync** ([`FENCE_READ_SCRIPT`](crate::scripts::FENCE_READ_SCRIPT),
+//!    [`FENCE_SYNC_SCRIPT`](crate::scripts::FENCE_SYNC_SCRIPT)): a master found out
 //!    of sync is put back only after the client has waited the longest TTL
 //!    in use (plus drift) since it first saw that loss id. The client then
 //!    reads every counter, and if a quorum of masters is in sync, sets the

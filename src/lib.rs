@@ -251,6 +251,7 @@ mod link;
 pub mod operations;
 pub mod resp;
 pub mod rules;
+pub mod scripts;
 
 pub use addr::{AddrError, Endpoint, ServerAddr};
 pub use client::{
@@ -258,13 +259,7 @@ pub use client::{
     Lost, MAX_BATCH, MAX_IN_FLIGHT, MAX_RESOURCE_LEN, MAX_TIMEOUT, MAX_TTL, MasterStats, OnChange,
     Redlock, Require, Standing, Stats, TOKEN_LEN, Ticket,
 };
-pub use commands::{
-    ACQUIRE_MANY_SCRIPT, ACQUIRE_MANY_SHA1, EXTEND_MANY_SCRIPT, EXTEND_MANY_SHA1, EXTEND_SCRIPT,
-    EXTEND_SHA1, FENCE_KEY, FENCE_LOST_KEY, FENCE_READ_SCRIPT, FENCE_READ_SHA1, FENCE_SYNC_SCRIPT,
-    FENCE_SYNC_SHA1, FENCED_ACQUIRE_SCRIPT, FENCED_ACQUIRE_SHA1, LONGEST_TTL_KEY, MARKER_KEY,
-    RAISE_SCRIPT, RAISE_SHA1, RELEASE_MANY_SCRIPT, RELEASE_MANY_SHA1, RELEASE_SCRIPT, RELEASE_SHA1,
-    RESERVED_PREFIX,
-};
+pub use commands::{FENCE_KEY, FENCE_LOST_KEY, LONGEST_TTL_KEY, MARKER_KEY, RESERVED_PREFIX};
 pub use error::{ConfigError, Error};
 
 /// The fuzz harnesses of the protocol session and of the table of rounds

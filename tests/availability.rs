@@ -11,7 +11,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redlock_mio::rules::{self, NodeError, NodeState};
-use redlock_mio::{Error, Lock, RELEASE_SHA1, Redlock};
+use redlock_mio::scripts::RELEASE_SHA1;
+use redlock_mio::{Error, Lock, Redlock};
 use support::check::{assert_gone, command_stats, eventually, holders, pttl, reset_stats};
 use support::cluster::Cluster;
 

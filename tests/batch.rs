@@ -9,10 +9,8 @@ mod support;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use redlock_mio::{
-    Error, FENCED_ACQUIRE_SCRIPT, FENCED_ACQUIRE_SHA1, Lock, MAX_BATCH, RAISE_SCRIPT, RAISE_SHA1,
-    Redlock,
-};
+use redlock_mio::scripts::{FENCED_ACQUIRE_SCRIPT, FENCED_ACQUIRE_SHA1, RAISE_SCRIPT, RAISE_SHA1};
+use redlock_mio::{Error, Lock, MAX_BATCH, Redlock};
 use support::cluster::Cluster;
 use support::proxy::{Dir, Proxies};
 

@@ -15,10 +15,10 @@ use std::thread;
 use std::time::Duration;
 
 use redlock_mio::rules::NodeState;
-use redlock_mio::{
-    Error, FENCE_KEY, FENCE_LOST_KEY, FENCE_READ_SCRIPT, FENCE_SYNC_SCRIPT, FENCED_ACQUIRE_SCRIPT,
-    RAISE_SCRIPT, Redlock, Require,
+use redlock_mio::scripts::{
+    FENCE_READ_SCRIPT, FENCE_SYNC_SCRIPT, FENCED_ACQUIRE_SCRIPT, RAISE_SCRIPT,
 };
+use redlock_mio::{Error, FENCE_KEY, FENCE_LOST_KEY, Redlock, Require};
 use support::check::{eventually, integer};
 use support::cluster::{Cluster, ClusterOptions, Node};
 use support::proxy::{Dir, Proxies};

@@ -16,7 +16,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redlock_mio::rules::drift;
-use redlock_mio::{EXTEND_SCRIPT, Error, Redlock};
+use redlock_mio::scripts::EXTEND_SCRIPT;
+use redlock_mio::{Error, Redlock};
 use support::check::{assert_gone, eventually, pttl};
 use support::cluster::Cluster;
 use support::proxy::{Dir, Proxies};

@@ -55,7 +55,8 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use hdrhistogram::Histogram;
-use redlock_mio::{RELEASE_SCRIPT, RELEASE_SHA1, Redlock};
+use redlock_mio::Redlock;
+use redlock_mio::scripts::{RELEASE_SCRIPT, RELEASE_SHA1};
 use support::cluster::Cluster;
 
 type Result<T> = std::result::Result<T, Box<dyn StdError>>;

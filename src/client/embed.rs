@@ -64,6 +64,7 @@ pub struct Ticket(u64);
 
 /// What an operation of an [`EmbeddedRedlock`] came to.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum Completion {
     /// An acquire: the lock, or why not (as for
     /// [`Redlock::try_lock`](crate::Redlock::try_lock); after an error its

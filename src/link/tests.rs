@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use super::{Link, LinkConfig, MAX_PENDING, RELEASE_HEADROOM, UNSOLICITED_BUDGET, encoded};
 use crate::commands::{Command, Outcome};
 use crate::rules::{NodeError, Op, Reply};
-use crate::{EXTEND_SCRIPT, EXTEND_SHA1, RELEASE_SCRIPT, RELEASE_SHA1};
+use crate::scripts::{EXTEND_SCRIPT, EXTEND_SHA1, RELEASE_SCRIPT, RELEASE_SHA1};
 
 mod dropped;
 
@@ -141,9 +141,9 @@ fn scripts() -> String {
     [
         RELEASE_SHA1,
         EXTEND_SHA1,
-        crate::ACQUIRE_MANY_SHA1,
-        crate::RELEASE_MANY_SHA1,
-        crate::EXTEND_MANY_SHA1,
+        crate::scripts::ACQUIRE_MANY_SHA1,
+        crate::scripts::RELEASE_MANY_SHA1,
+        crate::scripts::EXTEND_MANY_SHA1,
     ]
     .map(bulk)
     .concat()

@@ -329,6 +329,7 @@ pub enum NodeState {
 
 /// How a round ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Decision {
     /// A quorum agreed while validity was left. For a release, `validity`
     /// is zero.

@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use redlock_mio::{
+use redlock_mio::scripts::{
     ACQUIRE_MANY_SCRIPT, ACQUIRE_MANY_SHA1, EXTEND_MANY_SCRIPT, EXTEND_MANY_SHA1, EXTEND_SCRIPT,
     EXTEND_SHA1, RELEASE_MANY_SCRIPT, RELEASE_MANY_SHA1, RELEASE_SCRIPT, RELEASE_SHA1,
 };
