@@ -186,16 +186,23 @@ enum Expect {
     /// A lock command. A script command's resource and token wait in the
     /// replay arena, `resource + token` bytes, so that a `NOSCRIPT` reply,
     /// however late, can be answered with `EVAL`.
-    Command {
-        round: u64,
-        op: Op,
-        resource: u32,
-        token: u8,
-        ttl_ms: u64,
-        eval: bool,
-        many: bool,
-        fenced: bool,
-    },
+    Command(Sent),
+}
+
+/// What is kept of a lock command sent, to classify its reply and to send
+/// it again with its script.
+#[derive(Debug, Clone, Copy)]
+struct Sent {
+    round: u64,
+    op: Op,
+    /// Bytes of the resource (or packed resources) in the replay arena.
+    resource: u32,
+    /// Bytes of the token in the replay arena.
+    token: u8,
+    ttl_ms: u64,
+    eval: bool,
+    many: bool,
+    fenced: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -377,14 +384,14 @@ impl Link {
     pub(crate) fn has_pending_for(&self, round: u64) -> bool {
         self.pending
             .iter()
-            .any(|p| matches!(p.expect, Expect::Command { round: r, .. } if r == round))
+            .any(|p| matches!(p.expect, Expect::Command(sent) if sent.round == round))
     }
 
     /// The rounds of the lock commands still unanswered, oldest first.
     #[cfg(test)]
     pub(crate) fn pending_rounds(&self) -> impl Iterator<Item = u64> + '_ {
         self.pending.iter().filter_map(|p| match p.expect {
-            Expect::Command { round, .. } => Some(round),
+            Expect::Command(sent) => Some(sent.round),
             Expect::Step(_) => None,
         })
     }
@@ -528,7 +535,7 @@ impl Link {
             (command.resource.len() as u32, command.token.len() as u8)
         };
         self.pending.push_back(Pending::new(
-            Expect::Command {
+            Expect::Command(Sent {
                 round,
                 op: command.op,
                 resource,
@@ -537,7 +544,7 @@ impl Link {
                 eval: command.eval,
                 many: command.many,
                 fenced: command.fenced,
-            },
+            }),
             now,
             &self.config,
         ));
@@ -645,193 +652,34 @@ impl Link {
 
     /// Decodes and dispatches every complete token in the read buffer.
     fn process(&mut self, now: Instant, sink: &mut dyn Sink) -> Result<(), NodeError> {
+        // The tokens borrow the input while the handlers change the rest of
+        // the session: the buffer is lent out for the loop (a move of its
+        // pointer, no copy) and always put back.
+        let input = std::mem::take(&mut self.input);
+        let result = self.process_input(&input, now, sink);
+        self.input = input;
+        result
+    }
+
+    fn process_input(
+        &mut self,
+        input: &[u8],
+        now: Instant,
+        sink: &mut dyn Sink,
+    ) -> Result<(), NodeError> {
         loop {
-            let decoded = match self.decoder.decode(&self.input[self.start..self.end]) {
+            let decoded = match self.decoder.decode(&input[self.start..self.end]) {
                 Ok(Status::Complete(decoded)) => decoded,
                 Ok(Status::Partial) => break,
                 Err(e) => return Err(NodeError::Protocol(e)),
             };
             let (token, len, frame_end) = (decoded.token, decoded.len, decoded.frame_end);
-            let reply =
-                self.skip == Skip::No && !matches!(token, Token::Push(_) | Token::Attribute(_));
-            if reply {
-                self.unsolicited = 0;
-            } else {
-                self.unsolicited += len;
-                if self.unsolicited > UNSOLICITED_BUDGET {
-                    return Err(NodeError::Unsolicited);
+            if !self.skip_unsolicited(&token, len, frame_end)? {
+                if !frame_end {
+                    // None of our commands is answered by an aggregate.
+                    return Err(NodeError::UnexpectedReply);
                 }
-            }
-            match self.skip {
-                Skip::Push => {
-                    if frame_end {
-                        self.skip = Skip::No;
-                    }
-                }
-                Skip::Attribute => {
-                    if self.decoder.depth() == 0 {
-                        self.skip = Skip::No;
-                    }
-                }
-                Skip::No => match token {
-                    Token::Push(_) if !frame_end => self.skip = Skip::Push,
-                    Token::Push(_) => {}
-                    Token::Attribute(_) if self.decoder.depth() > 0 => self.skip = Skip::Attribute,
-                    Token::Attribute(_) => {}
-                    _ => {
-                        let Some(pending) = self.pending.front() else {
-                            // A reply to a request never sent.
-                            return Err(NodeError::UnexpectedReply);
-                        };
-                        if !frame_end {
-                            // None of our commands is answered by an aggregate.
-                            return Err(NodeError::UnexpectedReply);
-                        }
-                        if self.late_since.is_some()
-                            && now <= after(pending.sent, self.config.request_timeout)
-                        {
-                            // An answer in time: the connection keeps up.
-                            self.late_since = None;
-                        }
-                        // A request sent again (`NOSCRIPT`), queued once
-                        // this one is off the queue: a full queue never
-                        // grows.
-                        let mut again = None;
-                        match pending.expect {
-                            Expect::Step(step) => match commands::handshake_ok(step, &token) {
-                                Ok(true) => learn(
-                                    &mut self.info,
-                                    [&mut self.marker, &mut self.longest],
-                                    step,
-                                    &token,
-                                )?,
-                                Ok(false) => return Err(NodeError::UnexpectedReply),
-                                Err(error) => return Err(NodeError::Handshake(error)),
-                            },
-                            Expect::Command {
-                                round,
-                                op,
-                                resource,
-                                token: token_len,
-                                ttl_ms,
-                                eval,
-                                many,
-                                fenced,
-                            } => {
-                                let mut outcome = commands::classify(op, many, fenced, &token);
-                                let args = 0..resource as usize + usize::from(token_len);
-                                let Some(arg_bytes) = self.replay.get(args.clone()) else {
-                                    return Err(NodeError::UnexpectedReply);
-                                };
-                                if outcome == Outcome::NoScript && eval {
-                                    // EVAL carries the script: it cannot be missing.
-                                    outcome = Outcome::Server(ServerError::new(b"NOSCRIPT"));
-                                }
-                                match outcome {
-                                    Outcome::Unexpected => return Err(NodeError::UnexpectedReply),
-                                    Outcome::NoScript
-                                        if op != Op::Release && !sink.is_live(round) =>
-                                    {
-                                        // An extend of a round that is over
-                                        // is never replayed: newer commands
-                                        // (a later extend of the same lock,
-                                        // with another TTL) may already have
-                                        // been applied on this master, and
-                                        // this one must not overtake them.
-                                        // The lock's validity already
-                                        // assumes the worst of this round.
-                                        // Nor is an acquire (of several
-                                        // keys): its release may be queued
-                                        // already, and must come after it.
-                                    }
-                                    Outcome::NoScript => {
-                                        // The script cache was emptied: send the
-                                        // same request again with the script,
-                                        // for this round, or a release of a
-                                        // finished one (it frees a key; with its
-                                        // own token it cannot touch a newer lock).
-                                        let (res, tok) = arg_bytes.split_at(resource as usize);
-                                        Command {
-                                            op,
-                                            resource: res,
-                                            token: tok,
-                                            ttl_ms,
-                                            eval: true,
-                                            many,
-                                            fenced,
-                                            reach: 0,
-                                        }
-                                        .encode(&mut self.out);
-                                        // Its arguments move to the arena's
-                                        // end, where the request sent again
-                                        // (last in the queue) finds them: a
-                                        // full arena never grows.
-                                        self.replay.rotate_left(args.end);
-                                        let sent = self
-                                            .pending
-                                            .front()
-                                            .map_or_else(Instant::now, |p| p.sent);
-                                        again = Some(Pending::new(
-                                            Expect::Command {
-                                                round,
-                                                op,
-                                                resource,
-                                                token: token_len,
-                                                ttl_ms,
-                                                eval: true,
-                                                many,
-                                                fenced,
-                                            },
-                                            sent,
-                                            &self.config,
-                                        ));
-                                    }
-                                    // A master that refuses this client
-                                    // (see `Sighting::refusal`) fails every
-                                    // round but releases, which free keys
-                                    // whatever the master thinks of us.
-                                    _ if op != Op::Release
-                                        && sink.is_live(round)
-                                        && self.sighting.refusal().is_some() =>
-                                    {
-                                        if let Some(refusal) = self.sighting.refusal() {
-                                            let failed = Outcome::Failed(refusal.clone());
-                                            sink.on_reply(round, op, failed, now);
-                                        }
-                                    }
-                                    // Grants of a quarantined master do not
-                                    // count; its fence counter (if it has
-                                    // one, it kept its data) does.
-                                    Outcome::Reply(Reply::Ok | Reply::Count(_))
-                                        if sink.is_live(round)
-                                            && matches!(op, Op::Acquire | Op::Extend)
-                                            && self.sighting.is_quarantined(now) =>
-                                    {
-                                        sink.on_reply(round, op, Outcome::Quarantined, now)
-                                    }
-                                    _ if sink.is_live(round) => {
-                                        sink.on_reply(round, op, outcome, now)
-                                    }
-                                    _ => {}
-                                }
-                                // Drop the consumed arguments now: with early
-                                // decision a connection may never be idle, so
-                                // waiting for an empty arena could grow it
-                                // without bound. What is left is a request or
-                                // two, cheap to move. (A request sent again
-                                // took them to the arena's end.)
-                                if args.end > 0 && again.is_none() {
-                                    self.replay.drain(..args.end);
-                                }
-                            }
-                        }
-                        self.pending.pop_front();
-                        if let Some(again) = again {
-                            self.pending.push_back(again);
-                        }
-                        self.handshake_progress(now);
-                    }
-                },
+                self.handle_reply(&token, now, sink)?;
             }
             self.start += len;
         }
@@ -840,6 +688,181 @@ impl Link {
             self.end = 0;
         }
         Ok(())
+    }
+
+    /// Counts and skips what answers nothing: pushes and attributes, with
+    /// every token of theirs. `true` if `token` was one of those, `false`
+    /// if it starts a reply. Fails once they exceed their budget.
+    fn skip_unsolicited(
+        &mut self,
+        token: &Token<'_>,
+        len: usize,
+        frame_end: bool,
+    ) -> Result<bool, NodeError> {
+        let reply = self.skip == Skip::No && !matches!(token, Token::Push(_) | Token::Attribute(_));
+        if reply {
+            self.unsolicited = 0;
+            return Ok(false);
+        }
+        self.unsolicited += len;
+        if self.unsolicited > UNSOLICITED_BUDGET {
+            return Err(NodeError::Unsolicited);
+        }
+        match self.skip {
+            Skip::Push if frame_end => self.skip = Skip::No,
+            Skip::Attribute if self.decoder.depth() == 0 => self.skip = Skip::No,
+            Skip::Push | Skip::Attribute => {}
+            Skip::No => match token {
+                Token::Push(_) if !frame_end => self.skip = Skip::Push,
+                Token::Attribute(_) if self.decoder.depth() > 0 => self.skip = Skip::Attribute,
+                _ => {}
+            },
+        }
+        Ok(true)
+    }
+
+    /// A whole reply, to the oldest request unanswered.
+    fn handle_reply(
+        &mut self,
+        token: &Token<'_>,
+        now: Instant,
+        sink: &mut dyn Sink,
+    ) -> Result<(), NodeError> {
+        let Some(pending) = self.pending.front().copied() else {
+            // A reply to a request never sent.
+            return Err(NodeError::UnexpectedReply);
+        };
+        if self.late_since.is_some() && now <= after(pending.sent, self.config.request_timeout) {
+            // An answer in time: the connection keeps up.
+            self.late_since = None;
+        }
+        // A request sent again (`NOSCRIPT`) is queued once this one is off
+        // the queue: a full queue never grows.
+        let again = match pending.expect {
+            Expect::Step(step) => {
+                self.handle_step(step, token)?;
+                None
+            }
+            Expect::Command(sent) => self
+                .handle_command_reply(sent, token, now, sink)?
+                .map(|sent| Pending::new(Expect::Command(sent), pending.sent, &self.config)),
+        };
+        self.pending.pop_front();
+        if let Some(again) = again {
+            self.pending.push_back(again);
+        }
+        self.handshake_progress(now);
+        Ok(())
+    }
+
+    /// The reply to a step of the handshake: what it teaches about the
+    /// master is kept; a refusal fails the connection.
+    fn handle_step(&mut self, step: Step, token: &Token<'_>) -> Result<(), NodeError> {
+        match commands::handshake_ok(step, token) {
+            Ok(true) => learn(
+                &mut self.info,
+                [&mut self.marker, &mut self.longest],
+                step,
+                token,
+            ),
+            Ok(false) => Err(NodeError::UnexpectedReply),
+            Err(error) => Err(NodeError::Handshake(error)),
+        }
+    }
+
+    /// The reply to lock command `sent`: told to its round if the round
+    /// still waits; the request sent again with its script if the reply
+    /// is `NOSCRIPT` and that is safe (returned, to queue).
+    fn handle_command_reply(
+        &mut self,
+        sent: Sent,
+        token: &Token<'_>,
+        now: Instant,
+        sink: &mut dyn Sink,
+    ) -> Result<Option<Sent>, NodeError> {
+        let mut outcome = commands::classify(sent.op, sent.many, sent.fenced, token);
+        let args = 0..sent.resource as usize + usize::from(sent.token);
+        if self.replay.len() < args.end {
+            return Err(NodeError::UnexpectedReply);
+        }
+        if outcome == Outcome::NoScript && sent.eval {
+            // EVAL carries the script: it cannot be missing.
+            outcome = Outcome::Server(ServerError::new(b"NOSCRIPT"));
+        }
+        let live = sink.is_live(sent.round);
+        let again = match outcome {
+            Outcome::Unexpected => return Err(NodeError::UnexpectedReply),
+            // An extend of a round that is over is never replayed: newer
+            // commands (a later extend of the same lock, with another TTL)
+            // may already have been applied on this master, and this one
+            // must not overtake them. The lock's validity already assumes
+            // the worst of this round. Nor is an acquire (of several keys):
+            // its release may be queued already, and must come after it.
+            Outcome::NoScript if sent.op != Op::Release && !live => None,
+            // The script cache was emptied: the same request again with the
+            // script, for this round, or a release of a finished one (it
+            // frees a key; with its own token it cannot touch a newer lock).
+            Outcome::NoScript => Some(self.resend_with_script(sent, args.end)),
+            _ if live => {
+                self.deliver(sent, outcome, now, sink);
+                None
+            }
+            _ => None,
+        };
+        // Drop the consumed arguments now: with early decision a connection
+        // may never be idle, so waiting for an empty arena could grow it
+        // without bound. What is left is a request or two, cheap to move.
+        // (A request sent again took them to the arena's end.)
+        if args.end > 0 && again.is_none() {
+            self.replay.drain(..args.end);
+        }
+        Ok(again)
+    }
+
+    /// Encodes `sent` again as `EVAL` with its script; its arguments (the
+    /// arena's first `used` bytes) move to the arena's end, where the
+    /// request sent again (last in the queue) finds them: a full arena
+    /// never grows.
+    fn resend_with_script(&mut self, sent: Sent, used: usize) -> Sent {
+        let (resource, token) = self.replay[..used].split_at(sent.resource as usize);
+        Command {
+            op: sent.op,
+            resource,
+            token,
+            ttl_ms: sent.ttl_ms,
+            eval: true,
+            many: sent.many,
+            fenced: sent.fenced,
+            reach: 0,
+        }
+        .encode(&mut self.out);
+        self.replay.rotate_left(used);
+        Sent { eval: true, ..sent }
+    }
+
+    /// Tells a live round what this master answered.
+    fn deliver(&self, sent: Sent, outcome: Outcome, now: Instant, sink: &mut dyn Sink) {
+        let outcome = match outcome {
+            // A master that refuses this client (see `Sighting::refusal`)
+            // fails every round but releases, which free keys whatever the
+            // master thinks of us.
+            _ if sent.op != Op::Release && self.sighting.refusal().is_some() => {
+                match self.sighting.refusal() {
+                    Some(refusal) => Outcome::Failed(refusal.clone()),
+                    None => return,
+                }
+            }
+            // Grants of a quarantined master do not count; its fence
+            // counter (if it has one, it kept its data) does.
+            Outcome::Reply(Reply::Ok | Reply::Count(_))
+                if matches!(sent.op, Op::Acquire | Op::Extend)
+                    && self.sighting.is_quarantined(now) =>
+            {
+                Outcome::Quarantined
+            }
+            outcome => outcome,
+        };
+        sink.on_reply(sent.round, sent.op, outcome, now);
     }
 
     fn handshake_progress(&mut self, now: Instant) {
