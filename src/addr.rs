@@ -40,7 +40,8 @@ impl fmt::Display for Endpoint {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum AddrError {
-    /// The scheme is not `redis://` or `unix://`.
+    /// The scheme is not `redis://` or `unix://` (or is `unix://` on a
+    /// system without Unix sockets).
     UnsupportedScheme,
     /// `rediss://` in a build without the `tls` feature.
     TlsUnsupported,
@@ -66,9 +67,13 @@ pub enum AddrError {
 impl fmt::Display for AddrError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            AddrError::UnsupportedScheme => f.write_str(
+            AddrError::UnsupportedScheme if cfg!(unix) => f.write_str(
                 "unsupported scheme: use redis://[[user]:password@]host[:port][/db], \
                  rediss://… (TLS) or unix:///path/to/redis.sock[?db=N&user=U&pass=P]",
+            ),
+            AddrError::UnsupportedScheme => f.write_str(
+                "unsupported scheme: use redis://[[user]:password@]host[:port][/db] \
+                 or rediss://… (TLS); unix:// needs a Unix system",
             ),
             AddrError::TlsUnsupported => f.write_str(
                 "rediss:// (TLS) needs the crate's `tls` feature: build with \
@@ -107,7 +112,7 @@ impl ServerAddr {
     /// `redis://[[user]:password@]host[:port][/db]` (port 6379 by default),
     /// `rediss://…` (the same over TLS; needs the `tls` feature; the
     /// server's certificate must name the host as written) or
-    /// `unix:///path/to/redis.sock[?db=N&user=U&pass=P]`. A host name is
+    /// `unix:///path/to/redis.sock[?db=N&user=U&pass=P]` (on Unix). A host name is
     /// resolved here, once.
     ///
     /// # Errors
@@ -323,7 +328,13 @@ fn parse_unix(rest: &str) -> Result<ServerAddr, AddrError> {
             _ => return Err(AddrError::Unexpected),
         }
     }
-    Ok(addr)
+    // Checked after the rest, so that a malformed address gets the same
+    // error everywhere.
+    if cfg!(unix) {
+        Ok(addr)
+    } else {
+        Err(AddrError::UnsupportedScheme)
+    }
 }
 
 fn percent_decode(text: &str) -> Result<String, AddrError> {
@@ -421,6 +432,7 @@ mod tests {
         assert!(!ServerAddr::parse("redis://127.0.0.1:7000").is_ok_and(|a| a.is_tls()));
     }
 
+    #[cfg(unix)]
     #[test]
     fn unix_forms() {
         let addr = ServerAddr::parse("unix:///tmp/r.sock?db=2&pass=p%26w&user=bob")

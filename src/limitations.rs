@@ -85,4 +85,8 @@
 //! # Platforms
 //!
 //! The library is tested on Linux (x86-64); `unix://` addresses need a
-//! Unix system, and the `redlock` command runs on Unix only.
+//! Unix system, and the `redlock` command runs on Unix only. On Windows
+//! the library builds (CI type-checks it for `x86_64-pc-windows-gnu`) and
+//! refuses `unix://` addresses, but no test runs there. The suspend-aware
+//! clock (`CLOCK_BOOTTIME`) is Linux and Android's; elsewhere the clock
+//! is std's `Instant`.

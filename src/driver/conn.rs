@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use mio::event::{Event, Source};
-use mio::net::{TcpStream, UnixStream};
+use mio::net::TcpStream;
+#[cfg(unix)]
+use mio::net::UnixStream;
 use mio::{Interest, Registry, Token as MioToken};
 
 #[cfg(feature = "tls")]
@@ -32,6 +34,7 @@ const READ_BUDGET: usize = 8 * READ_BUFFER;
 
 enum Stream {
     Tcp(TcpStream),
+    #[cfg(unix)]
     Unix(UnixStream),
     #[cfg(feature = "tls")]
     Tls(Box<TlsStream>),
@@ -41,6 +44,7 @@ impl Stream {
     fn source(&mut self) -> &mut dyn Source {
         match self {
             Stream::Tcp(s) => s,
+            #[cfg(unix)]
             Stream::Unix(s) => s,
             #[cfg(feature = "tls")]
             Stream::Tls(s) => s.tcp(),
@@ -50,6 +54,7 @@ impl Stream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.read(buf),
+            #[cfg(unix)]
             Stream::Unix(s) => s.read(buf),
             #[cfg(feature = "tls")]
             Stream::Tls(s) => s.read(buf),
@@ -59,6 +64,7 @@ impl Stream {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(s) => s.write(buf),
+            #[cfg(unix)]
             Stream::Unix(s) => s.write(buf),
             #[cfg(feature = "tls")]
             Stream::Tls(s) => s.write(buf),
@@ -88,6 +94,7 @@ impl Stream {
     fn connected(&mut self) -> io::Result<bool> {
         let (error, peer) = match self {
             Stream::Tcp(s) => (s.take_error()?, s.peer_addr().map(|_| ())),
+            #[cfg(unix)]
             Stream::Unix(s) => (s.take_error()?, s.peer_addr().map(|_| ())),
             #[cfg(feature = "tls")]
             Stream::Tls(s) => (s.tcp().take_error()?, s.tcp().peer_addr().map(|_| ())),
@@ -101,6 +108,7 @@ impl Stream {
                     Stream::Tcp(s) => s.set_nodelay(true)?,
                     #[cfg(feature = "tls")]
                     Stream::Tls(s) => s.tcp().set_nodelay(true)?,
+                    #[cfg(unix)]
                     Stream::Unix(_) => {}
                 }
                 // The TLS handshake starts as soon as the socket is writable.
@@ -186,7 +194,14 @@ impl Conn {
                 }
             }
             Endpoint::Tcp(addr) => TcpStream::connect(*addr).map(Stream::Tcp),
+            #[cfg(unix)]
             Endpoint::Unix(path) => UnixStream::connect(path).map(Stream::Unix),
+            // Not reached: `ServerAddr::parse` refuses `unix://` off Unix.
+            #[cfg(not(unix))]
+            Endpoint::Unix(_) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "Unix sockets need a Unix system",
+            )),
         };
         let registered = stream.and_then(|mut stream| {
             registry
