@@ -138,6 +138,11 @@ impl KeepOptions {
         self.on_change = Some(Box::new(on_change));
         self
     }
+
+    /// The TTL each extension sets.
+    pub(super) fn ttl(&self) -> Duration {
+        self.ttl
+    }
 }
 
 /// What the keeper's thread and the holder share.
@@ -458,6 +463,14 @@ impl Keeper {
             self.shared.ask_release();
         }
     }
+
+    /// Completes when the keeper's thread is done: its release's round is
+    /// over. Ask for the release first ([`detach`](Self::detach)).
+    pub(super) fn finished(&self) -> Finished {
+        Finished {
+            shared: self.shared.clone(),
+        }
+    }
 }
 
 impl Drop for Keeper {
@@ -499,6 +512,19 @@ impl Future for Lost {
     }
 }
 
+/// Completes when a keeper's thread is done: see [`Keeper::finished`].
+pub(super) struct Finished {
+    shared: Arc<Shared>,
+}
+
+impl Future for Finished {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.shared.poll_until(cx, |state| state.finished)
+    }
+}
+
 impl Redlock {
     /// Hands `lock` to a background thread that extends it to `options`'
     /// TTL every `ttl / 3` (same quorum and validity rules as
@@ -517,6 +543,9 @@ impl Redlock {
     /// every command of the lock, so an extension never races the release,
     /// and nothing is extended after it. A client shared between threads
     /// (borrowed, in an `Arc`, or cloned) keeps serving them meanwhile.
+    /// [`with_lock`](Self::with_lock) and
+    /// [`with_lock_async`](Self::with_lock_async) acquire, keep and release
+    /// around a closure or a future.
     ///
     /// ```no_run
     /// use std::sync::Arc;

@@ -14,6 +14,7 @@ mod keeper;
 mod lock;
 mod observe;
 mod rounds;
+mod scoped;
 mod stats;
 mod tasks;
 #[cfg(feature = "tls")]
