@@ -88,8 +88,8 @@ pub const TOKEN_LEN: usize = 20;
 /// handle on the same client, as cheap as an `Arc`'s: the same
 /// connections, rounds in flight, configuration and [`stats`](Self::stats);
 /// the client closes when its last handle goes (a [`Keeper`]'s thread
-/// holds one until it has released its lock). Their rounds are in
-/// flight at once, each reply matched to its round by the connection's
+/// holds one until it has released its lock). The callers' rounds are
+/// in flight at once, each reply matched to its round by the connection's
 /// order; a caller that waits polls for everyone while nobody else does,
 /// so a lone caller pays no cross-thread wake-up. At most
 /// [`Builder::max_in_flight`] rounds are in flight at once; past that a
