@@ -87,8 +87,9 @@
 //! # Kept locks
 //!
 //! A kept lock ([`Redlock::keep`](crate::Redlock::keep), and the scoped
-//! `with_lock` and `with_lock_async`) is extended every `ttl / 3` by the
-//! rules of [`extend`](crate::Redlock::extend). The keeper sends the lock's
+//! [`with_lock`](crate::Redlock::with_lock) and
+//! [`with_lock_async`](crate::Redlock::with_lock_async)) is extended every
+//! `ttl / 3` by the rules of [`extend`](crate::Redlock::extend). The keeper sends the lock's
 //! extensions and its release one after another, so an extension never
 //! races the release and nothing is extended after it; the extend script
 //! changes a key only while it holds the lock's token, so an expired key
@@ -96,7 +97,8 @@
 //! [at risk](crate::Standing::AtRisk) when an extension misses a quorum
 //! (it retries after a quarter period), [lost](crate::Standing::Lost) when
 //! a quorum says the token is gone (within one period of the key's loss)
-//! or its validity runs out (by its end), and `Released` once it has been
+//! or its validity runs out (by its end), and
+//! [released](crate::Standing::Released), not lost, once it has been
 //! released. It cannot stop the holder's own work: check
 //! [`Keeper::is_lost`](crate::Keeper::is_lost), or await
 //! [`Keeper::lost`](crate::Keeper::lost), before each step, as with

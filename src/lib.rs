@@ -13,7 +13,7 @@
 //! |---|---|
 //! | a tokio service, or tasks on any executor | one client shared by every task (in an [`Arc`](std::sync::Arc)): [`lock_async`](Redlock::lock_async), [`try_lock_async`](Redlock::try_lock_async), [`extend_async`](Redlock::extend_async), [`unlock_async`](Redlock::unlock_async); [`lock_guard_async`](Redlock::lock_guard_async) releases on drop |
 //! | a thread pool | one [`Redlock`] shared by every thread (in an [`Arc`](std::sync::Arc), or borrowed by scoped threads): [`lock`](Redlock::lock), [`try_lock`](Redlock::try_lock), [`lock_until`](Redlock::lock_until), [`lock_guard`](Redlock::lock_guard) |
-//! | a long job that must keep its lock | `with_lock` (a closure) or `with_lock_async` (a future): the lock is extended while the work runs and released at its end; or [`keep`](Redlock::keep) a lock and watch its [`Keeper`] |
+//! | a long job that must keep its lock | [`with_lock`](Redlock::with_lock) (a closure) or [`with_lock_async`](Redlock::with_lock_async) (a future): the lock is extended while the work runs and released at its end; or [`keep`](Redlock::keep) a lock and watch its [`Keeper`] |
 //! | writes that a stale holder must not make | [`Builder::fencing`], then send [`Lock::fence`] with every write ([`fencing`]) |
 //! | several resources at once | [`try_lock_all`](Redlock::try_lock_all) (all or nothing), [`try_lock_many`](Redlock::try_lock_many) (a batch of separate locks) |
 //! | shell scripts and cron jobs | `redlock run RESOURCE -- COMMAND`, the command-line tool ([`operations`](crate::operations#the-redlock-command)) |
@@ -102,13 +102,15 @@
 //! # Keeping a lock for a long job
 //!
 //! A job that may outlast any TTL you would choose keeps its lock alive:
-//! the scoped `with_lock` (blocking, a closure) and `with_lock_async` (a
-//! future) extend the lock while the work runs and release it at the end;
+//! the scoped [`with_lock`](Redlock::with_lock) (blocking, a closure) and
+//! [`with_lock_async`](Redlock::with_lock_async) (a future) extend the lock
+//! while the work runs and release it at the end;
 //! [`keep`](Redlock::keep) hands a lock to a [`Keeper`], whose thread
 //! extends it every `ttl / 3` ([`KeepOptions`] sets the period, a hold
 //! limit and a callback). The keeper tells at once how the lock
 //! [stands](Standing): at risk when an extension missed a quorum, lost when
-//! the masters no longer hold it. Check it before each step of the work:
+//! the masters no longer hold it, released (not lost) at the end of a
+//! normal holding. Check it before each step of the work:
 //!
 //! ```no_run
 //! use std::time::Duration;

@@ -11,16 +11,16 @@
 mod support;
 
 use std::future::Future;
-use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread::{self, Thread};
+use std::task::{Context, Wake, Waker};
+use std::thread;
 use std::time::{Duration, Instant};
 
 use redlock_mio::{Error, Redlock, Require};
 use support::check::eventually;
 use support::cluster::Cluster;
+use support::executor::bare_block_on;
 use support::holdings::{Holding, fence_order, overlaps};
 use support::proxy::Proxies;
 
@@ -39,34 +39,6 @@ fn fenced(urls: Vec<String>) -> Redlock {
         .fencing(LONGEST)
         .build()
         .expect("build")
-}
-
-/// Wakes a parked thread.
-struct Unpark(Thread);
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
-/// The barest executor: polls `future` on this thread, parking between
-/// polls until its waker unparks it. It has no timers and no reactor:
-/// whatever the future waits for must wake it.
-fn bare_block_on<F: Future>(future: F) -> F::Output {
-    let waker = Waker::from(Arc::new(Unpark(thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut future = pin!(future);
-    loop {
-        if let Poll::Ready(value) = future.as_mut().poll(&mut cx) {
-            return value;
-        }
-        thread::park();
-    }
 }
 
 /// Runs a future to completion on this thread.

@@ -135,7 +135,7 @@ pub(crate) fn run(
         }
     };
     let release = |keeper: redlock_mio::Keeper| {
-        if let (_, Err(e)) = keeper.release() {
+        if let Err(e) = keeper.release() {
             eprintln!("redlock: release: {e}");
         }
     };

@@ -10,7 +10,6 @@ use crate::link::LinkConfig;
 use crate::rules::NodeError;
 
 use super::Redlock;
-use super::token::TokenSource;
 
 /// The longest value accepted for every timeout and delay of the
 /// [`Builder`]: one hour. Longer values are refused with
@@ -515,14 +514,7 @@ impl Builder {
         }));
         let engine = Engine::new(driver, poller, self.local_yield && local)
             .map_err(|e| ConfigError::Io(e.kind()))?;
-        Ok(Redlock {
-            masters,
-            counters,
-            fences: std::sync::Mutex::new(super::fence::FenceBook::new(n)),
-            tokens: std::sync::Mutex::new(TokenSource::new()),
-            engine: std::sync::Arc::new(engine),
-            config: self.config(),
-        })
+        Ok(Redlock::new(engine, self.config(), masters, counters))
     }
 
     /// What a client keeps of the configuration.

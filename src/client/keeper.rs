@@ -1,12 +1,13 @@
 //! [`Keeper`]: a lock kept alive in the background, which tells its holder
-//! at once when the lock is at risk or lost.
+//! at once when the lock is at risk or lost, and says released, not lost,
+//! at the end of a normal holding.
 //!
-//! The keeper thread owns the client and the lock: it alone sends their
-//! commands, one at a time, so an extension and the release can never
-//! race (a release asked for during an extension is sent after it), and
-//! nothing is sent after the release. Extensions use the extend script,
-//! which changes a key only while it still holds the lock's token: an
-//! expired key is never recreated.
+//! The keeper thread owns the lock and a handle of the client: it alone
+//! sends the lock's commands, one at a time, so an extension and the
+//! release can never race (a release asked for during an extension is
+//! sent after it), and nothing is sent after the release. Extensions use
+//! the extend script, which changes a key only while it still holds the
+//! lock's token: an expired key is never recreated.
 
 use std::fmt;
 use std::future::Future;
@@ -22,7 +23,12 @@ use crate::error::Error;
 use crate::link::after;
 
 /// How a kept lock stands.
+///
+/// `Lost` and `Released` are final: once either is reported, the standing
+/// never changes again. More variants may come: match with a wildcard arm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+#[must_use = "a final standing says whether the lock was lost or released"]
 pub enum Standing {
     /// The last extension reached a quorum.
     Held,
@@ -30,18 +36,32 @@ pub enum Standing {
     /// slow): the lock still has validity left, and the keeper keeps
     /// trying, but the holder should get ready to stop.
     AtRisk,
-    /// The lock is gone: a quorum said its token no longer owns the
-    /// resource, its validity ran out, the hold limit was reached, or it
-    /// was released. Final.
+    /// The lock is gone while the holder still counted on it: a quorum
+    /// said its token no longer owns the resource (at an extension, or at
+    /// the release), its validity ran out, or the hold limit was reached.
+    /// Final.
     Lost,
+    /// The holder released the lock ([`Keeper::release`], or the keeper
+    /// dropped) while it was still held: the end of a normal holding, not
+    /// a loss. Final. Reported once the release's round is over, whatever
+    /// its outcome, except a quorum saying the token no longer owned the
+    /// resource, which is [`Lost`](Self::Lost).
+    Released,
 }
 
 impl Standing {
+    /// Whether the standing is final ([`Lost`](Self::Lost) or
+    /// [`Released`](Self::Released)): it never changes after that.
+    pub fn is_final(self) -> bool {
+        matches!(self, Standing::Lost | Standing::Released)
+    }
+
     fn code(self) -> u8 {
         match self {
             Standing::Held => 0,
             Standing::AtRisk => 1,
             Standing::Lost => 2,
+            Standing::Released => 3,
         }
     }
 
@@ -49,7 +69,8 @@ impl Standing {
         match code {
             0 => Standing::Held,
             1 => Standing::AtRisk,
-            _ => Standing::Lost,
+            2 => Standing::Lost,
+            _ => Standing::Released,
         }
     }
 }
@@ -106,10 +127,21 @@ impl KeepOptions {
 
     /// Calls `on_change` with every change of standing, from the keeper's
     /// thread (keep it short), before [`Keeper::wait_lost`] and
-    /// [`Keeper::lost`] see the change.
+    /// [`Keeper::lost`] see the change. The last call is with a final
+    /// standing: [`Standing::Released`] at the end of a normal holding,
+    /// [`Standing::Lost`] after a loss (and nothing more at its release).
+    ///
+    /// A callback that panics ends the keeper's thread: the lock is no
+    /// longer extended nor released (its keys expire at their TTL), it is
+    /// reported lost, and [`Keeper::release`] passes the panic on.
     pub fn on_change(mut self, on_change: impl Fn(Standing) + Send + 'static) -> KeepOptions {
         self.on_change = Some(Box::new(on_change));
         self
+    }
+
+    /// The TTL each extension sets.
+    pub(super) fn ttl(&self) -> Duration {
+        self.ttl
     }
 }
 
@@ -125,18 +157,42 @@ struct Shared {
 
 struct State {
     valid_until: Instant,
+    /// Woken when the standing becomes final, and when the thread ends.
     wakers: Vec<Waker>,
     /// The holder asked for the release, or is gone.
     release: bool,
+    /// The keeper's thread is done: the release was sent and its round is
+    /// over (or the thread ended early).
+    finished: bool,
 }
 
 impl Shared {
+    fn new(valid_until: Instant) -> Shared {
+        Shared {
+            standing: AtomicU8::new(Standing::Held.code()),
+            state: Mutex::new(State {
+                valid_until,
+                wakers: Vec::new(),
+                release: false,
+                finished: false,
+            }),
+            changed: Condvar::new(),
+            asked: Condvar::new(),
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn standing(&self) -> Standing {
         Standing::from_code(self.standing.load(Ordering::Acquire))
+    }
+
+    /// Asks the keeper's thread to release the lock and end.
+    fn ask_release(&self) {
+        self.lock().release = true;
+        self.asked.notify_all();
     }
 
     /// Waits until the holder asks for the release (`true`) or `until`
@@ -166,31 +222,75 @@ impl Shared {
         }
     }
 
-    /// Records the standing and validity; wakes whoever waits for a loss.
+    /// Records the standing and validity (nothing changes once the
+    /// standing is final); wakes whoever waits for a final one.
     fn set(&self, standing: Standing, valid_until: Instant, on_change: Option<&OnChange>) {
         let before = self.standing();
-        if before == Standing::Lost {
+        if before.is_final() {
             return;
         }
-        let wakers = {
+        let wakers = WakeAll({
             let mut state = self.lock();
             state.valid_until = valid_until;
             self.standing.store(standing.code(), Ordering::Release);
-            if standing == Standing::Lost {
+            if standing.is_final() {
                 std::mem::take(&mut state.wakers)
             } else {
                 Vec::new()
             }
-        };
+        });
         // The callback runs before any waiter wakes: whoever saw the loss
-        // through `wait_lost` or `lost()` finds the callback done.
+        // or the release through `wait_lost` or `lost()` finds the
+        // callback done. (If it panics, the waiters wake all the same.)
         if standing != before {
             if let Some(on_change) = on_change {
                 on_change(standing);
             }
         }
         self.changed.notify_all();
-        wakers.into_iter().for_each(Waker::wake);
+        drop(wakers);
+    }
+
+    /// The keeper's thread is done: wakes whoever waits for it. A thread
+    /// that ends without a final standing (its callback panicked) no
+    /// longer extends the lock: it is reported lost (without the
+    /// callback).
+    fn finish(&self) {
+        if !self.standing().is_final() {
+            let valid_until = self.lock().valid_until;
+            self.set(Standing::Lost, valid_until, None);
+        }
+        let wakers = WakeAll({
+            let mut state = self.lock();
+            state.finished = true;
+            std::mem::take(&mut state.wakers)
+        });
+        self.changed.notify_all();
+        drop(wakers);
+    }
+
+    /// Ready once `done` holds of the state; else registers the waker.
+    fn poll_until(&self, cx: &Context<'_>, done: impl Fn(&State) -> bool) -> Poll<()> {
+        let mut state = self.lock();
+        // Checked under the lock: the keeper's thread changes the standing
+        // and the state, and takes the wakers, under it.
+        if done(&state) {
+            return Poll::Ready(());
+        }
+        if !state.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            state.wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+}
+
+/// Wakers woken when dropped: also when a callback panics before they
+/// are.
+struct WakeAll(Vec<Waker>);
+
+impl Drop for WakeAll {
+    fn drop(&mut self) {
+        self.0.drain(..).for_each(Waker::wake);
     }
 }
 
@@ -203,14 +303,14 @@ impl Shared {
 ///
 /// Dropping the keeper asks its thread to release the lock and returns at
 /// once: the thread sends the release and exits (within one request
-/// timeout), dropping the client. [`release`](Keeper::release) waits for
-/// it, returns the outcome and gives the client back.
+/// timeout), reporting [`Standing::Released`]. [`release`](Keeper::release)
+/// waits for it and returns the outcome.
 pub struct Keeper {
     shared: Arc<Shared>,
     resource: Vec<u8>,
     token: [u8; super::TOKEN_LEN],
     fence: Option<u64>,
-    thread: Option<JoinHandle<(Redlock, Result<(), Error>)>>,
+    thread: Option<JoinHandle<Result<(), Error>>>,
 }
 
 impl fmt::Debug for Keeper {
@@ -237,13 +337,15 @@ impl Keeper {
     /// validity runs out it turns true as soon as the keeper's thread wakes
     /// (scheduling latency after the end); [`validity`](Self::validity) is
     /// zero from the end itself, so check that where the bound must be hard.
+    /// A release is not a loss: it stays false then.
     pub fn is_lost(&self) -> bool {
         self.standing() == Standing::Lost
     }
 
-    /// What is left of the lock's validity now: zero once lost.
+    /// What is left of the lock's validity now: zero once lost or
+    /// released.
     pub fn validity(&self) -> Duration {
-        if self.is_lost() {
+        if self.standing().is_final() {
             return Duration::ZERO;
         }
         self.shared
@@ -268,14 +370,16 @@ impl Keeper {
         self.fence
     }
 
-    /// Blocks until the lock is lost or `timeout` has passed; `true` if
-    /// lost.
+    /// Blocks until the lock is lost (`true`) or `timeout` has passed
+    /// (`false`). It returns early only for a loss: while the keeper is
+    /// borrowed, nobody can release it.
     pub fn wait_lost(&self, timeout: Duration) -> bool {
         let deadline = crate::clock::now().checked_add(timeout);
         let mut state = self.shared.lock();
         loop {
-            if self.is_lost() {
-                return true;
+            let standing = self.standing();
+            if standing.is_final() {
+                return standing == Standing::Lost;
             }
             let left = match deadline {
                 Some(at) => at.saturating_duration_since(crate::clock::now()),
@@ -293,8 +397,29 @@ impl Keeper {
         }
     }
 
-    /// A future that completes when the lock is lost. It needs no runtime:
-    /// the keeper's thread wakes it.
+    /// A future that completes with the final standing: at once when the
+    /// lock is lost ([`Standing::Lost`]), or, when the keeper released the
+    /// lock first (or was dropped), with [`Standing::Released`] once the
+    /// release's round is over: a future kept after the keeper is gone
+    /// never hangs. It needs no runtime: the keeper's thread wakes it.
+    ///
+    /// While the keeper is borrowed (next to the work it protects, in a
+    /// `select!`) nobody can release it, so there it completes only on a
+    /// loss. Where it may outlive the keeper (a task of its own), look at
+    /// the standing it gives: only `Lost` is a loss.
+    ///
+    /// ```no_run
+    /// # async fn work() {}
+    /// # async fn demo(keeper: &redlock_mio::Keeper) {
+    /// use redlock_mio::Standing;
+    ///
+    /// let lost = keeper.lost();
+    /// // (with tokio: `tokio::select! { Standing::Lost = lost => ..., _ = work() => ... }`)
+    /// if lost.await == Standing::Lost {
+    ///     eprintln!("lost the lock: stop");
+    /// }
+    /// # }
+    /// ```
     pub fn lost(&self) -> Lost {
         Lost {
             shared: self.shared.clone(),
@@ -302,48 +427,63 @@ impl Keeper {
     }
 
     /// Releases the lock (after an extension in flight, if any), stops the
-    /// keeper and gives the client back, with the release's outcome.
+    /// keeper and returns the release's outcome, once its round is over.
+    /// The standing is then [`Released`](Standing::Released), or stays
+    /// [`Lost`](Standing::Lost) if the lock was lost first (or the release
+    /// found it gone).
     ///
     /// # Errors
     ///
-    /// As for [`Redlock::unlock`]; the client comes back either way.
-    pub fn release(mut self) -> (Redlock, Result<(), Error>) {
-        // The thread is always there until this call or drop.
-        match self.stop() {
-            Some(done) => done,
-            None => unreachable_keeper(),
+    /// As for [`Redlock::unlock`]: [`Error::NotHeld`] after a loss.
+    ///
+    /// # Panics
+    ///
+    /// If the [`on_change`](KeepOptions::on_change) callback panicked, on
+    /// the keeper's thread: the panic is passed on.
+    pub fn release(mut self) -> Result<(), Error> {
+        match self.join() {
+            Some(Ok(result)) => result,
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
+            // The thread is always there until this call or drop.
+            None => Ok(()),
         }
     }
 
-    fn stop(&mut self) -> Option<(Redlock, Result<(), Error>)> {
+    /// Asks the keeper's thread to release and waits for it to end; `None`
+    /// if it was already joined.
+    pub(super) fn join(&mut self) -> Option<thread::Result<Result<(), Error>>> {
         let thread = self.thread.take()?;
-        self.shared.lock().release = true;
-        self.shared.asked.notify_all();
-        match thread.join() {
-            Ok(done) => Some(done),
-            Err(panic) => std::panic::resume_unwind(panic),
+        self.shared.ask_release();
+        Some(thread.join())
+    }
+
+    /// Asks the keeper's thread to release, and lets it finish on its own.
+    pub(super) fn detach(&mut self) {
+        if self.thread.take().is_some() {
+            self.shared.ask_release();
         }
     }
-}
 
-#[cold]
-fn unreachable_keeper() -> ! {
-    panic!("Keeper::release after the keeper stopped: not possible through the public API")
+    /// Completes when the keeper's thread is done: its release's round is
+    /// over. Ask for the release first ([`detach`](Self::detach)).
+    pub(super) fn finished(&self) -> Finished {
+        Finished {
+            shared: self.shared.clone(),
+        }
+    }
 }
 
 impl Drop for Keeper {
     /// Asks the thread to release and returns without waiting: the thread
     /// is detached and finishes on its own.
     fn drop(&mut self) {
-        if self.thread.take().is_some() {
-            self.shared.lock().release = true;
-            self.shared.asked.notify_all();
-        }
+        self.detach();
     }
 }
 
-/// Completes when a kept lock is lost: see [`Keeper::lost`].
+/// Completes with the final standing of a kept lock: see [`Keeper::lost`].
 #[derive(Clone)]
+#[must_use = "futures do nothing unless awaited"]
 pub struct Lost {
     shared: Arc<Shared>,
 }
@@ -351,56 +491,95 @@ pub struct Lost {
 impl fmt::Debug for Lost {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lost")
-            .field("lost", &(self.shared.standing() == Standing::Lost))
+            .field("standing", &self.shared.standing())
             .finish()
     }
 }
 
 impl Future for Lost {
+    type Output = Standing;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Standing> {
+        let standing = self.shared.standing();
+        if standing.is_final() {
+            return Poll::Ready(standing);
+        }
+        let shared = &self.shared;
+        match shared.poll_until(cx, |_| shared.standing().is_final()) {
+            Poll::Ready(()) => Poll::Ready(shared.standing()),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+/// Completes when a keeper's thread is done: see [`Keeper::finished`].
+pub(super) struct Finished {
+    shared: Arc<Shared>,
+}
+
+impl Future for Finished {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.shared.standing() == Standing::Lost {
-            return Poll::Ready(());
-        }
-        let mut state = self.shared.lock();
-        // Checked again under the lock: the keeper sets Lost under it.
-        if self.shared.standing() == Standing::Lost {
-            return Poll::Ready(());
-        }
-        if !state.wakers.iter().any(|w| w.will_wake(cx.waker())) {
-            state.wakers.push(cx.waker().clone());
-        }
-        Poll::Pending
+        self.shared.poll_until(cx, |state| state.finished)
     }
 }
 
 impl Redlock {
-    /// Hands `lock` and this client to a background thread that extends
-    /// the lock to `options`' TTL every `ttl / 3` (same quorum and validity
-    /// rules as [`extend`](Self::extend)) until it is released, lost, or
-    /// held for `max_hold`. The returned [`Keeper`] says at once when the
-    /// lock is [at risk](Standing::AtRisk) (an extension missed a quorum;
-    /// the keeper retries after a quarter period) or
-    /// [lost](Standing::Lost) (a quorum said the token is gone: within one
-    /// period of the key's loss; or its validity ran out: by the end of
-    /// it), through [`Keeper::is_lost`], [`Keeper::wait_lost`], the future
-    /// [`Keeper::lost`] and an optional callback.
+    /// Hands `lock` to a background thread that extends it to `options`'
+    /// TTL every `ttl / 3` (same quorum and validity rules as
+    /// [`extend`](Self::extend)) until it is released, lost, or held for
+    /// `max_hold`. The returned [`Keeper`] says at once when the lock is
+    /// [at risk](Standing::AtRisk) (an extension missed a quorum; the
+    /// keeper retries after a quarter period) or [lost](Standing::Lost) (a
+    /// quorum said the token is gone: within one period of the key's loss;
+    /// or its validity ran out: by the end of it), through
+    /// [`Keeper::is_lost`], [`Keeper::wait_lost`], the future
+    /// [`Keeper::lost`] and an optional callback; at the end of a normal
+    /// holding it says [released](Standing::Released), not lost.
     ///
-    /// The client is the keeper's until [`Keeper::release`] gives it back:
-    /// one thread sends every command, so an extension never races the
-    /// release, and nothing is extended after it.
+    /// The client stays the caller's: the thread holds a handle of it (a
+    /// [clone](Clone)) until it has sent the release, and one thread sends
+    /// every command of the lock, so an extension never races the release,
+    /// and nothing is extended after it. A client shared between threads
+    /// (borrowed, in an `Arc`, or cloned) keeps serving them meanwhile.
+    /// [`with_lock`](Self::with_lock) and
+    /// [`with_lock_async`](Self::with_lock_async) acquire, keep and release
+    /// around a closure or a future.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use redlock_mio::{KeepOptions, Redlock};
+    ///
+    /// let client = Arc::new(Redlock::builder(["redis://h1:6379", "redis://h2:6379", "redis://h3:6379"]).build()?);
+    /// let ttl = Duration::from_secs(30);
+    /// let lock = client.lock("reports:daily", ttl)?;
+    /// let keeper = client.keep(lock, KeepOptions::new(ttl))?;
+    /// for step in 0..10 {
+    ///     if keeper.is_lost() {
+    ///         return Err("lost the lock".into());
+    ///     }
+    ///     // ... step `step` of the work; `client` serves other threads meanwhile ...
+    /// }
+    /// keeper.release()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     ///
     /// [`Error::InvalidTtl`] for a TTL that [`extend`](Self::extend) would
-    /// refuse, [`Error::Expired`] for a lock already expired (the lock and
-    /// client are dropped then: the key expires at its TTL), or
-    /// [`Error::Io`] if the thread cannot be started.
-    pub fn keep(self, lock: Lock, options: KeepOptions) -> Result<Keeper, Error> {
-        self.check_ttl(options.ttl)?;
+    /// refuse (the lock is released first); [`Error::Expired`] for a lock
+    /// already expired, or [`Error::Io`] if the thread cannot be started
+    /// (the lock is dropped: its keys expire at their TTL).
+    pub fn keep(&self, mut lock: Lock, options: KeepOptions) -> Result<Keeper, Error> {
         if lock.is_expired() {
             return Err(Error::Expired);
+        }
+        if let Err(error) = self.check_ttl(options.ttl) {
+            // The caller gave the lock away: nobody else can release it.
+            let _ = self.unlock(&mut lock);
+            return Err(error);
         }
         let period = options
             .period
@@ -408,35 +587,22 @@ impl Redlock {
             .max(Duration::from_millis(1));
         let started = crate::clock::now();
         let hold_until = options.max_hold.and_then(|d| started.checked_add(d));
-        let shared = Arc::new(Shared {
-            standing: AtomicU8::new(Standing::Held.code()),
-            state: Mutex::new(State {
-                valid_until: lock.valid_until_here(),
-                wakers: Vec::new(),
-                release: false,
-            }),
-            changed: Condvar::new(),
-            asked: Condvar::new(),
-        });
+        let shared = Arc::new(Shared::new(lock.valid_until_here()));
         let resource = lock.resource().to_vec();
         let token = *lock.token();
         let fence = lock.fence();
-        let thread_shared = shared.clone();
+        let mut job = Job {
+            client: self.clone(),
+            lock,
+            shared: shared.clone(),
+            ttl: options.ttl,
+            period,
+            hold_until,
+            on_change: options.on_change,
+        };
         let thread = thread::Builder::new()
             .name("redlock-keeper".into())
-            .spawn(move || {
-                let mut job = Job {
-                    client: self,
-                    lock,
-                    shared: thread_shared,
-                    ttl: options.ttl,
-                    period,
-                    hold_until,
-                    on_change: options.on_change,
-                };
-                let result = job.run();
-                (job.client, result)
-            })
+            .spawn(move || job.run())
             .map_err(|e| Error::Io(e.kind()))?;
         Ok(Keeper {
             shared,
@@ -460,9 +626,24 @@ struct Job {
 }
 
 impl Job {
-    /// Extends on schedule until the holder asks for the release (then
-    /// releases).
+    /// Extends on schedule until the holder asks for the release, then
+    /// releases; says the thread is done however it ends (a panicking
+    /// callback included).
     fn run(&mut self) -> Result<(), Error> {
+        struct Done<'a>(&'a Shared);
+        impl Drop for Done<'_> {
+            fn drop(&mut self) {
+                self.0.finish();
+            }
+        }
+        let shared = Arc::clone(&self.shared);
+        let _done = Done(&shared);
+        self.extend_until_asked();
+        self.release()
+    }
+
+    /// Extends on schedule until the holder asks for the release.
+    fn extend_until_asked(&mut self) {
         let mut next = after(crate::clock::now(), self.period);
         loop {
             let lost = self.shared.standing() == Standing::Lost;
@@ -473,9 +654,7 @@ impl Job {
                 Some(next.min(self.lock.valid_until_here()))
             };
             if self.shared.wait_release(wake) {
-                let result = self.client.unlock(&mut self.lock);
-                self.set(Standing::Lost);
-                return result;
+                return;
             }
             let now = crate::clock::now();
             if self.lock.is_expired() {
@@ -509,6 +688,25 @@ impl Job {
                 }
             };
         }
+    }
+
+    /// Releases the lock (after a loss too: a minority may still hold its
+    /// keys) and reports the end: [`Standing::Released`], unless the lock
+    /// was lost, before or as the release found.
+    fn release(&mut self) -> Result<(), Error> {
+        if self.lock.is_expired() {
+            // The validity ran out before the keeper's thread woke for it.
+            self.set(Standing::Lost);
+        }
+        let result = self.client.unlock(&mut self.lock);
+        let end = match result {
+            // The token no longer owned the resource on a quorum: the lock
+            // was gone before its release.
+            Err(Error::NotHeld(_)) => Standing::Lost,
+            _ => Standing::Released,
+        };
+        self.set(end);
+        result
     }
 
     fn set(&self, standing: Standing) {

@@ -14,6 +14,7 @@ mod keeper;
 mod lock;
 mod observe;
 mod rounds;
+mod scoped;
 mod stats;
 mod tasks;
 #[cfg(feature = "tls")]
@@ -82,9 +83,13 @@ pub const TOKEN_LEN: usize = 20;
 /// # Threads and processes
 ///
 /// A client owns one connection per master and is [`Send`] and [`Sync`]:
-/// one client (in an `Arc`, or borrowed by scoped threads) serves any
-/// number of threads over the same N connections. Their rounds are in
-/// flight at once, each reply matched to its round by the connection's
+/// one client serves any number of threads over the same N connections,
+/// borrowed by scoped threads, in an `Arc`, or cloned. A clone is another
+/// handle on the same client, as cheap as an `Arc`'s: the same
+/// connections, rounds in flight, configuration and [`stats`](Self::stats);
+/// the client closes when its last handle goes (a [`Keeper`]'s thread
+/// holds one until it has released its lock). The callers' rounds are
+/// in flight at once, each reply matched to its round by the connection's
 /// order; a caller that waits polls for everyone while nobody else does,
 /// so a lone caller pays no cross-thread wake-up. At most
 /// [`Builder::max_in_flight`] rounds are in flight at once; past that a
@@ -109,16 +114,31 @@ pub const TOKEN_LEN: usize = 20;
 /// guard.release()?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[derive(Clone)]
 pub struct Redlock {
     engine: Arc<Engine>,
-    tokens: Mutex<TokenSource>,
-    fences: Mutex<fence::FenceBook>,
+    tokens: Arc<Mutex<TokenSource>>,
+    fences: Arc<Mutex<fence::FenceBook>>,
     config: Config,
     /// The masters' addresses, passwords masked, for reports.
     masters: Arc<[String]>,
     /// Shared with the driver, which counts the releases it runs on its
     /// own for dropped futures.
     counters: Arc<Counters>,
+    /// Shared by every handle: the last one to go closes the engine.
+    _open: Arc<Open>,
+}
+
+/// Closes the engine when dropped: ends the background thread of the
+/// async API, if it was started (without waiting for it). Held by every
+/// handle of a client, so that the engine stays open while any of them
+/// (a keeper's included) may still use it.
+struct Open(Arc<Engine>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.close();
+    }
 }
 
 impl fmt::Debug for Redlock {
@@ -141,6 +161,25 @@ impl Redlock {
         S: AsRef<str>,
     {
         Builder::new(servers.into_iter().map(|s| s.as_ref().to_owned()).collect())
+    }
+
+    /// A client over `engine`'s connections to `masters`.
+    fn new(
+        engine: Engine,
+        config: Config,
+        masters: Arc<[String]>,
+        counters: Arc<Counters>,
+    ) -> Redlock {
+        let engine = Arc::new(engine);
+        Redlock {
+            fences: Arc::new(Mutex::new(fence::FenceBook::new(masters.len()))),
+            tokens: Arc::new(Mutex::new(TokenSource::new())),
+            _open: Arc::new(Open(Arc::clone(&engine))),
+            engine,
+            config,
+            masters,
+            counters,
+        }
     }
 
     fn tokens(&self) -> MutexGuard<'_, TokenSource> {
@@ -488,14 +527,6 @@ impl Retries {
 /// (no caller code runs with it held).
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-impl Drop for Redlock {
-    /// Ends the background thread of the async API, if it was started
-    /// (without waiting for it).
-    fn drop(&mut self) {
-        self.engine.close();
-    }
 }
 
 /// Checks a TTL against the configuration; the TTL in milliseconds.
