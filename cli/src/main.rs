@@ -105,9 +105,15 @@ while it is stopped, the lock is not extended.";
 #[derive(Parser, Debug)]
 #[command(name = "redlock", version, after_help = AFTER_HELP)]
 struct Cli {
-    /// The masters: redis://[[user]:password@]host[:port][/db] or
-    /// unix:///path?db=N, separated by commas or spaces.
-    #[arg(long, env = "REDLOCK_SERVERS", hide_env_values = true, global = true)]
+    /// The masters, separated by commas or spaces (the forms in `--help`).
+    #[arg(
+        long,
+        env = "REDLOCK_SERVERS",
+        hide_env_values = true,
+        global = true,
+        help = "The masters: redis://[[user]:password@]host[:port][/db] or \
+                unix:///path?db=N, separated by commas or spaces"
+    )]
     servers: Option<String>,
     /// Time each master has to answer one round.
     #[arg(long, default_value = "200ms", value_parser = parse_duration, global = true)]
