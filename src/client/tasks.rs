@@ -530,6 +530,20 @@ impl Redlock {
 /// with [`release`](Self::release) for the outcome.
 /// It holds the client (an `Arc`), so that it can move into a spawned
 /// task.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use redlock_mio::{Error, Redlock};
+///
+/// async fn rebuild_index(redlock: Arc<Redlock>) -> Result<(), Error> {
+///     let mut guard = redlock.lock_guard_async("index:rebuild", Duration::from_secs(10)).await?;
+///     // ... the first half of the work, while guard.validity() lasts ...
+///     guard.extend(Duration::from_secs(10)).await?;
+///     // ... the second half; dropping the guard would release it too ...
+///     guard.release().await
+/// }
+/// ```
 pub struct AsyncLockGuard {
     client: Arc<Redlock>,
     lock: Lock,
