@@ -304,6 +304,17 @@ impl Redlock {
     /// Cancellation section of [`try_lock_async`](Self::try_lock_async)
     /// says (between attempts, no round is in flight).
     ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redlock_mio::{Error, Redlock};
+    ///
+    /// async fn ship(redlock: &Redlock, order: u64) -> Result<(), Error> {
+    ///     let mut lock = redlock.lock_async(format!("orders:{order}"), Duration::from_secs(10)).await?;
+    ///     // ... ship it, while lock.validity() lasts ...
+    ///     redlock.unlock_async(&mut lock).await
+    /// }
+    /// ```
+    ///
     /// # Errors
     ///
     /// The last attempt's error, as for
