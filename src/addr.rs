@@ -8,6 +8,18 @@ use std::path::PathBuf;
 use std::str::FromStr;
 
 /// Where a server listens.
+///
+/// ```
+/// use redlock_mio::{Endpoint, ServerAddr};
+///
+/// let addr = ServerAddr::parse("redis://127.0.0.1:7000")?;
+/// match addr.endpoint() {
+///     Endpoint::Tcp(socket) => assert_eq!(socket.port(), 7000),
+///     Endpoint::Unix(path) => println!("socket file {}", path.display()),
+/// }
+/// assert!(addr.endpoint().is_local());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Endpoint {
     /// TCP, resolved when the address was parsed.
@@ -37,6 +49,16 @@ impl fmt::Display for Endpoint {
 }
 
 /// Why a server address was refused. Never contains the password.
+///
+/// ```
+/// use redlock_mio::{AddrError, ServerAddr};
+///
+/// assert_eq!(ServerAddr::parse("redis://127.0.0.1:99999"), Err(AddrError::InvalidPort));
+/// assert_eq!(ServerAddr::parse("http://127.0.0.1"), Err(AddrError::UnsupportedScheme));
+/// if let Err(error) = ServerAddr::parse("redis://:hunter2@127.0.0.1:6379/x") {
+///     assert!(!error.to_string().contains("hunter2"));
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum AddrError {
@@ -96,6 +118,20 @@ impl std::error::Error for AddrError {}
 /// One Redis master: where it listens and how to log in.
 ///
 /// `Debug` and `Display` never show the password.
+///
+/// [`Redlock::builder`](crate::Redlock::builder) takes addresses as text
+/// and parses them itself; `ServerAddr` is for tools that check or show an
+/// address on their own.
+///
+/// ```
+/// use redlock_mio::ServerAddr;
+///
+/// let addr = ServerAddr::parse("redis://locker:s3cret@127.0.0.1:7000/2")?;
+/// assert_eq!((addr.user(), addr.db()), (Some("locker"), 2));
+/// assert!(addr.has_password());
+/// assert_eq!(addr.to_string(), "redis://locker:***@127.0.0.1:7000/2");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Clone, PartialEq, Eq)]
 pub struct ServerAddr {
     endpoint: Endpoint,

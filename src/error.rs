@@ -9,6 +9,20 @@ use crate::rules::{NodeError, Report};
 
 /// Why [`Builder::build`](crate::Builder::build) refused a configuration.
 /// Never contains a password.
+///
+/// ```
+/// use std::time::Duration;
+/// use redlock_mio::{ConfigError, Redlock};
+///
+/// let none: [&str; 0] = [];
+/// assert_eq!(Redlock::builder(none).build().err(), Some(ConfigError::NoServers));
+///
+/// let zero = Redlock::builder(["redis://127.0.0.1:7000"]).request_timeout(Duration::ZERO).build();
+/// assert_eq!(zero.err(), Some(ConfigError::ZeroTimeout("request_timeout")));
+///
+/// let typo = Redlock::builder(["redis://127.0.0.1:7000", "redis://127.0.0.1:70o1"]).build();
+/// assert!(matches!(typo, Err(ConfigError::InvalidAddr { index: 1, .. })));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConfigError {
@@ -198,6 +212,24 @@ impl std::error::Error for ConfigError {}
 /// caller can tell a contended resource ([`Error::Contended`]) from an
 /// unreachable majority ([`Error::Unavailable`]) from a round that took too
 /// long ([`Error::TooSlow`]).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redlock_mio::Redlock;
+///
+/// let redlock = Redlock::builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"]).build()?;
+/// match redlock.try_lock("orders:42", Duration::from_secs(10)) {
+///     Ok(mut lock) => redlock.unlock(&mut lock)?,
+///     Err(error) if error.is_retryable() => {
+///         // Contended, unavailable, too slow: the report says what each master did.
+///         if let Some(report) = error.report() {
+///             eprintln!("not now: {report}");
+///         }
+///     }
+///     Err(error) => return Err(error.into()), // a bad argument, or fix the configuration
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {

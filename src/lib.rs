@@ -141,32 +141,22 @@
 //! # Your own event loop
 //!
 //! [`Builder::build_embedded`] registers the client's sockets with the
-//! caller's `mio` poller, one token per master, and starts no thread:
+//! caller's `mio` poller, one token per master, and starts no thread; the
+//! caller hands it its events and collects what completed
+//! ([`EmbeddedRedlock`] shows the whole loop):
 //!
 //! ```no_run
-//! use std::time::{Duration, Instant};
-//! use mio::{Events, Poll, Token};
-//! use redlock_mio::{Completion, Redlock};
+//! use std::time::Duration;
+//! use mio::{Poll, Token};
+//! use redlock_mio::Redlock;
 //!
-//! let mut poll = Poll::new()?;
+//! let poll = Poll::new()?;
 //! let mut redlock = Redlock::builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"])
 //!     .build_embedded(poll.registry(), Token(1000))?; // tokens 1000..1003
 //! let ticket = redlock.try_lock("orders:42", Duration::from_secs(10))?;
-//! let mut events = Events::with_capacity(64);
-//! loop {
-//!     let timeout = redlock.next_timeout().map(|at| at.saturating_duration_since(Instant::now()));
-//!     poll.poll(&mut events, timeout)?;
-//!     // ... the caller's own events ...
-//!     redlock.handle_events(&events);
-//!     redlock.handle_timeout(Instant::now());
-//!     if let Some(Completion::Acquired { ticket: done, result }) = redlock.poll_completion() {
-//!         assert_eq!(done, ticket);
-//!         let mut lock = result?;
-//!         // ... work, then release: its completion comes the same way ...
-//!         redlock.unlock(&mut lock)?;
-//!         break;
-//!     }
-//! }
+//! // In the loop: poll no longer than redlock.next_timeout(), then
+//! // handle_events, handle_timeout, and poll_completion() for `ticket`.
+//! # let _ = ticket;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!

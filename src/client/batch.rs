@@ -32,6 +32,23 @@ impl Redlock {
     /// of the earlier holders of its resource; the fences of one batch's
     /// locks are in no particular order.
     ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redlock_mio::Redlock;
+    ///
+    /// let redlock = Redlock::builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"]).build()?;
+    /// let jobs = ["job:1", "job:2", "job:3"];
+    /// let mut won: Vec<_> = redlock.try_lock_many(&jobs, Duration::from_secs(30))?
+    ///     .into_iter()
+    ///     .filter_map(Result::ok) // the others are someone else's
+    ///     .collect();
+    /// // ... run the jobs won ...
+    /// for outcome in redlock.unlock_many(&mut won)? {
+    ///     outcome?;
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
     /// # Errors
     ///
     /// Without asking the masters: [`Error::InvalidResources`] for more

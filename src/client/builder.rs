@@ -25,6 +25,33 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 /// refuses values outside it with a typed [`ConfigError`].
 ///
 /// `Debug` shows the server addresses with their passwords masked.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redlock_mio::{Redlock, Require};
+///
+/// let redlock = Redlock::builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"])
+///     .request_timeout(Duration::from_millis(20))
+///     .retry_count(5)
+///     .retry_delay(Duration::from_millis(100))
+///     .require_handshakes(Require::Quorum)
+///     .build()?;
+/// assert_eq!(redlock.quorum(), 2);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// A setting out of range is refused before anything connects:
+///
+/// ```
+/// use std::time::Duration;
+/// use redlock_mio::{ConfigError, Redlock};
+///
+/// let built = Redlock::builder(["redis://127.0.0.1:7000"])
+///     .request_timeout(Duration::from_secs(2))
+///     .stall_timeout(Duration::from_secs(1))
+///     .build();
+/// assert_eq!(built.err(), Some(ConfigError::StallBeforeRequestTimeout));
+/// ```
 #[derive(Clone)]
 pub struct Builder {
     servers: Vec<String>,
@@ -55,6 +82,22 @@ pub const MAX_IN_FLIGHT: usize = crate::flights::MAX_FLIGHTS;
 /// How many masters [`Builder::build`] requires to have completed their
 /// handshake (connected, logged in, scripts loaded) within the connect
 /// timeout.
+///
+/// ```no_run
+/// use redlock_mio::{ConfigError, Redlock, Require};
+///
+/// let built = Redlock::builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"])
+///     .require_handshakes(Require::All) // fail at start-up, not at the first lock
+///     .build();
+/// if let Err(ConfigError::Handshakes { failures, .. }) = &built {
+///     for (master, why) in failures {
+///         eprintln!("{master}: {why}");
+///     }
+/// }
+/// let redlock = built?;
+/// # drop(redlock);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Require {

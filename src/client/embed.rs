@@ -1,44 +1,5 @@
-//! A client driven by the caller's own `mio` event loop: no thread, no
-//! poller of its own, no blocking call.
-//!
-//! The client registers its sockets with the caller's [`Registry`] under a
-//! range of tokens the caller sets aside. The caller starts operations
-//! ([`try_lock`](EmbeddedRedlock::try_lock),
-//! [`unlock`](EmbeddedRedlock::unlock)), hands it the events of each poll
-//! ([`handle_events`](EmbeddedRedlock::handle_events)), polls no longer
-//! than [`next_timeout`](EmbeddedRedlock::next_timeout), tells it the
-//! time ([`handle_timeout`](EmbeddedRedlock::handle_timeout)), and
-//! collects what completed
-//! ([`poll_completion`](EmbeddedRedlock::poll_completion)). The rounds
-//! are the same as the other APIs': written to every master at once,
-//! decided early both ways, released everywhere after a failed acquire.
-//!
-//! ```no_run
-//! use std::time::{Duration, Instant};
-//! use mio::{Events, Poll, Token};
-//! use redlock_mio::{Completion, Redlock};
-//!
-//! let mut poll = Poll::new()?;
-//! let mut redlock = Redlock::builder(["redis://127.0.0.1:7000", "redis://127.0.0.1:7001", "redis://127.0.0.1:7002"])
-//!     .build_embedded(poll.registry(), Token(1000))?; // tokens 1000..1003
-//! let ticket = redlock.try_lock("orders:42", Duration::from_secs(10))?;
-//! let mut events = Events::with_capacity(64);
-//! loop {
-//!     let timeout = redlock.next_timeout().map(|at| at.saturating_duration_since(Instant::now()));
-//!     poll.poll(&mut events, timeout)?;
-//!     // ... the caller's own events ...
-//!     redlock.handle_events(&events);
-//!     redlock.handle_timeout(Instant::now());
-//!     if let Some(Completion::Acquired { ticket: t, result }) = redlock.poll_completion() {
-//!         assert_eq!(t, ticket);
-//!         let lock = result?;
-//!         // ... work, then redlock.unlock(lock) and wait for its completion ...
-//!         # let _ = lock;
-//!         break;
-//!     }
-//! }
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! ```
+//! [`EmbeddedRedlock`]: a client driven by the caller's own `mio` event
+//! loop. Its user-facing docs are on the type.
 
 use std::fmt;
 use std::sync::Arc;
@@ -59,10 +20,53 @@ use crate::rules::{Decision, Op, Round};
 
 /// Names an operation started on an [`EmbeddedRedlock`], in its
 /// [`Completion`].
+///
+/// Completions come in the order the rounds end, not the order they were
+/// started: keep what each ticket stands for.
+///
+/// ```no_run
+/// use std::collections::HashMap;
+/// use std::time::Duration;
+/// use redlock_mio::{Completion, EmbeddedRedlock, Error, Ticket};
+///
+/// fn start(redlock: &mut EmbeddedRedlock, orders: &mut HashMap<Ticket, u64>, order: u64) -> Result<(), Error> {
+///     let ticket = redlock.try_lock(format!("orders:{order}"), Duration::from_secs(10))?;
+///     orders.insert(ticket, order);
+///     Ok(())
+/// }
+///
+/// fn collect(redlock: &mut EmbeddedRedlock, orders: &mut HashMap<Ticket, u64>) {
+///     while let Some(completion) = redlock.poll_completion() {
+///         if let Completion::Acquired { ticket, result: Ok(_lock) } = completion {
+///             println!("order {:?} is ours", orders.remove(&ticket));
+///         }
+///     }
+/// }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Ticket(u64);
 
-/// What an operation of an [`EmbeddedRedlock`] came to.
+/// What an operation of an [`EmbeddedRedlock`] came to, from
+/// [`poll_completion`](EmbeddedRedlock::poll_completion).
+///
+/// ```no_run
+/// use redlock_mio::{Completion, EmbeddedRedlock, Error};
+///
+/// fn after_poll(redlock: &mut EmbeddedRedlock) -> Result<(), Error> {
+///     while let Some(completion) = redlock.poll_completion() {
+///         match completion {
+///             Completion::Acquired { result: Ok(mut lock), .. } => {
+///                 // ... work while lock.validity() lasts, then:
+///                 redlock.unlock(&mut lock)?;
+///             }
+///             Completion::Acquired { ticket, result: Err(error) } => eprintln!("{ticket:?}: {error}"),
+///             Completion::Released { result, .. } => result?,
+///             _ => {} // more kinds may come
+///         }
+///     }
+///     Ok(())
+/// }
+/// ```
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Completion {
@@ -94,8 +98,47 @@ struct Started {
     ttl_ms: u64,
 }
 
-/// A Redlock client driven by the caller's own `mio` event loop (see the
-/// module docs). It is `Send`; it needs `&mut` for every call.
+/// A Redlock client driven by the caller's own `mio` event loop: no
+/// thread, no poller of its own, no blocking call. Made by
+/// [`Builder::build_embedded`]. It is `Send`; it needs `&mut` for every
+/// call.
+///
+/// The client registers its sockets with the caller's [`Registry`] under a
+/// range of tokens the caller sets aside. The caller starts operations
+/// ([`try_lock`](Self::try_lock), [`unlock`](Self::unlock)), hands it the
+/// events of each poll ([`handle_events`](Self::handle_events)), polls no
+/// longer than [`next_timeout`](Self::next_timeout), tells it the time
+/// ([`handle_timeout`](Self::handle_timeout)), and collects what completed
+/// ([`poll_completion`](Self::poll_completion)). The rounds are the same
+/// as the other APIs': written to every master at once, decided early both
+/// ways, released everywhere after a failed acquire.
+///
+/// ```no_run
+/// use std::time::{Duration, Instant};
+/// use mio::{Events, Poll, Token};
+/// use redlock_mio::{Completion, Redlock};
+///
+/// let mut poll = Poll::new()?;
+/// let mut redlock = Redlock::builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"])
+///     .build_embedded(poll.registry(), Token(1000))?; // tokens 1000..1003
+/// let ticket = redlock.try_lock("orders:42", Duration::from_secs(10))?;
+/// let mut events = Events::with_capacity(64);
+/// loop {
+///     let timeout = redlock.next_timeout().map(|at| at.saturating_duration_since(Instant::now()));
+///     poll.poll(&mut events, timeout)?;
+///     // ... the caller's own events ...
+///     redlock.handle_events(&events);
+///     redlock.handle_timeout(Instant::now());
+///     if let Some(Completion::Acquired { ticket: done, result }) = redlock.poll_completion() {
+///         assert_eq!(done, ticket);
+///         let mut lock = result?;
+///         // ... work, then release: its completion comes the same way ...
+///         redlock.unlock(&mut lock)?;
+///         break;
+///     }
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct EmbeddedRedlock {
     driver: Driver,
     config: Config,

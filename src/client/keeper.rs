@@ -26,6 +26,21 @@ use crate::link::after;
 ///
 /// `Lost` and `Released` are final: once either is reported, the standing
 /// never changes again. More variants may come: match with a wildcard arm.
+///
+/// ```
+/// use redlock_mio::Standing;
+///
+/// fn may_write(standing: Standing) -> bool {
+///     match standing {
+///         Standing::Held => true,
+///         Standing::AtRisk => true, // still valid; get ready to stop
+///         Standing::Lost | Standing::Released => false,
+///         _ => false, // a standing added later: be safe
+///     }
+/// }
+/// assert!(may_write(Standing::AtRisk));
+/// assert!(!may_write(Standing::Lost) && Standing::Lost.is_final());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 #[must_use = "a final standing says whether the lock was lost or released"]
@@ -80,6 +95,22 @@ impl Standing {
 pub type OnChange = Box<dyn Fn(Standing) + Send + 'static>;
 
 /// How a [`Keeper`] keeps its lock. Made with [`KeepOptions::new`].
+///
+/// ```
+/// use std::time::Duration;
+/// use redlock_mio::{KeepOptions, Standing};
+///
+/// let options = KeepOptions::new(Duration::from_secs(30)) // extend to 30 s each time
+///     .period(Duration::from_secs(5))                      // every 5 s, not every 10 s
+///     .max_hold(Duration::from_secs(3600))                 // and for an hour at most
+///     .on_change(|standing| {
+///         if standing == Standing::AtRisk {
+///             eprintln!("extensions are failing");
+///         }
+///     });
+/// // then: redlock.with_lock("backup", options, |keeper| ...) or redlock.keep(lock, options)
+/// # drop(options);
+/// ```
 pub struct KeepOptions {
     ttl: Duration,
     period: Option<Duration>,
@@ -305,6 +336,25 @@ impl Drop for WakeAll {
 /// once: the thread sends the release and exits (within one request
 /// timeout), reporting [`Standing::Released`]. [`release`](Keeper::release)
 /// waits for it and returns the outcome.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redlock_mio::{KeepOptions, Redlock, Standing};
+///
+/// let redlock = Redlock::builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"]).build()?;
+/// let ttl = Duration::from_secs(30);
+/// let keeper = redlock.keep(redlock.lock("ledger", ttl)?, KeepOptions::new(ttl))?;
+/// for _entry in 0..100 {
+///     match keeper.standing() {
+///         Standing::Held => {}
+///         Standing::AtRisk => eprintln!("extensions failing, {:?} left", keeper.validity()),
+///         _ => break, // lost: another client may hold it now
+///     }
+///     // ... write one entry ...
+/// }
+/// keeper.release()?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Keeper {
     shared: Arc<Shared>,
     resource: Vec<u8>,
@@ -482,6 +532,22 @@ impl Drop for Keeper {
 }
 
 /// Completes with the final standing of a kept lock: see [`Keeper::lost`].
+///
+/// It needs no runtime (the keeper's thread wakes it), and it is `Clone`
+/// and `Send`: a watcher elsewhere can wait for the loss.
+///
+/// ```no_run
+/// use redlock_mio::{Keeper, Standing};
+///
+/// fn watch(keeper: &Keeper) {
+///     let lost = keeper.lost();
+///     std::thread::spawn(move || {
+///         if futures_executor::block_on(lost) == Standing::Lost {
+///             eprintln!("lost the lock: stop the writers");
+///         }
+///     });
+/// }
+/// ```
 #[derive(Clone)]
 #[must_use = "futures do nothing unless awaited"]
 pub struct Lost {

@@ -20,6 +20,23 @@ pub(super) const INLINE_RESOURCE: usize = 64;
 /// extension count (see [`Builder::max_extensions`]) belongs to that
 /// acquisition.
 ///
+/// ```no_run
+/// use std::time::Duration;
+/// use redlock_mio::Redlock;
+///
+/// let redlock = Redlock::builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"]).build()?;
+/// let ttl = Duration::from_secs(10);
+/// let mut lock = redlock.lock("orders:42", ttl)?;
+/// for _step in 0..3 {
+///     if lock.validity() < Duration::from_secs(2) {
+///         redlock.extend(&mut lock, ttl)?; // more time for the next step
+///     }
+///     // ... one step, guarded by lock.token() or lock.fence() ...
+/// }
+/// redlock.unlock(&mut lock)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
 /// ```compile_fail
 /// fn copy(lock: &redlock_mio::Lock) -> redlock_mio::Lock {
 ///     lock.clone() // a second handle would reset `max_extensions`
@@ -224,6 +241,20 @@ impl fmt::Debug for Lock {
 ///
 /// Dropping ignores a failed release (the lock then expires at its TTL);
 /// call [`release`](LockGuard::release) to see the outcome.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redlock_mio::Redlock;
+///
+/// let redlock = Redlock::builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"]).build()?;
+/// {
+///     let mut guard = redlock.lock_guard("invoices:march", Duration::from_secs(10))?;
+///     // ... the first half of the work, while guard.validity() lasts ...
+///     guard.extend(Duration::from_secs(10))?;
+///     // ... the second half ...
+/// } // released here, even on an early return or a panic
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct LockGuard<'a> {
     client: &'a Redlock,
     lock: Lock,

@@ -218,6 +218,19 @@ impl Redlock {
     /// Tries once to acquire `resource` for `ttl`. Returns within one
     /// request timeout.
     ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redlock_mio::{Error, Redlock};
+    ///
+    /// let redlock = Redlock::builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"]).build()?;
+    /// match redlock.try_lock("cron:cleanup", Duration::from_secs(60)) {
+    ///     Ok(mut lock) => { /* ... run the job ... */ redlock.unlock(&mut lock)? }
+    ///     Err(Error::Contended(_)) => println!("another host runs it"),
+    ///     Err(other) => return Err(other.into()),
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::Contended`], [`Error::Unavailable`] or [`Error::TooSlow`]
@@ -241,6 +254,18 @@ impl Redlock {
     /// leaves no key (its release goes to every master). The [`Lock`]
     /// keeps the names inline while they take at most 64 bytes (each name
     /// plus 2); a larger set costs an allocation per acquisition.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redlock_mio::Redlock;
+    ///
+    /// let redlock = Redlock::builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"]).build()?;
+    /// // A transfer between two accounts holds both, or neither.
+    /// let mut lock = redlock.try_lock_all(&["account:17", "account:42"], Duration::from_secs(5))?;
+    /// assert_eq!(lock.resources().count(), 2);
+    /// redlock.unlock(&mut lock)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     ///
@@ -327,6 +352,18 @@ impl Redlock {
     /// Every attempt waits for the masters until its request timeout or the
     /// deadline, whichever comes first. A retry is started only if its full
     /// request timeout fits before the deadline after the delay.
+    ///
+    /// ```no_run
+    /// use std::time::{Duration, Instant};
+    /// use redlock_mio::Redlock;
+    ///
+    /// let redlock = Redlock::builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"]).build()?;
+    /// // Wait for the lock at most 2 s.
+    /// let deadline = Instant::now() + Duration::from_secs(2);
+    /// let mut lock = redlock.lock_until("orders:42", Duration::from_secs(10), deadline)?;
+    /// redlock.unlock(&mut lock)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     ///
     /// # Errors
     ///

@@ -8,6 +8,19 @@ use crate::rules::{NodeState, Op};
 
 /// A snapshot of a client's counters since it was built. Made by
 /// [`Redlock::stats`](crate::Redlock::stats).
+///
+/// ```no_run
+/// use redlock_mio::Redlock;
+///
+/// let redlock = Redlock::builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"]).build()?;
+/// // ... the service runs ...
+/// let stats = redlock.stats();
+/// println!("{} of {} attempts won, {} contended", stats.acquired, stats.attempts, stats.contended);
+/// if stats.unavailable > 0 {
+///     eprintln!("a majority of masters was out of reach {} times", stats.unavailable);
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
@@ -63,6 +76,16 @@ pub struct Stats {
 }
 
 /// One master's counters in [`Stats`].
+///
+/// ```no_run
+/// # let redlock = redlock_mio::Redlock::builder(["redis://10.0.0.1:6379"]).build()?;
+/// for master in &redlock.stats().masters {
+///     if master.errors + master.timeouts > 0 {
+///         eprintln!("{}: {} errors, {} timeouts, {} connects", master.address, master.errors, master.timeouts, master.connects);
+///     }
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct MasterStats {

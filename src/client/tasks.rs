@@ -304,6 +304,17 @@ impl Redlock {
     /// Cancellation section of [`try_lock_async`](Self::try_lock_async)
     /// says (between attempts, no round is in flight).
     ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redlock_mio::{Error, Redlock};
+    ///
+    /// async fn ship(redlock: &Redlock, order: u64) -> Result<(), Error> {
+    ///     let mut lock = redlock.lock_async(format!("orders:{order}"), Duration::from_secs(10)).await?;
+    ///     // ... ship it, while lock.validity() lasts ...
+    ///     redlock.unlock_async(&mut lock).await
+    /// }
+    /// ```
+    ///
     /// # Errors
     ///
     /// The last attempt's error, as for
@@ -530,6 +541,20 @@ impl Redlock {
 /// with [`release`](Self::release) for the outcome.
 /// It holds the client (an `Arc`), so that it can move into a spawned
 /// task.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use redlock_mio::{Error, Redlock};
+///
+/// async fn rebuild_index(redlock: Arc<Redlock>) -> Result<(), Error> {
+///     let mut guard = redlock.lock_guard_async("index:rebuild", Duration::from_secs(10)).await?;
+///     // ... the first half of the work, while guard.validity() lasts ...
+///     guard.extend(Duration::from_secs(10)).await?;
+///     // ... the second half; dropping the guard would release it too ...
+///     guard.release().await
+/// }
+/// ```
 pub struct AsyncLockGuard {
     client: Arc<Redlock>,
     lock: Lock,

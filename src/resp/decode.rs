@@ -75,6 +75,24 @@ const PREALLOCATED_DEPTH: usize = 256;
 /// The incremental RESP2/RESP3 decoder. See the [module docs](super).
 ///
 /// One decoder serves one byte stream (one connection).
+///
+/// ```
+/// use redlock_mio::resp::{Decoder, Status, Token};
+///
+/// let mut decoder = Decoder::new();
+/// let mut input: &[u8] = b"*2\r\n:1\r\n$5\r\nhello\r\n";
+/// let mut tokens = Vec::new();
+/// while let Status::Complete(item) = decoder.decode(input)? {
+///     tokens.push(item.token);
+///     input = &input[item.len..];
+///     if item.frame_end {
+///         break; // one whole reply
+///     }
+/// }
+/// assert_eq!(tokens, [Token::Array(2), Token::Integer(1), Token::Bulk(b"hello")]);
+/// assert!(decoder.is_idle());
+/// # Ok::<(), redlock_mio::resp::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct Decoder {
     limits: Limits,

@@ -5,6 +5,11 @@
 //! borrowed from those bytes; the encoder ([`encode_command`]) writes a
 //! command into a buffer the caller owns.
 //!
+//! It is public on purpose: a zero-allocation codec for RESP2 and RESP3,
+//! strict and bounded by [`Limits`], is useful beyond this crate (another
+//! client, a proxy, a test server), and a public decoder can be fuzzed and
+//! checked against other implementations from outside the crate.
+//!
 //! # Decoding
 //!
 //! A reply is pulled as a flat stream of tokens rather than built as a tree:

@@ -13,6 +13,14 @@
 //!
 //! The driver sends the commands and feeds the replies in; it never decides
 //! quorum itself.
+//!
+//! The module is public on purpose, for two reasons. The algorithm's
+//! decisions are a sans-IO state machine that can be inspected and reused:
+//! drive a [`Round`] with replies and times of your own to see what the
+//! client would decide, in a test or a simulation, or in another client.
+//! And its types are those of the error reports users meet: an
+//! [`Error`](crate::Error) of a round carries a [`Report`] of what each
+//! master did ([`NodeState`], [`NodeError`], [`ServerError`], [`Op`]).
 
 pub(crate) mod identity;
 mod round;

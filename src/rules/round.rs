@@ -11,6 +11,19 @@ use super::{quorum, validity};
 use crate::resp;
 
 /// What a round asks of every node.
+///
+/// A [`Report`] names its round's operation, so that an error says which
+/// step failed:
+///
+/// ```
+/// use redlock_mio::{Error, rules::Op};
+///
+/// fn failed_step(error: &Error) -> &'static str {
+///     error.report().map_or("before any round", |report| report.op().name())
+/// }
+/// assert_eq!(failed_step(&Error::Expired), "before any round");
+/// assert_eq!(Op::Extend.name(), "extend");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Op {
@@ -83,6 +96,15 @@ pub enum Reply {
 ///
 /// Made only when a server answers with an error, so the allocation of its
 /// message never touches the path of a healthy round. Cloning shares it.
+///
+/// ```
+/// use redlock_mio::rules::ServerError;
+///
+/// let error = ServerError::new(b"NOPERM User locker has no permissions to run the 'evalsha' command");
+/// assert_eq!(error.code(), b"NOPERM");
+/// assert!(error.is_configuration()); // fix the ACL: trying again cannot help
+/// assert!(!ServerError::new(b"LOADING Redis is loading the dataset in memory").is_configuration());
+/// ```
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct ServerError {
     message: Arc<[u8]>,
@@ -158,6 +180,20 @@ impl fmt::Display for ServerError {
 
 /// Why a node failed in a round. It allocates only for a server's error
 /// message.
+///
+/// Met in a [`Report`] ([`NodeState::Failed`]) and in the failures of
+/// [`ConfigError`](crate::ConfigError); [`is_configuration`](Self::is_configuration)
+/// tells a mistake to fix from a master that is merely down.
+///
+/// ```
+/// use std::io::ErrorKind;
+/// use redlock_mio::rules::{NodeError, ServerError};
+///
+/// let refused = NodeError::Handshake(ServerError::new(b"WRONGPASS invalid username-password pair"));
+/// assert!(refused.is_configuration());
+/// assert!(!NodeError::Connect(ErrorKind::ConnectionRefused).is_configuration());
+/// println!("{refused}"); // handshake refused: WRONGPASS invalid username-password pair
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum NodeError {
@@ -303,6 +339,26 @@ impl fmt::Display for NodeError {
 }
 
 /// Where one node stands in a round.
+///
+/// ```
+/// use std::io::ErrorKind;
+/// use std::time::{Duration, Instant};
+/// use redlock_mio::rules::{NodeError, NodeState, Op, Reply, Round};
+///
+/// let t0 = Instant::now();
+/// let mut round = Round::new(Op::Acquire, 3, Duration::from_secs(10), Duration::from_millis(102), Duration::from_millis(50), t0);
+/// round.handle_reply(0, Reply::Ok, t0);
+/// round.handle_failure(1, NodeError::Connect(ErrorKind::ConnectionRefused), t0);
+/// round.handle_timeout(t0 + Duration::from_millis(50)); // node 2 never answered
+/// for (i, state) in round.report().nodes().iter().enumerate() {
+///     match state {
+///         NodeState::Ok => println!("#{i} granted"),
+///         NodeState::Failed(error) => println!("#{i} failed: {error}"),
+///         other => println!("#{i}: {other:?}"),
+///     }
+/// }
+/// assert_eq!(round.report().nodes()[2], NodeState::TimedOut);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum NodeState {
@@ -347,6 +403,27 @@ pub enum Decision {
 const INLINE_NODES: usize = 8;
 
 /// What each node did in a round: the detail behind a [`Decision`].
+///
+/// Every error of a round carries one ([`Error::report`](crate::Error::report)).
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use redlock_mio::rules::{NodeState, Op, Reply, Round, drift};
+///
+/// let (t0, ttl) = (Instant::now(), Duration::from_secs(10));
+/// let mut round = Round::new(Op::Acquire, 3, ttl, drift(ttl, 0.01), Duration::from_millis(50), t0);
+/// round.handle_reply(0, Reply::Refused, t0 + Duration::from_millis(1));
+/// round.handle_reply(1, Reply::Refused, t0 + Duration::from_millis(1));
+/// let masters = ["10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"].map(String::from);
+/// let report = round.report().with_masters(masters.into());
+/// assert_eq!((report.refused(), report.quorum(), report.unreachable()), (2, 2, 0));
+/// assert_eq!(report.nodes()[2], NodeState::Pending); // decided without it
+/// assert_eq!(
+///     report.to_string(),
+///     "acquire on 3 nodes (quorum 2) in 1ms: 10.0.0.1:6379: held by another, \
+///      10.0.0.2:6379: held by another, 10.0.0.3:6379: not waited for"
+/// );
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
     op: Op,

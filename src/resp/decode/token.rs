@@ -3,6 +3,18 @@
 use core::fmt;
 
 /// Whether a call had enough input to produce a result.
+///
+/// ```
+/// use redlock_mio::resp::{Decoder, Status, Token};
+///
+/// let mut decoder = Decoder::new();
+/// assert_eq!(decoder.decode(b":12")?, Status::Partial); // no CRLF yet
+/// match decoder.decode(b":123\r\n")? {
+///     Status::Complete(item) => assert_eq!(item.token, Token::Integer(123)),
+///     Status::Partial => unreachable!("the line is whole"),
+/// }
+/// # Ok::<(), redlock_mio::resp::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status<T> {
     /// The value is complete.
@@ -40,6 +52,27 @@ pub enum NullKind {
 /// the next tokens. Maps and attributes count key-value *pairs*, so a
 /// `Map(2)` is followed by four values (each of which may itself be an
 /// aggregate).
+///
+/// The replies to `SET key token NX PX ttl`, in RESP2 and RESP3:
+///
+/// ```
+/// use redlock_mio::resp::{Decoder, Status, Token};
+///
+/// fn acquired(reply: &[u8]) -> Result<Option<bool>, redlock_mio::resp::Error> {
+///     let Status::Complete(item) = Decoder::new().decode(reply)? else {
+///         return Ok(None); // wait for more bytes
+///     };
+///     Ok(Some(match item.token {
+///         Token::Simple(b"OK") => true,
+///         Token::Null(_) => false, // `$-1` or `_`: held by another
+///         _ => false,              // an error, or not a reply to SET
+///     }))
+/// }
+/// assert_eq!(acquired(b"+OK\r\n")?, Some(true));
+/// assert_eq!(acquired(b"$-1\r\n")?, Some(false));
+/// assert_eq!(acquired(b"_\r\n")?, Some(false));
+/// # Ok::<(), redlock_mio::resp::Error>(())
+/// ```
 #[derive(Clone, Copy, PartialEq)]
 pub enum Token<'a> {
     /// Simple string, `+OK\r\n`.
