@@ -177,7 +177,7 @@ enum Slot {
     /// Its acquire won a quorum (it ended with `end`) and counted `fence`;
     /// its raise has yet to end.
     Granted { end: RoundEnd, fence: u64 },
-    /// Settled: the lock, or the error (after which its release is on its
+    /// Decided: the lock, or the error (after which its release is on its
     /// way to every master).
     Done(Result<Lock, Error>),
 }
@@ -534,7 +534,7 @@ impl<'r> FencedAcquire<'r> {
             .into_iter()
             .map(|slot| match slot {
                 Slot::Done(result) => result,
-                // (Not reached: a finished attempt settled every lock.)
+                // (Not reached: a finished attempt decided every lock.)
                 Slot::Waiting | Slot::Granted { .. } => Err(client.busy()),
             })
             .collect()

@@ -153,7 +153,7 @@ pub(crate) struct Shared {
     woken: bool,
     /// Commands were queued without waking the poll, because callers
     /// woken at their rounds' decisions had yet to come back (see
-    /// [`Engine::settled`]): since when, and whether a task queued some.
+    /// [`Engine::flush_deferred`]): since when, and whether a task queued some.
     deferred: Option<(Instant, bool)>,
     /// Tasks' timers: when, and whom to wake, by timer id.
     timers: Vec<(u64, Instant, Waker)>,
@@ -280,7 +280,7 @@ impl Engine {
         let value = done(&shared.driver, &ids);
         shared.driver.finish(&ids);
         shared.slots_freed(ids.len());
-        self.settled(&mut shared);
+        self.flush_deferred(&mut shared);
         leave(self, &mut shared, &mut poller, &mut wakes);
         Ok((value, result))
     }
@@ -430,7 +430,7 @@ impl Engine {
     /// that it writes them, unless callers woken at their rounds'
     /// decisions have yet to come back, likely with commands of their
     /// own; then the wake waits for the last of them
-    /// ([`settled`](Self::settled)), and one write per master carries
+    /// ([`flush_deferred`](Self::flush_deferred)), and one write per master carries
     /// what they all queued.
     fn wake_poll(&self, shared: &mut Shared, task: bool) {
         if shared.driver.pending() > 0 {
@@ -451,7 +451,7 @@ impl Engine {
 
     /// A caller came back for its rounds: once none woken is left to come
     /// back, what was queued meanwhile is written (the poll is woken).
-    fn settled(&self, shared: &mut Shared) {
+    fn flush_deferred(&self, shared: &mut Shared) {
         if shared.driver.pending() > 0 {
             return;
         }

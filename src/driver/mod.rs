@@ -212,11 +212,11 @@ impl Driver {
         loop {
             let now = crate::clock::now();
             self.check_timers(now);
-            let settled = self
+            let handshakes_over = self
                 .conns
                 .iter()
                 .all(|c| c.link().is_ready() || c.link().is_down());
-            if settled || now >= deadline {
+            if handshakes_over || now >= deadline {
                 return Ok(());
             }
             let timeout = self.poll_timeout(now, deadline);
@@ -332,9 +332,9 @@ impl Driver {
     }
 
     /// The caller of rounds `ids` came back for them.
-    pub(crate) fn settle(&mut self, ids: &[u64]) {
+    pub(crate) fn claim(&mut self, ids: &[u64]) {
         for &id in ids {
-            self.flights.settle(id);
+            self.flights.claim(id);
         }
     }
 

@@ -7,7 +7,7 @@
 //! masters; then each step is an opcode byte and its operands: start a
 //! round, hand an outcome to a round (live, ended, or never issued),
 //! fail a master, let time pass, set a waiter, wake the decided rounds'
-//! waiters, settle or finish a round, take a waiter over. After every
+//! waiters, claim or finish a round, take a waiter over. After every
 //! step the table must agree with the model:
 //!
 //! - a round is in flight exactly while the model holds it; an id is
@@ -184,13 +184,13 @@ impl Run {
             5 => self.wake(input.byte()),
             6 => {
                 let id = self.pick(input.byte());
-                self.flights.settle(id);
-                self.settle(id);
+                self.flights.claim(id);
+                self.claim(id);
             }
             7 => {
                 let id = self.pick(input.byte());
                 self.flights.finish(id);
-                self.settle(id);
+                self.claim(id);
                 self.model.remove(&id);
             }
             8 => self.take_over(input.byte() % 2),
@@ -295,7 +295,7 @@ impl Run {
         self.seen.rescans += u64::from(rescan);
     }
 
-    fn settle(&mut self, id: u64) {
+    fn claim(&mut self, id: u64) {
         if let Some(entry) = self.model.get_mut(&id) {
             if entry.pending {
                 entry.pending = false;

@@ -209,7 +209,7 @@ impl<W> Flights<W> {
 
     /// Ends round `id` and frees its slot; its id is dead from now on.
     pub(crate) fn finish(&mut self, id: u64) {
-        self.settle(id);
+        self.claim(id);
         if let Some(slot) = self.slot_mut(id) {
             slot.id = 0;
             slot.waiter = None;
@@ -227,7 +227,7 @@ impl<W> Flights<W> {
     /// client knows when each master has applied (or failed) its command.
     /// Returns whether it was in flight.
     pub(crate) fn orphan(&mut self, id: u64) -> bool {
-        self.settle(id);
+        self.claim(id);
         let Some(slot) = self.slot_mut(id) else {
             return false;
         };
@@ -250,7 +250,7 @@ impl<W> Flights<W> {
     /// moment they can be written until the release has been answered.
     /// `None` if round `id` is not in flight.
     pub(crate) fn pass_to_release(&mut self, id: u64) -> Option<u64> {
-        self.settle(id);
+        self.claim(id);
         let index = id & INDEX_MASK;
         let next = (self.seq << INDEX_BITS) | index;
         let slot = self.slot_mut(id)?;
@@ -376,7 +376,7 @@ impl<W> Flights<W> {
     /// Takes the waiters of the decided rounds, for `wake`; those for
     /// which it returns `true` are expected back: each counts as
     /// [`pending`](Self::pending) until its round is
-    /// [`settle`](Self::settle)d or finished.
+    /// [`claim`](Self::claim)d or finished.
     pub(crate) fn wake_decided(&mut self, mut wake: impl FnMut(W) -> bool) {
         if std::mem::take(&mut self.rescan) {
             self.decided.clear();
@@ -419,7 +419,7 @@ impl<W> Flights<W> {
 
     /// The waiter of round `id` came for it: it no longer counts as
     /// pending.
-    pub(crate) fn settle(&mut self, id: u64) {
+    pub(crate) fn claim(&mut self, id: u64) {
         if let Some(slot) = self.slot_mut(id) {
             if slot.pending {
                 slot.pending = false;

@@ -180,11 +180,11 @@ fn woken_waiters_are_pending_until_they_come_back() {
     flights.set_waiter(ids[0], "task");
     flights.wake_decided(|_| true);
     assert_eq!(flights.pending(), 1);
-    flights.settle(ids[0]);
+    flights.claim(ids[0]);
     assert_eq!(flights.pending(), 0);
-    flights.settle(ids[0]);
-    assert_eq!(flights.pending(), 0, "settled once");
-    // Finishing a round settles it; a late decision counts when woken.
+    flights.claim(ids[0]);
+    assert_eq!(flights.pending(), 0, "claimed once");
+    // Finishing a round claims it; a late decision counts when woken.
     flights.handle_timeout(t0 + 60 * MS);
     flights.wake_decided(|_| true);
     assert_eq!(flights.pending(), 1, "the timed-out round's waiter");

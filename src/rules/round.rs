@@ -760,7 +760,7 @@ impl Round {
                 *slot = clock;
             }
         }
-        self.settle(node, state, now);
+        self.record(node, state, now);
     }
 
     /// Node `node` granted, but is quarantined: its grant counts as a
@@ -771,12 +771,12 @@ impl Round {
             Op::Release => NodeState::Ok,
             _ => NodeState::Quarantined,
         };
-        self.settle(node, state, now);
+        self.record(node, state, now);
     }
 
     /// Node `node` failed.
     pub fn handle_failure(&mut self, node: usize, error: NodeError, now: Instant) {
-        self.settle(node, NodeState::Failed(error), now);
+        self.record(node, NodeState::Failed(error), now);
     }
 
     /// The time is `now`: once the deadline has passed, nodes that have not
@@ -786,11 +786,11 @@ impl Round {
             return;
         }
         for node in 0..self.nodes.len() {
-            self.settle(node, NodeState::TimedOut, now);
+            self.record(node, NodeState::TimedOut, now);
         }
     }
 
-    fn settle(&mut self, node: usize, state: NodeState, now: Instant) {
+    fn record(&mut self, node: usize, state: NodeState, now: Instant) {
         let Some(slot) = self.nodes.get_mut(node) else {
             return;
         };

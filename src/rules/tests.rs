@@ -381,7 +381,7 @@ fn a_fenced_acquire_counts_only_grants_in_sync_and_keeps_their_counts() {
         report.to_string().contains("#1 fence counter missing"),
         "{report}"
     );
-    // A second reply for a settled node changes neither state nor value.
+    // A second reply for a node already recorded changes neither state nor value.
     round.handle_reply(0, Reply::Count(1000), t0 + MS);
     assert_eq!(round.max_count(), Some(41));
     // Unsynced grants beyond N - quorum decide early: no quorum.
@@ -414,7 +414,7 @@ fn fence_reads_and_syncs_wait_for_every_node() {
         })
     );
     assert_eq!(read.max_count(), Some(8));
-    // The deadline settles the rest.
+    // The deadline records the rest as timed out.
     let mut sync = Round::new(
         Op::FenceSync,
         3,

@@ -124,11 +124,11 @@ impl Engine {
             let value = done(&shared.driver, ids);
             shared.driver.finish(ids);
             shared.slots_freed(ids.len());
-            self.settled(&mut shared);
+            self.flush_deferred(&mut shared);
             return Some(value);
         }
-        shared.driver.settle(ids);
-        self.settled(&mut shared);
+        shared.driver.claim(ids);
+        self.flush_deferred(&mut shared);
         if polling != Polling::Myself {
             if let Some(&id) = ids.iter().find(|&&id| !shared.driver.decided(&[id])) {
                 shared.driver.set_waiter(id, Waiter::Task(waker.clone()));
@@ -156,7 +156,7 @@ impl Engine {
         if shared.driver.orphans() > 0 {
             self.kick(&mut shared);
         }
-        self.settled(&mut shared);
+        self.flush_deferred(&mut shared);
     }
 
     /// Whether timer `id` (0: none yet) has reached `at`; if not, it is
