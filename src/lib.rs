@@ -244,6 +244,7 @@ pub mod operations;
 pub mod resp;
 pub mod rules;
 pub mod scripts;
+mod sync;
 
 pub use addr::{AddrError, Endpoint, ServerAddr};
 pub use client::{

@@ -22,7 +22,7 @@ mod tls;
 mod token;
 
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
@@ -183,11 +183,11 @@ impl Redlock {
     }
 
     fn tokens(&self) -> MutexGuard<'_, TokenSource> {
-        lock(&self.tokens)
+        crate::sync::lock(&self.tokens)
     }
 
     fn fences(&self) -> MutexGuard<'_, fence::FenceBook> {
-        lock(&self.fences)
+        crate::sync::lock(&self.fences)
     }
 
     /// The number of masters.
@@ -558,12 +558,6 @@ impl Retries {
     fn new(left: u32, deadline: Option<Instant>) -> Retries {
         Retries { left, deadline }
     }
-}
-
-/// A poisoned lock is taken all the same: what it guards stays consistent
-/// (no caller code runs with it held).
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Checks a TTL against the configuration; the TTL in milliseconds.

@@ -38,7 +38,9 @@
 //! [`Builder::async_spin`]: crate::Builder::async_spin
 
 use std::io;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::sync::lock;
 use std::task::Waker;
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
@@ -164,13 +166,6 @@ pub(crate) struct Shared {
     pub(crate) yields: u64,
 }
 
-/// A poisoned lock is taken all the same: the state it guards is kept
-/// consistent between calls (a panic in a caller's code never runs with
-/// it held).
-fn take<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl Engine {
     pub(crate) fn new(driver: Driver, poller: Poller, yield_first: bool) -> io::Result<Engine> {
         let waker = mio::Waker::new(poller.poll.registry(), WAKE)?;
@@ -196,7 +191,7 @@ impl Engine {
     /// The shared driver, for a short step (queueing a release, reading
     /// statistics).
     pub(crate) fn driver(&self) -> MutexGuard<'_, Shared> {
-        take(&self.driver)
+        lock(&self.driver)
     }
 
     /// Runs one round per command, `restart` setting each up, until all
@@ -219,7 +214,7 @@ impl Engine {
     ) -> Result<(T, io::Result<()>), Full> {
         // (Dropped after the guards: it wakes with the driver free.)
         let mut wakes = Wakes::new();
-        let mut shared = take(&self.driver);
+        let mut shared = lock(&self.driver);
         let mut poller = self.poller.try_lock().ok();
         let mut now = crate::clock::now();
         if let Some(poller) = poller.as_mut() {
@@ -309,7 +304,7 @@ impl Engine {
                 drop(shared);
                 wakes.wake_all();
                 thread::yield_now();
-                shared = take(&self.driver);
+                shared = lock(&self.driver);
                 shared.yields += 1;
                 now = crate::clock::now();
             }
@@ -367,7 +362,7 @@ impl Engine {
                 wakes.wake_all();
                 let polled = held.poll(timeout);
                 let now = held.last;
-                shared = take(&self.driver);
+                shared = lock(&self.driver);
                 if polled.is_ok() {
                     shared.driver.dispatch(&held.events);
                     // What other callers and tasks queued meanwhile (they
@@ -389,7 +384,7 @@ impl Engine {
                 drop(shared);
                 wakes.wake_all();
                 thread::park_timeout(until.saturating_duration_since(now));
-                shared = take(&self.driver);
+                shared = lock(&self.driver);
                 if waiting == Waiting::Slot {
                     let me = thread::current().id();
                     shared.slot_waiters.retain(|t| t.id() != me);

@@ -7,10 +7,11 @@ use std::task::Waker;
 use std::thread;
 use std::time::Instant;
 
-use super::{Engine, Full, Ids, Poller, Shared, Waiter, Waiting, Wakes, leave, take};
+use super::{Engine, Full, Ids, Poller, Shared, Waiter, Waiting, Wakes, leave};
 use crate::commands::Command;
 use crate::driver::Driver;
 use crate::rules::Round;
+use crate::sync::lock;
 
 /// Who polls for a task's rounds until they are decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +40,7 @@ impl Engine {
         waker: &Waker,
         may_spin: bool,
     ) -> Result<(Ids, bool), Full> {
-        let mut shared = take(&self.driver);
+        let mut shared = lock(&self.driver);
         let mut ids = Ids::new();
         let alone = shared.driver.in_flight() == 0 && !shared.kicked;
         let mut now = crate::clock::now();
@@ -99,7 +100,7 @@ impl Engine {
     ) -> Option<T> {
         // (Dropped after the guard: it wakes with the driver free.)
         let mut wakes = Wakes::new();
-        let mut shared = take(&self.driver);
+        let mut shared = lock(&self.driver);
         if polling == Polling::Myself && !shared.driver.decided(ids) {
             if let Ok(mut poller) = self.poller.try_lock() {
                 if poller.poll(std::time::Duration::ZERO).is_ok() {
@@ -148,7 +149,7 @@ impl Engine {
     /// driver (a dropped guard: [`Driver::release_orphan`]). The rounds
     /// left to the driver are polled for by the background thread.
     pub(crate) fn abandon(&self, then: impl FnOnce(&mut Driver)) {
-        let mut shared = take(&self.driver);
+        let mut shared = lock(&self.driver);
         let before = shared.driver.in_flight();
         then(&mut shared.driver);
         let freed = before.saturating_sub(shared.driver.in_flight());
@@ -162,7 +163,7 @@ impl Engine {
     /// Whether timer `id` (0: none yet) has reached `at`; if not, it is
     /// (re)armed to wake `waker` then, and `id` names it.
     pub(crate) fn timer(self: &Arc<Self>, id: &mut u64, at: Instant, waker: &Waker) -> bool {
-        let mut shared = take(&self.driver);
+        let mut shared = lock(&self.driver);
         if crate::clock::now() >= at {
             shared.timers.retain(|(t, _, _)| t != id);
             return true;
@@ -185,12 +186,12 @@ impl Engine {
 
     /// Disarms timer `id`.
     pub(crate) fn cancel_timer(&self, id: u64) {
-        take(&self.driver).timers.retain(|(t, _, _)| *t != id);
+        lock(&self.driver).timers.retain(|(t, _, _)| *t != id);
     }
 
     /// The client is gone: the background thread ends.
     pub(crate) fn close(&self) {
-        let mut shared = take(&self.driver);
+        let mut shared = lock(&self.driver);
         shared.closed = true;
         if let Some(background) = &shared.background {
             background.unpark();
@@ -236,7 +237,7 @@ impl Engine {
     fn background(self: Arc<Self>) {
         let mut wakes = Wakes::new();
         let mut poller: Option<MutexGuard<'_, Poller>> = None;
-        let mut shared = take(&self.driver);
+        let mut shared = lock(&self.driver);
         while !shared.closed {
             shared.kicked = false;
             let now = crate::clock::now();
@@ -262,7 +263,7 @@ impl Engine {
                     Some(at) => thread::park_timeout(at.saturating_duration_since(now)),
                     None => thread::park(),
                 }
-                shared = take(&self.driver);
+                shared = lock(&self.driver);
                 continue;
             }
             let until = next_timer.unwrap_or_else(|| {
