@@ -7,6 +7,9 @@ use crate::resp::{Arg, Token, encode_command};
 use crate::rules::{NodeError, Op, Reply, ServerError};
 use crate::scripts::*;
 
+/// Bytes of a lock token.
+pub const TOKEN_LEN: usize = 20;
+
 /// Where every key the crate keeps on the masters for itself lives
 /// ([`FENCE_KEY`], [`FENCE_LOST_KEY`], [`MARKER_KEY`], [`LONGEST_TTL_KEY`]):
 /// a resource whose name starts with it is refused with

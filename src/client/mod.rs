@@ -50,8 +50,7 @@ pub const MAX_RESOURCE_LEN: usize = 1024;
 /// The longest TTL accepted: 2^31 - 1 milliseconds (about 24.8 days).
 pub const MAX_TTL: Duration = Duration::from_millis(i32::MAX as u64);
 
-/// Bytes of a lock token.
-pub const TOKEN_LEN: usize = 20;
+pub use crate::commands::TOKEN_LEN;
 
 /// A Redlock client over N independent Redis masters.
 ///

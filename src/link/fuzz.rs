@@ -204,7 +204,7 @@ impl Sink for Checker<'_> {
 }
 
 /// The 20-byte token of every command.
-const TOKEN: &[u8; crate::TOKEN_LEN] = b"fuzz-token-000000001";
+const TOKEN: &[u8; crate::commands::TOKEN_LEN] = b"fuzz-token-000000001";
 
 /// Resource names of every length up to the inline size of a `Lock`.
 const NAMES: &[u8; 64] = b"resource:0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRS";

@@ -18,6 +18,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::time::{Duration, Instant};
 
+use crate::clock::after;
 use crate::commands::{self, Command, Outcome, Probe, Step};
 use crate::resp::{Decoder, Limits, Status, Token};
 use crate::rules::identity::{Found, Info, MarkerValue, Sighting, Suspicion};
@@ -50,7 +51,7 @@ const RELEASE_HEADROOM: usize = 8;
 /// a resource stored inline in a `Lock` (64 bytes) with a 20-byte token.
 /// The queue and the arena are allocated for the most requests a
 /// connection may hold: a lagging master never makes them grow.
-const REPLAY_PER_REQUEST: usize = 64 + crate::TOKEN_LEN;
+const REPLAY_PER_REQUEST: usize = 64 + commands::TOKEN_LEN;
 
 /// Room in the output and held-back buffers for the handshake, and per
 /// request for a command on a resource stored inline in a `Lock` (an
@@ -90,12 +91,6 @@ impl<F: FnMut(u64, Op, Outcome, Instant)> Sink for (std::ops::Range<u64>, F) {
     fn on_reply(&mut self, id: u64, op: Op, outcome: Outcome, now: Instant) {
         (self.1)(id, op, outcome, now)
     }
-}
-
-/// `now + d`, or `now` if that is beyond what an [`Instant`] can hold
-/// (unreachable with the builder's ranges; never a panic).
-pub(crate) fn after(now: Instant, d: Duration) -> Instant {
-    now.checked_add(d).unwrap_or(now)
 }
 
 /// Timing of a connection.
