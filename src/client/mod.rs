@@ -26,10 +26,10 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use crate::commands::{self, Command};
+use crate::commands::{self, Command, Keys};
 use crate::driver::Engine;
 use crate::error::Error;
-use crate::rules::{self, Op};
+use crate::rules;
 
 pub use batch::MAX_BATCH;
 pub use builder::{Builder, MAX_IN_FLIGHT, MAX_TIMEOUT, Require};
@@ -351,17 +351,7 @@ impl Redlock {
     /// at what this round would have granted).
     pub fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<(), Error> {
         let ttl_ms = self.check_extend(lock, ttl)?;
-        let (resource, many) = lock.keys();
-        let command = Command {
-            op: Op::Extend,
-            resource,
-            token: lock.token(),
-            ttl_ms,
-            eval: false,
-            many,
-            fenced: false,
-            reach: 0,
-        };
+        let command = Command::extend(lock.keys(), lock.token(), ttl_ms);
         let end = self.round(&command, None)?;
         self.extended(lock, &end)
     }
@@ -455,18 +445,9 @@ impl Redlock {
                 .unwrap_or_else(|| Err(self.busy()));
         }
         let token = self.tokens().token();
-        let command = Command {
-            op: Op::Acquire,
-            resource,
-            token: &token,
-            ttl_ms,
-            eval: false,
-            many,
-            fenced: false,
-            reach: 0,
-        };
-        let end = self.round(&command, deadline)?;
-        self.acquired(&command, token, &end)
+        let keys = Keys::new(resource, many);
+        let end = self.round(&Command::acquire(keys, &token, ttl_ms), deadline)?;
+        self.acquired(keys, token, &end)
     }
 }
 
