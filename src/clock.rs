@@ -28,6 +28,12 @@ pub(crate) fn now() -> Instant {
     now
 }
 
+/// `now + d`, or `now` if that is beyond what an [`Instant`] can hold
+/// (unreachable with the builder's ranges; never a panic).
+pub(crate) fn after(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d).unwrap_or(now)
+}
+
 /// `at`, an instant the caller took from [`Instant::now`] (a deadline),
 /// on the client's clock.
 pub(crate) fn from_std(at: Instant) -> Instant {

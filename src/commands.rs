@@ -1,11 +1,16 @@
 //! The Redis commands the lock sends, and what their replies mean. Pure:
 //! encoding into a buffer and classifying decoded tokens.
 
-use smallvec::SmallVec;
-
 use crate::resp::{Arg, Token, encode_command};
 use crate::rules::{NodeError, Op, Reply, ServerError};
 use crate::scripts::*;
+
+mod command;
+
+pub(crate) use command::{Command, Keys, Shape, SyncMode};
+
+/// Bytes of a lock token.
+pub const TOKEN_LEN: usize = 20;
 
 /// Where every key the crate keeps on the masters for itself lives
 /// ([`FENCE_KEY`], [`FENCE_LOST_KEY`], [`MARKER_KEY`], [`LONGEST_TTL_KEY`]):
@@ -53,13 +58,6 @@ pub const FENCE_KEY: &str = "redlock-mio:fence";
 /// sync, so that a first sync cut short can be finished.
 pub const FENCE_LOST_KEY: &str = "redlock-mio:fence-lost";
 
-/// A fence sync's mode ([`Command::token`] of [`Op::FenceSync`]): a clock
-/// start, which keeps the loss id beside the counter.
-pub(crate) const SYNC_START: &[u8] = b"start";
-/// A fence sync's mode: a repair from the counters of a quorum in sync,
-/// which deletes the loss id.
-pub(crate) const SYNC_REPAIR: &[u8] = b"repair";
-
 /// The error code with which the fence scripts refuse a key of the
 /// reserved space that holds what this crate never writes there.
 const FOREIGN: &[u8] = b"FOREIGNKEY ";
@@ -85,171 +83,6 @@ pub(crate) fn unpack_keys(mut packed: &[u8]) -> impl Iterator<Item = &[u8]> {
         packed = &rest[len..];
         Some(key)
     })
-}
-
-/// One lock command, borrowed from the caller's lock.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Command<'a> {
-    pub(crate) op: Op,
-    /// The resource, or several packed by [`pack_key`] (`many`); for
-    /// [`Op::FenceSync`], the loss ids it may repair, packed likewise.
-    pub(crate) resource: &'a [u8],
-    /// The lock's token; for [`Op::FenceSync`] its mode ([`SYNC_START`] or
-    /// [`SYNC_REPAIR`]).
-    pub(crate) token: &'a [u8],
-    /// The TTL in milliseconds; for [`Op::Fence`] the fence to raise the
-    /// counters to, for [`Op::FenceSync`] the value to set.
-    pub(crate) ttl_ms: u64,
-    /// Send scripts as `EVAL` with their text instead of `EVALSHA`, which
-    /// cannot fail with `NOSCRIPT`.
-    pub(crate) eval: bool,
-    /// `resource` is a list of keys packed by [`pack_key`]: the command is
-    /// the all-or-nothing script for several resources.
-    pub(crate) many: bool,
-    /// An acquire that also counts a fence ([`FENCED_ACQUIRE_SCRIPT`]).
-    pub(crate) fenced: bool,
-    /// For a release: the masters its lock's acquire went out to (bit `i`
-    /// for master `i`; masters past the 64th are never in it), where the
-    /// key may be. The release is queued on them past the limits that
-    /// refuse other requests, in a reserve of its own (see `Link::queue`),
-    /// so that a master that lags does not keep a key that its acquire
-    /// set. 0 for other commands.
-    pub(crate) reach: u64,
-}
-
-impl Command<'_> {
-    /// Whether this is a release that must reach master `node` even past
-    /// its limits (see [`reach`](Self::reach)).
-    pub(crate) fn must_reach(&self, node: usize) -> bool {
-        self.op == Op::Release && node < 64 && self.reach >> node & 1 == 1
-    }
-
-    /// Writes the command into `out`.
-    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
-        match self.op {
-            Op::Acquire if self.fenced => {
-                let tail = [Arg::Bytes(self.token), Arg::Uint(self.ttl_ms)];
-                self.encode_fence(out, FENCED_ACQUIRE_SCRIPT, FENCED_ACQUIRE_SHA1, &tail);
-                return;
-            }
-            Op::Fence => {
-                let tail = [Arg::Bytes(self.token), Arg::Uint(self.ttl_ms)];
-                self.encode_fence(out, RAISE_SCRIPT, RAISE_SHA1, &tail);
-                return;
-            }
-            Op::FenceRead => {
-                self.encode_fence(out, FENCE_READ_SCRIPT, FENCE_READ_SHA1, &[]);
-                return;
-            }
-            Op::FenceSync => {
-                self.encode_fence(out, FENCE_SYNC_SCRIPT, FENCE_SYNC_SHA1, &[]);
-                return;
-            }
-            _ if self.many => {
-                self.encode_many(out);
-                return;
-            }
-            _ => {}
-        }
-        let (script, sha1) = match self.op {
-            Op::Acquire => {
-                encode_command(
-                    out,
-                    &[
-                        Arg::Bytes(b"SET"),
-                        Arg::Bytes(self.resource),
-                        Arg::Bytes(self.token),
-                        Arg::Bytes(b"NX"),
-                        Arg::Bytes(b"PX"),
-                        Arg::Uint(self.ttl_ms),
-                    ],
-                );
-                return;
-            }
-            Op::Release => (RELEASE_SCRIPT, RELEASE_SHA1),
-            _ => (EXTEND_SCRIPT, EXTEND_SHA1),
-        };
-        let (verb, body) = self.script_call(script, sha1);
-        let head = [
-            Arg::Bytes(verb),
-            Arg::Bytes(body),
-            Arg::Uint(1),
-            Arg::Bytes(self.resource),
-            Arg::Bytes(self.token),
-            Arg::Uint(self.ttl_ms),
-        ];
-        // Release takes no TTL argument.
-        let args = if self.op == Op::Release {
-            &head[..5]
-        } else {
-            &head[..]
-        };
-        encode_command(out, args);
-    }
-
-    /// `EVAL script` or `EVALSHA sha1`: the verb and its first argument.
-    fn script_call<'s>(&self, script: &'s str, sha1: &'s str) -> (&'static [u8], &'s [u8]) {
-        if self.eval {
-            (b"EVAL", script.as_bytes())
-        } else {
-            (b"EVALSHA", sha1.as_bytes())
-        }
-    }
-
-    /// A fence script: [`FENCE_KEY`] and [`FENCE_LOST_KEY`] as keys, then
-    /// (except for a read or a sync) the resources, then `tail`; a sync's
-    /// arguments are its value, its mode and the loss ids packed in
-    /// `resource`.
-    fn encode_fence(&self, out: &mut Vec<u8>, script: &str, sha1: &str, tail: &[Arg<'_>]) {
-        let (verb, body) = self.script_call(script, sha1);
-        let mut args: SmallVec<[Arg<'_>; 24]> = SmallVec::new();
-        args.extend([
-            Arg::Bytes(verb),
-            Arg::Bytes(body),
-            Arg::Uint(2),
-            Arg::Bytes(FENCE_KEY.as_bytes()),
-            Arg::Bytes(FENCE_LOST_KEY.as_bytes()),
-        ]);
-        match self.op {
-            Op::FenceRead => {}
-            Op::FenceSync => {
-                args.push(Arg::Uint(self.ttl_ms));
-                args.push(Arg::Bytes(self.token));
-                args.extend(unpack_keys(self.resource).map(Arg::Bytes));
-            }
-            _ => {
-                if self.many {
-                    args.extend(unpack_keys(self.resource).map(Arg::Bytes));
-                } else {
-                    args.push(Arg::Bytes(self.resource));
-                }
-                args[2] = Arg::Uint((args.len() - 3) as u64);
-                args.extend(tail.iter().copied());
-            }
-        }
-        encode_command(out, &args);
-    }
-
-    /// `EVALSHA sha numkeys key... token [ttl]` of the script for several
-    /// keys (the argument list spills to the heap beyond 16 keys).
-    fn encode_many(&self, out: &mut Vec<u8>) {
-        let (script, sha1) = match self.op {
-            Op::Acquire => (ACQUIRE_MANY_SCRIPT, ACQUIRE_MANY_SHA1),
-            Op::Release => (RELEASE_MANY_SCRIPT, RELEASE_MANY_SHA1),
-            _ => (EXTEND_MANY_SCRIPT, EXTEND_MANY_SHA1),
-        };
-        let (verb, body) = self.script_call(script, sha1);
-        let keys = unpack_keys(self.resource);
-        let mut args: SmallVec<[Arg<'_>; 22]> = SmallVec::new();
-        args.extend([Arg::Bytes(verb), Arg::Bytes(body), Arg::Uint(0)]);
-        args.extend(keys.map(Arg::Bytes));
-        args[2] = Arg::Uint((args.len() - 3) as u64);
-        args.push(Arg::Bytes(self.token));
-        if self.op != Op::Release {
-            args.push(Arg::Uint(self.ttl_ms));
-        }
-        encode_command(out, &args);
-    }
 }
 
 /// The steps of a connection's handshake, pipelined in one write.
@@ -416,10 +249,11 @@ pub(crate) enum Outcome {
     Failed(NodeError),
 }
 
-/// Classifies the (first) token of a reply to `op` (`many`: the script for
-/// several keys; `fenced`: the fenced acquire).
-pub(crate) fn classify(op: Op, many: bool, fenced: bool, token: &Token<'_>) -> Outcome {
-    let scripted = op != Op::Acquire || many || fenced;
+/// Classifies the (first) token of a reply to the command `shape` was
+/// split from.
+pub(crate) fn classify(shape: &Shape, token: &Token<'_>) -> Outcome {
+    let (op, many, fenced) = (shape.op(), shape.packed(), shape.fenced());
+    let scripted = shape.is_script();
     match (op, token) {
         (_, Token::Error(message) | Token::BulkError(message)) => {
             if message.starts_with(b"NOSCRIPT") && scripted {

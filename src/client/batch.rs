@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::{Lock, Redlock, TOKEN_LEN, check_resource};
-use crate::commands::Command;
+use crate::commands::{Command, Keys};
 use crate::error::Error;
 use crate::rules::{Decision, Op};
 
@@ -80,20 +80,12 @@ impl Redlock {
         let commands: Vec<Command<'_>> = resources
             .iter()
             .zip(&tokens)
-            .map(|(resource, token)| Command {
-                op: Op::Acquire,
-                resource: resource.as_ref(),
-                token,
-                ttl_ms,
-                eval: false,
-                many: false,
-                fenced: false,
-                reach: 0,
-            })
+            .map(|(resource, token)| Command::acquire(Keys::One(resource.as_ref()), token, ttl_ms))
             .collect();
         let ends = self.rounds(&commands, None);
         let mut results = Vec::with_capacity(commands.len());
-        for ((command, token), end) in commands.iter().zip(&tokens).zip(ends) {
+        for ((resource, token), end) in resources.iter().zip(&tokens).zip(ends) {
+            let keys = Keys::One(resource.as_ref());
             let end = match end {
                 Ok(end) => end,
                 Err(error) => {
@@ -105,14 +97,7 @@ impl Redlock {
             let error = match end.result {
                 Ok(Decision::Quorum { .. }) => {
                     self.tally(Op::Acquire, &end, Ok(()));
-                    let lock = Lock::new(
-                        command.resource,
-                        false,
-                        *token,
-                        end.valid_until,
-                        None,
-                        end.round.reached(),
-                    );
+                    let lock = Lock::new(keys, *token, end.valid_until, None, end.round.reached());
                     results.push(Ok(lock));
                     continue;
                 }
@@ -120,18 +105,7 @@ impl Redlock {
                 Ok(Decision::NoQuorum) => self.no_quorum(self.report(&end), Error::Contended),
                 Err(kind) => Error::Io(kind),
             };
-            let release = Command {
-                op: Op::Release,
-                eval: true,
-                reach: end.round.reached(),
-                ..*command
-            };
-            self.engine
-                .driver()
-                .driver
-                .queue(&release, crate::clock::now());
-            self.tally(Op::Acquire, &end, Err(&error));
-            results.push(Err(error));
+            results.push(Err(self.not_acquired(keys, token, &end, error)));
         }
         Ok(results)
     }

@@ -13,7 +13,7 @@ use super::builder::{Builder, Config};
 use super::rounds::{no_quorum, restarter};
 use super::token::TokenSource;
 use super::{Lock, TOKEN_LEN, check_resource, check_ttl};
-use crate::commands::Command;
+use crate::commands::{Command, Keys};
 use crate::driver::Driver;
 use crate::error::{ConfigError, Error};
 use crate::rules::{Decision, Op, Round};
@@ -95,7 +95,13 @@ struct Started {
     resource: SmallVec<[u8; 64]>,
     many: bool,
     token: [u8; TOKEN_LEN],
-    ttl_ms: u64,
+}
+
+impl Started {
+    /// The keys of its command.
+    fn keys(&self) -> Keys<&[u8]> {
+        Keys::new(&self.resource, self.many)
+    }
 }
 
 /// A Redlock client driven by the caller's own `mio` event loop: no
@@ -225,7 +231,8 @@ impl EmbeddedRedlock {
         check_resource(resource)?;
         let ttl_ms = check_ttl(&self.config, ttl)?;
         let token = self.tokens.token();
-        self.start(Op::Acquire, resource, false, token, ttl_ms, 0)
+        let keys = Keys::One(resource);
+        self.start(&Command::acquire(keys, &token, ttl_ms), keys, token)
     }
 
     /// Starts the release of `lock` on every master. The outcome comes
@@ -237,33 +244,20 @@ impl EmbeddedRedlock {
     /// the lock is unchanged: try again). Once started, the lock is
     /// expired, whatever the outcome.
     pub fn unlock(&mut self, lock: &mut Lock) -> Result<Ticket, Error> {
-        let (resource, many) = lock.keys();
-        let resource: SmallVec<[u8; 64]> = SmallVec::from_slice(resource);
         let token = *lock.token();
-        let ticket = self.start(Op::Release, &resource, many, token, 0, lock.reach())?;
+        let ticket = self.start(&lock.release(), lock.keys(), token)?;
         lock.expire(crate::clock::now());
         Ok(ticket)
     }
 
+    /// Starts the round of `command`, an acquire or a release of `keys`
+    /// with `token` (kept for what follows its completion).
     fn start(
         &mut self,
-        op: Op,
-        resource: &[u8],
-        many: bool,
+        command: &Command<'_>,
+        keys: Keys<&[u8]>,
         token: [u8; TOKEN_LEN],
-        ttl_ms: u64,
-        reach: u64,
     ) -> Result<Ticket, Error> {
-        let command = Command {
-            op,
-            resource,
-            token: &token,
-            ttl_ms,
-            eval: false,
-            many,
-            fenced: false,
-            reach,
-        };
         let restart = restarter(
             &self.config,
             self.masters.len(),
@@ -271,7 +265,7 @@ impl EmbeddedRedlock {
         );
         let mut ids: SmallVec<[u64; 1]> = SmallVec::new();
         self.driver.submit(
-            std::slice::from_ref(&command),
+            std::slice::from_ref(command),
             restart,
             &mut ids,
             true,
@@ -282,13 +276,13 @@ impl EmbeddedRedlock {
                 limit: self.config.max_in_flight,
             });
         };
+        let (resource, many) = keys.parts();
         self.started.push(Started {
             id,
-            op,
+            op: command.op(),
             resource: SmallVec::from_slice(resource),
             many,
             token,
-            ttl_ms,
         });
         Ok(Ticket(id))
     }
@@ -340,8 +334,7 @@ impl EmbeddedRedlock {
             _ => {
                 let result = match (decision, &round) {
                     (Some(Decision::Quorum { .. }), Some(round)) => Ok(Lock::new(
-                        &started.resource,
-                        started.many,
+                        started.keys(),
                         started.token,
                         round.valid_until(),
                         None,
@@ -353,17 +346,11 @@ impl EmbeddedRedlock {
                 };
                 if result.is_err() {
                     // Release everywhere, without waiting, as try_lock does.
-                    let release = Command {
-                        op: Op::Release,
-                        resource: &started.resource,
-                        token: &started.token,
-                        ttl_ms: started.ttl_ms,
-                        eval: true,
-                        many: started.many,
-                        fenced: false,
-                        // Unknown without the round: every master.
-                        reach: round.as_ref().map_or(u64::MAX, Round::reached),
-                    };
+                    // Unknown without the round: every master.
+                    let reach = round.as_ref().map_or(u64::MAX, Round::reached);
+                    let release = Command::release(started.keys(), &started.token)
+                        .with_script()
+                        .reaching(reach);
                     self.driver.queue(&release, crate::clock::now());
                 }
                 Completion::Acquired { ticket, result }

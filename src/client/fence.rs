@@ -19,7 +19,7 @@ use smallvec::SmallVec;
 
 use super::rounds::{Ends, acquire_refused};
 use super::{Lock, Redlock, RoundEnd, TOKEN_LEN};
-use crate::commands::{self, Command};
+use crate::commands::{self, Command, Keys, SyncMode};
 use crate::error::Error;
 use crate::rules::{self, Decision, NodeState, Op, Round};
 
@@ -218,11 +218,10 @@ pub(super) struct FencedAcquire<'r> {
     wait: Duration,
     /// The read this attempt claimed: when, and the last read before it.
     claim: Option<(Instant, Option<Instant>)>,
-    /// The sync round's loss ids (packed) and value.
+    /// The sync round's loss ids (packed), value and mode.
     lost_ids: SmallVec<[u8; 128]>,
     sync_value: u64,
-    /// Whether the sync starts the counters anew (else it repairs them).
-    sync_start: bool,
+    sync_mode: SyncMode,
 }
 
 impl<'r> FencedAcquire<'r> {
@@ -264,40 +263,24 @@ impl<'r> FencedAcquire<'r> {
             claim,
             lost_ids: SmallVec::new(),
             sync_value: 0,
-            sync_start: false,
+            sync_mode: SyncMode::Repair,
         }
     }
 
     /// The rounds to run next, or `None` once the attempt has ended.
     pub(super) fn next(&self) -> Option<Next<'_>> {
-        let read = Command {
-            op: Op::FenceRead,
-            resource: b"",
-            token: b"",
-            ttl_ms: 0,
-            eval: false,
-            many: false,
-            fenced: false,
-            reach: 0,
-        };
         let one = |command| Next {
             commands: SmallVec::from_buf([command]),
             cap: self.deadline,
             release_on_drop: false,
         };
         match self.step {
-            Step::Read => Some(one(read)),
-            Step::Sync => Some(one(Command {
-                op: Op::FenceSync,
-                resource: &self.lost_ids,
-                token: if self.sync_start {
-                    commands::SYNC_START
-                } else {
-                    commands::SYNC_REPAIR
-                },
-                ttl_ms: self.sync_value,
-                ..read
-            })),
+            Step::Read => Some(one(Command::fence_read())),
+            Step::Sync => Some(one(Command::fence_sync(
+                &self.lost_ids,
+                self.sync_mode,
+                self.sync_value,
+            ))),
             Step::Acquire => Some(Next {
                 commands: (0..self.keys.len()).map(|i| self.acquire(i)).collect(),
                 cap: self.deadline,
@@ -308,12 +291,7 @@ impl<'r> FencedAcquire<'r> {
                 let mut commands = SmallVec::new();
                 for (i, slot) in self.slots.iter().enumerate() {
                     if let Slot::Granted { end, fence } = slot {
-                        commands.push(Command {
-                            op: Op::Fence,
-                            ttl_ms: *fence,
-                            fenced: false,
-                            ..self.acquire(i)
-                        });
+                        commands.push(Command::raise(self.keys(i), &self.tokens[i], *fence));
                         // A raise that ends after its lock's validity is
                         // worth nothing.
                         cap = Some(cap.map_or(end.valid_until, |c| c.min(end.valid_until)));
@@ -329,18 +307,14 @@ impl<'r> FencedAcquire<'r> {
         }
     }
 
+    /// The keys of lock `i`.
+    fn keys(&self, i: usize) -> Keys<&'r [u8]> {
+        Keys::new(self.keys[i], self.many)
+    }
+
     /// The acquire of lock `i`.
     fn acquire(&self, i: usize) -> Command<'_> {
-        Command {
-            op: Op::Acquire,
-            resource: self.keys[i],
-            token: &self.tokens[i],
-            ttl_ms: self.ttl_ms,
-            eval: false,
-            many: self.many,
-            fenced: true,
-            reach: 0,
-        }
+        Command::fenced_acquire(self.keys(i), &self.tokens[i], self.ttl_ms)
     }
 
     /// Takes how the rounds [`next`](Self::next) gave ended, in its order
@@ -424,7 +398,11 @@ impl<'r> FencedAcquire<'r> {
         }
         if !self.lost_ids.is_empty() {
             self.sync_value = value;
-            self.sync_start = start;
+            self.sync_mode = if start {
+                SyncMode::Start
+            } else {
+                SyncMode::Repair
+            };
             self.step = Step::Sync;
         }
     }
@@ -450,7 +428,12 @@ impl<'r> FencedAcquire<'r> {
             // The script may have run before the poller failed.
             Err(kind) => Error::Io(kind),
         };
-        Slot::Done(Err(client.not_acquired(&self.acquire(i), &end, error)))
+        Slot::Done(Err(client.not_acquired(
+            self.keys(i),
+            &self.tokens[i],
+            &end,
+            error,
+        )))
     }
 
     /// After lock `i`'s raise round (`end`), its acquire having ended with
@@ -487,15 +470,14 @@ impl<'r> FencedAcquire<'r> {
             Ok(()) => {
                 client.tally(Op::Acquire, &acquire, Ok(()));
                 Ok(Lock::new(
-                    self.keys[i],
-                    self.many,
+                    self.keys(i),
                     self.tokens[i],
                     valid_until,
                     Some(fence),
                     acquire.round.reached(),
                 ))
             }
-            Err(error) => Err(client.not_acquired(&self.acquire(i), &acquire, error)),
+            Err(error) => Err(client.not_acquired(self.keys(i), &self.tokens[i], &acquire, error)),
         })
     }
 
@@ -511,13 +493,9 @@ impl<'r> FencedAcquire<'r> {
             let now = crate::clock::now();
             for (i, slot) in self.slots.iter().enumerate() {
                 if let Slot::Granted { end, .. } = slot {
-                    let release = Command {
-                        op: Op::Release,
-                        eval: true,
-                        fenced: false,
-                        reach: end.round.reached(),
-                        ..self.acquire(i)
-                    };
+                    let release = Command::release(self.keys(i), &self.tokens[i])
+                        .with_script()
+                        .reaching(end.round.reached());
                     // Followed until every master has answered, as a
                     // dropped plain acquire's release is.
                     if driver.release_orphan(&release, now) {
@@ -593,7 +571,7 @@ mod tests {
     use crate::client::observe::RoundSpan;
     use crate::client::rounds::Ends;
     use crate::client::{Redlock, RoundEnd};
-    use crate::commands;
+    use crate::commands::{self, Command, Keys, SyncMode};
     use crate::error::Error;
     use crate::rules::{self, Decision, Op, Reply, Round};
 
@@ -636,7 +614,7 @@ mod tests {
     fn ops(attempt: &FencedAcquire<'_>) -> Vec<Op> {
         attempt
             .next()
-            .map(|next| next.commands.iter().map(|c| c.op).collect())
+            .map(|next| next.commands.iter().map(Command::op).collect())
             .unwrap_or_default()
     }
 
@@ -669,24 +647,23 @@ mod tests {
             )],
         );
         let next = attempt.next().expect("a sync");
-        let sync = next.commands[0];
+        // Every master, at once, from the largest clock.
+        let mut ids = Vec::new();
+        for id in [&b"7"[..], b"8", b"9"] {
+            commands::pack_key(&mut ids, id);
+        }
         assert_eq!(
-            (sync.op, sync.ttl_ms, sync.token),
-            (Op::FenceSync, 500, commands::SYNC_START),
-            "from the largest clock"
+            next.commands[..],
+            [Command::fence_sync(&ids, SyncMode::Start, 500)]
         );
-        let ids: Vec<&[u8]> = commands::unpack_keys(sync.resource).collect();
-        assert_eq!(ids, [&b"7"[..], b"8", b"9"], "every master, at once");
         drop(next);
         attempt.handle(&client, smallvec![ended(Op::FenceSync, [Done, Done, Done])]);
         // Both acquires in one tick, released should the caller give up.
         let next = attempt.next().expect("the acquires");
-        assert_eq!(next.commands.len(), 2);
-        assert!(
-            next.commands
-                .iter()
-                .all(|c| c.op == Op::Acquire && c.fenced)
-        );
+        let acquires: Vec<_> = (0..2)
+            .map(|i| Command::fenced_acquire(Keys::One(keys[i]), &attempt.tokens[i], 10_000))
+            .collect();
+        assert_eq!(next.commands[..], acquires[..]);
         assert!(next.release_on_drop);
         drop(next);
         let ends: Ends = smallvec![
@@ -697,11 +674,9 @@ mod tests {
         attempt.handle(&client, ends);
         // The raise of the lock won, up to its validity.
         let next = attempt.next().expect("the raise");
-        assert_eq!(next.commands.len(), 1);
-        let raise = next.commands[0];
         assert_eq!(
-            (raise.op, raise.resource, raise.ttl_ms),
-            (Op::Fence, &b"a"[..], 101)
+            next.commands[..],
+            [Command::raise(Keys::One(b"a"), &attempt.tokens[0], 101)]
         );
         assert_eq!(next.cap, Some(valid_until));
         assert!(!next.release_on_drop);

@@ -19,8 +19,8 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use super::{Lock, Redlock};
+use crate::clock::after;
 use crate::error::Error;
-use crate::link::after;
 
 /// How a kept lock stands.
 ///

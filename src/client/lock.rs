@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use smallvec::SmallVec;
 
 use super::{Redlock, TOKEN_LEN};
-use crate::commands;
+use crate::commands::{self, Command, Keys};
 use crate::error::Error;
 
 /// Resource names up to this many bytes are stored inside the [`Lock`].
@@ -71,19 +71,19 @@ pub struct Lock {
     valid_until: Instant,
     extensions: u32,
     fence: Option<u64>,
-    /// The masters the acquire went out to (see `Command::reach`).
+    /// The masters the acquire went out to (see `Command::reaching`).
     reach: u64,
 }
 
 impl Lock {
     pub(super) fn new(
-        resource: &[u8],
-        many: bool,
+        keys: Keys<&[u8]>,
         token: [u8; TOKEN_LEN],
         valid_until: Instant,
         fence: Option<u64>,
         reach: u64,
     ) -> Lock {
+        let (resource, many) = keys.parts();
         Lock {
             resource: SmallVec::from_slice(resource),
             many,
@@ -130,18 +130,8 @@ impl Lock {
     }
 
     /// The release of this lock.
-    pub(super) fn release(&self) -> crate::commands::Command<'_> {
-        let (resource, many) = self.keys();
-        crate::commands::Command {
-            op: crate::rules::Op::Release,
-            resource,
-            token: self.token(),
-            ttl_ms: 0,
-            eval: false,
-            many,
-            fenced: false,
-            reach: self.reach,
-        }
+    pub(super) fn release(&self) -> Command<'_> {
+        Command::release(self.keys(), self.token()).reaching(self.reach)
     }
 
     /// The masters the acquire went out to (see [`release`](Self::release)).
@@ -149,10 +139,9 @@ impl Lock {
         self.reach
     }
 
-    /// What the commands carry: the name, or the packed names, and whether
-    /// there are several.
-    pub(super) fn keys(&self) -> (&[u8], bool) {
-        (&self.resource, self.many)
+    /// What the commands carry: the name, or the packed names.
+    pub(super) fn keys(&self) -> Keys<&[u8]> {
+        Keys::new(&self.resource, self.many)
     }
 
     /// The token that owns the resource on the masters: 20 random bytes
@@ -319,11 +308,12 @@ mod tests {
 
     use super::Lock;
     use crate::clock;
+    use crate::commands::Keys;
 
     #[test]
     fn a_suspend_of_the_host_counts_against_the_validity() {
         let valid_until = clock::now() + Duration::from_secs(10);
-        let lock = Lock::new(b"r", false, [7; 20], valid_until, None, 0);
+        let lock = Lock::new(Keys::One(b"r"), [7; 20], valid_until, None, 0);
         assert!(lock.validity() > Duration::from_secs(9));
         // The host sleeps 4 s: the masters' TTLs ran on, and so does the
         // lock's clock.

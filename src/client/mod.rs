@@ -27,10 +27,10 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use crate::commands::{self, Command};
+use crate::commands::{self, Command, Keys};
 use crate::driver::Engine;
 use crate::error::Error;
-use crate::rules::{self, Op};
+use crate::rules;
 
 pub use batch::MAX_BATCH;
 pub use builder::{Builder, MAX_IN_FLIGHT, MAX_TIMEOUT, Require};
@@ -51,8 +51,7 @@ pub const MAX_RESOURCE_LEN: usize = 1024;
 /// The longest TTL accepted: 2^31 - 1 milliseconds (about 24.8 days).
 pub const MAX_TTL: Duration = Duration::from_millis(i32::MAX as u64);
 
-/// Bytes of a lock token.
-pub const TOKEN_LEN: usize = 20;
+pub use crate::commands::TOKEN_LEN;
 
 /// A Redlock client over N independent Redis masters.
 ///
@@ -428,17 +427,7 @@ impl Redlock {
     /// at what this round would have granted).
     pub fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<(), Error> {
         let ttl_ms = self.check_extend(lock, ttl)?;
-        let (resource, many) = lock.keys();
-        let command = Command {
-            op: Op::Extend,
-            resource,
-            token: lock.token(),
-            ttl_ms,
-            eval: false,
-            many,
-            fenced: false,
-            reach: 0,
-        };
+        let command = Command::extend(lock.keys(), lock.token(), ttl_ms);
         let end = self.round(&command, None)?;
         self.extended(lock, &end)
     }
@@ -532,18 +521,9 @@ impl Redlock {
                 .unwrap_or_else(|| Err(self.busy()));
         }
         let token = self.tokens().token();
-        let command = Command {
-            op: Op::Acquire,
-            resource,
-            token: &token,
-            ttl_ms,
-            eval: false,
-            many,
-            fenced: false,
-            reach: 0,
-        };
-        let end = self.round(&command, deadline)?;
-        self.acquired(&command, token, &end)
+        let keys = Keys::new(resource, many);
+        let end = self.round(&Command::acquire(keys, &token, ttl_ms), deadline)?;
+        self.acquired(keys, token, &end)
     }
 }
 

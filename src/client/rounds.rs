@@ -9,7 +9,7 @@ use smallvec::SmallVec;
 use super::builder::Config;
 use super::observe::{self, RoundSpan};
 use super::{Lock, Redlock, TOKEN_LEN};
-use crate::commands::Command;
+use crate::commands::{Command, Keys};
 use crate::driver::{Driver, Full};
 use crate::error::Error;
 use crate::rules::{self, Decision, Op, Report, Round};
@@ -42,7 +42,7 @@ pub(super) type Spans = SmallVec<[RoundSpan; 1]>;
 pub(super) fn spans(commands: &[Command<'_>]) -> Spans {
     commands
         .iter()
-        .map(|c| RoundSpan::new(c.op, c.resource.len()))
+        .map(|c| RoundSpan::new(c.op(), c.resource_len()))
         .collect()
 }
 
@@ -70,7 +70,7 @@ impl Redlock {
         command: &Command<'_>,
         cap: Option<Instant>,
     ) -> Result<RoundEnd, Error> {
-        let span = RoundSpan::new(command.op, command.resource.len());
+        let span = RoundSpan::new(command.op(), command.resource_len());
         // The driver's events (reconnects, dropped connections) nest in
         // the round's span.
         let (run, _) = span.in_scope(|| {
@@ -220,12 +220,12 @@ impl Redlock {
         no_quorum(report, other)
     }
 
-    /// After a plain acquire round of `command` (with `token`): the lock,
-    /// or the error, after which its release is queued on every master
+    /// After a plain acquire round of `keys` with `token`: the lock, or
+    /// the error, after which its release is queued on every master
     /// without waiting.
     pub(super) fn acquired(
         &self,
-        command: &Command<'_>,
+        keys: Keys<&[u8]>,
         token: [u8; TOKEN_LEN],
         end: &RoundEnd,
     ) -> Result<Lock, Error> {
@@ -233,8 +233,7 @@ impl Redlock {
             Ok(Decision::Quorum { .. }) => {
                 self.tally(Op::Acquire, end, Ok(()));
                 return Ok(Lock::new(
-                    command.resource,
-                    command.many,
+                    keys,
                     token,
                     end.valid_until,
                     None,
@@ -246,28 +245,25 @@ impl Redlock {
             // The SET may have gone out before the poller failed.
             Err(kind) => Error::Io(kind),
         };
-        Err(self.not_acquired(command, end, error))
+        Err(self.not_acquired(keys, &token, end, error))
     }
 
-    /// An acquire of `command`, its round ended with `end`, failed with
-    /// `error`: queues its release on every master without waiting, counts
-    /// the attempt, and returns the error.
+    /// An acquire of `keys` with `token`, its round ended with `end`,
+    /// failed with `error`: queues its release on every master without
+    /// waiting, counts the attempt, and returns the error.
     pub(super) fn not_acquired(
         &self,
-        command: &Command<'_>,
+        keys: Keys<&[u8]>,
+        token: &[u8],
         end: &RoundEnd,
         error: Error,
     ) -> Error {
         // Release on all masters, also those that seemed to fail: a reply
         // may have been lost after the server set the key. EVAL cannot meet
         // an empty script cache, so nothing needs to wait for the replies.
-        let release = Command {
-            op: Op::Release,
-            eval: true,
-            fenced: false,
-            reach: end.round.reached(),
-            ..*command
-        };
+        let release = Command::release(keys, token)
+            .with_script()
+            .reaching(end.round.reached());
         self.engine
             .driver()
             .driver
@@ -351,13 +347,9 @@ pub(super) fn restarter(
     timeout: Duration,
 ) -> impl Fn(&mut Round, &Command<'_>, Instant) + '_ {
     move |round: &mut Round, command: &Command<'_>, now: Instant| {
-        let ttl = match command.op {
-            Op::Acquire | Op::Extend => Duration::from_millis(command.ttl_ms),
-            // The number is a fence, not a TTL.
-            _ => Duration::ZERO,
-        };
+        let ttl = Duration::from_millis(command.grant_ttl_ms().unwrap_or(0));
         let drift = rules::drift(ttl, config.drift_factor);
-        round.restart(command.op, masters, ttl, drift, timeout, now);
+        round.restart(command.op(), masters, ttl, drift, timeout, now);
     }
 }
 

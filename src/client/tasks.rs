@@ -33,7 +33,7 @@ use smallvec::SmallVec;
 use super::fence::FencedAcquire;
 use super::rounds::{Ends, Rounds, Spans, spans};
 use super::{Lock, Redlock, Retries, TOKEN_LEN};
-use crate::commands::Command;
+use crate::commands::{Command, Keys};
 use crate::driver::{Engine, Polling};
 use crate::error::Error;
 use crate::rules::{self, Op};
@@ -152,25 +152,19 @@ impl Drop for RoundsFuture<'_, '_> {
         self.client.engine.abandon(|driver| {
             let now = crate::clock::now();
             for (command, &id) in commands.iter().zip(ids.iter()) {
-                counters.abandoned(command.op);
-                if release && command.op == Op::Acquire {
+                counters.abandoned(command.op());
+                if let Some(undo) = command.undo().filter(|_| release) {
                     // Its slot passes to the release, queued behind it on
                     // every connection: it frees the key wherever the
                     // acquire set it, and is followed until every master
                     // has answered.
-                    let release = Command {
-                        op: Op::Release,
-                        eval: true,
-                        fenced: false,
-                        reach: driver
-                            .round(id)
-                            .map_or(u64::MAX, crate::rules::Round::reached),
-                        ..*command
-                    };
-                    if driver.release_after(id, &release, now) {
+                    let reach = driver
+                        .round(id)
+                        .map_or(u64::MAX, crate::rules::Round::reached);
+                    if driver.release_after(id, &undo.reaching(reach), now) {
                         counters.drop_release();
                     }
-                } else if command.op == Op::Release {
+                } else if command.op() == Op::Release {
                     // An unlock's round is its release: followed to its end.
                     if driver.orphan(id) {
                         counters.drop_release();
@@ -247,7 +241,7 @@ impl Drop for OnDrop<'_> {
 /// A lock's keys and token, copied out of it so that the future can hold
 /// the lock itself.
 fn copy_keys(lock: &Lock) -> (SmallVec<[u8; 128]>, bool, [u8; TOKEN_LEN]) {
-    let (resource, many) = lock.keys();
+    let (resource, many) = lock.keys().parts();
     (SmallVec::from_slice(resource), many, *lock.token())
 }
 
@@ -383,16 +377,7 @@ impl Redlock {
     pub async fn extend_async(&self, lock: &mut Lock, ttl: Duration) -> Result<(), Error> {
         let ttl_ms = self.check_extend(lock, ttl)?;
         let (resource, many, token) = copy_keys(lock);
-        let command = Command {
-            op: Op::Extend,
-            resource: &resource,
-            token: &token,
-            ttl_ms,
-            eval: false,
-            many,
-            fenced: false,
-            reach: 0,
-        };
+        let command = Command::extend(Keys::new(&resource, many), &token, ttl_ms);
         let now = crate::clock::now();
         let whole = Duration::from_millis(ttl_ms);
         let worst = now
@@ -419,12 +404,7 @@ impl Redlock {
     /// As for [`unlock`](Self::unlock).
     pub async fn unlock_async(&self, lock: &mut Lock) -> Result<(), Error> {
         let (resource, many, token) = copy_keys(lock);
-        let command = Command {
-            resource: &resource,
-            token: &token,
-            many,
-            ..lock.release()
-        };
+        let command = Command::release(Keys::new(&resource, many), &token).reaching(lock.reach());
         let mut guard = OnDrop {
             lock,
             armed: Some((crate::clock::now(), true)),
@@ -469,20 +449,12 @@ impl Redlock {
             return Box::pin(self.fenced_attempt_async(resource, ttl_ms, deadline)).await;
         }
         let token = self.tokens().token();
-        let command = Command {
-            op: Op::Acquire,
-            resource,
-            token: &token,
-            ttl_ms,
-            eval: false,
-            many: false,
-            fenced: false,
-            reach: 0,
-        };
+        let keys = Keys::One(resource);
+        let command = Command::acquire(keys, &token, ttl_ms);
         let mut ends =
             RoundsFuture::new(self, std::slice::from_ref(&command), deadline, true).await;
         let end = self.first(&mut ends)?;
-        self.acquired(&command, token, &end)
+        self.acquired(keys, token, &end)
     }
 
     /// One fenced acquire attempt: the rounds of a [`FencedAcquire`] (the

@@ -3,8 +3,28 @@
 use super::*;
 use crate::resp::NullKind;
 
+/// A command of `op` (`many`: on several keys; `fenced`: the fenced
+/// acquire).
+fn sample(op: Op, many: bool, fenced: bool) -> Command<'static> {
+    let keys = Keys::new(&b"\0\x01r"[..], many);
+    match op {
+        Op::Acquire if fenced => Command::fenced_acquire(keys, b"t", 500),
+        Op::Acquire => Command::acquire(keys, b"t", 500),
+        Op::Extend => Command::extend(keys, b"t", 500),
+        Op::Release => Command::release(keys, b"t"),
+        Op::Fence => Command::raise(keys, b"t", 42),
+        Op::FenceRead => Command::fence_read(),
+        Op::FenceSync => Command::fence_sync(b"\0\x0217", SyncMode::Start, 1),
+    }
+}
+
+/// How the reply `token` to a command of `op` is classified.
+fn classify_as(op: Op, many: bool, fenced: bool, token: &Token<'_>) -> Outcome {
+    classify(&sample(op, many, fenced).split().0, token)
+}
+
 fn classify_one(op: Op, token: &Token<'_>) -> Outcome {
-    classify(op, false, false, token)
+    classify_as(op, false, false, token)
 }
 
 fn encoded(command: Command<'_>) -> String {
@@ -15,35 +35,20 @@ fn encoded(command: Command<'_>) -> String {
 
 #[test]
 fn commands_on_the_wire() {
-    let command = Command {
-        op: Op::Acquire,
-        resource: b"r",
-        token: b"\x00t",
-        ttl_ms: 30_000,
-        eval: false,
-        many: false,
-        fenced: false,
-        reach: 0,
-    };
+    let (key, token) = (Keys::One(&b"r"[..]), &b"\x00t"[..]);
+    let command = Command::acquire(key, token, 30_000);
     assert_eq!(
         encoded(command),
         "*6\\r\\n$3\\r\\nSET\\r\\n$1\\r\\nr\\r\\n$2\\r\\n\\x00t\\r\\n$2\\r\\nNX\\r\\n$2\\r\\nPX\\r\\n$5\\r\\n30000\\r\\n"
     );
-    let release = Command {
-        op: Op::Release,
-        ..command
-    };
+    let release = Command::release(key, token);
     assert_eq!(
         encoded(release),
         format!(
             "*5\\r\\n$7\\r\\nEVALSHA\\r\\n$40\\r\\n{RELEASE_SHA1}\\r\\n$1\\r\\n1\\r\\n$1\\r\\nr\\r\\n$2\\r\\n\\x00t\\r\\n"
         )
     );
-    let extend = Command {
-        op: Op::Extend,
-        eval: true,
-        ..command
-    };
+    let extend = Command::extend(key, token, 30_000).with_script();
     let text = encoded(extend);
     assert!(text.starts_with("*6\\r\\n$4\\r\\nEVAL\\r\\n"), "{text}");
     assert!(text.ends_with("$5\\r\\n30000\\r\\n"), "{text}");
@@ -60,56 +65,35 @@ fn several_keys_on_the_wire() {
     assert_eq!(keys, [&b"a"[..], b"bc", b""]);
     // A truncated tail is dropped, never read past.
     assert_eq!(unpack_keys(&packed[..4]).count(), 1);
-    let extend = Command {
-        op: Op::Extend,
-        resource: &packed[..7],
-        token: b"t",
-        ttl_ms: 500,
-        eval: false,
-        many: true,
-        fenced: false,
-        reach: 0,
-    };
+    let keys = Keys::Packed(&packed[..7]);
+    let extend = Command::extend(keys, b"t", 500);
     assert_eq!(
         encoded(extend),
         format!(
             "*7\\r\\n$7\\r\\nEVALSHA\\r\\n$40\\r\\n{EXTEND_MANY_SHA1}\\r\\n$1\\r\\n2\\r\\n$1\\r\\na\\r\\n$2\\r\\nbc\\r\\n$1\\r\\nt\\r\\n$3\\r\\n500\\r\\n"
         )
     );
-    let release = Command {
-        op: Op::Release,
-        eval: true,
-        ..extend
-    };
+    let release = Command::release(keys, b"t").with_script();
     let text = encoded(release);
     assert!(text.starts_with("*6\\r\\n$4\\r\\nEVAL\\r\\n"), "{text}");
     assert!(text.ends_with("$1\\r\\nt\\r\\n"), "no TTL: {text}");
     assert_eq!(
-        classify(Op::Acquire, true, false, &Token::Integer(1)),
+        classify_as(Op::Acquire, true, false, &Token::Integer(1)),
         Outcome::Reply(Reply::Ok)
     );
     assert_eq!(
-        classify(Op::Acquire, true, false, &Token::Simple(b"OK")),
+        classify_as(Op::Acquire, true, false, &Token::Simple(b"OK")),
         Outcome::Unexpected
     );
     assert_eq!(
-        classify(Op::Acquire, true, false, &Token::Error(b"NOSCRIPT x")),
+        classify_as(Op::Acquire, true, false, &Token::Error(b"NOSCRIPT x")),
         Outcome::NoScript
     );
 }
 
 #[test]
 fn fence_commands_on_the_wire() {
-    let acquire = Command {
-        op: Op::Acquire,
-        resource: b"r",
-        token: b"t",
-        ttl_ms: 500,
-        eval: false,
-        many: false,
-        fenced: true,
-        reach: 0,
-    };
+    let acquire = Command::fenced_acquire(Keys::One(b"r"), b"t", 500);
     assert_eq!(
         encoded(acquire),
         format!(
@@ -119,14 +103,7 @@ fn fence_commands_on_the_wire() {
     let mut packed = Vec::new();
     pack_key(&mut packed, b"a");
     pack_key(&mut packed, b"b");
-    let raise = Command {
-        op: Op::Fence,
-        resource: &packed,
-        ttl_ms: 42,
-        many: true,
-        fenced: false,
-        ..acquire
-    };
+    let raise = Command::raise(Keys::Packed(&packed), b"t", 42);
     assert_eq!(
         encoded(raise),
         format!(
@@ -135,25 +112,14 @@ fn fence_commands_on_the_wire() {
     );
     let mut ids = Vec::new();
     pack_key(&mut ids, b"17");
-    let sync = Command {
-        op: Op::FenceSync,
-        resource: &ids,
-        token: SYNC_START,
-        ttl_ms: 1_795_000_000_000_000,
-        eval: true,
-        ..raise
-    };
+    let sync = Command::fence_sync(&ids, SyncMode::Start, 1_795_000_000_000_000).with_script();
     let text = encoded(sync);
     assert!(text.starts_with("*8\\r\\n$4\\r\\nEVAL\\r\\n"), "{text}");
     assert!(
         text.ends_with("$1\\r\\n2\\r\\n$17\\r\\nredlock-mio:fence\\r\\n$22\\r\\nredlock-mio:fence-lost\\r\\n$16\\r\\n1795000000000000\\r\\n$5\\r\\nstart\\r\\n$2\\r\\n17\\r\\n"),
         "{text}"
     );
-    let read = Command {
-        op: Op::FenceRead,
-        eval: false,
-        ..sync
-    };
+    let read = Command::fence_read();
     assert_eq!(
         encoded(read),
         format!(
@@ -165,7 +131,7 @@ fn fence_commands_on_the_wire() {
 #[test]
 fn fence_replies() {
     use Outcome::*;
-    let fenced = |token: &Token<'_>| classify(Op::Acquire, false, true, token);
+    let fenced = |token: &Token<'_>| classify_as(Op::Acquire, false, true, token);
     assert_eq!(fenced(&Token::Integer(7)), Reply(super::Reply::Count(7)));
     assert_eq!(
         fenced(&Token::Integer(-1_795_000_000_000_000)),
@@ -179,15 +145,15 @@ fn fence_replies() {
     assert_eq!(fenced(&Token::Simple(b"OK")), Unexpected);
     assert_eq!(fenced(&Token::Error(b"NOSCRIPT x")), NoScript);
     assert_eq!(
-        classify(Op::Acquire, true, true, &Token::Integer(3)),
+        classify_as(Op::Acquire, true, true, &Token::Integer(3)),
         Reply(super::Reply::Count(3))
     );
-    let raise = |token: &Token<'_>| classify(Op::Fence, false, false, token);
+    let raise = |token: &Token<'_>| classify_as(Op::Fence, false, false, token);
     assert_eq!(raise(&Token::Integer(1)), Reply(super::Reply::Ok));
     assert_eq!(raise(&Token::Integer(0)), Reply(super::Reply::Refused));
     assert_eq!(raise(&Token::Integer(-1)), Reply(super::Reply::Unsynced(0)));
     assert_eq!(raise(&Token::Integer(2)), Unexpected);
-    let read = |token: &Token<'_>| classify(Op::FenceRead, false, false, token);
+    let read = |token: &Token<'_>| classify_as(Op::FenceRead, false, false, token);
     assert_eq!(read(&Token::Integer(9)), Reply(super::Reply::Count(9)));
     assert_eq!(read(&Token::Integer(-4)), Reply(super::Reply::Unsynced(4)));
     assert_eq!(read(&Token::Null(NullKind::Null)), Unexpected);
@@ -223,17 +189,17 @@ fn fence_replies() {
             (b"FOREIGNKEY other", RESERVED_PREFIX),
         ] {
             assert_eq!(
-                classify(op, false, fenced, &Token::Error(message)),
+                classify_as(op, false, fenced, &Token::Error(message)),
                 Failed(crate::rules::NodeError::ForeignKey(key))
             );
         }
     }
     // Not from a fence script: a server error like any other.
     assert!(matches!(
-        classify(Op::Release, false, false, &Token::Error(b"FOREIGNKEY x")),
+        classify_as(Op::Release, false, false, &Token::Error(b"FOREIGNKEY x")),
         Server(_)
     ));
-    let sync = |token: &Token<'_>| classify(Op::FenceSync, false, false, token);
+    let sync = |token: &Token<'_>| classify_as(Op::FenceSync, false, false, token);
     assert_eq!(sync(&Token::Integer(1)), Reply(super::Reply::Ok));
     assert_eq!(sync(&Token::Integer(0)), Reply(super::Reply::Refused));
 }
@@ -372,4 +338,35 @@ fn handshake() {
     );
     assert_eq!(handshake_ok(Step::Auth, &Token::Integer(1)), Ok(false));
     assert!(handshake_ok(Step::Auth, &Token::Error(b"WRONGPASS")).is_err());
+}
+
+/// A command taken apart and put back together is the same command, on the
+/// wire too; bytes of another length are refused.
+#[test]
+fn a_command_split_and_joined_is_the_same_command() {
+    let mut packed = Vec::new();
+    pack_key(&mut packed, b"a");
+    pack_key(&mut packed, b"bc");
+    let (one, many) = (Keys::One(&b"res"[..]), Keys::Packed(&packed[..]));
+    for command in [
+        Command::acquire(one, b"tok", 500),
+        Command::acquire(many, b"tok", 500),
+        Command::fenced_acquire(many, b"tok", 500),
+        Command::extend(one, b"tok", 500).with_script(),
+        Command::release(many, b"tok").reaching(0b101),
+        Command::raise(one, b"tok", 42),
+        Command::fence_read(),
+        Command::fence_sync(&packed, SyncMode::Repair, 7),
+    ] {
+        let (shape, args) = command.split();
+        let bytes = args.concat();
+        assert_eq!(shape.args_len(), bytes.len());
+        let joined = Command::join(shape, &bytes);
+        assert_eq!(joined, Some(command));
+        assert_eq!(joined.map(encoded), Some(encoded(command)));
+        assert_eq!(
+            Command::join(shape, &[bytes.as_slice(), b"x"].concat()),
+            None
+        );
+    }
 }

@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::{Expect, Link, LinkConfig, READ_BUFFER, Sink, State, UNSOLICITED_BUDGET};
-use crate::commands::{Command, Outcome, Step};
+use crate::commands::{Command, Keys, Outcome, Step, TOKEN_LEN};
 use crate::rules::{NodeError, Op};
 
 /// What a run saw, so that a replay can tell that its seeds reach the
@@ -204,7 +204,7 @@ impl Sink for Checker<'_> {
 }
 
 /// The 20-byte token of every command.
-const TOKEN: &[u8; crate::TOKEN_LEN] = b"fuzz-token-000000001";
+const TOKEN: &[u8; TOKEN_LEN] = b"fuzz-token-000000001";
 
 /// Resource names of every length up to the inline size of a `Lock`.
 const NAMES: &[u8; 64] = b"resource:0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRS";
@@ -239,15 +239,18 @@ impl Run {
         let name_len = usize::from(input.byte() % 65);
         let ttl_ms = u64::from(input.byte()) * 100;
         let op = [Op::Acquire, Op::Release, Op::Extend, Op::Fence][usize::from(kind % 4)];
-        let command = Command {
-            op,
-            resource: &NAMES[..name_len],
-            token: TOKEN,
-            ttl_ms,
-            eval: kind & 4 != 0,
-            many: kind & 8 != 0 && op != Op::Fence,
-            fenced: kind & 16 != 0 && op == Op::Acquire,
-            reach: u64::from(kind & 32 != 0 && op == Op::Release),
+        let keys = Keys::new(&NAMES[..name_len], kind & 8 != 0 && op != Op::Fence);
+        let command = match op {
+            Op::Acquire if kind & 16 != 0 => Command::fenced_acquire(keys, TOKEN, ttl_ms),
+            Op::Acquire => Command::acquire(keys, TOKEN, ttl_ms),
+            Op::Release => Command::release(keys, TOKEN).reaching(u64::from(kind & 32 != 0)),
+            Op::Extend => Command::extend(keys, TOKEN, ttl_ms),
+            _ => Command::raise(keys, TOKEN, ttl_ms),
+        };
+        let command = if kind & 4 != 0 {
+            command.with_script()
+        } else {
+            command
         };
         let must_reach = command.must_reach(0);
         if self.link.is_down() && self.link.may_send(self.now) {

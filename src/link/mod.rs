@@ -18,7 +18,8 @@ use std::collections::VecDeque;
 use std::io;
 use std::time::{Duration, Instant};
 
-use crate::commands::{self, Command, Outcome, Probe, Step};
+use crate::clock::after;
+use crate::commands::{self, Command, Outcome, Probe, Shape, Step};
 use crate::resp::{Decoder, Limits, Status, Token};
 use crate::rules::identity::{Found, Info, MarkerValue, Sighting, Suspicion};
 use crate::rules::{NodeError, Op, Reply, ServerError};
@@ -50,7 +51,7 @@ const RELEASE_HEADROOM: usize = 8;
 /// a resource stored inline in a `Lock` (64 bytes) with a 20-byte token.
 /// The queue and the arena are allocated for the most requests a
 /// connection may hold: a lagging master never makes them grow.
-const REPLAY_PER_REQUEST: usize = 64 + crate::TOKEN_LEN;
+const REPLAY_PER_REQUEST: usize = 64 + commands::TOKEN_LEN;
 
 /// Room in the output and held-back buffers for the handshake, and per
 /// request for a command on a resource stored inline in a `Lock` (an
@@ -90,12 +91,6 @@ impl<F: FnMut(u64, Op, Outcome, Instant)> Sink for (std::ops::Range<u64>, F) {
     fn on_reply(&mut self, id: u64, op: Op, outcome: Outcome, now: Instant) {
         (self.1)(id, op, outcome, now)
     }
-}
-
-/// `now + d`, or `now` if that is beyond what an [`Instant`] can hold
-/// (unreachable with the builder's ranges; never a panic).
-pub(crate) fn after(now: Instant, d: Duration) -> Instant {
-    now.checked_add(d).unwrap_or(now)
 }
 
 /// Timing of a connection.
@@ -183,8 +178,8 @@ enum State {
 #[derive(Debug, Clone, Copy)]
 enum Expect {
     Step(Step),
-    /// A lock command. A script command's resource and token wait in the
-    /// replay arena, `resource + token` bytes, so that a `NOSCRIPT` reply,
+    /// A lock command. A script command's byte arguments wait in the
+    /// replay arena ([`Sent::kept`] bytes), so that a `NOSCRIPT` reply,
     /// however late, can be answered with `EVAL`.
     Command(Sent),
 }
@@ -194,15 +189,20 @@ enum Expect {
 #[derive(Debug, Clone, Copy)]
 struct Sent {
     round: u64,
-    op: Op,
-    /// Bytes of the resource (or packed resources) in the replay arena.
-    resource: u32,
-    /// Bytes of the token in the replay arena.
-    token: u8,
-    ttl_ms: u64,
-    eval: bool,
-    many: bool,
-    fenced: bool,
+    /// The command without its byte arguments.
+    shape: Shape,
+}
+
+impl Sent {
+    /// Bytes of the command's arguments in the replay arena: those of a
+    /// script command, which may have to be sent again.
+    fn kept(&self) -> usize {
+        if self.shape.is_script() {
+            self.shape.args_len()
+        } else {
+            0
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -497,7 +497,7 @@ impl Link {
         if self.is_down() {
             return Err(self.down_reason());
         }
-        if command.op == Op::Release {
+        if command.op() == Op::Release {
             // A release is queued even on a connection that looks stalled:
             // written, it frees the key, if only once a paused server
             // resumes; refused, the key would stay until its TTL. One that
@@ -527,24 +527,14 @@ impl Link {
             &mut self.held
         };
         target.extend_from_slice(bytes);
-        let (resource, token) = if command.op == Op::Acquire && !command.many && !command.fenced {
-            (0, 0)
-        } else {
-            self.replay.extend_from_slice(command.resource);
-            self.replay.extend_from_slice(command.token);
-            (command.resource.len() as u32, command.token.len() as u8)
-        };
+        let (shape, args) = command.split();
+        if shape.is_script() {
+            for arg in args {
+                self.replay.extend_from_slice(arg);
+            }
+        }
         self.pending.push_back(Pending::new(
-            Expect::Command(Sent {
-                round,
-                op: command.op,
-                resource,
-                token,
-                ttl_ms: command.ttl_ms,
-                eval: command.eval,
-                many: command.many,
-                fenced: command.fenced,
-            }),
+            Expect::Command(Sent { round, shape }),
             now,
             &self.config,
         ));
@@ -780,12 +770,12 @@ impl Link {
         now: Instant,
         sink: &mut dyn Sink,
     ) -> Result<Option<Sent>, NodeError> {
-        let mut outcome = commands::classify(sent.op, sent.many, sent.fenced, token);
-        let args = 0..sent.resource as usize + usize::from(sent.token);
+        let mut outcome = commands::classify(&sent.shape, token);
+        let args = 0..sent.kept();
         if self.replay.len() < args.end {
             return Err(NodeError::UnexpectedReply);
         }
-        if outcome == Outcome::NoScript && sent.eval {
+        if outcome == Outcome::NoScript && sent.shape.is_eval() {
             // EVAL carries the script: it cannot be missing.
             outcome = Outcome::Server(ServerError::new(b"NOSCRIPT"));
         }
@@ -798,11 +788,11 @@ impl Link {
             // must not overtake them. The lock's validity already assumes
             // the worst of this round. Nor is an acquire (of several keys):
             // its release may be queued already, and must come after it.
-            Outcome::NoScript if sent.op != Op::Release && !live => None,
+            Outcome::NoScript if sent.shape.op() != Op::Release && !live => None,
             // The script cache was emptied: the same request again with the
             // script, for this round, or a release of a finished one (it
             // frees a key; with its own token it cannot touch a newer lock).
-            Outcome::NoScript => Some(self.resend_with_script(sent, args.end)),
+            Outcome::NoScript => Some(self.resend_with_script(sent, args.end)?),
             _ if live => {
                 self.deliver(sent, outcome, now, sink);
                 None
@@ -822,22 +812,14 @@ impl Link {
     /// Encodes `sent` again as `EVAL` with its script; its arguments (the
     /// arena's first `used` bytes) move to the arena's end, where the
     /// request sent again (last in the queue) finds them: a full arena
-    /// never grows.
-    fn resend_with_script(&mut self, sent: Sent, used: usize) -> Sent {
-        let (resource, token) = self.replay[..used].split_at(sent.resource as usize);
-        Command {
-            op: sent.op,
-            resource,
-            token,
-            ttl_ms: sent.ttl_ms,
-            eval: true,
-            many: sent.many,
-            fenced: sent.fenced,
-            reach: 0,
-        }
-        .encode(&mut self.out);
+    /// never grows. Fails if the arena does not hold them.
+    fn resend_with_script(&mut self, sent: Sent, used: usize) -> Result<Sent, NodeError> {
+        let shape = sent.shape.with_script();
+        let args = self.replay.get(..used).ok_or(NodeError::UnexpectedReply)?;
+        let command = Command::join(shape, args).ok_or(NodeError::UnexpectedReply)?;
+        command.encode(&mut self.out);
         self.replay.rotate_left(used);
-        Sent { eval: true, ..sent }
+        Ok(Sent { shape, ..sent })
     }
 
     /// Tells a live round what this master answered.
@@ -846,7 +828,7 @@ impl Link {
             // A master that refuses this client (see `Sighting::refusal`)
             // fails every round but releases, which free keys whatever the
             // master thinks of us.
-            _ if sent.op != Op::Release && self.sighting.refusal().is_some() => {
+            _ if sent.shape.op() != Op::Release && self.sighting.refusal().is_some() => {
                 match self.sighting.refusal() {
                     Some(refusal) => Outcome::Failed(refusal.clone()),
                     None => return,
@@ -855,14 +837,14 @@ impl Link {
             // Grants of a quarantined master do not count; its fence
             // counter (if it has one, it kept its data) does.
             Outcome::Reply(Reply::Ok | Reply::Count(_))
-                if matches!(sent.op, Op::Acquire | Op::Extend)
+                if matches!(sent.shape.op(), Op::Acquire | Op::Extend)
                     && self.sighting.is_quarantined(now) =>
             {
                 Outcome::Quarantined
             }
             outcome => outcome,
         };
-        sink.on_reply(sent.round, sent.op, outcome, now);
+        sink.on_reply(sent.round, sent.shape.op(), outcome, now);
     }
 
     fn handshake_progress(&mut self, now: Instant) {

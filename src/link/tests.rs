@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use super::{Link, LinkConfig, MAX_PENDING, RELEASE_HEADROOM, UNSOLICITED_BUDGET, encoded};
-use crate::commands::{Command, Outcome};
+use crate::commands::{Command, Keys, Outcome};
 use crate::rules::{NodeError, Op, Reply};
 use crate::scripts::{EXTEND_SCRIPT, EXTEND_SHA1, RELEASE_SCRIPT, RELEASE_SHA1};
 
@@ -74,15 +74,20 @@ fn guarded_config() -> LinkConfig {
 }
 
 fn command(op: Op, ttl_ms: u64) -> Command<'static> {
-    Command {
-        op,
-        resource: b"res",
-        token: b"tok",
-        ttl_ms,
-        eval: false,
-        many: false,
-        fenced: false,
-        reach: 0,
+    command_on(op, b"res", b"tok", ttl_ms)
+}
+
+/// A command of `op` on `resource` with `token` (`ttl_ms`: the TTL of an
+/// acquire or an extend).
+fn command_on<'a>(op: Op, resource: &'a [u8], token: &'a [u8], ttl_ms: u64) -> Command<'a> {
+    let keys = Keys::One(resource);
+    match op {
+        Op::Acquire => Command::acquire(keys, token, ttl_ms),
+        Op::Extend => Command::extend(keys, token, ttl_ms),
+        Op::Release => Command::release(keys, token),
+        Op::Fence => Command::raise(keys, token, ttl_ms),
+        Op::FenceRead => Command::fence_read(),
+        Op::FenceSync => Command::fence_sync(b"", crate::commands::SyncMode::Repair, ttl_ms),
     }
 }
 
@@ -350,11 +355,7 @@ fn noscript_on_a_full_link_grows_nothing() {
         } else {
             Op::Release
         };
-        let command = Command {
-            resource: name.as_bytes(),
-            token: b"the-20-byte-token-01",
-            ..command(op, 5_000)
-        };
+        let command = command_on(op, name.as_bytes(), b"the-20-byte-token-01", 5_000);
         if queue(&mut link, command, i as u64 + 1, t0).is_ok() {
             queued += 1;
         }
@@ -399,12 +400,8 @@ fn releases_that_must_reach_a_master_stop_at_the_reserve() {
     let mut fill = |link: &mut Link, op: Op, reach: u64| {
         let mut queued = 0;
         loop {
-            let command = Command {
-                resource: name.as_bytes(),
-                token: b"the-20-byte-token-01",
-                reach,
-                ..command(op, 5_000)
-            };
+            let command =
+                command_on(op, name.as_bytes(), b"the-20-byte-token-01", 5_000).reaching(reach);
             round += 1;
             match queue(link, command, round, t0) {
                 Ok(()) => queued += 1,
@@ -686,10 +683,9 @@ fn a_lagging_link_refuses_new_requests_and_stays() {
     // Not a release whose lock's acquire went out to this master: the key
     // may be there; it has a reserve of its own (32 here). Nor a release
     // whose reach names another master only.
-    let mut must = command(Op::Release, 0);
-    must.reach = 0b110;
+    let must = command(Op::Release, 0).reaching(0b110);
     assert_eq!(queue(&mut link, must, 400, t0), Err(NodeError::Lagging));
-    must.reach = 0b101;
+    let must = must.reaching(0b101);
     for i in 0..32 {
         queue(&mut link, must, 300 + i, t0).unwrap();
     }

@@ -188,7 +188,7 @@ impl Sighting {
         }
         if let (Some(_), Some(guard)) = (suspicion, guard) {
             // The builder bounds the guard to an hour: no overflow.
-            let until = crate::link::after(now, guard);
+            let until = crate::clock::after(now, guard);
             self.quarantined_until = Some(self.quarantined_until.map_or(until, |u| u.max(until)));
         }
         if suspicion.is_some() {

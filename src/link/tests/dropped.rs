@@ -105,11 +105,7 @@ impl Masters {
         self.flights.update(release_id, |round| {
             round.restart(Op::Release, 3, Duration::ZERO, Duration::ZERO, TIMEOUT, now)
         });
-        let release = Command {
-            eval: true,
-            reach: 0b111,
-            ..command(Op::Release, 0)
-        };
+        let release = command(Op::Release, 0).with_script().reaching(0b111);
         self.send(release_id, &release, now);
         release_id
     }
