@@ -106,12 +106,19 @@ impl Summary<'_> {
         }
     }
 
-    /// Acquisitions per second of 4 contending threads with `backoff`.
+    /// Acquisitions per second of 4 contending threads with `backoff`;
+    /// marked when a client stopped on an error, whose count is then missing.
     fn contending(&self, kind: Kind, backoff: Duration) -> String {
         self.contended
             .iter()
             .find(|r| r.kind == kind && r.backoff == backoff)
-            .map_or("–".to_owned(), |r| thousands(r.acquired as f64 / r.secs))
+            .map_or("–".to_owned(), |r| {
+                let rate = thousands(r.acquired as f64 / r.secs);
+                match r.error {
+                    Some(_) => format!("{rate} (a client failed)"),
+                    None => rate,
+                }
+            })
     }
 
     /// The pairs of this crate against itself, as ratios at p50.
