@@ -9,7 +9,7 @@ use super::*;
 pub(crate) type Result<T> = std::result::Result<T, Box<dyn StdError>>;
 
 pub(crate) const USAGE: &str = "usage: latency [--quick] [--cycles N] [--paced N] [--rate N] [--closed-only] [--only ID,..] \
-                     [--contention-secs N] [--no-fault] [--no-tls] [--no-fence] [--pin] [redis://HOST:PORT ...]";
+                     [--contention-secs N] [--no-fault] [--no-tls] [--no-fence] [--pin] [--markdown] [redis://HOST:PORT ...]";
 pub(crate) const MASTERS: usize = 5;
 pub(crate) const TTL: Duration = Duration::from_secs(10);
 pub(crate) const TTL_MS: u64 = 10_000;
@@ -51,6 +51,8 @@ pub(crate) struct Args {
     pub(crate) only: Vec<Kind>,
     /// The local masters on one CPU, this bench on the others (`--pin`).
     pub(crate) pin: bool,
+    /// Print the summary table as markdown at the end (`--markdown`).
+    pub(crate) markdown: bool,
     pub(crate) urls: Vec<String>,
 }
 
@@ -75,6 +77,7 @@ pub(crate) fn parse_args() -> Result<Option<Args>> {
         contention_on: true,
         only: Vec::new(),
         pin: false,
+        markdown: false,
         urls: Vec::new(),
     };
     let mut cycles = None;
@@ -102,6 +105,7 @@ pub(crate) fn parse_args() -> Result<Option<Args>> {
             "--no-tls" => args.tls = false,
             "--no-fence" => args.fence = false,
             "--pin" => args.pin = true,
+            "--markdown" => args.markdown = true,
             "--closed-only" => {
                 args.fault = false;
                 args.tls = false;

@@ -5,6 +5,7 @@
 //! cargo bench -p redlock-mio-bench --bench latency                      # five local masters, ~5 min
 //! cargo bench -p redlock-mio-bench --bench latency -- --quick           # smoke run
 //! cargo bench -p redlock-mio-bench --bench latency -- redis://h1:6379 redis://h2:6379 ...
+//! cargo bench -p redlock-mio-bench --bench latency -- --markdown        # and the table of benches/README.md
 //! ```
 //!
 //! Writes `target/latency/latency.json` and `target/latency/latency.svg`.
@@ -17,11 +18,14 @@ mod support;
 
 mod args;
 mod floor;
+#[path = "../markdown.rs"]
+mod markdown;
 mod measure;
 mod pair;
 #[path = "../pin.rs"]
 mod pin;
 mod report;
+mod summary;
 mod tls;
 mod variants;
 
@@ -30,6 +34,7 @@ use floor::*;
 use measure::*;
 use pair::*;
 use report::*;
+use summary::*;
 use tls::*;
 use variants::*;
 
@@ -241,6 +246,7 @@ fn run(args: Args) -> Result<()> {
 
     // TLS: this crate over TLS and plain TCP to the same five masters.
     let mut tls_json = "null".to_owned();
+    let mut tls_row = None;
     let mut tout = String::new();
     if cluster.is_some() && args.tls {
         let row = tls_vs_plain(
@@ -260,6 +266,7 @@ fn run(args: Args) -> Result<()> {
         );
         tout.push_str(&text);
         tls_json = json;
+        tls_row = Some(row);
     } else {
         let _ = writeln!(
             tout,
@@ -276,6 +283,7 @@ fn run(args: Args) -> Result<()> {
 
     // Fencing: plain and fenced clients of this crate, same masters.
     let mut fence_json = "null".to_owned();
+    let mut fence_row = None;
     if args.fence {
         let row = fenced_vs_plain(
             &env.urls,
@@ -296,6 +304,7 @@ fn run(args: Args) -> Result<()> {
         print!("{text}");
         out.push_str(&text);
         fence_json = json;
+        fence_row = Some(row);
     }
 
     // Fault: one master paused (only with our own cluster).
@@ -519,6 +528,18 @@ fn run(args: Args) -> Result<()> {
     )?;
     std::fs::write(dir.join("latency.txt"), format!("{out}{summary}"))?;
     println!("wrote {}/latency.{{json,svg,txt}}", dir.display());
+    if args.markdown {
+        let summary = Summary {
+            args: &args,
+            kinds: &kinds,
+            closed: &closed,
+            contended: &contended,
+            fault: &fault,
+            tls: tls_row.as_ref(),
+            fence: fence_row.as_ref(),
+        };
+        println!("\n{}", summary.markdown());
+    }
     drop(cluster);
     Ok(())
 }

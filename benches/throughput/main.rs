@@ -26,6 +26,7 @@
 //! cargo bench -p redlock-mio-bench --bench throughput -- --repeat 3  # medians of 3 passes
 //! cargo bench -p redlock-mio-bench --bench throughput -- --quick  # smoke run
 //! cargo bench -p redlock-mio-bench --bench throughput -- --pin    # masters on one CPU, callers on the rest
+//! cargo bench -p redlock-mio-bench --bench throughput -- --markdown  # and the table of benches/README.md
 //! ```
 
 #![allow(
@@ -37,9 +38,12 @@
 mod support;
 
 mod floor;
+#[path = "../markdown.rs"]
+mod markdown;
 #[path = "../pin.rs"]
 mod pin;
 mod plot;
+mod summary;
 mod variants;
 
 use plot::svg;
@@ -164,6 +168,7 @@ fn median(mut values: Vec<f64>) -> f64 {
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
+    let markdown = args.iter().any(|a| a == "--markdown");
     // `--repeat N`: the whole matrix N times over, interleaved (floors
     // included), and the medians summed up at the end.
     let repeat: usize = args
@@ -346,6 +351,9 @@ fn main() -> Result<()> {
                 shared / rslock
             );
         }
+    }
+    if markdown {
+        println!("\n{}", summary::markdown(&medians, repeat, counts));
     }
     Ok(())
 }
