@@ -180,14 +180,40 @@ fn missing_acl_permission_keeps_the_whole_message() {
         );
         assert_eq!(reply, b"+OK\r\n");
     }
+    // What the server itself says to this user's `SCRIPT LOAD`, in its own
+    // words (Redis and Valkey word it differently): the error must carry it
+    // whole.
+    let mut conn = cluster
+        .node(0)
+        .connect(Duration::from_secs(2))
+        .expect("connect");
+    let auth = conn
+        .request(&[b"AUTH", b"nolua", SECRET.as_bytes()])
+        .expect("AUTH");
+    assert_eq!(auth, b"+OK\r\n");
+    let refusal = conn
+        .request(&[b"SCRIPT", b"LOAD", b"return 1"])
+        .expect("SCRIPT LOAD");
+    let refusal = String::from_utf8(refusal).expect("UTF-8");
+    let message = refusal
+        .strip_prefix('-')
+        .and_then(|m| m.strip_suffix("\r\n"))
+        .unwrap_or_else(|| panic!("an error reply: {refusal:?}"));
+    assert!(message.starts_with("NOPERM "), "{message}");
+
     let redlock = builder(urls_with(&cluster, &format!("nolua:{SECRET}")))
         .build()
         .expect("build");
-    let text = assert_misconfigured(
-        &redlock,
-        "r",
-        "NOPERM this user has no permissions to run the 'script|load' command",
-    );
+    let err = redlock.lock("r", TTL).expect_err("misconfigured");
+    let report = err.report().expect("a report");
+    for state in report.nodes() {
+        assert!(
+            matches!(state, NodeState::Failed(NodeError::Handshake(e))
+                if e.code() == b"NOPERM" && e.message() == message.as_bytes()),
+            "{report}"
+        );
+    }
+    let text = assert_misconfigured(&redlock, "r", message);
     println!("{text}");
 }
 
