@@ -10,7 +10,7 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redlock_mio::rules::{NodeError, NodeState};
 use redlock_mio::{AddrError, ConfigError, Error, Redlock, Require, ServerAddr};
@@ -42,14 +42,19 @@ fn urls_with(cluster: &Cluster, userinfo: &str) -> Vec<String> {
 /// passes `check`; the message names each master by address, carries
 /// `needle` whole, and never the password.
 fn assert_misconfigured(redlock: &Redlock, resource: &str, needle: &str) -> String {
-    let start = Instant::now();
+    let before = redlock.stats();
     let err = redlock.lock(resource, TTL).expect_err("misconfigured");
-    let took = start.elapsed();
+    let after = redlock.stats();
     assert!(matches!(err, Error::Misconfigured(_)), "{err}");
     assert!(!err.is_retryable(), "{err}");
-    assert!(
-        took < Duration::from_millis(300),
-        "lock() retried a configuration error ({took:?}, retry delay 300 ms)"
+    // `builder` allows three retries: one round means none was made.
+    assert_eq!(
+        (
+            after.attempts - before.attempts,
+            after.misconfigured - before.misconfigured
+        ),
+        (1, 1),
+        "lock() retried a configuration error: {before:?} -> {after:?}"
     );
     let report = err.report().expect("a report");
     let n = report.nodes().len();
