@@ -12,6 +12,7 @@
 
 mod support;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use redlock_mio::resp::{Decoder, Status};
@@ -149,13 +150,26 @@ fn hot_paths_do_not_allocate() {
         acquire_release(&holder);
         holder.extend(&mut held, TTL).expect("extend");
     }
+    // A quarter into the run, the measured thread asks for the pause and
+    // spins (atomics and yields allocate nothing) until it is done.
+    let (asked, done) = (AtomicBool::new(false), AtomicBool::new(false));
+    let before = holder.stats().masters[4].errors;
     let (paused, _) = std::thread::scope(|scope| {
         scope.spawn(|| {
-            std::thread::sleep(Duration::from_millis(20));
+            while !asked.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
             cluster.pause(4);
+            done.store(true, Ordering::SeqCst);
         });
         allocations(|| {
-            for _ in 0..CYCLES {
+            for cycle in 0..CYCLES {
+                if cycle == CYCLES / 4 {
+                    asked.store(true, Ordering::SeqCst);
+                    while !done.load(Ordering::SeqCst) {
+                        std::thread::yield_now();
+                    }
+                }
                 acquire_release(&holder);
                 holder
                     .extend(&mut held, TTL)
@@ -163,8 +177,12 @@ fn hot_paths_do_not_allocate() {
             }
         })
     });
-    assert!(cluster.is_paused(4), "the master was paused during the run");
     cluster.resume(4);
+    let stats = holder.stats();
+    assert!(
+        stats.masters[4].errors > before,
+        "rounds ran with the master paused (it fails them): {stats:?}"
+    );
     println!("a master paused mid-run: {paused} allocations in {CYCLES} cycles and extends");
     assert_eq!(paused, 0, "a paused master made the client allocate");
 
