@@ -31,11 +31,23 @@ fn allocations(f: impl FnOnce()) -> (u64, u64) {
     (count, bytes)
 }
 
-const TTL: Duration = Duration::from_secs(10);
+/// Long enough that the held lock cannot expire during a contended phase
+/// slowed down by a busy machine.
+const TTL: Duration = Duration::from_secs(120);
 const WARM_UP: u32 = 100;
 const CYCLES: u32 = 1000;
 /// 17 bytes: stored inline in the `Lock` (up to 64).
 const RESOURCE: &str = "alloc-test:orders";
+
+/// A client with deadlines far away: on a busy machine a round may wait
+/// for a core longer than the default request timeout, and these tests
+/// count allocations, not time.
+fn builder(cluster: &Cluster) -> redlock_mio::Builder {
+    Redlock::builder(cluster.urls())
+        .retry_count(0)
+        .request_timeout(Duration::from_secs(1))
+        .stall_timeout(Duration::from_secs(2))
+}
 
 fn acquire_release(client: &Redlock) {
     let mut lock = client.try_lock(RESOURCE, TTL).expect("acquire");
@@ -45,14 +57,8 @@ fn acquire_release(client: &Redlock) {
 #[test]
 fn hot_paths_do_not_allocate() {
     let cluster = Cluster::start(5);
-    let holder = Redlock::builder(cluster.urls())
-        .retry_count(0)
-        .build()
-        .expect("build the holder");
-    let other = Redlock::builder(cluster.urls())
-        .retry_count(0)
-        .build()
-        .expect("build the contender");
+    let holder = builder(&cluster).build().expect("build the holder");
+    let other = builder(&cluster).build().expect("build the contender");
 
     // Acquire + release.
     for _ in 0..WARM_UP {
@@ -106,8 +112,7 @@ fn hot_paths_do_not_allocate() {
     holder.unlock(&mut lock).expect("final release");
 
     // A fenced acquire (acquire, raise) + release.
-    let fenced = Redlock::builder(cluster.urls())
-        .retry_count(0)
+    let fenced = builder(&cluster)
         .fencing(TTL)
         .build()
         .expect("build the fenced client");
@@ -198,15 +203,7 @@ fn sixty_four_callers_of_one_client_do_not_allocate() {
     const CALLERS: usize = 64;
     const EACH: u32 = 200;
     let cluster = Cluster::start(5);
-    // Deadlines far away: 64 threads on a busy machine may wait their
-    // turn for a core longer than the default request timeout, and this
-    // test counts allocations, not time.
-    let client = Redlock::builder(cluster.urls())
-        .retry_count(0)
-        .request_timeout(Duration::from_secs(1))
-        .stall_timeout(Duration::from_secs(2))
-        .build()
-        .expect("build the shared client");
+    let client = builder(&cluster).build().expect("build the shared client");
     let start = std::sync::Barrier::new(CALLERS);
     let counts: Vec<u64> = std::thread::scope(|scope| {
         let threads: Vec<_> = (0..CALLERS)

@@ -24,10 +24,16 @@ const TTL: Duration = Duration::from_secs(10);
 const SETTLE: Duration = Duration::from_secs(5);
 
 fn client(cluster: &Cluster) -> Redlock {
-    Redlock::builder(cluster.urls())
+    healthy(cluster.urls()).build().expect("build a client")
+}
+
+/// A builder for rounds against healthy masters, with a request timeout
+/// far above what they take, so that a busy machine does not time them
+/// out.
+fn healthy(urls: impl IntoIterator<Item = impl AsRef<str>>) -> redlock_mio::Builder {
+    Redlock::builder(urls)
         .retry_count(0)
-        .build()
-        .expect("build a client")
+        .request_timeout(Duration::from_secs(1))
 }
 
 /// How many nodes hold `key` with exactly `token`.
@@ -402,7 +408,7 @@ fn lock_retries_until_released() {
     let urls = cluster.urls();
     let releasing = AtomicBool::new(false);
     let (held_tx, held_rx) = mpsc::channel();
-    let waiter = Redlock::builder(&urls)
+    let waiter = healthy(&urls)
         .retry_count(10)
         .retry_delay(Duration::from_millis(100))
         .retry_jitter(Duration::from_millis(20))
@@ -411,7 +417,7 @@ fn lock_retries_until_released() {
     thread::scope(|s| {
         let (urls, releasing, waiter) = (&urls, &releasing, &waiter);
         let holder = s.spawn(move || {
-            let redlock = Redlock::builder(urls).build().expect("holder client");
+            let redlock = healthy(urls).build().expect("holder client");
             let mut lock = redlock.try_lock("busy", TTL).expect("holder acquires");
             held_tx.send(()).expect("signal");
             // Refused twice: the waiter's `try_lock`, then the first
@@ -494,11 +500,8 @@ fn lock_until_gives_up_at_deadline() {
 
 /// Checks one whole acquire/extend/contend/release cycle on `cluster`.
 fn full_cycle(cluster: &Cluster, urls: &[String]) {
-    let a = Redlock::builder(urls).build().expect("client a");
-    let b = Redlock::builder(urls)
-        .retry_count(0)
-        .build()
-        .expect("client b");
+    let a = healthy(urls).build().expect("client a");
+    let b = healthy(urls).build().expect("client b");
     let mut lock = a.try_lock("cycle", TTL).expect("acquire");
     assert_held_everywhere(cluster, b"cycle", lock.token());
     let err = b.try_lock("cycle", TTL).expect_err("held");

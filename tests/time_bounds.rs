@@ -135,10 +135,14 @@ fn lock_until_returns_by_its_deadline() {
         .expect_err("no quorum");
     let late = Instant::now().saturating_duration_since(deadline);
     assert!(err.is_retryable(), "{err}");
-    assert_eq!(
-        states(&err),
-        [NodeState::Refused, NodeState::TimedOut, NodeState::Ok],
-        "the round ended at the deadline, master 1 unanswered"
+    // The paused master timed out: the round ended at the deadline. (The
+    // others answer at once, unless the machine is slow.)
+    let states = states(&err);
+    assert_eq!(states[1], NodeState::TimedOut, "{err}");
+    assert!(
+        matches!(states[0], NodeState::Refused | NodeState::TimedOut)
+            && matches!(states[2], NodeState::Ok | NodeState::TimedOut),
+        "{err}"
     );
     assert_eq!(
         redlock.stats().attempts,
@@ -168,6 +172,8 @@ fn lock_until_retries_only_while_a_retry_fits() {
     let cluster = Cluster::start(3);
     let holder = client(cluster.urls());
     let mut held = holder.try_lock("held", TTL).expect("the holder acquires");
+    // The deadline is 2 s away: a retry fits while 300 ms rounds are
+    // tried, none once a round may take 3 s.
     let until = |request_timeout: Duration| {
         let redlock = Redlock::builder(cluster.urls())
             .request_timeout(request_timeout)
@@ -175,18 +181,22 @@ fn lock_until_retries_only_while_a_retry_fits() {
             .retry_jitter(Duration::from_millis(10))
             .build()
             .expect("build");
-        let deadline = Instant::now() + Duration::from_secs(1);
+        let deadline = Instant::now() + Duration::from_secs(2);
         let err = redlock
             .lock_until("held", TTL, deadline)
             .expect_err("held all along");
-        assert!(matches!(err, Error::Contended(_)), "{err}");
+        // Refused; or, on a slow machine, timed out.
+        assert!(
+            matches!(err, Error::Contended(_) | Error::Unavailable(_)),
+            "{err}"
+        );
         let late = Instant::now().saturating_duration_since(deadline);
         assert!(late < REQUEST_TIMEOUT / 2, "returned {late:?} late");
         redlock.stats().attempts
     };
-    let attempts = until(Duration::from_millis(100));
+    let attempts = until(Duration::from_millis(300));
     assert!(attempts >= 2, "it retried before its deadline: {attempts}");
-    let attempts = until(Duration::from_secs(2));
+    let attempts = until(Duration::from_secs(3));
     assert_eq!(attempts, 1, "a retry that does not fit is not started");
     holder.unlock(&mut held).expect("release");
 }
@@ -243,10 +253,11 @@ fn a_lone_caller_keeps_its_bounds_whether_it_yields_or_not() {
         );
         // Ended by its own deadline (not by a stall, 1 s by default): the
         // paused masters timed out, and not before the request timeout.
+        let states = states(&error);
         assert_eq!(
-            states(&error),
-            [NodeState::TimedOut, NodeState::TimedOut, NodeState::Ok],
-            "yield {on}"
+            states[..2],
+            [NodeState::TimedOut, NodeState::TimedOut],
+            "yield {on}: {error}"
         );
         assert!(
             took >= Duration::from_millis(200) && took < REQUEST_TIMEOUT / 2,
