@@ -48,8 +48,8 @@ fn states(err: &Error) -> Vec<NodeState> {
 
 /// Two of three masters refuse at once, the third is paused and its
 /// connection is in the middle of a handshake (it was reset and made
-/// again): the attempt is decided on the two refusals, and must return
-/// then, not after waiting for its release to reach the paused master.
+/// again): the attempt is decided at once, and must return then, not
+/// after waiting for its release to reach the paused master.
 #[test]
 fn failed_attempt_does_not_wait_for_a_paused_master() {
     let cluster = Cluster::start(3);
@@ -73,13 +73,11 @@ fn failed_attempt_does_not_wait_for_a_paused_master() {
             .expect_err("held by another client");
         let elapsed = start.elapsed();
         assert!(matches!(err, Error::Contended(_)), "{err}");
+        // Decided by what came at once (a refusal, and the other refusal or
+        // the reset connection), with no master left to its deadline.
         let states = states(&err);
-        assert_eq!(
-            states[..2],
-            [NodeState::Refused, NodeState::Refused],
-            "{err}"
-        );
-        assert_ne!(states[2], NodeState::TimedOut, "{err}");
+        assert!(states[..2].contains(&NodeState::Refused), "{err}");
+        assert!(!states.contains(&NodeState::TimedOut), "{err}");
         assert!(
             elapsed < REQUEST_TIMEOUT / 2,
             "attempt {attempt}: a failed attempt took {elapsed:?}: it waited for the paused master"
