@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use redlock_mio::rules::{NodeError, NodeState};
 use redlock_mio::{Error, Redlock};
-use support::check::{assert_gone, command_stats, eventually, holders, pttl, reset_stats};
+use support::check::{assert_gone, command_stats, eventually, holders, pttl, reset_stats, tcp_to};
 use support::cluster::{Cluster, ClusterOptions};
 use support::proxy::{Dir, Proxies};
 
@@ -505,19 +505,14 @@ fn reset_during_release() {
 }
 
 /// The local addresses of the established TCP connections to 127.0.0.1
-/// at one of `ports` (`/proc/net/tcp`, state `01`): a client's side of one
-/// leaves that state when the peer's FIN arrives.
+/// at one of `ports`: a client's side of one leaves that state when the
+/// peer's FIN arrives.
 fn established_to(ports: &[u16]) -> Vec<String> {
-    let remotes: Vec<String> = ports.iter().map(|p| format!("0100007F:{p:04X}")).collect();
-    let table = std::fs::read_to_string("/proc/net/tcp").expect("read /proc/net/tcp");
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|line| {
-            let mut fields = line.split_whitespace().skip(1);
-            let (local, remote, state) = (fields.next()?, fields.next()?, fields.next()?);
-            (state == "01" && remotes.iter().any(|r| r == remote)).then(|| local.to_owned())
-        })
+    ports
+        .iter()
+        .flat_map(|&port| tcp_to(port))
+        .filter(|c| c.state == "01")
+        .map(|c| c.local)
         .collect()
 }
 
