@@ -12,6 +12,7 @@
 
 mod support;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use redlock_mio::resp::{Decoder, Status};
@@ -30,11 +31,23 @@ fn allocations(f: impl FnOnce()) -> (u64, u64) {
     (count, bytes)
 }
 
-const TTL: Duration = Duration::from_secs(10);
+/// Long enough that the held lock cannot expire during a contended phase
+/// slowed down by a busy machine.
+const TTL: Duration = Duration::from_secs(120);
 const WARM_UP: u32 = 100;
 const CYCLES: u32 = 1000;
 /// 17 bytes: stored inline in the `Lock` (up to 64).
 const RESOURCE: &str = "alloc-test:orders";
+
+/// A client with deadlines far away: on a busy machine a round may wait
+/// for a core longer than the default request timeout, and these tests
+/// count allocations, not time.
+fn builder(cluster: &Cluster) -> redlock_mio::Builder {
+    Redlock::builder(cluster.urls())
+        .retry_count(0)
+        .request_timeout(Duration::from_secs(1))
+        .stall_timeout(Duration::from_secs(2))
+}
 
 fn acquire_release(client: &Redlock) {
     let mut lock = client.try_lock(RESOURCE, TTL).expect("acquire");
@@ -44,14 +57,8 @@ fn acquire_release(client: &Redlock) {
 #[test]
 fn hot_paths_do_not_allocate() {
     let cluster = Cluster::start(5);
-    let holder = Redlock::builder(cluster.urls())
-        .retry_count(0)
-        .build()
-        .expect("build the holder");
-    let other = Redlock::builder(cluster.urls())
-        .retry_count(0)
-        .build()
-        .expect("build the contender");
+    let holder = builder(&cluster).build().expect("build the holder");
+    let other = builder(&cluster).build().expect("build the contender");
 
     // Acquire + release.
     for _ in 0..WARM_UP {
@@ -105,8 +112,7 @@ fn hot_paths_do_not_allocate() {
     holder.unlock(&mut lock).expect("final release");
 
     // A fenced acquire (acquire, raise) + release.
-    let fenced = Redlock::builder(cluster.urls())
-        .retry_count(0)
+    let fenced = builder(&cluster)
         .fencing(TTL)
         .build()
         .expect("build the fenced client");
@@ -149,13 +155,26 @@ fn hot_paths_do_not_allocate() {
         acquire_release(&holder);
         holder.extend(&mut held, TTL).expect("extend");
     }
+    // A quarter into the run, the measured thread asks for the pause and
+    // spins (atomics and yields allocate nothing) until it is done.
+    let (asked, done) = (AtomicBool::new(false), AtomicBool::new(false));
+    let before = holder.stats().masters[4].errors;
     let (paused, _) = std::thread::scope(|scope| {
         scope.spawn(|| {
-            std::thread::sleep(Duration::from_millis(20));
+            while !asked.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
             cluster.pause(4);
+            done.store(true, Ordering::SeqCst);
         });
         allocations(|| {
-            for _ in 0..CYCLES {
+            for cycle in 0..CYCLES {
+                if cycle == CYCLES / 4 {
+                    asked.store(true, Ordering::SeqCst);
+                    while !done.load(Ordering::SeqCst) {
+                        std::thread::yield_now();
+                    }
+                }
                 acquire_release(&holder);
                 holder
                     .extend(&mut held, TTL)
@@ -163,8 +182,12 @@ fn hot_paths_do_not_allocate() {
             }
         })
     });
-    assert!(cluster.is_paused(4), "the master was paused during the run");
     cluster.resume(4);
+    let stats = holder.stats();
+    assert!(
+        stats.masters[4].errors > before,
+        "rounds ran with the master paused (it fails them): {stats:?}"
+    );
     println!("a master paused mid-run: {paused} allocations in {CYCLES} cycles and extends");
     assert_eq!(paused, 0, "a paused master made the client allocate");
 
@@ -180,15 +203,7 @@ fn sixty_four_callers_of_one_client_do_not_allocate() {
     const CALLERS: usize = 64;
     const EACH: u32 = 200;
     let cluster = Cluster::start(5);
-    // Deadlines far away: 64 threads on a busy machine may wait their
-    // turn for a core longer than the default request timeout, and this
-    // test counts allocations, not time.
-    let client = Redlock::builder(cluster.urls())
-        .retry_count(0)
-        .request_timeout(Duration::from_secs(1))
-        .stall_timeout(Duration::from_secs(2))
-        .build()
-        .expect("build the shared client");
+    let client = builder(&cluster).build().expect("build the shared client");
     let start = std::sync::Barrier::new(CALLERS);
     let counts: Vec<u64> = std::thread::scope(|scope| {
         let threads: Vec<_> = (0..CALLERS)

@@ -107,7 +107,14 @@ fn minority_down() {
 #[test]
 fn minority_paused() {
     let cluster = Cluster::start(N);
-    let redlock = client(&cluster);
+    // A deadline far away: a round decided by the running masters ends
+    // long before it, so the paused ones are left pending, whatever the
+    // load; waiting for them, it would time them out.
+    let redlock = Redlock::builder(cluster.urls())
+        .request_timeout(Duration::from_secs(1))
+        .retry_count(0)
+        .build()
+        .expect("build a client");
     cluster.pause(3);
     cluster.pause(4);
 
@@ -116,19 +123,14 @@ fn minority_paused() {
         .try_lock("res", SHORT_TTL)
         .expect("acquire with 3 of 5");
     assert_valid_for(&lock, SHORT_TTL, started);
-    assert!(
-        started.elapsed() < REQUEST_TIMEOUT + MARGIN,
-        "acquire took {:?}",
-        started.elapsed()
-    );
     assert_eq!(holders(&cluster, 0..3, b"res", lock.token()), [0, 1, 2]);
-
-    let started = Instant::now();
     redlock.unlock(&mut lock).expect("release with 3 of 5");
+    // Both rounds were decided by the three running masters: the paused
+    // ones were left pending, not waited for until they timed out.
+    let stats = redlock.stats();
     assert!(
-        started.elapsed() < REQUEST_TIMEOUT + MARGIN,
-        "release took {:?}",
-        started.elapsed()
+        stats.masters[3..].iter().all(|m| m.timeouts == 0),
+        "{stats:?}"
     );
     assert_gone(&cluster, &[0, 1, 2], b"res", SETTLE);
 
@@ -189,10 +191,7 @@ fn majority_paused() {
     for i in 0..3 {
         cluster.pause(i);
     }
-    let started = Instant::now();
     let err = redlock.try_lock("res", SHORT_TTL).expect_err("no quorum");
-    let took = started.elapsed();
-    assert!(took < REQUEST_TIMEOUT + MARGIN, "took {took:?}");
     assert!(matches!(err, Error::Unavailable(_)), "{err}");
     let report = err.report().expect("report");
     assert_eq!(

@@ -9,8 +9,9 @@
 mod support;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use redlock_mio::{Error, Redlock};
 use support::cluster::Cluster;
@@ -21,13 +22,17 @@ const TTL: Duration = Duration::from_secs(60);
 #[test]
 fn bytes_the_socket_would_not_take_go_out_when_it_can() {
     let cluster = Cluster::start(2);
-    // The fake master reads its first lock command, then sleeps before it
-    // reads on, and answers nothing: what the client sends meanwhile fills
-    // the socket's buffers, and the rest waits in the client.
-    let pause = Duration::from_secs(2);
-    let fake = Hostile::start(Handshake::Correct, move |req| match req.seq {
-        0 => vec![Action::Sleep(pause)],
-        _ => Vec::new(),
+    // The fake master reads its first lock command, then waits for the
+    // test before it reads on, and answers nothing: what the client sends
+    // meanwhile fills the socket's buffers, and the rest waits in the
+    // client.
+    let read_on = Arc::new(AtomicBool::new(false));
+    let fake = Hostile::start(Handshake::Correct, {
+        let read_on = Arc::clone(&read_on);
+        move |req| match req.seq {
+            0 => vec![Action::WaitFor(Arc::clone(&read_on))],
+            _ => Vec::new(),
+        }
     });
     let urls = vec![cluster.node(0).url(), cluster.node(1).url(), fake.url()];
     let timeout = Duration::from_secs(4);
@@ -45,7 +50,6 @@ fn bytes_the_socket_would_not_take_go_out_when_it_can() {
     // Batches of 256 locks on 1 KiB names, and their releases, decided by
     // the two real masters: about 8 MB for the fake, more than the socket
     // buffers of a loopback connection hold (about 6 MB here).
-    let started = Instant::now();
     let mut sent = 0;
     for batch in 0..14 {
         let names: Vec<Vec<u8>> = (0..256)
@@ -66,16 +70,14 @@ fn bytes_the_socket_would_not_take_go_out_when_it_can() {
         }
         sent += 2 * names.len();
     }
-    assert!(
-        started.elapsed() < pause,
-        "the batches took {:?}: the test needs them done while the fake sleeps",
-        started.elapsed()
-    );
     // With node 0 paused, a quorum needs the fake, whose reply never comes:
     // the probe waits for its whole request timeout, polling meanwhile.
     cluster.node(0).pause();
     let client = Arc::clone(&redlock);
     let probe = thread::spawn(move || client.try_lock("backpressure:probe", TTL));
+    // Every batch is done (decided by the real masters) while the fake has
+    // not read on: now it does.
+    read_on.store(true, Ordering::SeqCst);
     let all = sent + 1;
     // Once the fake reads again, and well before the probe's deadline (when
     // a driver that waited for no writable event would write the rest),

@@ -90,25 +90,6 @@ fn a_batch_is_one_write_per_master() {
     let cluster = Cluster::start(3);
     let proxies = Proxies::front(&cluster);
     let redlock = client(proxies.urls());
-    // Warm up: connections made and handshakes done.
-    let mut lock = redlock.try_lock("warm", TTL).expect("free");
-    redlock.unlock(&mut lock).expect("unlock");
-    // The release to the third master may still be in the proxy.
-    std::thread::sleep(Duration::from_millis(100));
-    let before: Vec<usize> = proxies
-        .iter()
-        .map(|p| {
-            p.deliveries()
-                .iter()
-                .filter(|d| d.1 == Dir::ToServer)
-                .count()
-        })
-        .collect();
-    let names: Vec<String> = (0..100).map(|i| format!("one-write:{i}")).collect();
-    let results = redlock.try_lock_many(&names, TTL).expect("valid");
-    assert!(results.iter().all(Result::is_ok), "{results:?}");
-    // The round decides at a quorum: the third master's chunk may still be
-    // in its proxy.
     let writes = || -> Vec<usize> {
         proxies
             .iter()
@@ -120,10 +101,28 @@ fn a_batch_is_one_write_per_master() {
             })
             .collect()
     };
-    support::check::eventually(Duration::from_secs(2), || {
-        writes().iter().zip(&before).all(|(now, was)| now > was)
-    });
-    std::thread::sleep(Duration::from_millis(50));
+    // Every master has acted on `keys` (in or not, as `held` says), and no
+    // proxy is in the middle of a write: what reached the masters is all
+    // counted.
+    let settled = |keys: &[String], held: bool| {
+        support::check::eventually(Duration::from_secs(5), || {
+            keys.iter()
+                .all(|k| (0..3).all(|i| cluster.exists(i, k) == held))
+                && proxies.iter().all(|p| !p.is_forwarding())
+        })
+    };
+    // Warm up: connections made and handshakes done. The unlock returns at
+    // a quorum; the release to the third master may still be on its way.
+    let mut lock = redlock.try_lock("warm", TTL).expect("free");
+    redlock.unlock(&mut lock).expect("unlock");
+    assert!(settled(&["warm".to_owned()], false), "the warm-up released");
+    let before = writes();
+    let names: Vec<String> = (0..100).map(|i| format!("one-write:{i}")).collect();
+    let results = redlock.try_lock_many(&names, TTL).expect("valid");
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    // The round decides at a quorum: the third master's chunk may still be
+    // in its proxy.
+    assert!(settled(&names, true), "every master took the batch");
     for (now, was) in writes().into_iter().zip(before) {
         assert_eq!(now - was, 1, "the acquires in one write to each master");
     }

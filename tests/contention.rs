@@ -92,7 +92,11 @@ fn no_two_holders_overlap() {
     // Built here and moved into the threads: a client is `Send`.
     let clients: Vec<Redlock> = (0..THREADS)
         .map(|_| {
+            // A request timeout far above what healthy masters take, so
+            // that a busy machine does not time the releases out (a lock
+            // left to its TTL would stall the others, not break them).
             Redlock::builder(&urls)
+                .request_timeout(Duration::from_millis(500))
                 .retry_delay(Duration::from_millis(2))
                 .retry_jitter(Duration::from_millis(2))
                 .build()

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use redlock_mio::rules::{NodeError, NodeState};
 use redlock_mio::{Error, Redlock};
-use support::check::{assert_gone, command_stats, eventually, holders, pttl, reset_stats};
+use support::check::{assert_gone, command_stats, eventually, holders, pttl, reset_stats, tcp_to};
 use support::cluster::{Cluster, ClusterOptions};
 use support::proxy::{Dir, Proxies};
 
@@ -27,9 +27,6 @@ const SHORT_TTL: Duration = Duration::from_secs(2);
 /// How long the last nodes may take to apply what a round sent them;
 /// generous for a loaded machine.
 const SETTLE: Duration = Duration::from_secs(5);
-/// What a round may take beyond its request timeout on a loaded machine
-/// and still count as bounded rather than hanging.
-const MARGIN: Duration = Duration::from_secs(1);
 
 fn client(proxies: &Proxies, request_timeout: Duration) -> Redlock {
     Redlock::builder(proxies.urls())
@@ -94,13 +91,7 @@ fn replies_lost_after_the_server_applied_set() {
         proxies[i].drop_replies();
     }
     let long_ttl = Duration::from_secs(60);
-    let started = Instant::now();
     let err = redlock.try_lock("res", long_ttl).expect_err("no replies");
-    assert!(
-        started.elapsed() < REQUEST_TIMEOUT + MARGIN,
-        "took {:?}",
-        started.elapsed()
-    );
     assert!(matches!(err, Error::Unavailable(_)), "{err}");
     let report = err.report().expect("report");
     assert_eq!(
@@ -188,14 +179,14 @@ fn stalled_nodes() {
     let proxies = Proxies::front(&cluster);
     for stalled in [1, 2] {
         let key = format!("res{stalled}");
-        let redlock = client(&proxies, REQUEST_TIMEOUT);
+        // A deadline far away: a round decided by the healthy nodes ends
+        // long before it, so the stalled ones are left pending, whatever
+        // the load; waiting for them, it would time them out.
+        let redlock = client(&proxies, Duration::from_secs(2));
         for i in 0..stalled {
             proxies[i].stall(Dir::Both);
         }
-        let started = Instant::now();
         let mut lock = redlock.try_lock(&key, TTL).expect("a quorum is up");
-        let took = started.elapsed();
-        assert!(took < REQUEST_TIMEOUT + MARGIN, "took {took:?}");
         assert!(
             eventually(SETTLE, || holders(
                 &cluster,
@@ -211,11 +202,16 @@ fn stalled_nodes() {
             (0..stalled).all(|i| !cluster.exists(i, &key)),
             "a stalled node got the SET"
         );
-        let started = Instant::now();
         redlock
             .unlock(&mut lock)
             .expect("release on the healthy nodes");
-        assert!(started.elapsed() < REQUEST_TIMEOUT + MARGIN);
+        // Both rounds were decided by the healthy nodes, without waiting
+        // for the stalled ones to time out.
+        let stats = redlock.stats();
+        assert!(
+            stats.masters[..stalled].iter().all(|m| m.timeouts == 0),
+            "{stats:?}"
+        );
         assert_gone(
             &cluster,
             &(stalled..N).collect::<Vec<_>>(),
@@ -231,10 +227,7 @@ fn stalled_nodes() {
     for i in 0..3 {
         proxies[i].stall(Dir::Both);
     }
-    let started = Instant::now();
     let err = redlock.try_lock("res3", TTL).expect_err("no quorum");
-    let took = started.elapsed();
-    assert!(took < REQUEST_TIMEOUT + MARGIN, "took {took:?}");
     assert!(matches!(err, Error::Unavailable(_)), "{err}");
     let report = err.report().expect("report");
     assert_eq!(
@@ -249,8 +242,8 @@ fn stalled_nodes() {
     back_on_all(&cluster, &redlock, b"after");
 }
 
-/// Three stalled nodes, one of which heals 20 ms into a round of 200 ms:
-/// its reply arrives within the round and makes the quorum.
+/// Three stalled nodes, one of which heals while a round of 200 ms is
+/// under way: its reply arrives within the round and makes the quorum.
 #[test]
 fn stalled_node_heals_mid_round() {
     let cluster = Cluster::start(N);
@@ -264,22 +257,22 @@ fn stalled_node_heals_mid_round() {
     for i in 0..3 {
         proxies[i].stall(Dir::Both);
     }
-    let heal_after = Duration::from_millis(20);
-    let started = Instant::now();
-    let mut lock = thread::scope(|s| {
-        s.spawn(|| {
-            thread::sleep(heal_after);
+    // Node 0 is healed once the round is under way (its SETs reached
+    // nodes 3 and 4): only node 0's reply, sent after that, can make the
+    // quorum.
+    let (lock, sent) = thread::scope(|s| {
+        let healer = s.spawn(|| {
+            let sent = eventually(request_timeout, || {
+                cluster.exists(3, "res") && cluster.exists(4, "res")
+            });
             proxies[0].heal();
+            sent
         });
-        redlock.try_lock("res", TTL)
-    })
-    .expect("node 0's late reply makes the quorum");
-    let took = started.elapsed();
-    assert!(
-        took >= heal_after,
-        "decided after {took:?}, before the heal"
-    );
-    assert!(took < request_timeout + MARGIN, "took {took:?}");
+        let lock = redlock.try_lock("res", TTL);
+        (lock, healer.join().expect("the healer"))
+    });
+    assert!(sent, "the round's SETs went out");
+    let mut lock = lock.expect("node 0's late reply makes the quorum");
     assert!(
         eventually(SETTLE, || holders(
             &cluster,
@@ -511,6 +504,18 @@ fn reset_during_release() {
     back_on_all(&cluster, &redlock, b"after");
 }
 
+/// The local addresses of the established TCP connections to 127.0.0.1
+/// at one of `ports`: a client's side of one leaves that state when the
+/// peer's FIN arrives.
+fn established_to(ports: &[u16]) -> Vec<String> {
+    ports
+        .iter()
+        .flat_map(|&port| tcp_to(port))
+        .filter(|c| c.state == "01")
+        .map(|c| c.local)
+        .collect()
+}
+
 /// Runs `op` until it succeeds or 10 s have passed; every failure must be
 /// one a restart explains (nodes unreachable, or not holding the key).
 fn until_ok(what: &str, mut op: impl FnMut() -> Result<(), Error>) {
@@ -729,11 +734,20 @@ fn first_round_after_idle_connections_were_closed() {
     let proxies = Proxies::front(&cluster);
     let redlock = client(&proxies, REQUEST_TIMEOUT);
     let mut lock = redlock.try_lock("res", TTL).expect("acquire");
+    let ports: Vec<u16> = (0..N).map(|i| proxies[i].addr().port()).collect();
+    let open = established_to(&ports);
+    assert_eq!(open.len(), N, "one connection per master");
     for i in 0..N {
         assert_eq!(proxies[i].drop_connections(), 1, "proxy {i}");
     }
-    // Long enough for every FIN to arrive, far shorter than the lock.
-    thread::sleep(Duration::from_millis(100));
+    // Every FIN has arrived: none of the client's connections that were
+    // open is established any more.
+    assert!(
+        eventually(SETTLE, || established_to(&ports)
+            .iter()
+            .all(|local| !open.contains(local))),
+        "the client's connections saw their FIN"
+    );
     redlock
         .extend(&mut lock, TTL)
         .expect("every master still holds the lock");

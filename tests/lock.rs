@@ -24,10 +24,16 @@ const TTL: Duration = Duration::from_secs(10);
 const SETTLE: Duration = Duration::from_secs(5);
 
 fn client(cluster: &Cluster) -> Redlock {
-    Redlock::builder(cluster.urls())
+    healthy(cluster.urls()).build().expect("build a client")
+}
+
+/// A builder for rounds against healthy masters, with a request timeout
+/// far above what they take, so that a busy machine does not time them
+/// out.
+fn healthy(urls: impl IntoIterator<Item = impl AsRef<str>>) -> redlock_mio::Builder {
+    Redlock::builder(urls)
         .retry_count(0)
-        .build()
-        .expect("build a client")
+        .request_timeout(Duration::from_secs(1))
 }
 
 /// How many nodes hold `key` with exactly `token`.
@@ -394,40 +400,51 @@ fn tokens_are_unique() {
     }
 }
 
-/// `lock` retries until the holder (in another thread) releases.
+/// `lock` retries until the holder (in another thread) releases: the
+/// holder lets go only once the waiter's `lock` has been refused.
 #[test]
 fn lock_retries_until_released() {
     let cluster = Cluster::start(5);
     let urls = cluster.urls();
     let releasing = AtomicBool::new(false);
     let (held_tx, held_rx) = mpsc::channel();
+    let waiter = healthy(&urls)
+        .retry_count(10)
+        .retry_delay(Duration::from_millis(100))
+        .retry_jitter(Duration::from_millis(20))
+        .build()
+        .expect("waiter client");
     thread::scope(|s| {
-        let (urls, releasing) = (&urls, &releasing);
+        let (urls, releasing, waiter) = (&urls, &releasing, &waiter);
         let holder = s.spawn(move || {
-            let redlock = Redlock::builder(urls).build().expect("holder client");
+            let redlock = healthy(urls).build().expect("holder client");
             let mut lock = redlock.try_lock("busy", TTL).expect("holder acquires");
             held_tx.send(()).expect("signal");
-            thread::sleep(Duration::from_millis(300));
+            // Refused twice: the waiter's `try_lock`, then the first
+            // attempt of its `lock`.
+            let refused = support::check::eventually(Duration::from_secs(10), || {
+                waiter.stats().contended >= 2
+            });
             releasing.store(true, Ordering::SeqCst);
             redlock.unlock(&mut lock).expect("holder releases");
+            refused
         });
         held_rx.recv().expect("the holder holds the lock");
-        let redlock = Redlock::builder(urls)
-            .retry_count(10)
-            .retry_delay(Duration::from_millis(100))
-            .retry_jitter(Duration::from_millis(20))
-            .build()
-            .expect("waiter client");
-        let err = redlock.try_lock("busy", TTL).expect_err("held");
+        let err = waiter.try_lock("busy", TTL).expect_err("held");
         assert!(matches!(err, Error::Contended(_)), "{err}");
-        let mut lock = redlock.lock("busy", TTL).expect("acquired after a retry");
+        let mut lock = waiter.lock("busy", TTL).expect("acquired after a retry");
         assert!(
             releasing.load(Ordering::SeqCst),
             "acquired while the holder still held it"
         );
         assert!(holders(&cluster, b"busy", lock.token()) >= 3);
-        holder.join().expect("holder thread");
-        redlock.unlock(&mut lock).expect("unlock");
+        assert!(
+            holder.join().expect("holder thread"),
+            "the waiter's lock was refused before the release"
+        );
+        let stats = waiter.stats();
+        assert!(stats.attempts >= 3, "lock retried: {stats:?}");
+        waiter.unlock(&mut lock).expect("unlock");
     });
     assert_gone_everywhere(&cluster, b"busy");
 }
@@ -483,11 +500,8 @@ fn lock_until_gives_up_at_deadline() {
 
 /// Checks one whole acquire/extend/contend/release cycle on `cluster`.
 fn full_cycle(cluster: &Cluster, urls: &[String]) {
-    let a = Redlock::builder(urls).build().expect("client a");
-    let b = Redlock::builder(urls)
-        .retry_count(0)
-        .build()
-        .expect("client b");
+    let a = healthy(urls).build().expect("client a");
+    let b = healthy(urls).build().expect("client b");
     let mut lock = a.try_lock("cycle", TTL).expect("acquire");
     assert_held_everywhere(cluster, b"cycle", lock.token());
     let err = b.try_lock("cycle", TTL).expect_err("held");

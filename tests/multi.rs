@@ -10,11 +10,14 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use redlock_mio::{Error, Redlock};
-use support::check::eventually;
+use support::check::{assert_gone, eventually};
 use support::cluster::Cluster;
 use support::holdings::{Holding, overlaps};
 
 const TTL: Duration = Duration::from_secs(10);
+/// How long the last master may take to apply a round that returned at a
+/// quorum; generous for a loaded machine.
+const SETTLE: Duration = Duration::from_secs(5);
 
 fn client(cluster: &Cluster) -> Redlock {
     Redlock::builder(cluster.urls())
@@ -156,9 +159,10 @@ fn an_empty_script_cache_is_answered_with_eval() {
         cluster.command(i, &[b"SCRIPT", b"FLUSH"]);
     }
     redlock.unlock(&mut lock).expect("unlock after a flush");
-    for i in 0..3 {
-        assert!(!cluster.exists(i, "s:a") && !cluster.exists(i, "s:b"));
-    }
+    // The unlock returns at a quorum: the last master's release may still
+    // be on its way.
+    assert_gone(&cluster, &[0, 1, 2], b"s:a", SETTLE);
+    assert_gone(&cluster, &[0, 1, 2], b"s:b", SETTLE);
 }
 
 #[test]

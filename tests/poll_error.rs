@@ -17,10 +17,10 @@ use std::os::fd::AsRawFd;
 use std::thread;
 use std::time::Duration;
 
-use redlock_mio::{Error, Redlock};
-use support::check::assert_gone;
+use redlock_mio::{Error, Redlock, Require};
+use support::check::{assert_gone, eventually};
 use support::cluster::Cluster;
-use support::proxy::{Dir, Proxies};
+use support::proxy::{Dir, Proxies, Proxy};
 
 const TTL: Duration = Duration::from_secs(30);
 
@@ -46,6 +46,9 @@ fn poll_error_during_an_acquire_still_releases() {
     let redlock = Redlock::builder(proxies.urls())
         .request_timeout(Duration::from_secs(2))
         .stall_timeout(Duration::from_secs(5))
+        // Connections and handshakes done first: only the round's SETs
+        // are sent once masters 1 and 2 are paused.
+        .require_handshakes(Require::All)
         .build()
         .expect("build a client");
     // The poller's descriptor and the registry's clone of it (the driver
@@ -54,23 +57,38 @@ fn poll_error_during_an_acquire_still_releases() {
     assert_eq!(ours.len(), 2, "the poller's and the registry's: {ours:?}");
 
     // Master 0 answers after 300 ms, masters 1 and 2 are paused: the round
-    // is still waiting when the poller breaks, with every SET written.
+    // is still waiting when the poller breaks, with every SET written (the
+    // poller breaks once they are).
     let proxy = proxies.iter().next().expect("proxy 0");
     proxy.latency(Dir::ToClient, Duration::from_millis(300));
     cluster.pause(1);
     cluster.pause(2);
     let null = File::open("/dev/null").expect("open /dev/null");
-    let breaker = thread::spawn(move || {
-        thread::sleep(Duration::from_millis(100));
-        for epfd in ours {
-            // SAFETY: replaces the poller's descriptors with /dev/null;
-            // the client's next epoll_wait fails with EINVAL.
-            let replaced = unsafe { libc::dup2(null.as_raw_fd(), epfd) };
-            assert_eq!(replaced, epfd, "dup2");
-        }
+    let sent = |p: &Proxy| p.stats().to_server;
+    let before: Vec<u64> = proxies.iter().map(sent).collect();
+    let result = thread::scope(|s| {
+        s.spawn(|| {
+            // Master 0 applied the SET, and the SETs to the paused 1 and 2
+            // went through their proxies: the round is under way, and with
+            // two masters paused it cannot be decided.
+            let written = eventually(Duration::from_secs(5), || {
+                cluster.exists(0, "broken")
+                    && proxies
+                        .iter()
+                        .map(sent)
+                        .zip(&before)
+                        .all(|(now, was)| now > *was)
+            });
+            assert!(written, "the round's SETs went out");
+            for &epfd in &ours {
+                // SAFETY: replaces the poller's descriptors with /dev/null;
+                // the client's next epoll_wait fails with EINVAL.
+                let replaced = unsafe { libc::dup2(null.as_raw_fd(), epfd) };
+                assert_eq!(replaced, epfd, "dup2");
+            }
+        });
+        redlock.try_lock("broken", TTL)
     });
-    let result = redlock.try_lock("broken", TTL);
-    breaker.join().expect("the breaker thread");
     match result {
         Err(Error::Io(_)) => {}
         other => panic!("expected the poller's error, got {other:?}"),

@@ -10,7 +10,8 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_mio::{ConfigError, Error, Redlock};
+use redlock_mio::{ConfigError, Error, Redlock, Require};
+use support::check::eventually;
 use support::cluster::Cluster;
 use support::holdings::{Holding, overlaps};
 use support::proxy::{Dir, Proxies};
@@ -72,10 +73,10 @@ fn one_client_for_many_threads() {
     assert_eq!(stats.released, holdings.len() as u64);
 }
 
-/// Eight callers start a round each at the same moment while every reply
-/// takes 150 ms: the rounds are in flight together, so all of them end
-/// within one latency of each other (taking turns, the last would end
-/// seven latencies after the first).
+/// Eight callers start a round each while every reply is held back: the
+/// SETs of all eight rounds reach every master before any reply comes
+/// back, so the rounds are in flight together (taking turns, the second
+/// would wait for the first's replies).
 #[test]
 fn rounds_of_many_callers_are_in_flight_at_once() {
     callers_in_flight_at_once(8);
@@ -84,51 +85,62 @@ fn rounds_of_many_callers_are_in_flight_at_once() {
 /// A hundred callers' rounds, decided in the same few reads: the poller
 /// wakes them in batches once it lets go of the driver, and more of them
 /// than one batch holds are woken all the same (none waits for its
-/// round's deadline, which is a second away).
+/// round's deadline).
 #[test]
 fn more_callers_than_one_wake_batch_are_all_woken() {
     callers_in_flight_at_once(100);
 }
 
 fn callers_in_flight_at_once(n: usize) {
+    // So long that a caller left to its round's deadline cannot pass for
+    // a slow machine: every caller is back within half of it.
+    const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
     let cluster = Cluster::start(3);
     let proxies = Proxies::front(&cluster);
     let redlock = Redlock::builder(proxies.urls())
-        .request_timeout(Duration::from_secs(1))
+        .request_timeout(REQUEST_TIMEOUT)
+        .stall_timeout(REQUEST_TIMEOUT * 2)
         .retry_count(0)
+        // Connections and handshakes done first: the stall below holds
+        // the rounds' replies only.
+        .require_handshakes(Require::All)
         .build()
         .expect("build");
     for proxy in proxies.iter() {
-        proxy.latency(Dir::ToClient, LATENCY);
+        proxy.stall(Dir::ToClient);
     }
-    let start = std::sync::Barrier::new(n);
-    let ends: Vec<Instant> = thread::scope(|s| {
-        let callers: Vec<_> = (0..n)
-            .map(|t| {
-                let (redlock, start) = (&redlock, &start);
+    let keys: Vec<String> = (0..n).map(|t| format!("together:{t}")).collect();
+    thread::scope(|s| {
+        let callers: Vec<_> = keys
+            .iter()
+            .map(|key| {
+                let redlock = &redlock;
                 s.spawn(move || {
-                    start.wait();
-                    let began = Instant::now();
-                    let lock = redlock.try_lock(format!("together:{t}"), TTL);
-                    let ended = Instant::now();
-                    assert!(lock.is_ok(), "{lock:?}");
-                    assert!(ended - began >= LATENCY, "a round waits for its replies");
-                    ended
+                    let lock = redlock.try_lock(key, REQUEST_TIMEOUT * 2);
+                    (lock, Instant::now())
                 })
             })
             .collect();
-        callers
-            .into_iter()
-            .map(|c| c.join().expect("a caller panicked"))
-            .collect()
+        let all_sent = eventually(REQUEST_TIMEOUT / 2, || {
+            keys.iter()
+                .all(|k| (0..cluster.len()).all(|i| cluster.exists(i, k)))
+        });
+        let healed = Instant::now();
+        proxies.heal_all();
+        assert!(
+            all_sent,
+            "every round's SET reached every master, no reply back"
+        );
+        for caller in callers {
+            let (lock, ended) = caller.join().expect("a caller panicked");
+            assert!(lock.is_ok(), "{lock:?}");
+            assert!(
+                ended - healed < REQUEST_TIMEOUT / 2,
+                "a caller was left to its round's deadline: back {:?} after the replies",
+                ended - healed
+            );
+        }
     });
-    let first = ends.iter().min().copied().expect("n ends");
-    let last = ends.iter().max().copied().expect("n ends");
-    assert!(
-        last - first < LATENCY,
-        "the rounds took turns: the last ended {:?} after the first",
-        last - first
-    );
     let stats = redlock.stats();
     assert_eq!(stats.acquired, n as u64);
     for master in &stats.masters {
@@ -143,20 +155,25 @@ fn past_the_cap_a_call_waits_for_a_slot() {
     let cluster = Cluster::start(3);
     let proxies = Proxies::front(&cluster);
     let redlock = Redlock::builder(proxies.urls())
-        .request_timeout(Duration::from_secs(1))
+        .request_timeout(Duration::from_secs(5))
         .retry_count(0)
         .max_in_flight(1)
+        .require_handshakes(Require::All)
         .build()
         .expect("build");
     for proxy in proxies.iter() {
         proxy.latency(Dir::ToClient, LATENCY);
     }
+    let began = Instant::now();
     let (first, second) = thread::scope(|s| {
-        let first = s.spawn(|| {
-            let lock = redlock.try_lock("cap:first", TTL);
-            (lock.is_ok(), Instant::now())
-        });
-        thread::sleep(LATENCY / 3);
+        let first = s.spawn(|| redlock.try_lock("cap:first", TTL).is_ok());
+        // The first's round is under way (its SET is on every master) when
+        // the second caller comes.
+        assert!(
+            eventually(Duration::from_secs(5), || (0..cluster.len())
+                .all(|i| cluster.exists(i, "cap:first"))),
+            "the first round went out"
+        );
         let second = s.spawn(|| {
             let lock = redlock.try_lock("cap:second", TTL);
             (lock.is_ok(), Instant::now())
@@ -166,10 +183,15 @@ fn past_the_cap_a_call_waits_for_a_slot() {
             second.join().expect("second caller"),
         )
     });
-    assert!(first.0 && second.0, "both acquired: {first:?} {second:?}");
+    assert!(first && second.0, "both acquired: {first:?} {second:?}");
+    // Each round waits at least one latency for its replies, and the
+    // second starts only once the first has ended: two latencies at least
+    // since the first began. Overlapping the first, the second would end
+    // about one latency after it began.
     assert!(
-        second.1 >= first.1 + LATENCY,
-        "the second round started only once the first had ended"
+        second.1 >= began + LATENCY * 2,
+        "the second round started before the first had ended: it ended {:?} after the first began",
+        second.1 - began
     );
 }
 

@@ -12,7 +12,6 @@
 
 mod support;
 
-use std::thread;
 use std::time::{Duration, Instant};
 
 use redlock_mio::rules::drift;
@@ -175,12 +174,22 @@ fn stale_extend_is_not_replayed_after_a_newer_one() {
     let applied = eventually(SETTLE, || pttl(&cluster, 0, b"order") > 20_000);
     assert!(applied, "extend #2 reached master 0");
 
-    // Let the late replies arrive, and make the client read them.
-    thread::sleep(Duration::from_millis(400));
+    // Make the client read the late replies: with master 1 paused, a lock
+    // and its release need master 0, whose replies to them come after the
+    // late ones on the same connection. Whatever the client sends master 0
+    // on reading the late `NOSCRIPT` (a replay of extend #1, if it made
+    // one) goes before the release, so it is applied once the release is
+    // through.
     proxy.latency(Dir::ToClient, Duration::ZERO);
-    let mut probe = redlock.try_lock("probe", TTL).expect("another lock");
-    redlock.unlock(&mut probe).expect("unlock the probe");
-    thread::sleep(Duration::from_millis(300));
+    cluster.pause(1);
+    let read = eventually(SETTLE, || {
+        let Ok(mut probe) = redlock.try_lock("probe", TTL) else {
+            return false;
+        };
+        redlock.unlock(&mut probe).is_ok()
+    });
+    cluster.resume(1);
+    assert!(read, "a lock and its release through master 0");
 
     let ms = pttl(&cluster, 0, b"order");
     assert!(

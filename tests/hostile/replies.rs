@@ -1,7 +1,6 @@
 //! Replies to nothing, of the wrong type, out of order; pushes.
 
 use std::thread;
-use std::time::Duration;
 
 use redlock_mio::Error;
 use redlock_mio::rules::{NodeError, NodeState};
@@ -10,6 +9,7 @@ use super::{
     BACKOFF_WAIT, HOSTILE, NOTICE, TTL, acquire, always, block, check_failing,
     cycles_through_the_hostile_node, failed, release, rig, timed, unblock, works,
 };
+use crate::support::check::{eventually, tcp_to};
 use crate::support::hostile::{Action, Handshake};
 
 #[test]
@@ -139,10 +139,17 @@ fn unprompted_reply_while_idle() {
         _ => vec![Action::send(b":0\r\n")],
     });
     works(&rig, b"hostile:idle:0");
+    // The release returns at a quorum: it may reach the fake later.
+    rig.fake.wait_until(NOTICE, |f| f.lock_commands() >= 2);
     assert_eq!(rig.fake.lock_commands(), 2, "{:?}", rig.fake);
     assert!(rig.fake.inject(b"+OK\r\n"), "cannot inject: {:?}", rig.fake);
-    // Let the bytes arrive in the client's socket.
-    thread::sleep(Duration::from_millis(50));
+    // The bytes are in the client's socket, unread.
+    let port = rig.fake.addr().port();
+    assert!(
+        eventually(NOTICE, || tcp_to(port).iter().any(|c| c.rx_queue > 0)),
+        "the unprompted reply reached the client: {:?}",
+        tcp_to(port)
+    );
     let resource: &[u8] = b"hostile:idle:1";
     block(&rig, resource);
     let result = timed("acquire after an unprompted reply", || {

@@ -90,3 +90,46 @@ pub fn reset_stats(cluster: &Cluster) {
         cluster.command(i, &[b"CONFIG", b"RESETSTAT"]);
     }
 }
+
+/// One TCP connection to 127.0.0.1 as `/proc/net/tcp` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TcpEntry {
+    /// The local address, as the table writes it (`0100007F:9C40`).
+    pub local: String,
+    /// The state: `01` established, `08` close-wait (the peer's FIN came).
+    pub state: String,
+    /// Bytes received and not yet read by the owner of the socket.
+    pub rx_queue: u64,
+}
+
+/// The TCP connections whose remote end is 127.0.0.1:`port`: for a test
+/// client's connections to a server, whether the server's bytes or FIN
+/// have arrived, which no call of the client says.
+pub fn tcp_to(port: u16) -> Vec<TcpEntry> {
+    let table = std::fs::read_to_string("/proc/net/tcp")
+        .unwrap_or_else(|e| panic!("cannot read /proc/net/tcp: {e}"));
+    let remote = format!("0100007F:{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            // sl local_address rem_address st tx_queue:rx_queue ...
+            let mut fields = line.split_whitespace().skip(1);
+            let (local, rem, state, queues) = (
+                fields.next()?,
+                fields.next()?,
+                fields.next()?,
+                fields.next()?,
+            );
+            if rem != remote {
+                return None;
+            }
+            let rx = queues.split(':').nth(1)?;
+            Some(TcpEntry {
+                local: local.to_owned(),
+                state: state.to_owned(),
+                rx_queue: u64::from_str_radix(rx, 16).ok()?,
+            })
+        })
+        .collect()
+}

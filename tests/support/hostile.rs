@@ -81,7 +81,7 @@ pub enum Handshake {
 }
 
 /// One thing the server does in answer to a command.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Action {
     /// Writes these bytes.
     Send(Vec<u8>),
@@ -97,6 +97,9 @@ pub enum Action {
     },
     /// Waits this long (bounded by the server being dropped).
     Sleep(Duration),
+    /// Waits until the flag is raised (bounded by the server being
+    /// dropped): the test decides when the fake reads on.
+    WaitFor(Arc<AtomicBool>),
     /// Shuts the connection down (both directions) and ends its thread.
     Close,
 }
@@ -487,6 +490,15 @@ fn perform(stream: &mut TcpStream, action: Action, shared: &Shared) -> Option<En
                     return Some(End::Server);
                 }
                 thread::sleep(POLL_INTERVAL.min(until.saturating_duration_since(Instant::now())));
+            }
+            None
+        }
+        Action::WaitFor(flag) => {
+            while !flag.load(Ordering::SeqCst) {
+                if shared.stop.load(Ordering::SeqCst) {
+                    return Some(End::Server);
+                }
+                thread::sleep(POLL_INTERVAL);
             }
             None
         }

@@ -183,6 +183,8 @@ struct Shared {
     bytes: [AtomicU64; 2],
     discarded: AtomicU64,
     log: Mutex<Vec<(Instant, Dir, usize)>>,
+    /// Chunks being written on and not yet counted in `bytes` and `log`.
+    forwarding: AtomicUsize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -264,6 +266,7 @@ impl Proxy {
             bytes: [AtomicU64::new(0), AtomicU64::new(0)],
             discarded: AtomicU64::new(0),
             log: Mutex::new(Vec::new()),
+            forwarding: AtomicUsize::new(0),
         });
         let acceptor = {
             let shared = Arc::clone(&shared);
@@ -397,6 +400,14 @@ impl Proxy {
     pub fn deliveries(&self) -> Vec<(Instant, Dir, usize)> {
         lock(&self.shared.log).clone()
     }
+
+    /// Whether a chunk is being written on right now. A chunk is counted
+    /// ([`Proxy::stats`], [`Proxy::deliveries`]) only once written, and
+    /// its peer may act on it before: once the effect of a request is seen
+    /// on the server and this is `false`, the request is counted.
+    pub fn is_forwarding(&self) -> bool {
+        self.shared.forwarding.load(Ordering::SeqCst) > 0
+    }
 }
 
 impl Drop for Proxy {
@@ -506,8 +517,16 @@ fn pump(link: &Link, shared: &Shared, dir: usize) {
                         break;
                     };
                     held_bytes -= chunk.len();
-                    forward(&mut to, &chunk, mode.slice, shared, link)?;
-                    shared.record(dir, chunk.len());
+                    // Raised before the write, lowered after the record: a
+                    // chunk the server may have seen is either counted or
+                    // still in `forwarding` (see `Proxy::is_forwarding`).
+                    shared.forwarding.fetch_add(1, Ordering::SeqCst);
+                    let written = forward(&mut to, &chunk, mode.slice, shared, link);
+                    if written.is_ok() {
+                        shared.record(dir, chunk.len());
+                    }
+                    shared.forwarding.fetch_sub(1, Ordering::SeqCst);
+                    written?;
                     if link.is_dead() {
                         return Ok(());
                     }
