@@ -16,11 +16,14 @@ use std::time::{Duration, Instant};
 
 use redlock_mio::rules::NodeState;
 use redlock_mio::{Error, Redlock, Require};
+use support::check::eventually;
 use support::cluster::Cluster;
 use support::holdings::{Holding, overlaps};
 use support::proxy::{Dir, Proxies};
 
 const TTL: Duration = Duration::from_secs(10);
+/// How long a check that must come true may take.
+const PATIENCE: Duration = Duration::from_secs(5);
 
 /// A client whose request timeout is far above what healthy masters take,
 /// so that a busy machine does not time its rounds out.
@@ -210,7 +213,7 @@ fn a_woken_task_that_never_comes_back_holds_nobody_up() {
     }
     let stuck = stuck.expect("no first poll left its round pending in 20 tries");
     assert!(
-        eventually(|| woken.load(std::sync::atomic::Ordering::SeqCst)),
+        eventually(PATIENCE, || woken.load(std::sync::atomic::Ordering::SeqCst)),
         "the first task is woken at its round's decision"
     );
     // Commands held back until the first task comes back would go out at
@@ -322,18 +325,6 @@ fn poll_once_and_drop<F: Future>(future: F) -> Poll<F::Output> {
         .poll(&mut Context::from_waker(Waker::noop()))
 }
 
-/// Waits up to 2 s for `check` to hold.
-fn eventually(check: impl Fn() -> bool) -> bool {
-    let until = Instant::now() + Duration::from_secs(2);
-    while Instant::now() < until {
-        if check() {
-            return true;
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-    check()
-}
-
 /// An acquire future dropped after its command went out (every reply held
 /// back 300 ms): the release queued behind the acquire removes the key
 /// everywhere, and the acquire's late replies count for no other round.
@@ -352,7 +343,7 @@ fn a_dropped_acquire_leaves_no_lock() {
     // than 200) went to every master; the key they set and removed is
     // gone too soon to be seen.
     assert!(
-        eventually(|| sent()
+        eventually(PATIENCE, || sent()
             .iter()
             .zip(&before)
             .all(|(now, then)| now - then > 250)),
@@ -360,7 +351,8 @@ fn a_dropped_acquire_leaves_no_lock() {
         sent()
     );
     assert!(
-        eventually(|| (0..3).all(|i| !cluster.exists(i, "async:dropped"))),
+        eventually(PATIENCE, || (0..3)
+            .all(|i| !cluster.exists(i, "async:dropped"))),
         "the release queued at the drop removed the key everywhere"
     );
     for proxy in proxies.iter() {
@@ -397,7 +389,8 @@ fn dropped_extend_and_unlock_leave_the_lock_honest() {
     assert!(polled.is_pending());
     assert!(lock.is_expired(), "a dropped unlock expires the lock");
     assert!(
-        eventually(|| (0..3).all(|i| !cluster.exists(i, "async:honest"))),
+        eventually(PATIENCE, || (0..3)
+            .all(|i| !cluster.exists(i, "async:honest"))),
         "the release went out all the same"
     );
 }
@@ -422,7 +415,8 @@ fn dropping_an_async_guard_releases() {
     assert!((0..3).all(|i| cluster.get(i, "async:guard") == Some(token.clone())));
     runtime.block_on(async move { drop(guard) });
     assert!(
-        eventually(|| (0..3).all(|i| !cluster.exists(i, "async:guard"))),
+        eventually(PATIENCE, || (0..3)
+            .all(|i| !cluster.exists(i, "async:guard"))),
         "the guard's drop released the lock"
     );
     let guard = runtime
@@ -503,7 +497,7 @@ fn a_task_that_started_no_round_yet_is_woken_for_its_retry() {
             proxies.heal_all();
         });
         assert!(
-            eventually(|| sent() > before),
+            eventually(PATIENCE, || sent() > before),
             "the thread's round went out"
         );
         let mut lock = futures_executor::block_on(redlock.lock_async("async:other", TTL))

@@ -1,4 +1,4 @@
-//! Batches (issue 9, part 6) against real `redis-server`s: many independent
+//! Batches against real `redis-server`s: many independent
 //! locks taken or released in one tick, one write per master, each with
 //! its own result; several rounds in flight on each connection.
 
