@@ -125,7 +125,7 @@
 //!     }
 //!     // ... copy one chunk ...
 //! }
-//! drop(keeper); // releases the lock, without blocking
+//! keeper.release()?; // waits for the release; dropping the keeper releases without waiting
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
