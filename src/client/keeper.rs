@@ -470,8 +470,8 @@ impl Keeper {
     /// }
     /// # }
     /// ```
-    pub fn lost(&self) -> Lost {
-        Lost {
+    pub fn lost(&self) -> LossSignal {
+        LossSignal {
             shared: self.shared.clone(),
         }
     }
@@ -531,7 +531,8 @@ impl Drop for Keeper {
     }
 }
 
-/// Completes with the final standing of a kept lock: see [`Keeper::lost`].
+/// The loss signal of a kept lock, a future that completes with its final
+/// standing: see [`Keeper::lost`].
 ///
 /// It needs no runtime (the keeper's thread wakes it), and it is `Clone`
 /// and `Send`: a watcher elsewhere can wait for the loss.
@@ -550,19 +551,19 @@ impl Drop for Keeper {
 /// ```
 #[derive(Clone)]
 #[must_use = "futures do nothing unless awaited"]
-pub struct Lost {
+pub struct LossSignal {
     shared: Arc<Shared>,
 }
 
-impl fmt::Debug for Lost {
+impl fmt::Debug for LossSignal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Lost")
+        f.debug_struct("LossSignal")
             .field("standing", &self.shared.standing())
             .finish()
     }
 }
 
-impl Future for Lost {
+impl Future for LossSignal {
     type Output = Standing;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Standing> {

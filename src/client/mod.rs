@@ -35,7 +35,7 @@ use crate::rules;
 pub use batch::MAX_BATCH;
 pub use builder::{Builder, MAX_IN_FLIGHT, MAX_TIMEOUT, Require};
 pub use embed::{Completion, EmbeddedRedlock, Ticket};
-pub use keeper::{KeepOptions, Keeper, Lost, OnChange, Standing};
+pub use keeper::{KeepOptions, Keeper, LossSignal, OnChange, Standing};
 pub use lock::{Lock, LockGuard};
 pub use stats::{MasterStats, Stats};
 pub use tasks::AsyncLockGuard;
