@@ -292,60 +292,6 @@ impl Builder {
         self
     }
 
-    /// The most rounds this client keeps in flight at once, over all its
-    /// callers (a batch counts one round per lock). Default 256 (as many as
-    /// [`MAX_BATCH`](crate::MAX_BATCH)); 1 to [`MAX_IN_FLIGHT`]. Each costs
-    /// memory allocated by [`build`](Self::build), so that no round
-    /// allocates: a slot of a few hundred bytes, and per master about half
-    /// a kilobyte of request queue and output buffers (about 150 KB per
-    /// master at the default). Past the cap a call waits for a slot to free up, for at
-    /// most a request timeout, then fails with
-    /// [`Error::Busy`](crate::Error::Busy), having sent nothing; a batch
-    /// that got part of its slots runs those and gives `Busy` for the rest.
-    pub fn max_in_flight(mut self, cap: usize) -> Builder {
-        self.max_in_flight = cap;
-        self
-    }
-
-    /// How long an async call that finds the client idle (no other round
-    /// in flight) waits for its replies by polling the sockets itself,
-    /// yielding to the executor between polls, before it leaves the
-    /// polling to the client's background thread and sleeps until that
-    /// thread wakes it. Default 1 ms: a round on a local network is
-    /// decided well within it, and the lone caller pays no cross-thread
-    /// wake-up (which costs tens of microseconds); the price is a busy
-    /// task, though one that yields, for as long as the round takes. Zero
-    /// turns it off. Under load (other rounds in flight) the background
-    /// thread polls for every task, and this does not apply.
-    pub fn async_spin(mut self, spin: Duration) -> Builder {
-        self.async_spin = spin;
-        self
-    }
-
-    /// Whether a caller alone on a client whose masters all run on this
-    /// machine (loopback addresses or Unix sockets) yields its CPU
-    /// (`sched_yield`) while it waits for replies: a blocking caller before
-    /// each wait and once more when its round is decided, an async task
-    /// that polls for itself ([`async_spin`](Self::async_spin)) once after
-    /// writing its round. Its requests woke the masters' processes, which
-    /// may be waiting for this very CPU: yielded to, they answer before the
-    /// wait (or the task's first look), which then finds the replies
-    /// instead of sleeping until each one wakes the caller; and the masters
-    /// still to answer finish before the caller's next requests meet them.
-    /// With five local masters on two cores it lowers the blocking cycle's
-    /// median by a few percent and a lone task's `epoll_wait` calls per
-    /// round to under half (the latency bench measures both). Default on; it never applies to remote masters, nor while other
-    /// rounds are in flight
-    /// ([`Stats::yields`](crate::Stats::yields) counts the yields). Its
-    /// price: on a CPU where other threads are ready to run, the caller may
-    /// wait behind them for up to a scheduler time slice (a millisecond or
-    /// so); turn it off for services that keep their CPUs busy next to
-    /// local masters.
-    pub fn yield_to_local_masters(mut self, on: bool) -> Builder {
-        self.local_yield = on;
-        self
-    }
-
     /// The most times one lock may be extended, so that a stuck holder
     /// cannot keep a resource forever. Default: no limit (the caller's
     /// policy). The count belongs to the acquisition: a [`Lock`] cannot be
@@ -691,6 +637,65 @@ impl Builder {
             addrs.push(addr);
         }
         Ok(addrs)
+    }
+}
+
+/// Tuning: how the client spends memory and CPU for latency. The defaults
+/// suit most services; change them after measuring (the latency and
+/// throughput benches show their effect).
+impl Builder {
+    /// The most rounds this client keeps in flight at once, over all its
+    /// callers (a batch counts one round per lock). Default 256 (as many as
+    /// [`MAX_BATCH`](crate::MAX_BATCH)); 1 to [`MAX_IN_FLIGHT`]. Each costs
+    /// memory allocated by [`build`](Self::build), so that no round
+    /// allocates: a slot of a few hundred bytes, and per master about half
+    /// a kilobyte of request queue and output buffers (about 150 KB per
+    /// master at the default). Past the cap a call waits for a slot to free up, for at
+    /// most a request timeout, then fails with
+    /// [`Error::Busy`](crate::Error::Busy), having sent nothing; a batch
+    /// that got part of its slots runs those and gives `Busy` for the rest.
+    pub fn max_in_flight(mut self, cap: usize) -> Builder {
+        self.max_in_flight = cap;
+        self
+    }
+
+    /// How long an async call that finds the client idle (no other round
+    /// in flight) waits for its replies by polling the sockets itself,
+    /// yielding to the executor between polls, before it leaves the
+    /// polling to the client's background thread and sleeps until that
+    /// thread wakes it. Default 1 ms: a round on a local network is
+    /// decided well within it, and the lone caller pays no cross-thread
+    /// wake-up (which costs tens of microseconds); the price is a busy
+    /// task, though one that yields, for as long as the round takes. Zero
+    /// turns it off. Under load (other rounds in flight) the background
+    /// thread polls for every task, and this does not apply.
+    pub fn async_spin(mut self, spin: Duration) -> Builder {
+        self.async_spin = spin;
+        self
+    }
+
+    /// Whether a caller alone on a client whose masters all run on this
+    /// machine (loopback addresses or Unix sockets) yields its CPU
+    /// (`sched_yield`) while it waits for replies: a blocking caller before
+    /// each wait and once more when its round is decided, an async task
+    /// that polls for itself ([`async_spin`](Self::async_spin)) once after
+    /// writing its round. Its requests woke the masters' processes, which
+    /// may be waiting for this very CPU: yielded to, they answer before the
+    /// wait (or the task's first look), which then finds the replies
+    /// instead of sleeping until each one wakes the caller; and the masters
+    /// still to answer finish before the caller's next requests meet them.
+    /// With five local masters on two cores it lowers the blocking cycle's
+    /// median by a few percent and a lone task's `epoll_wait` calls per
+    /// round to under half (the latency bench measures both). Default on; it never applies to remote masters, nor while other
+    /// rounds are in flight
+    /// ([`Stats::yields`](crate::Stats::yields) counts the yields). Its
+    /// price: on a CPU where other threads are ready to run, the caller may
+    /// wait behind them for up to a scheduler time slice (a millisecond or
+    /// so); turn it off for services that keep their CPUs busy next to
+    /// local masters.
+    pub fn yield_to_local_masters(mut self, on: bool) -> Builder {
+        self.local_yield = on;
+        self
     }
 }
 
