@@ -268,15 +268,10 @@ fn many_tasks_share_one_client() {
                             // Work, without an await: the executor thread
                             // is held as real work would hold it.
                             thread::sleep(Duration::from_micros(200));
-                            let end = Instant::now().min(lock.valid_until());
-                            holdings.lock().expect("not poisoned").push(Holding {
-                                resource: r,
-                                thread: t,
-                                token: *lock.token(),
-                                start,
-                                end,
-                                fence: None,
-                            });
+                            holdings
+                                .lock()
+                                .expect("not poisoned")
+                                .push(Holding::of(r, t, &lock, start));
                             redlock.unlock_async(&mut lock).await.expect("release");
                         }
                         Err(Error::Contended(_)) => failed += 1,

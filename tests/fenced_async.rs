@@ -266,15 +266,10 @@ fn tasks_and_threads_share_one_fenced_client() {
                         .await
                         .expect("acquired");
                     let start = Instant::now();
-                    let end = Instant::now().min(lock.valid_until());
-                    holdings.lock().expect("not poisoned").push(Holding {
-                        resource: r,
-                        thread: t,
-                        token: *lock.token(),
-                        start,
-                        end,
-                        fence: lock.fence(),
-                    });
+                    holdings
+                        .lock()
+                        .expect("not poisoned")
+                        .push(Holding::of(r, t, &lock, start));
                     redlock.unlock_async(&mut lock).await.expect("release");
                 }
             })
@@ -289,15 +284,10 @@ fn tasks_and_threads_share_one_fenced_client() {
                     let resource = format!("fenced-async:shared:{r}");
                     let mut lock = redlock.lock(&resource, TTL).expect("acquired");
                     let start = Instant::now();
-                    let end = Instant::now().min(lock.valid_until());
-                    holdings.lock().expect("not poisoned").push(Holding {
-                        resource: r,
-                        thread: t,
-                        token: *lock.token(),
-                        start,
-                        end,
-                        fence: lock.fence(),
-                    });
+                    holdings
+                        .lock()
+                        .expect("not poisoned")
+                        .push(Holding::of(r, t, &lock, start));
                     redlock.unlock(&mut lock).expect("release");
                 }
             });

@@ -43,15 +43,10 @@ fn one_client_for_many_threads() {
                         Ok(mut lock) => {
                             let start = Instant::now();
                             thread::sleep(Duration::from_micros(300));
-                            let end = Instant::now().min(lock.valid_until());
-                            holdings.lock().expect("not poisoned").push(Holding {
-                                resource: r,
-                                thread: t,
-                                token: *lock.token(),
-                                start,
-                                end,
-                                fence: None,
-                            });
+                            holdings
+                                .lock()
+                                .expect("not poisoned")
+                                .push(Holding::of(r, t, &lock, start));
                             redlock.unlock(&mut lock).expect("unlock");
                         }
                         Err(error) => failures.lock().expect("not poisoned").push(error),

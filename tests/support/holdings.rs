@@ -25,6 +25,19 @@ pub struct Holding {
 }
 
 impl Holding {
+    /// The holding of `lock` by `thread`, which began at `start` and ends
+    /// now (or at the lock's validity end, if that came first).
+    pub fn of(resource: usize, thread: usize, lock: &redlock_mio::Lock, start: Instant) -> Holding {
+        Holding {
+            resource,
+            thread,
+            token: *lock.token(),
+            start,
+            end: Instant::now().min(lock.valid_until()),
+            fence: lock.fence(),
+        }
+    }
+
     /// "thread T (token …) held [from, to]", with times since `origin`.
     pub fn describe(&self, origin: Instant) -> String {
         format!(
