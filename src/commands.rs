@@ -58,6 +58,25 @@ pub const FENCE_KEY: &str = "redlock-mio:fence";
 /// sync, so that a first sync cut short can be finished.
 pub const FENCE_LOST_KEY: &str = "redlock-mio:fence-lost";
 
+/// Where the channels live on which releases tell a client's waiters that
+/// a lock was handed to them: one channel per client, named by a random id
+/// (see [`WakeChannel`]).
+pub(crate) const WAKE_PREFIX: &str = "redlock-mio:wake:";
+
+/// A client's wake channel: [`WAKE_PREFIX`] and 16 hexadecimal digits.
+pub(crate) type WakeChannel = [u8; WAKE_PREFIX.len() + 16];
+
+/// A wake channel named by `id`.
+pub(crate) fn wake_channel(id: u64) -> WakeChannel {
+    let mut channel = [0; WAKE_PREFIX.len() + 16];
+    channel[..WAKE_PREFIX.len()].copy_from_slice(WAKE_PREFIX.as_bytes());
+    for (i, byte) in channel[WAKE_PREFIX.len()..].iter_mut().enumerate() {
+        let nibble = (id >> (60 - 4 * i)) & 0xf;
+        *byte = b"0123456789abcdef"[nibble as usize];
+    }
+    channel
+}
+
 /// The error code with which the fence scripts refuse a key of the
 /// reserved space that holds what this crate never writes there.
 const FOREIGN: &[u8] = b"FOREIGNKEY ";
@@ -89,6 +108,9 @@ pub(crate) fn unpack_keys(mut packed: &[u8]) -> impl Iterator<Item = &[u8]> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Step {
     Auth,
+    /// `HELLO 3`: RESP3, so that wake-ups arrive as pushes on the same
+    /// connection as the replies.
+    Hello,
     Select,
     LoadRelease,
     LoadExtend,
@@ -99,12 +121,17 @@ pub(crate) enum Step {
     LoadRaise,
     LoadFenceRead,
     LoadFenceSync,
+    LoadWaitAcquire,
+    LoadLeave,
     /// `INFO server replication cluster`: who the server is.
     Identify,
     /// `SET <marker key> <value> NX GET`: whether the data set survived.
     Marker,
     /// `SET <longest TTL key> <ms> NX GET`: the deployment's longest TTL.
     LongestTtl,
+    /// `SUBSCRIBE <the client's wake channel>`, confirmed by a push; sent
+    /// once `HELLO` has succeeded.
+    Subscribe,
 }
 
 /// What a connection's handshake asks beyond logging in and loading the
@@ -121,6 +148,10 @@ pub(crate) struct Probe<'a> {
     /// Set [`LONGEST_TTL_KEY`] to this many milliseconds unless it exists,
     /// and read it.
     pub(crate) longest_ttl: Option<u64>,
+    /// Speak RESP3 and load the scripts of callers that wait (the link
+    /// then subscribes to this channel, on which releases tell this
+    /// client's waiters).
+    pub(crate) wake: Option<&'a [u8]>,
 }
 
 impl Step {
@@ -136,7 +167,15 @@ impl Step {
             Step::LoadRaise => (RAISE_SCRIPT, RAISE_SHA1),
             Step::LoadFenceRead => (FENCE_READ_SCRIPT, FENCE_READ_SHA1),
             Step::LoadFenceSync => (FENCE_SYNC_SCRIPT, FENCE_SYNC_SHA1),
-            Step::Auth | Step::Select | Step::Identify | Step::Marker | Step::LongestTtl => {
+            Step::LoadWaitAcquire => (WAIT_ACQUIRE_SCRIPT, WAIT_ACQUIRE_SHA1),
+            Step::LoadLeave => (LEAVE_SCRIPT, LEAVE_SHA1),
+            Step::Auth
+            | Step::Hello
+            | Step::Select
+            | Step::Identify
+            | Step::Marker
+            | Step::LongestTtl
+            | Step::Subscribe => {
                 return None;
             }
         })
@@ -160,6 +199,10 @@ pub(crate) fn encode_handshake(
         }
         steps.push(Step::Auth);
     }
+    if probe.wake.is_some() {
+        encode_command(out, &["HELLO".into(), "3".into()]);
+        steps.push(Step::Hello);
+    }
     if db != 0 {
         encode_command(out, &["SELECT".into(), db.into()]);
         steps.push(Step::Select);
@@ -174,6 +217,11 @@ pub(crate) fn encode_handshake(
     } else {
         &[]
     };
+    let wake_steps: &[Step] = if probe.wake.is_some() {
+        &[Step::LoadWaitAcquire, Step::LoadLeave]
+    } else {
+        &[]
+    };
     for &step in [
         Step::LoadRelease,
         Step::LoadExtend,
@@ -183,6 +231,7 @@ pub(crate) fn encode_handshake(
     ]
     .iter()
     .chain(fence_steps)
+    .chain(wake_steps)
     {
         if let Some((script, _)) = step.script() {
             encode_command(out, &["SCRIPT".into(), "LOAD".into(), script.into()]);
@@ -227,6 +276,7 @@ pub(crate) fn encode_handshake(
         );
         steps.push(Step::LongestTtl);
     }
+    // `SUBSCRIBE` follows once `HELLO` has succeeded (see `Link`).
 }
 
 /// What a reply to a lock command means.
@@ -254,6 +304,9 @@ pub(crate) enum Outcome {
 pub(crate) fn classify(shape: &Shape, token: &Token<'_>) -> Outcome {
     let (op, many, fenced) = (shape.op(), shape.packed(), shape.fenced());
     let scripted = shape.is_script();
+    if shape.waits() {
+        return classify_wait(token);
+    }
     match (op, token) {
         (_, Token::Error(message) | Token::BulkError(message)) => {
             if message.starts_with(b"NOSCRIPT") && scripted {
@@ -282,7 +335,35 @@ pub(crate) fn classify(shape: &Shape, token: &Token<'_>) -> Outcome {
             Outcome::Reply(Reply::Refused)
         }
         (Op::Acquire, Token::Integer(1)) if many => Outcome::Reply(Reply::Ok),
+        (Op::Leave, Token::Integer(1)) => Outcome::Reply(Reply::Ok),
         (Op::Acquire, Token::Integer(0)) if many => Outcome::Reply(Reply::Refused),
+        _ => Outcome::Unexpected,
+    }
+}
+
+/// The reply to an acquire that waits: `+OK`, or `+WAIT <ms>` with the
+/// blocking key's `PTTL` (`-1`: it has no TTL).
+fn classify_wait(token: &Token<'_>) -> Outcome {
+    match token {
+        Token::Error(message) | Token::BulkError(message) if message.starts_with(b"NOSCRIPT") => {
+            Outcome::NoScript
+        }
+        Token::Error(message) | Token::BulkError(message) => {
+            Outcome::Server(ServerError::new(message))
+        }
+        Token::Simple(b"OK") => Outcome::Reply(Reply::Ok),
+        Token::Simple(text) => match text.strip_prefix(b"WAIT ") {
+            Some(b"-1") => Outcome::Reply(Reply::Queued {
+                expires_in_ms: None,
+            }),
+            Some(ms) => match std::str::from_utf8(ms).ok().and_then(|ms| ms.parse().ok()) {
+                Some(ms) => Outcome::Reply(Reply::Queued {
+                    expires_in_ms: Some(ms),
+                }),
+                None => Outcome::Unexpected,
+            },
+            None => Outcome::Unexpected,
+        },
         _ => Outcome::Unexpected,
     }
 }
@@ -348,7 +429,9 @@ pub(crate) fn handshake_ok(step: Step, token: &Token<'_>) -> Result<bool, Server
         (step, Token::Bulk(sha1)) if step.script().is_some() => Ok(step
             .script()
             .is_some_and(|(_, expected)| sha1.eq_ignore_ascii_case(expected.as_bytes()))),
-        (Step::Identify, Token::Bulk(_)) => Ok(true),
+        (Step::Identify, Token::Bulk(_) | Token::Verbatim { .. }) => Ok(true),
+        // The whole map was read (see `Link`); an error is caught above.
+        (Step::Hello, Token::Map(_)) => Ok(true),
         (Step::Marker | Step::LongestTtl, Token::Bulk(_) | Token::Null(_)) => Ok(true),
         _ => Ok(false),
     }

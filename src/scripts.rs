@@ -9,11 +9,37 @@
 //! the crate's own space that hold what the crate never writes there
 //! ([`RESERVED_PREFIX`](crate::RESERVED_PREFIX)).
 
-/// Compare-and-delete: deletes the key only if it still holds our token.
-pub const RELEASE_SCRIPT: &str = r#"if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end"#;
+/// The hand-off every script that frees a key runs after it
+/// ([`RELEASE_SCRIPT`], [`RELEASE_MANY_SCRIPT`], [`LEAVE_SCRIPT`],
+/// [`WAIT_ACQUIRE_SCRIPT`]): `handoff(key)` takes the first waiter off the
+/// key's queue (`redlock-mio:queue:<key>`, a sorted set ordered by when each
+/// waiter began to wait) and publishes the waiter's id on its client's
+/// channel. If its client heard it, the key is reserved for the waiter (the
+/// value `reserved <member>`, which no token equals) for the waiter's
+/// reservation window, and the next waiter whose client hears it is told
+/// `<id> <window>`: to try once that window has passed, should the first
+/// never come. A waiter whose client is gone (nobody hears its channel) is
+/// dropped, and so is an entry of any other form than `<window
+/// ms>|<waiter id>|redlock-mio:wake:<client id>`; at most eight of them a
+/// call. The queue's commands run under `pcall`: a server that refuses
+/// them (a user without the permissions) frees the key all the same, and
+/// nobody is told.
+macro_rules! handoff {
+    () => {
+        r#"local function handoff(k) local q="redlock-mio:queue:"..k for _=1,8 do local h=redis.pcall("zrange",q,0,0) if type(h)~="table" or h.err or #h==0 then return end h=h[1] redis.pcall("zrem",q,h) local r,id,ch=string.match(h,"^(%d+)|(%d+)|(redlock%-mio:wake:%x+)$") if r and #r<=9 and tonumber(r)>0 then local n=redis.pcall("publish",ch,id) if type(n)~="number" then return end if n>0 then redis.call("set",k,"reserved "..h,"px",r) local nx=redis.pcall("zrange",q,0,7) if type(nx)=="table" and not nx.err then for _,e in ipairs(nx) do local _,eid,ech=string.match(e,"^(%d+)|(%d+)|(redlock%-mio:wake:%x+)$") if eid then local m=redis.pcall("publish",ech,eid.." "..r) if type(m)~="number" or m>0 then break end end redis.pcall("zrem",q,e) end end return end end end end "#
+    };
+}
+
+/// Compare-and-delete: deletes the key only if it still holds our token,
+/// then hands it to the first waiter of its queue, if any (see
+/// [`WAIT_ACQUIRE_SCRIPT`]).
+pub const RELEASE_SCRIPT: &str = concat!(
+    handoff!(),
+    r#"if redis.call("get",KEYS[1])==ARGV[1] then redis.call("del",KEYS[1]) handoff(KEYS[1]) return 1 else return 0 end"#
+);
 
 /// SHA1 of [`RELEASE_SCRIPT`], as `SCRIPT LOAD` returns it.
-pub const RELEASE_SHA1: &str = "b70c2384248f88e6b75b9f89241a180f856ad852";
+pub const RELEASE_SHA1: &str = "f9e8e2f725b8eb6ef65fd632fed672bd3b9eb97c";
 
 /// Compare-and-`PEXPIRE`: extends the key only if it still holds our token.
 pub const EXTEND_SCRIPT: &str = r#"if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end"#;
@@ -27,10 +53,14 @@ pub const ACQUIRE_MANY_SCRIPT: &str = r#"for i=1,#KEYS do if redis.call("get",KE
 /// SHA1 of [`ACQUIRE_MANY_SCRIPT`].
 pub const ACQUIRE_MANY_SHA1: &str = "fc228ec235ee22e803a6b572f5526aaf36477068";
 
-/// Deletes every key that still holds the token `ARGV[1]`; `1` if any did.
-pub const RELEASE_MANY_SCRIPT: &str = r#"local n=0 for i=1,#KEYS do if redis.call("get",KEYS[i])==ARGV[1] then n=n+redis.call("del",KEYS[i]) end end if n>0 then return 1 else return 0 end"#;
+/// Deletes every key that still holds the token `ARGV[1]`, handing each
+/// to the first waiter of its queue; `1` if any did.
+pub const RELEASE_MANY_SCRIPT: &str = concat!(
+    handoff!(),
+    r#"local n=0 for i=1,#KEYS do if redis.call("get",KEYS[i])==ARGV[1] then n=n+redis.call("del",KEYS[i]) handoff(KEYS[i]) end end if n>0 then return 1 else return 0 end"#
+);
 /// SHA1 of [`RELEASE_MANY_SCRIPT`].
-pub const RELEASE_MANY_SHA1: &str = "223e5508dbb3824a8b008627fa9b62603a25f294";
+pub const RELEASE_MANY_SHA1: &str = "416f9024b3ad58e510fd4232414728d7ca9e6e69";
 
 /// Extends every key to `ARGV[2]` ms if all still hold the token `ARGV[1]`,
 /// else none.
@@ -76,3 +106,37 @@ pub const FENCE_READ_SHA1: &str = "85dbcb521bcf6946bbcbf7ee5711fca7f23c3755";
 pub const FENCE_SYNC_SCRIPT: &str = r#"local function ok(v) return v==false or (type(v)=="string" and #v<=16 and string.find(v,"^[1-9]%d*$")~=nil and tonumber(v)<9007199254740992) end local c=redis.pcall("get",KEYS[1]) if not ok(c) then return redis.error_reply("FOREIGNKEY "..KEYS[1]) end local l=redis.pcall("get",KEYS[2]) if not ok(l) then return redis.error_reply("FOREIGNKEY "..KEYS[2]) end if c and not l then return 1 end for i=3,#ARGV do if ARGV[i]==l then if not c or tonumber(c)<tonumber(ARGV[1]) then redis.call("set",KEYS[1],ARGV[1]) end if ARGV[2]~="start" then redis.call("del",KEYS[2]) end return 1 end end return 0"#;
 /// SHA1 of [`FENCE_SYNC_SCRIPT`].
 pub const FENCE_SYNC_SHA1: &str = "e7eb612d01abf6d2da6913abebdfb55835592cf6";
+
+/// Acquire for a caller that waits, all or nothing over `KEYS` (one or
+/// several resources). `ARGV`: the token, the TTL in ms, the waiter's
+/// member (see the hand-off above), its place (when it began to wait, in
+/// microseconds of its client's wall clock), and how long its queue entry
+/// must outlive the key that blocks it, in ms.
+///
+/// A key is free for the waiter if it is missing or reserved for it. A
+/// missing key with another waiter first in its queue is handed to that
+/// one, and so is not free. If every key is free, sets each to the token
+/// (`PX` the TTL), takes the waiter off their queues and replies `+OK`.
+/// Else it changes no key of the waiter's, enters it in every key's queue
+/// (`ZADD NX`: a waiter keeps its place across attempts), keeps each queue
+/// until the blocking keys expire plus the margin, and replies `+WAIT
+/// <ms>`: the longest `PTTL` of the keys that block it (`-1` if one has no
+/// TTL).
+pub const WAIT_ACQUIRE_SCRIPT: &str = concat!(
+    handoff!(),
+    r#"local m=ARGV[3] local mine="reserved "..m local wait=0 local held=false for i=1,#KEYS do local k=KEYS[i] local v=redis.call("get",k) if not v then local h=redis.pcall("zrange","redlock-mio:queue:"..k,0,0) if type(h)=="table" and not h.err and #h>0 and h[1]~=m then handoff(k) v=redis.call("get",k) end end if v and v~=mine then held=true local p=redis.pcall("pttl",k) if type(p)~="number" or p<0 then wait=-1 elseif wait>=0 and p>wait then wait=p end end end if not held then for i=1,#KEYS do redis.call("set",KEYS[i],ARGV[1],"px",ARGV[2]) redis.pcall("zrem","redlock-mio:queue:"..KEYS[i],m) end return redis.status_reply("OK") end local keep=math.max(wait,0)+tonumber(ARGV[5]) for i=1,#KEYS do local q="redlock-mio:queue:"..KEYS[i] redis.pcall("zadd",q,"NX",ARGV[4],m) local t=redis.pcall("pttl",q) if type(t)=="number" and t<keep then redis.pcall("pexpire",q,keep) end end return redis.status_reply("WAIT "..wait)"#
+);
+/// SHA1 of [`WAIT_ACQUIRE_SCRIPT`].
+pub const WAIT_ACQUIRE_SHA1: &str = "2a3f4bbd19c7ec801861ffd337c1b50434cabc5b";
+
+/// A waiter leaves the queues of `KEYS`: takes the member `ARGV[1]` off
+/// each, and a key reserved for it is handed to the next waiter. Sent when
+/// a wait ends, whether the lock was won (the masters that refused it had
+/// queued it) or not (the caller gave up, timed out or was dropped).
+/// Always `1`.
+pub const LEAVE_SCRIPT: &str = concat!(
+    handoff!(),
+    r#"local mine="reserved "..ARGV[1] for i=1,#KEYS do redis.pcall("zrem","redlock-mio:queue:"..KEYS[i],ARGV[1]) if redis.call("get",KEYS[i])==mine then redis.call("del",KEYS[i]) handoff(KEYS[i]) end end return 1"#
+);
+/// SHA1 of [`LEAVE_SCRIPT`].
+pub const LEAVE_SHA1: &str = "232cb5a3dbba3411331f7f73607ed75b134e6157";

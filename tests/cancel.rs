@@ -29,7 +29,7 @@ use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
 use redlock_mio::{AsyncLockGuard, Error, Lock, Redlock, Stats};
-use support::check::{assert_gone, eventually, pttl};
+use support::check::{assert_gone, eventually, kill_clients, pttl};
 use support::cluster::Cluster;
 use support::proxy::{Dir, Proxies};
 
@@ -481,7 +481,7 @@ fn every_case(cluster: &Cluster, kind: Client) {
             let close = || {
                 if reconnecting {
                     for i in 0..cluster.len() {
-                        cluster.command(i, &[b"CLIENT", b"KILL", b"TYPE", b"normal"]);
+                        kill_clients(cluster, i);
                     }
                 }
             };

@@ -493,15 +493,18 @@ fn retry_count() {
                 started.elapsed()
             );
         }
+        // Each attempt is an acquire that waits (a script: the masters
+        // queue a waiter they refuse).
         let attempts = u64::from(retries) + 1;
         assert!(
             eventually(Duration::from_secs(5), || (0..5)
-                .all(|i| calls(&cluster, i, "set") >= attempts)),
-            "every node got {attempts} SETs"
+                .all(|i| calls(&cluster, i, "evalsha") >= attempts)),
+            "every node got {attempts} acquires"
         );
         for i in 0..5 {
-            assert_eq!(calls(&cluster, i, "set"), attempts, "node {i}");
+            assert_eq!(calls(&cluster, i, "evalsha"), attempts, "node {i}");
         }
+        assert_eq!(redlock.stats().attempts, attempts);
     }
     holder.unlock(&mut lock).expect("unlock");
 }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use redlock_mio::rules::{NodeError, NodeState};
 use redlock_mio::{ConfigError, Error, LONGEST_TTL_KEY, MARKER_KEY, Redlock, Require};
-use support::check::eventually;
+use support::check::{eventually, kill_clients};
 use support::cluster::{Cluster, ClusterOptions};
 
 fn builder(urls: Vec<String>) -> redlock_mio::Builder {
@@ -162,7 +162,7 @@ fn a_restart_or_flush_seen_at_a_reconnect_quarantines_for_the_guard() {
             "restart" => cluster.restart(master),
             _ => {
                 cluster.flushall(master);
-                cluster.command(master, &[b"CLIENT", b"KILL", b"TYPE", b"normal"]);
+                kill_clients(&cluster, master);
             }
         }
         // Rounds on a scratch resource until the client has reconnected.
@@ -318,7 +318,7 @@ fn clients_that_disagree_on_the_longest_ttl_are_refused() {
     // An operator changes master 0's value under the client: it refuses
     // the client at the next handshake, the others still serve.
     cluster.set(0, LONGEST_TTL_KEY, "20000");
-    cluster.command(0, &[b"CLIENT", b"KILL", b"TYPE", b"normal"]);
+    kill_clients(&cluster, 0);
     let refused = NodeState::Failed(NodeError::LongestTtl {
         deployed: longest * 2,
         configured: longest,
@@ -405,7 +405,7 @@ fn a_foreign_marker_fails_that_master_alone() {
         .build()
         .expect("build");
     foreign(&cluster);
-    cluster.command(0, &[b"CLIENT", b"KILL", b"TYPE", b"normal"]);
+    kill_clients(&cluster, 0);
     let ttl = Duration::from_secs(3);
     let foreign_seen = |err: &Error| {
         err.report()

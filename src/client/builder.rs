@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::addr::ServerAddr;
+use crate::commands::WakeChannel;
 use crate::driver::{Driver, Engine, TlsConfig};
 use crate::error::ConfigError;
 use crate::link::LinkConfig;
@@ -67,6 +68,7 @@ pub struct Builder {
     max_extensions: Option<u32>,
     require: Require,
     identify: bool,
+    wake: bool,
     restart_guard: Option<Duration>,
     fencing: Option<Duration>,
     max_in_flight: usize,
@@ -128,6 +130,9 @@ pub(super) struct Config {
     pub(super) longest_ttl: Option<Duration>,
     pub(super) max_in_flight: usize,
     pub(super) async_spin: Duration,
+    /// The wake channel its connections subscribe to, when releases are to
+    /// tell its waiters ([`Builder::wake_on_release`]).
+    pub(super) wake: Option<WakeChannel>,
 }
 
 impl fmt::Debug for Builder {
@@ -146,6 +151,7 @@ impl fmt::Debug for Builder {
             .field("max_extensions", &self.max_extensions)
             .field("require", &self.require)
             .field("identify_masters", &self.identify)
+            .field("wake_on_release", &self.wake)
             .field("restart_guard", &self.restart_guard)
             .field("fencing", &self.fencing)
             .field("max_in_flight", &self.max_in_flight)
@@ -203,6 +209,7 @@ impl Builder {
             max_extensions: None,
             require: Require::Nothing,
             identify: true,
+            wake: true,
             restart_guard: None,
             fencing: None,
             max_in_flight: 256,
@@ -330,6 +337,31 @@ impl Builder {
     /// [`NodeError::SameServer`]: crate::rules::NodeError::SameServer
     pub fn identify_masters(mut self, on: bool) -> Builder {
         self.identify = on;
+        self
+    }
+
+    /// Whether a caller that waits for a lock ([`lock`](crate::Redlock::lock),
+    /// [`lock_until`](crate::Redlock::lock_until), [`lock_all`](crate::Redlock::lock_all)
+    /// and their async forms) is told when the lock is released, instead of
+    /// trying again after a blind delay. Default `true`.
+    ///
+    /// A waiter's refused attempt queues it on each master (in the crate's
+    /// key space, `redlock-mio:queue:<resource>`, which expires by itself);
+    /// a release hands the lock to the first waiter in the queue (reserves
+    /// it for the waiter's window) and tells it on its client's channel; it
+    /// then wins the lock by its own acquire round, within about a round
+    /// trip of the release. Each connection speaks RESP3 (`HELLO 3`) and
+    /// subscribes to the client's channel at its handshake, so the wake-up
+    /// arrives on the connection the replies use. How it works, and how it
+    /// fails, is in [`how_it_works`](crate::how_it_works#waiting-for-a-contended-lock).
+    ///
+    /// Turn it off for servers older than Redis 6 or users without the
+    /// permissions it needs (`+hello +subscribe` and the channels
+    /// `&redlock-mio:wake:*`; see [`operations`](crate::operations#acl-permissions)):
+    /// waiters then try again after the retry delay, or when the key that
+    /// refused them expires, as they learn from its TTL.
+    pub fn wake_on_release(mut self, on: bool) -> Builder {
+        self.wake = on;
         self
     }
 
@@ -503,11 +535,17 @@ impl Builder {
         }));
         let engine = Engine::new(driver, poller, self.local_yield && local)
             .map_err(|e| ConfigError::Io(e.kind()))?;
-        Ok(Redlock::new(engine, self.config(), masters, counters))
+        Ok(Redlock::new(engine, self.config(&conn), masters, counters))
     }
 
-    /// What a client keeps of the configuration.
-    pub(super) fn config(&self) -> Config {
+    /// Whether fencing is on.
+    pub(super) fn fencing_on(&self) -> bool {
+        self.fencing.is_some()
+    }
+
+    /// What a client keeps of the configuration; `link` is the
+    /// connections' (which names the wake channel).
+    pub(super) fn config(&self, link: &LinkConfig) -> Config {
         Config {
             request_timeout: self.request_timeout,
             retry_count: self.retry_count,
@@ -519,6 +557,7 @@ impl Builder {
             longest_ttl: self.restart_guard.or(self.fencing),
             max_in_flight: self.max_in_flight,
             async_spin: self.async_spin,
+            wake: link.wake,
         }
     }
 
@@ -552,6 +591,10 @@ impl Builder {
                 .restart_guard
                 .or(self.fencing)
                 .map(|ttl| ttl.as_millis() as u64),
+            // One channel per client, named at random.
+            wake: self
+                .wake
+                .then(|| crate::commands::wake_channel(rand::random())),
         };
         #[cfg(feature = "tls")]
         let tls = match (&self.tls, addrs.iter().any(ServerAddr::is_tls)) {

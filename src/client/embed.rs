@@ -183,10 +183,12 @@ impl Builder {
         registry: &Registry,
         first: Token,
     ) -> Result<EmbeddedRedlock, ConfigError> {
-        if self.config().fencing.is_some() {
+        if self.fencing_on() {
             return Err(ConfigError::NotEmbeddable("fencing"));
         }
-        let (addrs, conn, tls) = self.prepare()?;
+        let (addrs, mut conn, tls) = self.prepare()?;
+        // The embedded client has no call that waits: nothing to tell.
+        conn.wake = None;
         if first.0.checked_add(addrs.len()).is_none() {
             return Err(ConfigError::NotEmbeddable("tokens past usize::MAX"));
         }
@@ -195,8 +197,8 @@ impl Builder {
         driver.connect();
         let masters = driver.addrs().map(ToString::to_string).collect();
         Ok(EmbeddedRedlock {
-            started: Vec::with_capacity(self.config().max_in_flight),
-            config: self.config(),
+            started: Vec::with_capacity(self.config(&conn).max_in_flight),
+            config: self.config(&conn),
             driver,
             masters,
             tokens: TokenSource::new(),

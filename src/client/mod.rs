@@ -20,6 +20,7 @@ mod tasks;
 #[cfg(feature = "tls")]
 mod tls;
 mod token;
+mod wait;
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -31,6 +32,7 @@ use crate::commands::{self, Command, Keys};
 use crate::driver::Engine;
 use crate::error::Error;
 use crate::rules;
+use crate::rules::wait::Terms;
 
 pub use batch::MAX_BATCH;
 pub use builder::{Builder, MAX_IN_FLIGHT, MAX_TIMEOUT, Require};
@@ -291,7 +293,8 @@ impl Redlock {
     pub fn lock_all<R: AsRef<[u8]>>(&self, resources: &[R], ttl: Duration) -> Result<Lock, Error> {
         let mut packed: SmallVec<[u8; 256]> = SmallVec::new();
         let ttl_ms = self.check_all(resources, ttl, &mut packed)?;
-        self.retrying(|| self.attempt(&packed, true, ttl_ms, None))
+        let terms = Terms::Retries(self.config.retry_count);
+        self.pursue(Keys::Packed(&packed), ttl_ms, terms)
     }
 
     /// Acquires `resource` for `ttl`, trying again up to the configured
@@ -303,46 +306,8 @@ impl Redlock {
     pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
         let resource = resource.as_ref();
         let ttl_ms = self.check(resource, ttl)?;
-        self.retrying(|| self.attempt(resource, false, ttl_ms, None))
-    }
-
-    /// Runs `attempt` until it succeeds, fails for good, or the retries
-    /// run out, with a random delay before each retry.
-    fn retrying(&self, attempt: impl Fn() -> Result<Lock, Error>) -> Result<Lock, Error> {
-        let mut retries = Retries::new(self.config.retry_count, None);
-        loop {
-            match attempt() {
-                Err(error) => match self.next_delay(&error, &mut retries) {
-                    Some(delay) => std::thread::sleep(delay),
-                    None => return Err(error),
-                },
-                result => return result,
-            }
-        }
-    }
-
-    /// After a failed attempt: the random delay before the next one, or
-    /// `None` when there is none to make (the error is final, the retries
-    /// are used up, or the next attempt's whole request timeout would not
-    /// fit before the deadline after the delay).
-    fn next_delay(&self, error: &Error, retries: &mut Retries) -> Option<Duration> {
-        if !error.is_retryable() {
-            return None;
-        }
-        let delay = self.retry_delay();
-        match retries.deadline {
-            Some(deadline) => {
-                let start_by = crate::clock::now()
-                    .checked_add(delay)
-                    .and_then(|at| at.checked_add(self.config.request_timeout));
-                start_by.is_some_and(|at| at <= deadline).then_some(delay)
-            }
-            None if retries.left > 0 => {
-                retries.left -= 1;
-                Some(delay)
-            }
-            None => None,
-        }
+        let terms = Terms::Retries(self.config.retry_count);
+        self.pursue(Keys::One(resource), ttl_ms, terms)
     }
 
     /// Acquires `resource` for `ttl`, trying again after random delays
@@ -381,16 +346,7 @@ impl Redlock {
         if crate::clock::now() >= deadline {
             return Err(Error::DeadlinePassed);
         }
-        let mut retries = Retries::new(0, Some(deadline));
-        loop {
-            match self.attempt(resource, false, ttl_ms, Some(deadline)) {
-                Err(error) => match self.next_delay(&error, &mut retries) {
-                    Some(delay) => std::thread::sleep(delay),
-                    None => return Err(error),
-                },
-                result => return result,
-            }
-        }
+        self.pursue(Keys::One(resource), ttl_ms, Terms::Deadline(deadline))
     }
 
     /// Acquires `resource` as [`lock`](Self::lock) does and returns a guard
@@ -524,19 +480,6 @@ impl Redlock {
         let keys = Keys::new(resource, many);
         let end = self.round(&Command::acquire(keys, &token, ttl_ms), deadline)?;
         self.acquired(keys, token, &end)
-    }
-}
-
-/// How many more attempts an acquire may make: up to a count, or until a
-/// deadline.
-struct Retries {
-    left: u32,
-    deadline: Option<Instant>,
-}
-
-impl Retries {
-    fn new(left: u32, deadline: Option<Instant>) -> Retries {
-        Retries { left, deadline }
     }
 }
 

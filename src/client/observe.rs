@@ -91,7 +91,8 @@ pub(super) fn round_ended(
         let name = match op {
             Op::Acquire => "redlock_acquire_seconds",
             Op::Extend => "redlock_extend_seconds",
-            Op::Release => "redlock_release_seconds",
+            // A waiter leaving its queues is sent without a round.
+            Op::Release | Op::Leave => "redlock_release_seconds",
             Op::Fence | Op::FenceRead | Op::FenceSync => "redlock_fence_seconds",
         };
         metrics::histogram!(name, "outcome" => outcome).record(elapsed.as_secs_f64());

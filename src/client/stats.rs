@@ -181,7 +181,7 @@ impl Counters {
             Op::Acquire => bump(&self.attempts),
             Op::Extend => bump(&self.extends),
             Op::Release => bump(&self.releases),
-            Op::Fence | Op::FenceRead | Op::FenceSync => {}
+            Op::Fence | Op::FenceRead | Op::FenceSync | Op::Leave => {}
         }
     }
 
@@ -205,8 +205,9 @@ impl Counters {
             Op::Acquire => (&self.attempts, &self.acquired),
             Op::Extend => (&self.extends, &self.extended),
             Op::Release => (&self.releases, &self.released),
-            // The fence rounds count as part of their acquire.
-            Op::Fence | Op::FenceRead | Op::FenceSync => return,
+            // The fence rounds count as part of their acquire; a waiter
+            // leaving its queues is no round.
+            Op::Fence | Op::FenceRead | Op::FenceSync | Op::Leave => return,
         };
         bump(sent);
         match result {

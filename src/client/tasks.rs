@@ -32,10 +32,12 @@ use smallvec::SmallVec;
 
 use super::fence::FencedAcquire;
 use super::rounds::{Ends, Rounds, Spans, spans};
-use super::{Lock, Redlock, Retries, TOKEN_LEN};
+use super::wait::Wait;
+use super::{Lock, Redlock, TOKEN_LEN};
 use crate::commands::{Command, Keys};
 use crate::driver::{Engine, Polling};
 use crate::error::Error;
+use crate::rules::wait::{Next, Terms};
 use crate::rules::{self, Op};
 
 /// The rounds of one async call, started when first polled.
@@ -206,6 +208,66 @@ impl Drop for Sleep<'_> {
     }
 }
 
+/// A wait for a release to tell a caller it may try (see
+/// [`crate::flights::Waits`]), or its fallback, a timer.
+struct Told<'a> {
+    engine: &'a Arc<Engine>,
+    id: u64,
+    until: Instant,
+    timer: u64,
+}
+
+impl Future for Told<'_> {
+    type Output = bool;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
+        let this = self.get_mut();
+        match this.engine.check_told(this.id, cx.waker()) {
+            Ok(()) => return Poll::Ready(true),
+            Err(Some(hinted)) if hinted < this.until => {
+                // A master told it to try sooner: the timer moves.
+                this.until = hinted;
+                if this.timer != 0 {
+                    this.engine.cancel_timer(this.timer);
+                    this.timer = 0;
+                }
+            }
+            Err(_) => {}
+        }
+        if this.engine.timer(&mut this.timer, this.until, cx.waker()) {
+            this.timer = 0;
+            this.engine.forget_told(this.id);
+            return Poll::Ready(false);
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Told<'_> {
+    fn drop(&mut self) {
+        self.engine.forget_told(self.id);
+        if self.timer != 0 {
+            self.engine.cancel_timer(self.timer);
+        }
+    }
+}
+
+/// Ends a call's wait when the call ends, returned or dropped: its queue
+/// entries go, its slot is freed.
+struct EndWait<'a, 'k> {
+    client: &'a Redlock,
+    wait: Option<Wait>,
+    keys: Keys<&'k [u8]>,
+}
+
+impl Drop for EndWait<'_, '_> {
+    fn drop(&mut self) {
+        if let Some(wait) = self.wait.take() {
+            self.client.end_wait(wait, self.keys);
+        }
+    }
+}
+
 /// Releases what a fenced acquire won, should its future be dropped while
 /// it waits for a round (see [`FencedAcquire::abandon`]); forgotten once
 /// the round has ended.
@@ -320,8 +382,8 @@ impl Redlock {
     ) -> Result<Lock, Error> {
         let resource = resource.as_ref();
         let ttl_ms = self.check(resource, ttl)?;
-        let retries = Retries::new(self.config.retry_count, None);
-        self.retrying_async(resource, ttl_ms, retries).await
+        let terms = Terms::Retries(self.config.retry_count);
+        self.pursue_async(resource, ttl_ms, terms).await
     }
 
     /// [`lock_until`](Self::lock_until) as a future: completes by
@@ -343,27 +405,73 @@ impl Redlock {
         if crate::clock::now() >= deadline {
             return Err(Error::DeadlinePassed);
         }
-        self.retrying_async(resource, ttl_ms, Retries::new(0, Some(deadline)))
+        self.pursue_async(resource, ttl_ms, Terms::Deadline(deadline))
             .await
     }
 
-    /// Attempts until one succeeds or `retries` says to stop, waiting a
-    /// random delay (a timer) before each retry.
-    async fn retrying_async(
+    /// [`pursue`](Self::pursue) as a future: the waits between attempts
+    /// are the engine's timers and wake-ups. Dropped, it leaves its
+    /// queues as a finished call does.
+    async fn pursue_async(
         &self,
         resource: &[u8],
         ttl_ms: u64,
-        mut retries: Retries,
+        terms: Terms,
     ) -> Result<Lock, Error> {
+        let mut pursuit = self.pursuit(terms);
+        let keys = Keys::One(resource);
+        let mut place = EndWait {
+            client: self,
+            wait: self.begin_wait(),
+            keys,
+        };
         loop {
-            match self.attempt_async(resource, ttl_ms, retries.deadline).await {
-                Err(error) => match self.next_delay(&error, &mut retries) {
-                    Some(delay) => self.sleep(delay).await,
-                    None => return Err(error),
-                },
-                result => return result,
+            let deadline = pursuit.deadline();
+            let (result, free_in) = match place.wait.as_mut() {
+                Some(wait) => {
+                    self.attempt_waiting_async(keys, ttl_ms, wait, deadline)
+                        .await
+                }
+                None => (self.attempt_async(resource, ttl_ms, deadline).await, None),
+            };
+            let error = match result {
+                Ok(lock) => return Ok(lock),
+                Err(error) => error,
+            };
+            let now = crate::clock::now();
+            match self.next(&mut pursuit, &error, free_in, now) {
+                Next::Stop => return Err(error),
+                Next::Until(at) => {
+                    let told = match &place.wait {
+                        Some(wait) => self.told(wait.id, at).await,
+                        None => {
+                            self.sleep_until(at).await;
+                            false
+                        }
+                    };
+                    if told && !pursuit.may_attempt(crate::clock::now()) {
+                        return Err(error);
+                    }
+                }
             }
         }
+    }
+
+    /// One async attempt of an acquire that waits, as the blocking
+    /// `attempt_waiting` does.
+    async fn attempt_waiting_async(
+        &self,
+        keys: Keys<&[u8]>,
+        ttl_ms: u64,
+        wait: &mut Wait,
+        deadline: Option<Instant>,
+    ) -> (Result<Lock, Error>, Option<Duration>) {
+        let token = self.ready_attempt(wait);
+        let command = wait.acquire(keys, &token, ttl_ms);
+        let mut ends =
+            RoundsFuture::new(self, std::slice::from_ref(&command), deadline, true).await;
+        let end = self.first(&mut ends);
+        self.waited(keys, token, wait, end)
     }
 
     /// [`extend`](Self::extend) as a future. Dropped with its round in
@@ -495,12 +603,21 @@ impl Redlock {
         }))
     }
 
-    /// Waits `delay` on the engine's timers.
-    fn sleep(&self, delay: Duration) -> Sleep<'_> {
-        let now = crate::clock::now();
+    /// Waits until `until` on the engine's timers.
+    fn sleep_until(&self, until: Instant) -> Sleep<'_> {
         Sleep {
             engine: &self.engine,
-            until: now.checked_add(delay).unwrap_or(now),
+            until,
+            timer: 0,
+        }
+    }
+
+    /// Waits until wait `id` is told or until `until`; `true` if told.
+    fn told(&self, id: u64, until: Instant) -> Told<'_> {
+        Told {
+            engine: &self.engine,
+            id,
+            until,
             timer: 0,
         }
     }

@@ -115,6 +115,24 @@ enum Args<B> {
         /// The value the counters are set to.
         value: u64,
     },
+    /// An acquire that waits ([`WAIT_ACQUIRE_SCRIPT`]): queued where it is
+    /// refused.
+    Wait {
+        keys: Keys<B>,
+        token: B,
+        ttl_ms: u64,
+        /// The waiter's queue member (see [`crate::scripts`]).
+        member: B,
+        /// Its place in the queues: when it began to wait.
+        place: u64,
+        /// How long its queue entries outlive the keys that block it.
+        margin_ms: u64,
+    },
+    /// A waiter leaves the queues of `keys` ([`LEAVE_SCRIPT`]).
+    Leave {
+        keys: Keys<B>,
+        member: B,
+    },
 }
 
 impl<B: Copy> Args<B> {
@@ -126,6 +144,8 @@ impl<B: Copy> Args<B> {
             Args::Raise { .. } => Op::Fence,
             Args::FenceRead => Op::FenceRead,
             Args::FenceSync { .. } => Op::FenceSync,
+            Args::Wait { .. } => Op::Acquire,
+            Args::Leave { .. } => Op::Leave,
         }
     }
 
@@ -173,19 +193,45 @@ impl<B: Copy> Args<B> {
                 mode,
                 value,
             },
+            Args::Wait {
+                keys,
+                token,
+                ttl_ms,
+                member,
+                place,
+                margin_ms,
+            } => Args::Wait {
+                keys: keys.map(&mut f),
+                token: f(token),
+                ttl_ms,
+                member: f(member),
+                place,
+                margin_ms,
+            },
+            Args::Leave { keys, member } => Args::Leave {
+                keys: keys.map(&mut f),
+                member: f(member),
+            },
         }
     }
 
     /// The byte arguments, in order: the keys (or loss ids), then the
-    /// token.
-    fn bytes(&self) -> SmallVec<[B; 2]> {
+    /// token, then a waiter's member.
+    fn bytes(&self) -> SmallVec<[B; 3]> {
         match *self {
             Args::Acquire { keys, token, .. }
             | Args::Extend { keys, token, .. }
             | Args::Release { keys, token, .. }
-            | Args::Raise { keys, token, .. } => SmallVec::from_buf([keys.parts().0, token]),
+            | Args::Raise { keys, token, .. } => SmallVec::from_slice(&[keys.parts().0, token]),
             Args::FenceRead => SmallVec::new(),
             Args::FenceSync { losses, .. } => SmallVec::from_slice(&[losses]),
+            Args::Wait {
+                keys,
+                token,
+                member,
+                ..
+            } => SmallVec::from_buf([keys.parts().0, token, member]),
+            Args::Leave { keys, member } => SmallVec::from_slice(&[keys.parts().0, member]),
         }
     }
 
@@ -195,7 +241,9 @@ impl<B: Copy> Args<B> {
             Args::Acquire { keys, .. }
             | Args::Extend { keys, .. }
             | Args::Release { keys, .. }
-            | Args::Raise { keys, .. } => matches!(keys, Keys::Packed(_)),
+            | Args::Raise { keys, .. }
+            | Args::Wait { keys, .. }
+            | Args::Leave { keys, .. } => matches!(keys, Keys::Packed(_)),
             Args::FenceRead | Args::FenceSync { .. } => false,
         }
     }
@@ -203,6 +251,11 @@ impl<B: Copy> Args<B> {
     /// Whether this is the fenced acquire.
     fn fenced(&self) -> bool {
         matches!(self, Args::Acquire { fenced: true, .. })
+    }
+
+    /// Whether this is the acquire that waits.
+    fn waits(&self) -> bool {
+        matches!(self, Args::Wait { .. })
     }
 
     /// Whether the command runs a script (all but the plain `SET` of one
@@ -257,6 +310,31 @@ impl<'a> Command<'a> {
             ttl_ms,
             fenced: true,
         })
+    }
+
+    /// [`acquire`](Self::acquire) for a caller that waits
+    /// ([`WAIT_ACQUIRE_SCRIPT`]): where the keys are held, the waiter
+    /// `member` is queued at `place`, its entries kept `margin_ms` past the
+    /// blocking keys' expiry.
+    pub(crate) fn wait_acquire(
+        keys: Keys<&'a [u8]>,
+        token: &'a [u8],
+        ttl_ms: u64,
+        (member, place, margin_ms): (&'a [u8], u64, u64),
+    ) -> Command<'a> {
+        Command::new(Args::Wait {
+            keys,
+            token,
+            ttl_ms,
+            member,
+            place,
+            margin_ms,
+        })
+    }
+
+    /// The waiter `member` leaves the queues of `keys` ([`LEAVE_SCRIPT`]).
+    pub(crate) fn leave(keys: Keys<&'a [u8]>, member: &'a [u8]) -> Command<'a> {
+        Command::new(Args::Leave { keys, member })
     }
 
     /// Sets the TTL of `keys` to `ttl_ms` where they hold `token`.
@@ -348,7 +426,9 @@ impl<'a> Command<'a> {
             Args::Acquire { keys, .. }
             | Args::Extend { keys, .. }
             | Args::Release { keys, .. }
-            | Args::Raise { keys, .. } => keys.parts().0.len(),
+            | Args::Raise { keys, .. }
+            | Args::Wait { keys, .. }
+            | Args::Leave { keys, .. } => keys.parts().0.len(),
             Args::FenceRead | Args::FenceSync { .. } => 0,
         }
     }
@@ -357,7 +437,9 @@ impl<'a> Command<'a> {
     /// or an extend), in milliseconds.
     pub(crate) fn grant_ttl_ms(&self) -> Option<u64> {
         match self.args {
-            Args::Acquire { ttl_ms, .. } | Args::Extend { ttl_ms, .. } => Some(ttl_ms),
+            Args::Acquire { ttl_ms, .. }
+            | Args::Extend { ttl_ms, .. }
+            | Args::Wait { ttl_ms, .. } => Some(ttl_ms),
             _ => None,
         }
     }
@@ -366,14 +448,16 @@ impl<'a> Command<'a> {
     /// and token, sent as `EVAL` ([`with_script`](Self::with_script)).
     pub(crate) fn undo(&self) -> Option<Command<'a>> {
         match self.args {
-            Args::Acquire { keys, token, .. } => Some(Command::release(keys, token).with_script()),
+            Args::Acquire { keys, token, .. } | Args::Wait { keys, token, .. } => {
+                Some(Command::release(keys, token).with_script())
+            }
             _ => None,
         }
     }
 
     /// The command taken apart: its [`Shape`], and its byte arguments, in
     /// the order [`join`](Self::join) takes them back.
-    pub(crate) fn split(&self) -> (Shape, SmallVec<[&'a [u8]; 2]>) {
+    pub(crate) fn split(&self) -> (Shape, SmallVec<[&'a [u8]; 3]>) {
         let lengths = self.args.map(|bytes| bytes.len() as u32);
         let shape = Shape {
             args: lengths,
@@ -469,6 +553,28 @@ impl<'a> Command<'a> {
                 let args = self.fence_head((FENCE_READ_SCRIPT, FENCE_READ_SHA1));
                 encode_command(out, &args);
             }
+            Args::Wait {
+                keys,
+                token,
+                ttl_ms,
+                member,
+                place,
+                margin_ms,
+            } => {
+                let tail = [
+                    Arg::Bytes(token),
+                    Arg::Uint(ttl_ms),
+                    Arg::Bytes(member),
+                    Arg::Uint(place),
+                    Arg::Uint(margin_ms),
+                ];
+                let script = (WAIT_ACQUIRE_SCRIPT, WAIT_ACQUIRE_SHA1);
+                self.encode_script(out, script, keys, &tail);
+            }
+            Args::Leave { keys, member } => {
+                let script = (LEAVE_SCRIPT, LEAVE_SHA1);
+                self.encode_script(out, script, keys, &[Arg::Bytes(member)]);
+            }
             Args::FenceSync {
                 losses,
                 mode,
@@ -502,13 +608,29 @@ impl<'a> Command<'a> {
         token: &[u8],
         ttl_ms: Option<u64>,
     ) {
-        let mut args: SmallVec<[Arg<'_>; 22]> = SmallVec::new();
+        match ttl_ms {
+            Some(ttl_ms) => {
+                self.encode_script(out, script, keys, &[Arg::Bytes(token), Arg::Uint(ttl_ms)])
+            }
+            None => self.encode_script(out, script, keys, &[Arg::Bytes(token)]),
+        }
+    }
+
+    /// `EVALSHA sha numkeys key... tail...` of a script on the keys (the
+    /// argument list spills to the heap beyond 16 keys).
+    fn encode_script(
+        &self,
+        out: &mut Vec<u8>,
+        script: (&'static str, &'static str),
+        keys: Keys<&[u8]>,
+        tail: &[Arg<'_>],
+    ) {
+        let mut args: SmallVec<[Arg<'_>; 24]> = SmallVec::new();
         args.extend(self.script_call(script));
         args.push(Arg::Uint(0));
         push_keys(&mut args, keys);
         args[2] = Arg::Uint((args.len() - 3) as u64);
-        args.push(Arg::Bytes(token));
-        args.extend(ttl_ms.map(Arg::Uint));
+        args.extend(tail.iter().copied());
         encode_command(out, &args);
     }
 
@@ -600,5 +722,10 @@ impl Shape {
     /// Whether this is the fenced acquire.
     pub(super) fn fenced(&self) -> bool {
         self.args.fenced()
+    }
+
+    /// Whether this is the acquire that waits.
+    pub(super) fn waits(&self) -> bool {
+        self.args.waits()
     }
 }

@@ -15,6 +15,7 @@ fn sample(op: Op, many: bool, fenced: bool) -> Command<'static> {
         Op::Fence => Command::raise(keys, b"t", 42),
         Op::FenceRead => Command::fence_read(),
         Op::FenceSync => Command::fence_sync(b"\0\x0217", SyncMode::Start, 1),
+        _ => Command::leave(keys, b"m"),
     }
 }
 
@@ -310,6 +311,7 @@ fn handshake() {
         marker: Some(b"m1"),
         fencing: false,
         longest_ttl: Some(30_000),
+        wake: None,
     };
     encode_handshake(&mut out, None, None, 0, probe, &mut steps);
     assert_eq!(steps[5..], [Step::Identify, Step::Marker, Step::LongestTtl]);

@@ -334,6 +334,43 @@ impl Engine {
         }
     }
 
+    /// Waits until wait `id` is told (a release handed its caller a lock;
+    /// see [`crate::flights::Waits`]) or until `until` (sooner if a master
+    /// told it a time to try at), polling for
+    /// everyone while nobody else does, else parked. Returns whether it
+    /// was told.
+    pub(crate) fn wait_told(&self, id: u64, until: Instant) -> bool {
+        // (Dropped after the guards: it wakes with the driver free.)
+        let mut wakes = Wakes::new();
+        let mut shared = lock(&self.driver);
+        let mut poller = self.poller.try_lock().ok();
+        let mut now = crate::clock::now();
+        let told = loop {
+            shared.driver.check_timers(now);
+            shared.wake_decided(&mut wakes);
+            if shared.driver.is_told(id) {
+                break true;
+            }
+            // A master may have told it to try sooner.
+            let until = shared.driver.hinted(id).map_or(until, |at| at.min(until));
+            if now >= until {
+                break false;
+            }
+            // (A poller error is met again by the next round's wait.)
+            (shared, _, now) = self.turn(
+                shared,
+                &mut poller,
+                until,
+                Waiting::Told(id),
+                now,
+                &mut wakes,
+            );
+        };
+        shared.driver.take_wait_waiter(id);
+        leave(self, &mut shared, &mut poller, &mut wakes);
+        told
+    }
+
     /// One turn of waiting, until `until` at the latest, from `now`: polls
     /// for every caller and dispatches what it read if this caller holds
     /// the poller or nobody does, else parks until woken. Returns with the
@@ -378,6 +415,9 @@ impl Engine {
                         .driver
                         .set_waiter(id, Waiter::Thread(thread::current())),
                     Waiting::Slot => shared.slot_waiters.push(thread::current()),
+                    Waiting::Told(id) => shared
+                        .driver
+                        .set_wait_waiter(id, Waiter::Thread(thread::current())),
                     // Woken by the thread that polls when it leaves.
                     Waiting::Background => {}
                 }
@@ -503,6 +543,8 @@ enum Waiting {
     Round(u64),
     /// A free slot.
     Slot,
+    /// To be told by the masters that a lock was handed over (a wait).
+    Told(u64),
     /// The background thread: anything to do for the tasks.
     Background,
 }

@@ -22,7 +22,7 @@ use mio::{Events, Poll, Registry};
 
 use crate::addr::ServerAddr;
 use crate::commands::{Command, Outcome};
-use crate::flights::Flights;
+use crate::flights::{Flights, Waits};
 use crate::link::Sink;
 use crate::rules::{NodeError, NodeState, Op, Round};
 
@@ -79,6 +79,8 @@ pub(crate) struct Driver {
     registry: Registry,
     conns: Vec<Conn>,
     flights: Flights<Waiter>,
+    /// Callers waiting to be told that a lock was handed to them.
+    waits: Waits<Waiter>,
     /// The poller token of connection 0.
     base: usize,
     /// The command being queued, encoded once for all the connections.
@@ -139,6 +141,7 @@ impl Driver {
         Ok(Driver {
             registry: registry.try_clone()?,
             flights: Flights::new(config.in_flight, conns.len()),
+            waits: Waits::new(config.in_flight, conns.len()),
             conns,
             base,
             encoded: Vec::with_capacity(ENCODED_CAPACITY),
@@ -316,13 +319,52 @@ impl Driver {
         self.flights.set_waiter(id, waiter);
     }
 
-    /// Has the waiters of the rounds decided so far woken (with `wakes`).
+    /// Has the waiters of the rounds decided so far woken (with `wakes`),
+    /// and those of the waits told.
     pub(crate) fn wake_decided(&mut self, wakes: &mut Wakes) {
         self.flights.wake_decided(|waiter| {
             wakes.push(waiter);
             // Either comes back for its rounds.
             true
         });
+        self.waits.wake_told(|waiter| wakes.push(waiter));
+    }
+
+    /// Starts a wait for a caller that waits for a lock (see
+    /// [`Waits`]); `None` when the table is full.
+    pub(crate) fn begin_wait(&mut self) -> Option<u64> {
+        self.waits.begin()
+    }
+
+    /// Ends wait `id`.
+    pub(crate) fn end_wait(&mut self, id: u64) {
+        self.waits.end(id);
+    }
+
+    /// Forgets what told wait `id` so far (before an attempt).
+    pub(crate) fn arm_wait(&mut self, id: u64) {
+        self.waits.arm(id);
+    }
+
+    /// Whether a quorum of masters told wait `id` since it was armed.
+    pub(crate) fn is_told(&self, id: u64) -> bool {
+        self.waits.is_told(id)
+    }
+
+    /// When a master told wait `id` to try, should nobody hand it the lock
+    /// before (since it was armed).
+    pub(crate) fn hinted(&self, id: u64) -> Option<Instant> {
+        self.waits.hinted(id)
+    }
+
+    /// Sets `waiter` to be woken when wait `id` is told.
+    pub(crate) fn set_wait_waiter(&mut self, id: u64, waiter: Waiter) {
+        self.waits.set_waiter(id, waiter);
+    }
+
+    /// Takes wait `id`'s waiter back.
+    pub(crate) fn take_wait_waiter(&mut self, id: u64) {
+        self.waits.take_waiter(id);
     }
 
     /// How many callers were woken at their rounds' decisions and have not
@@ -341,7 +383,11 @@ impl Driver {
     /// Has one thread waiting for an undecided round woken (with `wakes`),
     /// to take over the poller; returns whether there was one.
     pub(crate) fn hand_over(&mut self, wakes: &mut Wakes) -> bool {
-        match self.flights.take_undecided_waiter(Waiter::is_thread) {
+        let waiter = self
+            .flights
+            .take_undecided_waiter(Waiter::is_thread)
+            .or_else(|| self.waits.take_untold_waiter(Waiter::is_thread));
+        match waiter {
             Some(waiter) => {
                 wakes.push(waiter);
                 true
@@ -350,11 +396,13 @@ impl Driver {
         }
     }
 
-    /// Whether a task (not a thread) waits for an undecided round, or an
-    /// orphaned round (whose task is gone) is in flight: either needs
-    /// someone to poll.
+    /// Whether a task (not a thread) waits for an undecided round or to
+    /// be told, or an orphaned round (whose task is gone) is in flight:
+    /// each needs someone to poll.
     pub(crate) fn tasks_waiting(&self) -> bool {
-        self.flights.orphans() > 0 || self.flights.any_undecided(|w| !w.is_thread())
+        self.flights.orphans() > 0
+            || self.flights.any_undecided(|w| !w.is_thread())
+            || self.waits.any_waiter(|w| !w.is_thread())
     }
 
     /// Ends the rounds `ids` now, decided or not: their slots are freed
@@ -570,6 +618,7 @@ impl Driver {
     ) {
         let mut sink = NodeSink {
             flights: &mut self.flights,
+            waits: &mut self.waits,
             node: i,
         };
         if let Err(error) = io(&mut self.conns[i], &self.registry, &mut sink) {
@@ -590,6 +639,10 @@ impl Driver {
     /// twice.
     fn check_identities(&mut self) {
         for i in 0..self.conns.len() {
+            if self.conns[i].link_mut().take_reconnected() {
+                // Wake-ups published while it was down are lost.
+                self.waits.handle_reconnect();
+            }
             #[cfg(feature = "tracing")]
             if let Some(suspicion) = self.conns[i].link_mut().take_suspicion() {
                 tracing::warn!(master = %self.conns[i].addr(), ?suspicion, "master quarantined");
@@ -617,6 +670,7 @@ impl Driver {
 /// Hands the outcomes read on node `node` to the rounds in flight.
 struct NodeSink<'a> {
     flights: &'a mut Flights<Waiter>,
+    waits: &'a mut Waits<Waiter>,
     node: usize,
 }
 
@@ -627,5 +681,12 @@ impl Sink for NodeSink<'_> {
 
     fn on_reply(&mut self, id: u64, _: Op, outcome: Outcome, now: Instant) {
         self.flights.deliver(id, self.node, outcome, now);
+    }
+
+    fn on_wake(&mut self, id: u64, later: Option<Duration>, now: Instant) {
+        match later {
+            None => self.waits.handle_wake(id, self.node),
+            Some(later) => self.waits.handle_hint(id, crate::clock::after(now, later)),
+        }
     }
 }

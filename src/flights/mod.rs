@@ -26,6 +26,9 @@
 pub(crate) mod fuzz;
 #[cfg(test)]
 mod tests;
+mod waits;
+
+pub(crate) use waits::Waits;
 
 use std::time::Instant;
 

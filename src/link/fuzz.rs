@@ -65,6 +65,7 @@ pub fn session(data: &[u8]) -> Seen {
         in_flight: 1 + usize::from(setup >> 5),
         guard: (setup & 4 != 0).then_some((Duration::from_secs(10), [b'm'; 31])),
         longest_ttl: (setup & 6 != 0).then_some(10_000),
+        wake: None,
     };
     let password = (setup & 8 != 0).then_some("secret");
     let db = u32::from(setup & 16 != 0);

@@ -19,7 +19,7 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use crate::clock::after;
-use crate::commands::{self, Command, Outcome, Probe, Shape, Step};
+use crate::commands::{self, Command, Outcome, Probe, Shape, Step, WakeChannel};
 use crate::resp::{Decoder, Limits, Status, Token};
 use crate::rules::identity::{Found, Info, MarkerValue, Sighting, Suspicion};
 use crate::rules::{NodeError, Op, Reply, ServerError};
@@ -48,19 +48,21 @@ const MAX_PENDING: usize = 32;
 const RELEASE_HEADROOM: usize = 8;
 
 /// Bytes of replay arena per request: the arguments of a script command on
-/// a resource stored inline in a `Lock` (64 bytes) with a 20-byte token.
+/// a resource stored inline in a `Lock` (64 bytes) with a 20-byte token,
+/// and a waiter's queue member (80 bytes at most).
 /// The queue and the arena are allocated for the most requests a
 /// connection may hold: a lagging master never makes them grow.
-const REPLAY_PER_REQUEST: usize = 64 + commands::TOKEN_LEN;
+const REPLAY_PER_REQUEST: usize = 64 + commands::TOKEN_LEN + 80;
 
 /// Room in the output and held-back buffers for the handshake, and per
 /// request for a command on a resource stored inline in a `Lock` (an
-/// `EVALSHA` of the extend script on a 64-byte name is about 170 bytes):
+/// `EVALSHA` of the acquire that waits on a 64-byte name is about 280
+/// bytes):
 /// allocated for the most requests a connection may hold, so that a master
 /// that stops answering never makes them grow (past the limits, rounds skip
 /// it, and the stall timer drops its connection).
 const OUTPUT_BASE: usize = 1024;
-const OUTPUT_PER_REQUEST: usize = 192;
+const OUTPUT_PER_REQUEST: usize = 288;
 
 /// Unwritten bytes after which a connection takes no new request (at
 /// least).
@@ -79,6 +81,11 @@ pub(crate) trait Sink {
     /// The outcome of a live round's command: the round's id, the
     /// command's operation, the outcome, and when it was read.
     fn on_reply(&mut self, id: u64, op: Op, outcome: Outcome, now: Instant);
+    /// A release told waiter `id` of this client that it may try now
+    /// (`later` is `None`), or once `later` has passed.
+    fn on_wake(&mut self, id: u64, later: Option<Duration>, now: Instant) {
+        let _ = (id, later, now);
+    }
 }
 
 /// A range of live round ids with a closure for their outcomes.
@@ -116,6 +123,10 @@ pub(crate) struct LinkConfig {
     /// guard or fencing on: set on each master unless it has one, and
     /// compared with the one it has.
     pub(crate) longest_ttl: Option<u64>,
+    /// The client's wake channel: speak RESP3 and subscribe to it, so that
+    /// releases tell its waiters (see [`crate::rules::free_in`]'s module).
+    /// `None`: no wake-ups.
+    pub(crate) wake: Option<WakeChannel>,
 }
 
 impl LinkConfig {
@@ -225,14 +236,102 @@ impl Pending {
     }
 }
 
-/// Tokens of a top-level frame that is not a reply.
+/// Tokens of a top-level frame that is not a reply, or of a reply that
+/// is an aggregate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Skip {
     No,
-    /// A push: skip to the frame's end.
-    Push,
+    /// A push, read element by element up to the frame's end.
+    Push(PushRead),
     /// An attribute: skip its pairs; the value after it is the reply.
     Attribute,
+    /// The map that answers `HELLO`: skip to the frame's end, then it is
+    /// the step's reply.
+    Hello,
+}
+
+/// What a push said, so far: `>3 message <channel> <id>` tells a waiter
+/// of this client, `>3 subscribe <channel> <count>` confirms the
+/// handshake's `SUBSCRIBE`; any other push is skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PushRead {
+    /// Elements read.
+    seen: u8,
+    kind: PushKind,
+    /// Its channel is this client's wake channel.
+    ours: bool,
+    /// A message's payload: a waiter's id, and a delay in ms when the
+    /// waiter is told to try once it has passed (see the hand-off in
+    /// [`crate::scripts`]).
+    id: Option<u64>,
+    later: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PushKind {
+    Unknown,
+    Message,
+    Subscribe,
+    Other,
+}
+
+impl PushRead {
+    const NEW: PushRead = PushRead {
+        seen: 0,
+        kind: PushKind::Unknown,
+        ours: false,
+        id: None,
+        later: None,
+    };
+
+    /// Reads one more token of the push; `nested`: it is an aggregate, or
+    /// inside one.
+    fn read(&mut self, token: &Token<'_>, nested: bool, channel: Option<&[u8]>) {
+        let element = self.seen;
+        self.seen = self.seen.saturating_add(1);
+        if nested || self.kind == PushKind::Other {
+            self.kind = PushKind::Other;
+            return;
+        }
+        let Token::Bulk(bytes) = token else {
+            if element != 2 || self.kind != PushKind::Subscribe {
+                self.kind = PushKind::Other;
+            }
+            return;
+        };
+        match element {
+            0 => {
+                self.kind = match *bytes {
+                    b"message" => PushKind::Message,
+                    b"subscribe" => PushKind::Subscribe,
+                    _ => PushKind::Other,
+                }
+            }
+            1 => self.ours = channel == Some(*bytes),
+            2 => {
+                let mut numbers = bytes.splitn(2, |&b| b == b' ').map(|field| {
+                    std::str::from_utf8(field)
+                        .ok()
+                        .and_then(|n| n.parse::<u64>().ok())
+                });
+                self.id = numbers.next().flatten();
+                self.later = numbers.next().flatten();
+            }
+            _ => self.kind = PushKind::Other,
+        }
+    }
+}
+
+/// What a top-level frame turned out to be.
+enum Frame {
+    /// A reply (or the first token of one).
+    Reply,
+    /// Part of a frame that answers nothing, skipped.
+    Skipped,
+    /// The end of a push.
+    Push(PushRead),
+    /// The end of the map that answers `HELLO`.
+    HelloEnd,
 }
 
 /// One master's protocol session (see the module docs).
@@ -280,6 +379,12 @@ pub(crate) struct Link {
     fresh: bool,
     /// The suspicion found at the last handshake, for the driver to log.
     suspicion: Option<Suspicion>,
+    /// A handshake completed on a connection that had been down since
+    /// this client began: wake-ups may have been lost meanwhile.
+    reconnected: bool,
+    /// The connection speaks RESP3 and subscribes to the wake channel
+    /// (until a refusal says otherwise; see `handle_wake_step`).
+    wakes: bool,
 }
 
 impl Link {
@@ -310,7 +415,15 @@ impl Link {
             sighting: Sighting::default(),
             fresh: false,
             suspicion: None,
+            reconnected: false,
+            wakes: config.wake.is_some(),
         }
+    }
+
+    /// Whether a handshake completed after a reconnect since the last
+    /// call (the first connect is no reconnect).
+    pub(crate) fn take_reconnected(&mut self) -> bool {
+        std::mem::take(&mut self.reconnected)
     }
 
     /// What this client knows of the server: its `run_id`, quarantine.
@@ -411,6 +524,7 @@ impl Link {
             marker: self.config.guard.as_ref().map(|(_, value)| &value[..]),
             longest_ttl: self.config.longest_ttl,
             fencing: self.config.fencing,
+            wake: self.config.wake.as_ref().map(|c| &c[..]),
         };
         commands::encode_handshake(&mut self.out, user, password, db, probe, &mut self.steps);
         for &step in &self.steps {
@@ -447,6 +561,7 @@ impl Link {
         self.marker = None;
         self.longest = None;
         self.fresh = false;
+        self.wakes = self.config.wake.is_some();
     }
 
     /// The socket is gone after `error`: everything in flight is dropped,
@@ -664,12 +779,14 @@ impl Link {
                 Err(e) => return Err(NodeError::Protocol(e)),
             };
             let (token, len, frame_end) = (decoded.token, decoded.len, decoded.frame_end);
-            if !self.skip_unsolicited(&token, len, frame_end)? {
-                if !frame_end {
-                    // None of our commands is answered by an aggregate.
-                    return Err(NodeError::UnexpectedReply);
-                }
-                self.handle_reply(&token, now, sink)?;
+            match self.frame(&token, len, frame_end)? {
+                Frame::Skipped => {}
+                Frame::Push(push) => self.handle_push(push, now, sink)?,
+                Frame::HelloEnd => self.handle_reply(&Token::Map(0), now, sink)?,
+                Frame::Reply if frame_end => self.handle_reply(&token, now, sink)?,
+                Frame::Reply if self.expects(Step::Hello) => self.skip = Skip::Hello,
+                // None of our commands is answered by an aggregate.
+                Frame::Reply => return Err(NodeError::UnexpectedReply),
             }
             self.start += len;
         }
@@ -680,35 +797,83 @@ impl Link {
         Ok(())
     }
 
-    /// Counts and skips what answers nothing: pushes and attributes, with
-    /// every token of theirs. `true` if `token` was one of those, `false`
-    /// if it starts a reply. Fails once they exceed their budget.
-    fn skip_unsolicited(
+    /// Sorts a token: a reply, or part of what answers nothing (pushes and
+    /// attributes, counted against their budget), or of an aggregate reply
+    /// (`HELLO`'s map, handed on at its end). Fails once what answers
+    /// nothing exceeds its budget.
+    fn frame(
         &mut self,
         token: &Token<'_>,
         len: usize,
         frame_end: bool,
-    ) -> Result<bool, NodeError> {
+    ) -> Result<Frame, NodeError> {
+        if self.skip == Skip::Hello {
+            if !frame_end {
+                return Ok(Frame::Skipped);
+            }
+            self.skip = Skip::No;
+            return Ok(Frame::HelloEnd);
+        }
         let reply = self.skip == Skip::No && !matches!(token, Token::Push(_) | Token::Attribute(_));
         if reply {
             self.unsolicited = 0;
-            return Ok(false);
+            return Ok(Frame::Reply);
         }
         self.unsolicited += len;
         if self.unsolicited > UNSOLICITED_BUDGET {
             return Err(NodeError::Unsolicited);
         }
-        match self.skip {
-            Skip::Push if frame_end => self.skip = Skip::No,
+        match &mut self.skip {
+            Skip::Push(push) => {
+                let depth = self.decoder.depth();
+                push.read(
+                    token,
+                    is_aggregate(token) || depth > 1,
+                    self.config.wake.as_ref().map(|c| &c[..]),
+                );
+                if frame_end {
+                    let push = *push;
+                    self.skip = Skip::No;
+                    return Ok(Frame::Push(push));
+                }
+            }
             Skip::Attribute if self.decoder.depth() == 0 => self.skip = Skip::No,
-            Skip::Push | Skip::Attribute => {}
+            Skip::Attribute | Skip::Hello => {}
             Skip::No => match token {
-                Token::Push(_) if !frame_end => self.skip = Skip::Push,
+                Token::Push(_) if !frame_end => self.skip = Skip::Push(PushRead::NEW),
                 Token::Attribute(_) if self.decoder.depth() > 0 => self.skip = Skip::Attribute,
                 _ => {}
             },
         }
-        Ok(true)
+        Ok(Frame::Skipped)
+    }
+
+    /// Whether the oldest request unanswered is handshake step `step`.
+    fn expects(&self, step: Step) -> bool {
+        matches!(self.pending.front(), Some(Pending { expect: Expect::Step(s), .. }) if *s == step)
+    }
+
+    /// A whole push: a wake-up for a waiter of this client goes to `sink`;
+    /// the confirmation of the handshake's `SUBSCRIBE` is that step's
+    /// reply; anything else was skipped.
+    fn handle_push(
+        &mut self,
+        push: PushRead,
+        now: Instant,
+        sink: &mut dyn Sink,
+    ) -> Result<(), NodeError> {
+        match (push.kind, push.ours, push.id) {
+            (PushKind::Message, true, Some(id)) => {
+                sink.on_wake(id, push.later.map(Duration::from_millis), now)
+            }
+            (PushKind::Subscribe, true, _) if self.expects(Step::Subscribe) => {
+                self.unsolicited = 0;
+                self.pending.pop_front();
+                self.handshake_progress(now);
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// A whole reply, to the oldest request unanswered.
@@ -748,6 +913,10 @@ impl Link {
     /// The reply to a step of the handshake: what it teaches about the
     /// master is kept; a refusal fails the connection.
     fn handle_step(&mut self, step: Step, token: &Token<'_>) -> Result<(), NodeError> {
+        if matches!(step, Step::Hello | Step::Subscribe) {
+            self.handle_wake_step(step, token);
+            return Ok(());
+        }
         match commands::handshake_ok(step, token) {
             Ok(true) => learn(
                 &mut self.info,
@@ -757,6 +926,39 @@ impl Link {
             ),
             Ok(false) => Err(NodeError::UnexpectedReply),
             Err(error) => Err(NodeError::Handshake(error)),
+        }
+    }
+
+    /// The reply to `HELLO 3` or an error in answer to `SUBSCRIBE` (which
+    /// is confirmed by a push). Neither refusal fails the connection: a
+    /// server that will not speak RESP3 or let this user subscribe (an ACL
+    /// without those permissions) serves locks all the same, and its
+    /// releases tell nobody. `SUBSCRIBE` goes out only once `HELLO` has
+    /// succeeded: on a RESP2 connection it would take over the connection.
+    fn handle_wake_step(&mut self, step: Step, token: &Token<'_>) {
+        let refused = matches!(token, Token::Error(_) | Token::BulkError(_));
+        match (step, &self.config.wake) {
+            (Step::Hello, Some(channel)) if !refused => {
+                crate::resp::encode_command(
+                    &mut self.out,
+                    &[b"SUBSCRIBE".as_slice().into(), channel.as_slice().into()],
+                );
+                // Its reply comes after the handshake's other steps and
+                // before the commands held back for the handshake, which
+                // are written once it is over.
+                let sent = self
+                    .pending
+                    .front()
+                    .map_or_else(crate::clock::now, |p| p.sent);
+                let at = self
+                    .pending
+                    .iter()
+                    .position(|p| matches!(p.expect, Expect::Command(_)))
+                    .unwrap_or(self.pending.len());
+                let step = Pending::new(Expect::Step(Step::Subscribe), sent, &self.config);
+                self.pending.insert(at, step);
+            }
+            _ => self.wakes = false,
         }
     }
 
@@ -870,6 +1072,7 @@ impl Link {
                     now,
                 );
                 self.fresh = true;
+                self.reconnected = self.connects > 1;
                 self.state = State::Ready;
                 self.backoff = self.config.backoff_min;
                 self.last_error = None;
@@ -878,6 +1081,22 @@ impl Link {
             }
         }
     }
+}
+
+/// Whether `token` opens an aggregate.
+fn is_aggregate(token: &Token<'_>) -> bool {
+    matches!(
+        token,
+        Token::Array(_)
+            | Token::Set(_)
+            | Token::Push(_)
+            | Token::Map(_)
+            | Token::Attribute(_)
+            | Token::StreamedString
+            | Token::StreamedArray
+            | Token::StreamedSet
+            | Token::StreamedMap
+    )
 }
 
 /// Keeps what a handshake reply says of the server; refuses a replica and
@@ -889,7 +1108,7 @@ fn learn(
     token: &Token<'_>,
 ) -> Result<(), NodeError> {
     match (step, token) {
-        (Step::Identify, Token::Bulk(text)) => {
+        (Step::Identify, Token::Bulk(text) | Token::Verbatim { text, .. }) => {
             let parsed = Info::parse(text);
             if parsed.replica {
                 return Err(NodeError::Replica);

@@ -26,6 +26,7 @@ fn config() -> LinkConfig {
         in_flight: 1,
         guard: None,
         longest_ttl: None,
+        wake: None,
     }
 }
 
@@ -88,6 +89,7 @@ fn command_on<'a>(op: Op, resource: &'a [u8], token: &'a [u8], ttl_ms: u64) -> C
         Op::Fence => Command::raise(keys, token, ttl_ms),
         Op::FenceRead => Command::fence_read(),
         Op::FenceSync => Command::fence_sync(b"", crate::commands::SyncMode::Repair, ttl_ms),
+        _ => Command::leave(keys, token),
     }
 }
 

@@ -9,7 +9,9 @@
 //!   told what each node answered ([`Round::handle_reply`]), that a node
 //!   failed ([`Round::handle_failure`]) and what time it is
 //!   ([`Round::handle_timeout`]), and says when the round is decided
-//!   ([`Round::decision`]).
+//!   ([`Round::decision`]);
+//! - [`free_in`] tells a caller that waits for a contended lock when the
+//!   keys that refused it expire.
 //!
 //! The driver sends the commands and feeds the replies in; it never decides
 //! quorum itself.
@@ -24,10 +26,12 @@
 
 pub(crate) mod identity;
 mod round;
+pub(crate) mod wait;
 
 use std::time::Duration;
 
 pub use round::{Decision, NodeError, NodeState, Op, Reply, Report, Round, ServerError};
+pub use wait::free_in;
 
 /// The number of nodes that must agree: `n / 2 + 1`.
 ///

@@ -42,6 +42,9 @@ pub enum Op {
     /// Put a fence counter back on masters that lost it (waits for every
     /// master, no early decision).
     FenceSync,
+    /// Leave the wait queues of a resource (sent when a wait ends; no
+    /// round waits for it).
+    Leave,
 }
 
 impl Op {
@@ -54,6 +57,7 @@ impl Op {
             Op::Fence => "fence",
             Op::FenceRead => "fence read",
             Op::FenceSync => "fence sync",
+            Op::Leave => "leave",
         }
     }
 }
@@ -88,6 +92,14 @@ pub enum Reply {
         lost: u64,
         /// The master's clock, or its counter if that is larger.
         clock: u64,
+    },
+    /// The node refused an acquire that waits, and queued its waiter: the
+    /// resource is held, or reserved for a waiter ahead of it. The key that
+    /// blocks it expires in `expires_in_ms` milliseconds (`None`: it has no
+    /// TTL).
+    Queued {
+        /// The blocking key's `PTTL`.
+        expires_in_ms: Option<u64>,
     },
 }
 
@@ -516,6 +528,7 @@ impl fmt::Display for Report {
             Op::Fence => ("fence raised", "not held"),
             Op::FenceRead => ("fence read", "refused"),
             Op::FenceSync => ("fence in sync", "not repaired"),
+            Op::Leave => ("left", "refused"),
         };
         write!(
             f,
@@ -702,6 +715,17 @@ impl Round {
         self.clocks.get(node).copied().unwrap_or(0)
     }
 
+    /// When the key that made node `node` refuse an acquire that waits
+    /// expires there, counted from its reply ([`Reply::Queued`]); `None`
+    /// for any other answer, or a key without TTL.
+    pub fn expires_in(&self, node: usize) -> Option<Duration> {
+        let refused = self.nodes.get(node) == Some(&NodeState::Refused);
+        match self.values.get(node) {
+            Some(&value) if refused && value > 0 => Some(Duration::from_millis(value - 1)),
+            _ => None,
+        }
+    }
+
     /// The largest count of the nodes that did what was asked: a fenced
     /// acquire's fence, a fence read's maximum. `None` if none counted.
     pub fn max_count(&self) -> Option<u64> {
@@ -751,6 +775,12 @@ impl Round {
             Reply::Count(count) => (NodeState::Ok, count, 0),
             Reply::Unsynced(lost) => (NodeState::Unsynced, lost, 0),
             Reply::UnsyncedRead { lost, clock } => (NodeState::Unsynced, lost, clock),
+            // 0 stands for "no TTL" (see `expires_in`).
+            Reply::Queued { expires_in_ms } => (
+                NodeState::Refused,
+                expires_in_ms.map_or(0, |ms| ms.saturating_add(1)),
+                0,
+            ),
         };
         if self.nodes.get(node) == Some(&NodeState::Pending) {
             if let Some(slot) = self.values.get_mut(node) {
@@ -814,9 +844,11 @@ impl Round {
         }
         if self.ok >= self.quorum {
             let decision = match self.op {
-                Op::Release | Op::Fence | Op::FenceRead | Op::FenceSync => Decision::Quorum {
-                    validity: Duration::ZERO,
-                },
+                Op::Release | Op::Fence | Op::FenceRead | Op::FenceSync | Op::Leave => {
+                    Decision::Quorum {
+                        validity: Duration::ZERO,
+                    }
+                }
                 Op::Acquire | Op::Extend => {
                     let elapsed = now.saturating_duration_since(self.started);
                     match validity(self.ttl, elapsed, self.drift) {

@@ -133,3 +133,12 @@ pub fn tcp_to(port: u16) -> Vec<TcpEntry> {
         })
         .collect()
 }
+
+/// Closes every client connection of node `i` (the caller's own included):
+/// the plain ones and those subscribed to a channel, which the server
+/// counts apart (a client's connections subscribe to its wake channel).
+pub fn kill_clients(cluster: &Cluster, i: usize) {
+    for kind in [&b"normal"[..], b"pubsub"] {
+        cluster.command(i, &[b"CLIENT", b"KILL", b"TYPE", kind]);
+    }
+}

@@ -19,7 +19,8 @@
 //! The server listens on `127.0.0.1:0`, runs a thread per accepted
 //! connection, and reads the client's commands (RESP arrays of bulk
 //! strings). It answers the handshake itself, as [`Handshake`] says: `+OK`
-//! to `AUTH` and `SELECT`, a master's `INFO` with a run_id of its own, and
+//! to `AUTH` and `SELECT`, a RESP3 `HELLO` map, the push that confirms a
+//! `SUBSCRIBE`, a master's `INFO` with a run_id of its own, and
 //! to `SCRIPT LOAD` the SHA1 of the script it
 //! was given ([`RELEASE_SHA1`] or [`EXTEND_SHA1`], chosen by the script
 //! text). Every other command (a lock command: `SET`, `EVALSHA`, `EVAL`) is
@@ -43,7 +44,8 @@ use std::time::{Duration, Instant};
 
 use redlock_mio::scripts::{
     ACQUIRE_MANY_SCRIPT, ACQUIRE_MANY_SHA1, EXTEND_MANY_SCRIPT, EXTEND_MANY_SHA1, EXTEND_SCRIPT,
-    EXTEND_SHA1, RELEASE_MANY_SCRIPT, RELEASE_MANY_SHA1, RELEASE_SCRIPT, RELEASE_SHA1,
+    EXTEND_SHA1, LEAVE_SCRIPT, LEAVE_SHA1, RELEASE_MANY_SCRIPT, RELEASE_MANY_SHA1, RELEASE_SCRIPT,
+    RELEASE_SHA1, WAIT_ACQUIRE_SCRIPT, WAIT_ACQUIRE_SHA1,
 };
 
 /// How often idle threads check whether the server is being dropped.
@@ -518,6 +520,16 @@ fn handshake_reply(handshake: Handshake, args: &[Vec<u8>]) -> Option<Option<Vec<
     let reply: Vec<u8> = match verb.as_slice() {
         b"AUTH" | b"SELECT" => b"+OK\r\n".to_vec(),
         b"PING" => b"+PONG\r\n".to_vec(),
+        // RESP3 from now on: the fake's replies are the same in both.
+        b"HELLO" => b"%1\r\n$5\r\nproto\r\n:3\r\n".to_vec(),
+        // Confirmed by a push, as a RESP3 server does.
+        b"SUBSCRIBE" => {
+            let channel = args.get(1).map_or(&[][..], Vec::as_slice);
+            let mut push = format!(">3\r\n$9\r\nsubscribe\r\n${}\r\n", channel.len()).into_bytes();
+            push.extend_from_slice(channel);
+            push.extend_from_slice(b"\r\n:1\r\n");
+            push
+        }
         b"INFO" => {
             // A master of its own: a run_id no other server in the process
             // has (the client refuses twins).
@@ -539,6 +551,8 @@ fn handshake_reply(handshake: Handshake, args: &[Vec<u8>]) -> Option<Option<Vec<
                 (ACQUIRE_MANY_SCRIPT, ACQUIRE_MANY_SHA1),
                 (RELEASE_MANY_SCRIPT, RELEASE_MANY_SHA1),
                 (EXTEND_MANY_SCRIPT, EXTEND_MANY_SHA1),
+                (WAIT_ACQUIRE_SCRIPT, WAIT_ACQUIRE_SHA1),
+                (LEAVE_SCRIPT, LEAVE_SHA1),
             ]
             .iter()
             .find(|(text, _)| script == text.as_bytes())

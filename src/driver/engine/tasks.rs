@@ -184,6 +184,33 @@ impl Engine {
         false
     }
 
+    /// A task's look at wait `id`: `Ok` if it was told (a release handed
+    /// its caller a lock); if not, `waker` is kept to be woken when it is,
+    /// the background thread polls meanwhile, and `Err` carries when a
+    /// master told it to try at, if one did.
+    pub(crate) fn check_told(
+        self: &Arc<Self>,
+        id: u64,
+        waker: &Waker,
+    ) -> Result<(), Option<Instant>> {
+        let mut shared = lock(&self.driver);
+        if shared.driver.is_told(id) {
+            shared.driver.take_wait_waiter(id);
+            return Ok(());
+        }
+        shared
+            .driver
+            .set_wait_waiter(id, Waiter::Task(waker.clone()));
+        self.spawn_background(&mut shared);
+        self.kick(&mut shared);
+        Err(shared.driver.hinted(id))
+    }
+
+    /// A task stopped waiting for wait `id`.
+    pub(crate) fn forget_told(&self, id: u64) {
+        lock(&self.driver).driver.take_wait_waiter(id);
+    }
+
     /// Disarms timer `id`.
     pub(crate) fn cancel_timer(&self, id: u64) {
         lock(&self.driver).timers.retain(|(t, _, _)| *t != id);

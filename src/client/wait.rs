@@ -1,0 +1,236 @@
+//! Calls that wait for a lock (`lock`, `lock_until`, `lock_all` and their
+//! async forms): attempts until one wins, with the waits between them.
+//!
+//! The decisions are [`Pursuit`]'s, free of I/O. While releases tell
+//! waiters ([`Builder::wake_on_release`](crate::Builder::wake_on_release)),
+//! a call holds a slot of the client's table of waits for its whole
+//! length: each attempt is an acquire that waits
+//! ([`WAIT_ACQUIRE_SCRIPT`](crate::scripts::WAIT_ACQUIRE_SCRIPT)), which
+//! queues the caller where it is refused under the slot's id, and between
+//! attempts the caller sleeps until a quorum of masters has told it (a
+//! release handed it the lock) or until its fallback. When the call ends,
+//! its queue entries go ([`LEAVE_SCRIPT`](crate::scripts::LEAVE_SCRIPT)),
+//! unless every master granted the last attempt (which took them).
+
+use std::io::Write;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::rounds::RoundEnd;
+use super::{Lock, Redlock, TOKEN_LEN};
+use crate::commands::{Command, Keys};
+use crate::error::Error;
+use crate::rules::wait::{Next, Pursuit, Terms};
+use crate::rules::{self, NodeState};
+
+/// Room for a queue member: `<window ms>|<wait id>|<channel>`.
+const MEMBER: usize = 80;
+
+/// The most a waiter's reservation window may be.
+const MAX_WINDOW: Duration = Duration::from_secs(10);
+
+/// The least a waiter's reservation window may be: a release's hand-off
+/// must reach a waiter on a busy machine and its attempt come back.
+const MIN_WINDOW: Duration = Duration::from_millis(50);
+
+/// A call's place in the client's table of waits and in the masters'
+/// queues.
+pub(super) struct Wait {
+    /// Its slot's id: what releases publish to tell it.
+    pub(super) id: u64,
+    member: [u8; MEMBER],
+    member_len: usize,
+    /// When it began to wait, in microseconds of the wall clock: its place
+    /// in the queues, the same on every master.
+    place: u64,
+    /// How long its queue entries outlive the keys that block it, in ms.
+    margin_ms: u64,
+    /// A master may hold an entry of it: the last attempt was not granted
+    /// by every master.
+    pub(super) queued: bool,
+}
+
+impl Wait {
+    /// The member, as the scripts read it.
+    pub(super) fn member(&self) -> &[u8] {
+        &self.member[..self.member_len]
+    }
+
+    /// The acquire that waits, for `keys` with `token`.
+    pub(super) fn acquire<'a>(
+        &'a self,
+        keys: Keys<&'a [u8]>,
+        token: &'a [u8],
+        ttl_ms: u64,
+    ) -> Command<'a> {
+        let queue = (self.member(), self.place, self.margin_ms);
+        Command::wait_acquire(keys, token, ttl_ms, queue)
+    }
+
+    /// After an attempt that ended with `nodes`: whether a master may
+    /// hold an entry of it (one that granted took its entries off).
+    pub(super) fn note(&mut self, nodes: &[NodeState]) {
+        self.queued = nodes.iter().any(|state| *state != NodeState::Ok);
+    }
+}
+
+impl Redlock {
+    /// A slot in the table of waits, if releases tell this client's
+    /// waiters and the table has room (else the call waits by its
+    /// fallback alone). Fenced acquires are not queued.
+    pub(super) fn begin_wait(&self) -> Option<Wait> {
+        let channel = self.config.wake.filter(|_| self.config.fencing.is_none())?;
+        let id = self.engine.driver().driver.begin_wait()?;
+        let window = (self.config.request_timeout * 4).clamp(MIN_WINDOW, MAX_WINDOW);
+        let mut member = [0; MEMBER];
+        let mut out = &mut member[..];
+        let written =
+            write!(out, "{}|{id}|", window.as_millis()).and_then(|()| out.write_all(&channel));
+        let member_len = MEMBER - out.len();
+        if written.is_err() {
+            self.engine.driver().driver.end_wait(id);
+            return None;
+        }
+        let margin = window
+            + self.config.retry_delay
+            + self.config.retry_jitter
+            + self.config.request_timeout;
+        let place = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |since| since.as_micros() as u64);
+        Some(Wait {
+            id,
+            member,
+            member_len,
+            place,
+            margin_ms: margin.as_millis() as u64,
+            queued: false,
+        })
+    }
+
+    /// Ends `wait`: leaves the queues of `keys` on every master if it may
+    /// be queued somewhere (without waiting), and frees its slot.
+    pub(super) fn end_wait(&self, wait: Wait, keys: Keys<&[u8]>) {
+        let mut shared = self.engine.driver();
+        if wait.queued {
+            let leave = Command::leave(keys, wait.member()).with_script();
+            shared.driver.queue(&leave, crate::clock::now());
+        }
+        shared.driver.end_wait(wait.id);
+    }
+
+    /// Forgets what told `wait` so far: only what comes after counts for
+    /// the next wait.
+    pub(super) fn arm(&self, wait: &Wait) {
+        self.engine.driver().driver.arm_wait(wait.id);
+    }
+
+    /// A pursuit of a lock on these terms.
+    pub(super) fn pursuit(&self, terms: Terms) -> Pursuit {
+        Pursuit::new(terms, self.config.request_timeout)
+    }
+
+    /// After a failed attempt that ended with `error` at `now`: what the
+    /// pursuit does next, with a retry delay and a jitter drawn now.
+    pub(super) fn next(
+        &self,
+        pursuit: &mut Pursuit,
+        error: &Error,
+        free_in: Option<Duration>,
+        now: Instant,
+    ) -> Next {
+        let delay = self.retry_delay();
+        let unit = self.tokens().unit();
+        pursuit.after_failure(error.is_retryable(), free_in, delay, unit, now)
+    }
+
+    /// Attempts to acquire `keys` until one attempt wins or `terms` says
+    /// to stop, waiting between attempts (see the module docs).
+    pub(super) fn pursue(
+        &self,
+        keys: Keys<&[u8]>,
+        ttl_ms: u64,
+        terms: Terms,
+    ) -> Result<Lock, Error> {
+        let mut pursuit = self.pursuit(terms);
+        let mut wait = self.begin_wait();
+        let result = loop {
+            let (result, free_in) = match wait.as_mut() {
+                Some(wait) => self.attempt_waiting(keys, ttl_ms, wait, pursuit.deadline()),
+                None => {
+                    let (resource, many) = keys.parts();
+                    (
+                        self.attempt(resource, many, ttl_ms, pursuit.deadline()),
+                        None,
+                    )
+                }
+            };
+            let error = match result {
+                Ok(lock) => break Ok(lock),
+                Err(error) => error,
+            };
+            let now = crate::clock::now();
+            match self.next(&mut pursuit, &error, free_in, now) {
+                Next::Stop => break Err(error),
+                Next::Until(at) => {
+                    let told = match &wait {
+                        Some(wait) => self.engine.wait_told(wait.id, at),
+                        None => {
+                            std::thread::sleep(at.saturating_duration_since(now));
+                            false
+                        }
+                    };
+                    if told && !pursuit.may_attempt(crate::clock::now()) {
+                        break Err(error);
+                    }
+                }
+            }
+        };
+        if let Some(wait) = wait {
+            self.end_wait(wait, keys);
+        }
+        result
+    }
+
+    /// One attempt of an acquire that waits, its round cut short at
+    /// `deadline` if one is given; with, when it failed because the keys
+    /// are held, when they expire ([`rules::free_in`]).
+    fn attempt_waiting(
+        &self,
+        keys: Keys<&[u8]>,
+        ttl_ms: u64,
+        wait: &mut Wait,
+        deadline: Option<Instant>,
+    ) -> (Result<Lock, Error>, Option<Duration>) {
+        let token = self.ready_attempt(wait);
+        let end = self.round(&wait.acquire(keys, &token, ttl_ms), deadline);
+        self.waited(keys, token, wait, end)
+    }
+
+    /// Before an attempt of an acquire that waits: forgets what told
+    /// `wait` so far, counts it as queued until its round says otherwise
+    /// (a call dropped meanwhile leaves its queues), and draws the token.
+    pub(super) fn ready_attempt(&self, wait: &mut Wait) -> [u8; TOKEN_LEN] {
+        self.arm(wait);
+        wait.queued = true;
+        self.tokens().token()
+    }
+
+    /// After an attempt of an acquire that waits, whose round ended with
+    /// `end`: the lock or the error, and when the keys that refused it
+    /// expire ([`rules::free_in`]).
+    pub(super) fn waited(
+        &self,
+        keys: Keys<&[u8]>,
+        token: [u8; TOKEN_LEN],
+        wait: &mut Wait,
+        end: Result<RoundEnd, Error>,
+    ) -> (Result<Lock, Error>, Option<Duration>) {
+        let end = match end {
+            Ok(end) => end,
+            Err(error) => return (Err(error), None),
+        };
+        wait.note(end.round.nodes());
+        let free_in = rules::free_in(&end.round);
+        (self.acquired(keys, token, &end), free_in)
+    }
+}

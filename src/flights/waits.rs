@@ -1,0 +1,297 @@
+//! Callers waiting to be told that a lock was handed to them, free of I/O
+//! and of threads, beside the rounds in flight.
+//!
+//! A caller that waits for a contended lock takes a slot here for the
+//! whole call; its id (never reused: slot index in the low 16 bits, a
+//! sequence above) goes into its queue entries on the masters, and a
+//! release that hands it the lock publishes that id on the client's
+//! channel. Each master that tells it counts once; once a quorum has, the
+//! masters that granted nothing else are enough for its next round, and
+//! its waiter is woken. A wake-up for an id that has left its slot is
+//! dropped. A connection that comes back after a drop may have lost
+//! wake-ups: every waiter is woken (a waiter woken for nothing only makes
+//! an attempt early).
+
+use std::time::Instant;
+
+use super::{INDEX_BITS, INDEX_MASK};
+
+/// Callers waiting to be told, each with an optional waiter `W` to wake.
+pub(crate) struct Waits<W> {
+    slots: Vec<Slot<W>>,
+    /// Indices of free slots.
+    free: Vec<u32>,
+    /// The next id's sequence number.
+    seq: u64,
+    /// Masters told must reach this for a wait to be woken.
+    quorum: u32,
+    /// Ids of the waits told since the last [`wake_told`](Self::wake_told),
+    /// room for one per slot, allocated once (a slot is listed once per
+    /// arming).
+    told: Vec<u64>,
+    /// Waiters of waits given a time to try at, to wake so that they wait
+    /// no longer than that.
+    hints: Vec<W>,
+}
+
+struct Slot<W> {
+    /// The id of the wait in this slot; 0 when free.
+    id: u64,
+    /// Masters that told it since it was last armed, bit `i` for master
+    /// `i` (masters past the 64th count in bit 63).
+    masters: u64,
+    /// Listed in `told` since it was last armed.
+    listed: bool,
+    /// The latest time a master told it to try at, since it was armed:
+    /// by then, the reservations of every master that told it have
+    /// expired.
+    hinted: Option<Instant>,
+    waiter: Option<W>,
+}
+
+impl<W> Waits<W> {
+    /// A table for up to `cap` waits (at least 1, at most 2^16) over
+    /// `masters` masters, allocated now.
+    pub(crate) fn new(cap: usize, masters: usize) -> Waits<W> {
+        let cap = cap.clamp(1, 1 << INDEX_BITS);
+        Waits {
+            slots: (0..cap)
+                .map(|_| Slot {
+                    id: 0,
+                    masters: 0,
+                    listed: false,
+                    hinted: None,
+                    waiter: None,
+                })
+                .collect(),
+            free: (0..cap as u32).rev().collect(),
+            seq: 1,
+            quorum: crate::rules::quorum(masters) as u32,
+            told: Vec::with_capacity(cap),
+            hints: Vec::with_capacity(cap),
+        }
+    }
+
+    /// Takes a free slot for a new wait and returns its id, or `None` when
+    /// all are taken.
+    pub(crate) fn begin(&mut self) -> Option<u64> {
+        let index = self.free.pop()?;
+        let id = (self.seq << INDEX_BITS) | u64::from(index);
+        self.seq += 1;
+        let slot = &mut self.slots[index as usize];
+        slot.id = id;
+        slot.masters = 0;
+        slot.listed = false;
+        slot.hinted = None;
+        slot.waiter = None;
+        Some(id)
+    }
+
+    fn slot_mut(&mut self, id: u64) -> Option<&mut Slot<W>> {
+        let slot = self.slots.get_mut((id & INDEX_MASK) as usize)?;
+        (id != 0 && slot.id == id).then_some(slot)
+    }
+
+    /// Ends wait `id`: its slot is free, later wake-ups for it are
+    /// dropped, its waiter (if any) is returned.
+    pub(crate) fn end(&mut self, id: u64) -> Option<W> {
+        let index = (id & INDEX_MASK) as u32;
+        let slot = self.slot_mut(id)?;
+        slot.id = 0;
+        let waiter = slot.waiter.take();
+        self.free.push(index);
+        waiter
+    }
+
+    /// Forgets what told wait `id` so far: called before each attempt, so
+    /// that only the wake-ups after it count for the wait that follows.
+    pub(crate) fn arm(&mut self, id: u64) {
+        if let Some(slot) = self.slot_mut(id) {
+            slot.masters = 0;
+            slot.listed = false;
+            slot.hinted = None;
+        }
+    }
+
+    /// Whether a quorum of masters told wait `id` since it was armed (or
+    /// it is not a wait any more: nothing to wait for).
+    pub(crate) fn is_told(&self, id: u64) -> bool {
+        match self.slots.get((id & INDEX_MASK) as usize) {
+            Some(slot) if id != 0 && slot.id == id => slot.masters.count_ones() >= self.quorum,
+            _ => true,
+        }
+    }
+
+    /// Sets `waiter` to be woken when wait `id` is told.
+    pub(crate) fn set_waiter(&mut self, id: u64, waiter: W) {
+        if let Some(slot) = self.slot_mut(id) {
+            slot.waiter = Some(waiter);
+        }
+    }
+
+    /// Takes wait `id`'s waiter back (its caller stopped waiting).
+    pub(crate) fn take_waiter(&mut self, id: u64) -> Option<W> {
+        self.slot_mut(id)?.waiter.take()
+    }
+
+    /// Master `node` told wait `id` (a release handed it a lock there).
+    pub(crate) fn handle_wake(&mut self, id: u64, node: usize) {
+        let quorum = self.quorum;
+        let Some(slot) = self.slot_mut(id) else {
+            return;
+        };
+        slot.masters |= 1 << node.min(63);
+        if slot.masters.count_ones() >= quorum && !slot.listed {
+            slot.listed = true;
+            self.told.push(id);
+        }
+    }
+
+    /// A master told wait `id` to try at `at`, should nobody hand it the
+    /// lock before (the waiter before it may never come): its waiter is
+    /// woken to wait until then at the latest.
+    pub(crate) fn handle_hint(&mut self, id: u64, at: Instant) {
+        let Some(slot) = self.slot_mut(id) else {
+            return;
+        };
+        if slot.hinted.is_some_and(|later| later >= at) {
+            return;
+        }
+        slot.hinted = Some(at);
+        if let Some(waiter) = slot.waiter.take() {
+            self.hints.push(waiter);
+        }
+    }
+
+    /// The latest time a master told wait `id` to try at, since it was
+    /// armed.
+    pub(crate) fn hinted(&self, id: u64) -> Option<Instant> {
+        match self.slots.get((id & INDEX_MASK) as usize) {
+            Some(slot) if id != 0 && slot.id == id => slot.hinted,
+            _ => None,
+        }
+    }
+
+    /// Master `node` came back after its connection dropped: it may have
+    /// lost wake-ups, so every wait counts as told by a quorum.
+    pub(crate) fn handle_reconnect(&mut self) {
+        for slot in &mut self.slots {
+            if slot.id != 0 {
+                slot.masters = u64::MAX;
+                if !slot.listed {
+                    slot.listed = true;
+                    self.told.push(slot.id);
+                }
+            }
+        }
+    }
+
+    /// Hands `wake` the waiter of every wait told since the last call (or
+    /// given a time to try at).
+    pub(crate) fn wake_told(&mut self, mut wake: impl FnMut(W)) {
+        for waiter in self.hints.drain(..) {
+            wake(waiter);
+        }
+        for i in 0..self.told.len() {
+            let id = self.told[i];
+            if let Some(waiter) = self.slot_mut(id).and_then(|slot| slot.waiter.take()) {
+                wake(waiter);
+            }
+        }
+        self.told.clear();
+    }
+
+    /// Takes the waiter of a wait not told yet that `pick` chooses (a
+    /// thread, to take the poller over), if there is one.
+    pub(crate) fn take_untold_waiter(&mut self, pick: impl Fn(&W) -> bool) -> Option<W> {
+        let quorum = self.quorum;
+        self.slots
+            .iter_mut()
+            .filter(|slot| slot.id != 0 && slot.masters.count_ones() < quorum)
+            .find(|slot| slot.waiter.as_ref().is_some_and(&pick))
+            .and_then(|slot| slot.waiter.take())
+    }
+
+    /// Whether a wait has a waiter that `pick` chooses.
+    pub(crate) fn any_waiter(&self, pick: impl Fn(&W) -> bool) -> bool {
+        self.slots
+            .iter()
+            .any(|slot| slot.id != 0 && slot.waiter.as_ref().is_some_and(&pick))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Waits;
+
+    #[test]
+    fn a_wait_is_told_once_a_quorum_of_masters_told_it() {
+        let mut waits: Waits<&str> = Waits::new(4, 5);
+        let id = waits.begin().unwrap_or(0);
+        waits.arm(id);
+        waits.set_waiter(id, "caller");
+        waits.handle_wake(id, 0);
+        waits.handle_wake(id, 0);
+        waits.handle_wake(id, 3);
+        assert!(!waits.is_told(id), "two masters of five are no quorum");
+        let mut woken = Vec::new();
+        waits.wake_told(|w| woken.push(w));
+        assert!(woken.is_empty());
+        waits.handle_wake(id, 4);
+        assert!(waits.is_told(id));
+        waits.wake_told(|w| woken.push(w));
+        assert_eq!(woken, ["caller"]);
+    }
+
+    #[test]
+    fn arming_forgets_what_told_the_last_attempt() {
+        let mut waits: Waits<()> = Waits::new(1, 3);
+        let id = waits.begin().unwrap_or(0);
+        waits.handle_wake(id, 0);
+        waits.handle_wake(id, 1);
+        assert!(waits.is_told(id));
+        waits.arm(id);
+        assert!(!waits.is_told(id));
+    }
+
+    #[test]
+    fn a_wake_up_for_an_ended_wait_reaches_nobody() {
+        let mut waits: Waits<&str> = Waits::new(1, 1);
+        let old = waits.begin().unwrap_or(0);
+        waits.end(old);
+        let new = waits.begin().unwrap_or(0);
+        assert_ne!(old, new, "ids are never reused");
+        waits.arm(new);
+        waits.set_waiter(new, "new");
+        waits.handle_wake(old, 0);
+        assert!(!waits.is_told(new));
+        let mut woken = Vec::new();
+        waits.wake_told(|w| woken.push(w));
+        assert!(woken.is_empty());
+    }
+
+    #[test]
+    fn a_reconnect_wakes_every_waiter() {
+        let mut waits: Waits<u8> = Waits::new(4, 3);
+        let a = waits.begin().unwrap_or(0);
+        let b = waits.begin().unwrap_or(0);
+        waits.set_waiter(a, 1);
+        waits.set_waiter(b, 2);
+        waits.handle_reconnect();
+        let mut woken = Vec::new();
+        waits.wake_told(|w| woken.push(w));
+        woken.sort_unstable();
+        assert_eq!(woken, [1, 2]);
+        assert!(waits.is_told(a) && waits.is_told(b));
+    }
+
+    #[test]
+    fn the_table_is_bounded_and_slots_come_back() {
+        let mut waits: Waits<()> = Waits::new(2, 3);
+        let a = waits.begin();
+        assert!(a.is_some() && waits.begin().is_some());
+        assert_eq!(waits.begin(), None);
+        waits.end(a.unwrap_or(0));
+        assert!(waits.begin().is_some());
+    }
+}

@@ -1,0 +1,153 @@
+//! Waiting for a contended lock: when the next attempt of a caller that
+//! waits is due, free of I/O (the time and the random draws are passed in).
+//!
+//! A caller that waits is queued on the masters by its refused attempts
+//! (see [`WAIT_ACQUIRE_SCRIPT`](crate::scripts::WAIT_ACQUIRE_SCRIPT)); a
+//! release hands the lock to the first waiter in the queue and tells it.
+//! The telling is a hint, never a grant: the waiter still wins the lock by
+//! its own acquire round. What is decided here is the fallback, for a
+//! waiter nobody tells: until the key that blocks it expires on enough
+//! masters (a holder that crashed), or a retry delay, whichever the call's
+//! terms allow.
+
+use std::time::{Duration, Instant};
+
+use super::{NodeState, Round, quorum};
+
+/// The most a waiter adds to a blocking key's expiry before it tries, so
+/// that waiters behind a holder that crashed do not all arrive in the same
+/// microsecond (the queue decides who wins; this only spreads the load).
+const EXPIRY_JITTER: Duration = Duration::from_millis(2);
+
+/// When enough of the keys that refused `round` (an acquire that waits)
+/// expire for a quorum to be free, counted from the round's replies:
+/// `None` if the refusals do not tell (keys without TTL, too few answers),
+/// or if refusals are not what kept the quorum away.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use redlock_mio::rules::{Op, Reply, Round, free_in};
+///
+/// let t0 = Instant::now();
+/// let mut round = Round::new(Op::Acquire, 3, Duration::from_secs(10), Duration::from_millis(102), Duration::from_millis(50), t0);
+/// round.handle_reply(0, Reply::Queued { expires_in_ms: Some(900) }, t0);
+/// round.handle_reply(1, Reply::Queued { expires_in_ms: Some(700) }, t0);
+/// // Two of three refuse: the second key to expire frees a quorum.
+/// assert_eq!(free_in(&round), Some(Duration::from_millis(900)));
+/// ```
+pub fn free_in(round: &Round) -> Option<Duration> {
+    let n = round.nodes().len();
+    let refusing = round
+        .nodes()
+        .iter()
+        .filter(|state| **state == NodeState::Refused)
+        .count();
+    // Masters that must let go before a quorum can be free.
+    let needed = (quorum(n) + refusing).checked_sub(n).filter(|&k| k > 0)?;
+    let mut expiries: smallvec::SmallVec<[Duration; 8]> =
+        (0..n).filter_map(|node| round.expires_in(node)).collect();
+    expiries.sort_unstable();
+    expiries.get(needed - 1).copied()
+}
+
+/// The terms of a call that waits: a number of retries, or a deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Terms {
+    /// Up to this many more attempts, each after at most a retry delay.
+    Retries(u32),
+    /// Attempts until this deadline; each must fit its whole request
+    /// timeout before it.
+    Deadline(Instant),
+}
+
+/// What a waiting caller does next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Stop: return the last attempt's outcome.
+    Stop,
+    /// Wait until told (a release handed the lock over) or until this
+    /// instant, then attempt again.
+    Until(Instant),
+}
+
+/// The attempts of one call that waits for a lock (`lock`, `lock_until`,
+/// their async forms): after each failed attempt, whether and until when
+/// to wait.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pursuit {
+    terms: Terms,
+    request_timeout: Duration,
+}
+
+impl Pursuit {
+    pub(crate) fn new(terms: Terms, request_timeout: Duration) -> Pursuit {
+        Pursuit {
+            terms,
+            request_timeout,
+        }
+    }
+
+    /// The deadline of the call, if it has one.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        match self.terms {
+            Terms::Deadline(deadline) => Some(deadline),
+            Terms::Retries(_) => None,
+        }
+    }
+
+    /// An attempt failed at `now`. `retryable`: the error may pass (not a
+    /// configuration error). `free_in`: when the keys that refused it
+    /// expire ([`free_in`]), if the attempt was queued (a release will
+    /// tell). `delay`: a retry delay drawn for this wait. `unit`: a random
+    /// number in `[0, 1)` for the jitter on an expiry.
+    ///
+    /// A caller under a number of retries waits at most the retry delay,
+    /// less when the blocking keys expire sooner, so that its documented
+    /// bound holds. A caller with a deadline waits for the expiry when it
+    /// knows it (a release tells it sooner), else the retry delay; its
+    /// wait ends by the latest start that leaves an attempt its whole
+    /// request timeout (an attempt started then ends past it, and is the
+    /// last).
+    pub(crate) fn after_failure(
+        &mut self,
+        retryable: bool,
+        free_in: Option<Duration>,
+        delay: Duration,
+        unit: f64,
+        now: Instant,
+    ) -> Next {
+        if !retryable {
+            return Next::Stop;
+        }
+        let expiry = free_in.map(|d| {
+            let jitter = EXPIRY_JITTER.mul_f64(unit.clamp(0.0, 1.0));
+            d.saturating_add(jitter)
+        });
+        match &mut self.terms {
+            Terms::Retries(0) => Next::Stop,
+            Terms::Retries(left) => {
+                *left -= 1;
+                let wait = expiry.map_or(delay, |e| e.min(delay));
+                Next::Until(crate::clock::after(now, wait))
+            }
+            Terms::Deadline(deadline) => {
+                let Some(latest) = deadline.checked_sub(self.request_timeout) else {
+                    return Next::Stop;
+                };
+                if now >= latest {
+                    return Next::Stop;
+                }
+                Next::Until(crate::clock::after(now, expiry.unwrap_or(delay)).min(latest))
+            }
+        }
+    }
+
+    /// The caller was told before its wait's end, at `now`: may it
+    /// attempt now? (A deadline's last start may have passed.)
+    pub(crate) fn may_attempt(&self, now: Instant) -> bool {
+        match self.terms {
+            Terms::Retries(_) => true,
+            Terms::Deadline(deadline) => crate::clock::after(now, self.request_timeout) <= deadline,
+        }
+    }
+}
