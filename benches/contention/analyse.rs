@@ -130,6 +130,15 @@ fn overlaps(all: &[Acquisition]) -> bool {
     overlap
 }
 
+/// `noun`, with an `s` unless `n` is 1.
+fn plural(n: u64, noun: &str) -> String {
+    if n == 1 {
+        noun.to_owned()
+    } else {
+        format!("{noun}s")
+    }
+}
+
 /// The errors of a run in a few words ("–" for none), and whether there
 /// was any.
 fn describe_errors(run: &Run) -> (String, bool) {
@@ -141,10 +150,13 @@ fn describe_errors(run: &Run) -> (String, bool) {
         parts.push(format!("{gave_up} gave up after {PATIENCE:?}"));
     }
     if unlock > 0 {
-        parts.push(format!("{unlock} releases failed"));
+        parts.push(format!("{unlock} {} failed", plural(unlock, "release")));
     }
     if stopped > 0 {
-        parts.push(format!("{stopped} workers stopped"));
+        parts.push(format!(
+            "{stopped} {} stopped",
+            plural(stopped as u64, "worker")
+        ));
     }
     if parts.is_empty() {
         return ("–".to_owned(), false);

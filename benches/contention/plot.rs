@@ -150,7 +150,7 @@ fn tick(v: f64) -> String {
 /// The whole plot of `rows`.
 pub(crate) fn svg(results: &Results, variants: &[Variant]) -> String {
     let (rows, capacity) = (&results.rows, &results.capacities);
-    let (w, h) = (1000.0, 440.0);
+    let (w, h) = (1040.0, 440.0);
     let mut out = format!(
         "<svg xmlns='http://www.w3.org/2000/svg' width='{w}' height='{h}' font-family='sans-serif' font-size='12'>\n\
          <rect width='100%' height='100%' fill='white'/>\n\
@@ -190,19 +190,25 @@ pub(crate) fn svg(results: &Results, variants: &[Variant]) -> String {
             });
         }
     }
+    // A library's capacity and fair-queue wait in the colour of its first
+    // variant.
+    let color = |library: &str| {
+        variants
+            .iter()
+            .find(|v| v.library() == library)
+            .map_or("#7f7f7f", |v| v.color())
+    };
     for c in capacity {
         rate.push(Series {
             label: format!("capacity, {}", c.library),
-            color: "#7f7f7f",
+            color: color(c.library),
             points: vec![(lo, c.rate), (hi, c.rate)],
             style: Style::Dashed,
         });
-    }
-    if let Some(c) = capacity.first() {
         let fair = |n: f64| n / c.rate * 1e3;
         wait.push(Series {
             label: format!("fair-queue wait, {}", c.library),
-            color: "#7f7f7f",
+            color: color(c.library),
             points: vec![(lo, fair(lo)), (hi, fair(hi))],
             style: Style::Dashed,
         });
@@ -223,10 +229,21 @@ pub(crate) fn svg(results: &Results, variants: &[Variant]) -> String {
     )
     .draw(&mut out, &wait);
     let mut legend = 60.0;
-    for s in rate.iter().filter(|s| s.style != Style::Dots) {
+    let mut shown: Vec<&str> = Vec::new();
+    for s in rate.iter().chain(&wait).filter(|s| s.style != Style::Dots) {
+        if shown.contains(&s.label.as_str()) {
+            continue;
+        }
+        shown.push(&s.label);
+        let dash = if s.style == Style::Dashed {
+            " stroke-dasharray='4 4'"
+        } else {
+            ""
+        };
         let _ = writeln!(
             out,
-            "<rect x='810' y='{:.1}' width='12' height='3' fill='{}'/><text x='826' y='{:.1}'>{}</text>",
+            "<line x1='810' x2='830' y1='{:.1}' y2='{:.1}' stroke='{}' stroke-width='2'{dash}/><text x='836' y='{:.1}'>{}</text>",
+            legend - 4.0,
             legend - 4.0,
             s.color,
             legend,
@@ -234,6 +251,12 @@ pub(crate) fn svg(results: &Results, variants: &[Variant]) -> String {
         );
         legend += 16.0;
     }
+    let _ = writeln!(
+        out,
+        "<circle cx='820' cy='{:.1}' r='5' fill='none' stroke='#333' stroke-width='2'/><text x='836' y='{:.1}'>shared client, tasks</text>",
+        legend - 4.0,
+        legend
+    );
     out.push_str("</svg>\n");
     out
 }
