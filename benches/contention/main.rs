@@ -65,9 +65,10 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("a tokio runtime")
 }
 
-/// The capacity of `variant`'s library: one client, acquire + hold +
-/// release back to back, no think time.
-fn capacity(variant: Variant, urls: &[String], probe: &Arc<Probe>, run: Duration) -> Capacity {
+/// Adds a slice of `run` to `capacity`: one client of its variant,
+/// acquire + hold + release back to back, no think time.
+fn capacity_slice(capacity: &mut Capacity, urls: &[String], probe: &Arc<Probe>, run: Duration) {
+    let variant = capacity.variant;
     let measured = drive::clients(vec![variant.worker(urls, probe, 0)], run, Duration::ZERO);
     let figures = analyse::figures(&measured);
     assert!(
@@ -77,16 +78,12 @@ fn capacity(variant: Variant, urls: &[String], probe: &Arc<Probe>, run: Duration
     );
     if figures.erred {
         eprintln!(
-            "{}: the capacity run met errors: {}",
+            "{}: a capacity slice met errors: {}",
             variant.name(),
             figures.errors
         );
     }
-    Capacity {
-        library: variant.library(),
-        rate: figures.rate,
-        acquire_p50: figures.wait.value_at_quantile(0.5),
-    }
+    capacity.add(figures.rate, &figures.wait);
 }
 
 /// Runs `cell` for `variant`.
@@ -172,47 +169,70 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Every cell of `args`: the capacities first, then the cells, the
-/// variants in a rotating order, then the crashed holder.
+/// Every cell of `args`: the cells, the variants in a rotating order,
+/// with slices of the capacities between them, then the crashed holder.
 fn measure(
     args: &Args,
     urls: &[String],
     probe: &Arc<Probe>,
     rt: &tokio::runtime::Runtime,
 ) -> Results {
+    // The capacity is measured in slices, one before the cells and one
+    // after each, and taken as their median: a busy moment of the machine
+    // then moves it little, and the spread of the slices says how busy.
     let mut capacities: Vec<Capacity> = Vec::new();
     for &variant in &args.variants {
         if !capacities.iter().any(|c| c.library == variant.library()) {
-            capacities.push(capacity(variant, urls, probe, args.run));
+            capacities.push(Capacity::new(variant));
         }
     }
-    println!("{}", report::capacities_line(&capacities));
-    println!("{}", report::header());
+    let slice = args.run / 3;
+    let sample = |capacities: &mut Vec<Capacity>| {
+        for capacity in capacities.iter_mut() {
+            capacity_slice(capacity, urls, probe, slice);
+        }
+    };
+    let capacity_of = |capacities: &[Capacity], variant: Variant| {
+        capacities
+            .iter()
+            .find(|c| c.library == variant.library())
+            .map_or(f64::NAN, Capacity::rate)
+    };
+    sample(&mut capacities);
+    println!(
+        "the cells as they run, against the capacity so far (times in ms):\n{}",
+        report::header()
+    );
     let mut rows = Vec::new();
     let contended = args.cells.iter().filter(|&&c| c != Cell::Crash);
     for (i, &cell) in contended.enumerate() {
         for j in 0..args.variants.len() {
             let variant = args.variants[(i + j) % args.variants.len()];
             let measured = run_cell(cell, variant, urls, probe, rt, args.run);
-            let capacity = capacities
-                .iter()
-                .find(|c| c.library == variant.library())
-                .map_or(f64::NAN, |c| c.rate);
             let row = Row {
                 cell,
                 variant,
-                capacity,
+                capacity: capacity_of(&capacities, variant),
                 figures: analyse::figures(&measured),
             };
             println!("{}", report::human(&row));
             rows.push(row);
         }
+        sample(&mut capacities);
     }
+    println!("{}", report::capacities_line(&capacities));
     // The tables list the variants of a cell in one order, whatever order
     // they ran in.
     let position = |v: Variant| args.variants.iter().position(|&w| w == v);
     let cell_at = |c: Cell| args.cells.iter().position(|&d| d == c);
     rows.sort_by_key(|r| (cell_at(r.cell), position(r.variant)));
+    if !rows.is_empty() {
+        println!("against the median capacity:\n{}", report::header());
+        for row in &mut rows {
+            row.capacity = capacity_of(&capacities, row.variant);
+            println!("{}", report::human(row));
+        }
+    }
     let mut crashes = Vec::new();
     if args.cells.contains(&Cell::Crash) {
         println!(

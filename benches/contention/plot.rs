@@ -202,10 +202,10 @@ pub(crate) fn svg(results: &Results, variants: &[Variant]) -> String {
         rate.push(Series {
             label: format!("capacity, {}", c.library),
             color: color(c.library),
-            points: vec![(lo, c.rate), (hi, c.rate)],
+            points: vec![(lo, c.rate()), (hi, c.rate())],
             style: Style::Dashed,
         });
-        let fair = |n: f64| n / c.rate * 1e3;
+        let fair = |n: f64| n / c.rate() * 1e3;
         wait.push(Series {
             label: format!("fair-queue wait, {}", c.library),
             color: color(c.library),

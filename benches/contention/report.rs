@@ -4,19 +4,48 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use super::analyse::Figures;
+use hdrhistogram::Histogram;
+
+use super::analyse::{Figures, histogram};
 use super::args::Cell;
 use super::crash::{Trial, WAITERS};
 use super::markdown::{command, thousands};
 use super::variants::Variant;
 
-/// One library's capacity: one client locking back to back.
+/// One library's capacity: one client locking back to back, in slices
+/// spread over the run.
 pub(crate) struct Capacity {
     pub(crate) library: &'static str,
-    /// Acquire + hold + release cycles per second.
-    pub(crate) rate: f64,
-    /// The uncontended acquire's p50, ns.
-    pub(crate) acquire_p50: u64,
+    /// The variant whose client measures it.
+    pub(crate) variant: Variant,
+    /// Acquire + hold + release cycles per second, per slice.
+    rates: Vec<f64>,
+    /// The uncontended acquires of every slice, ns.
+    acquire: Histogram<u64>,
+}
+
+impl Capacity {
+    pub(crate) fn new(variant: Variant) -> Capacity {
+        Capacity {
+            library: variant.library(),
+            variant,
+            rates: Vec::new(),
+            acquire: histogram(),
+        }
+    }
+
+    /// Adds a slice that ran at `rate` with these acquires.
+    pub(crate) fn add(&mut self, rate: f64, acquire: &Histogram<u64>) {
+        self.rates.push(rate);
+        let _ = self.acquire.add(acquire);
+    }
+
+    /// The median of the slices' rates.
+    pub(crate) fn rate(&self) -> f64 {
+        let mut rates = self.rates.clone();
+        rates.sort_by(f64::total_cmp);
+        rates.get(rates.len() / 2).copied().unwrap_or(f64::NAN)
+    }
 }
 
 /// Everything a run measured.
@@ -45,7 +74,7 @@ impl Row {
 
     fn cells(&self) -> Vec<String> {
         let f = &self.figures;
-        let p = |h: &hdrhistogram::Histogram<u64>, q: f64| {
+        let p = |h: &Histogram<u64>, q: f64| {
             if h.is_empty() {
                 "–".to_owned()
             } else {
@@ -141,16 +170,21 @@ pub(crate) fn capacities_line(capacities: &[Capacity]) -> String {
     let parts: Vec<String> = capacities
         .iter()
         .map(|c| {
+            let low = c.rates.iter().copied().fold(f64::INFINITY, f64::min);
+            let high = c.rates.iter().copied().fold(0.0, f64::max);
             format!(
-                "{} {} acquisitions/s (uncontended acquire p50 {} ms)",
+                "{} {} acquisitions/s (median of {} slices, from {} to {}; uncontended acquire p50 {} ms)",
                 c.library,
-                thousands(c.rate),
-                ms(c.acquire_p50 as f64)
+                thousands(c.rate()),
+                c.rates.len(),
+                thousands(low),
+                thousands(high),
+                ms(c.acquire.value_at_quantile(0.5) as f64)
             )
         })
         .collect();
     format!(
-        "Capacity, one client back to back (acquire, hold, release): {}.",
+        "Capacity, one client back to back (acquire, hold, release), measured before the cells and after each: {}.",
         parts.join("; ")
     )
 }
