@@ -17,8 +17,8 @@
 //! fail the run.
 //!
 //! ```text
-//! cargo bench -p redlock-mio-bench --bench contention              # about 2.5 minutes
-//! cargo bench -p redlock-mio-bench --bench contention -- --quick   # smoke run
+//! cargo bench -p redlock-mio-bench --bench contention              # about 1.5 minutes
+//! cargo bench -p redlock-mio-bench --bench contention -- --quick   # smoke run, about 6 s
 //! cargo bench -p redlock-mio-bench --bench contention -- --markdown  # and the tables of benches/README.md
 //! cargo bench -p redlock-mio-bench --bench contention -- --cells 32,shared32 --only redlock_mio --secs 10
 //! ```
