@@ -85,7 +85,7 @@ pub(super) fn hello(c: &mut Ctx<'_>) -> Reply {
     };
     let field = |name: &str, value: Reply| (Reply::bulk(name), value);
     Reply::Map(vec![
-        field("c.server", Reply::bulk("redis")),
+        field("server", Reply::bulk("redis")),
         field("version", Reply::bulk(crate::VERSION)),
         field("proto", Reply::Integer(proto)),
         field("id", Reply::Integer(c.session.id as i64)),

@@ -124,8 +124,8 @@ fn info(model: &Value, server: &Value, ids: &mut RunIds) -> Result<(), String> {
     Ok(())
 }
 
-/// `HELLO`: a map in RESP3, a flat array in RESP2, with the same protocol
-/// and role.
+/// `HELLO`: a map in RESP3, a flat array in RESP2, with the same fields
+/// and the same protocol, role and mode.
 fn hello(model: &Value, server: &Value) -> Result<(), String> {
     let pairs = |value: &Value| -> Option<BTreeMap<Vec<u8>, Value>> {
         let items = match value {
@@ -146,6 +146,9 @@ fn hello(model: &Value, server: &Value) -> Result<(), String> {
     let (Some(model), Some(server)) = (pairs(model), pairs(server)) else {
         return Err("a HELLO reply is not a map".to_owned());
     };
+    if !model.keys().eq(server.keys()) {
+        return Err("HELLO replies with different fields".to_owned());
+    }
     for field in [&b"proto"[..], b"role", b"mode"] {
         if model.get(field) != server.get(field) {
             return Err(format!("HELLO fields {} differ", field.escape_ascii()));

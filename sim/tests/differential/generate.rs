@@ -519,15 +519,57 @@ impl Generator {
                 self.conns[conn] = Belief::default();
                 exact(&[b"QUIT"])
             }
-            97 => match self.rng.below(3) {
-                0 => exact(&[b"NOSUCHCOMMAND", b"x"]),
-                1 => exact(&[b"AUTH", PASSWORD.as_bytes()]),
-                _ => exact(&[b"AUTH", b"wrong"]),
-            },
-            98 => exact(&[b"GET"]),
+            97..99 => self.odd(),
             _ => exact(&[b"PING"]),
         };
         vec![command]
+    }
+
+    /// A command the client never sends but a server answers all the
+    /// same: logins again, the other options of `SET` and `PEXPIRE`, and
+    /// malformed commands, whose errors must have the server's codes.
+    fn odd(&mut self) -> Command {
+        let key = self.any_key();
+        let pass = PASSWORD.as_bytes();
+        let sha = RELEASE_SHA1.as_bytes();
+        let odd: [&[&[u8]]; 26] = [
+            &[b"AUTH", pass],
+            &[b"AUTH", b"wrong"],
+            &[b"AUTH", b"default", b"wrong"],
+            &[b"AUTH", b"a", b"b", b"c"],
+            &[b"HELLO", b"4"],
+            &[b"HELLO", b"x"],
+            &[b"HELLO", b"2", b"SETNAME", b"sim"],
+            &[b"HELLO", b"3", b"FOO"],
+            &[b"SELECT", b"16"],
+            &[b"SELECT", b"-1"],
+            &[b"GET"],
+            &[b"NOSUCHCOMMAND", b"x"],
+            &[b"SET", &key, b"v", b"XX"],
+            &[b"SET", &key, b"v", b"EX", b"1"],
+            &[b"SET", &key, b"v", b"KEEPTTL"],
+            &[b"SET", &key, b"v", b"NX", b"GET"],
+            &[b"SET", &key, b"v", b"PX", b"0"],
+            &[b"SET", &key, b"v", b"NX", b"XX"],
+            &[b"SET", &key, b"v", b"PX", b"1", b"KEEPTTL"],
+            &[b"PEXPIRE", &key, b"100000", b"GT"],
+            &[b"PEXPIRE", &key, b"100", b"LT"],
+            &[b"PEXPIRE", &key, b"1", b"NX", b"XX"],
+            &[b"EVALSHA", sha, b"-1"],
+            &[b"EVALSHA", sha, b"3", b"a"],
+            &[b"EVALSHA", b"abc", b"0"],
+            &[b"SCRIPT", b"FLUSH", b"x"],
+        ];
+        let words = self.rng.pick(&odd);
+        let check = if words[0] == b"HELLO" {
+            Check::Hello
+        } else {
+            Check::Exact
+        };
+        Command {
+            words: words.iter().map(|w| w.to_vec()).collect(),
+            check,
+        }
     }
 }
 
