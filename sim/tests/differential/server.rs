@@ -87,23 +87,30 @@ pub(crate) fn binary() -> PathBuf {
         .map_or_else(|| PathBuf::from("redis-server"), PathBuf::from)
 }
 
-/// The shim, compiled once per test process with the system's C compiler
-/// (`$CC`, else `cc`).
+/// The shim, compiled with the system's C compiler (`$CC`, else `cc`)
+/// into the target's temporary directory, once for its source text: it
+/// is named after a hash of the source and moved into place whole, so
+/// that test processes running at once share it.
 fn shim() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
-            "sim-clock-shim-{}",
-            std::process::id()
-        ));
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        let hash = SHIM.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        let lib = dir.join(format!("sim-clock-shim-{hash:016x}.so"));
+        if lib.is_file() {
+            return lib;
+        }
+        let pid = std::process::id();
+        let source = dir.join(format!("sim-clock-shim-{pid}.c"));
+        let partial = dir.join(format!("sim-clock-shim-{pid}.so"));
         fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-        let source = dir.join("shim.c");
-        let lib = dir.join("shim.so");
         fs::write(&source, SHIM).unwrap_or_else(|e| panic!("cannot write the shim: {e}"));
         let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
         let output = Command::new(&cc)
             .args(["-shared", "-fPIC", "-O2", "-o"])
-            .arg(&lib)
+            .arg(&partial)
             .arg(&source)
             .output()
             .unwrap_or_else(|e| {
@@ -112,11 +119,13 @@ fn shim() -> &'static Path {
                      and `{cc}` could not run ({e}): install one (`apt-get install -y gcc`) or set CC"
                 )
             });
+        let _ = fs::remove_file(&source);
         assert!(
             output.status.success(),
             "`{cc}` failed to build the clock shim:\n{}",
             String::from_utf8_lossy(&output.stderr)
         );
+        fs::rename(&partial, &lib).unwrap_or_else(|e| panic!("cannot move the shim into place: {e}"));
         lib
     })
 }
@@ -209,7 +218,25 @@ impl Server {
             started: now_us,
         };
         server.launch(None);
+        server.check_clock();
         server
+    }
+
+    /// Panics unless the server's `TIME` is the clock the test set: the
+    /// shim did not load (a statically linked server, say), and every
+    /// comparison that involves time would fail for that reason.
+    fn check_clock(&self) {
+        let time = self.admin().call(&[b"TIME".to_vec()]);
+        let expected = Value::Array(vec![
+            Value::Bulk((self.now / 1_000_000).to_string().into_bytes()),
+            Value::Bulk((self.now % 1_000_000).to_string().into_bytes()),
+        ]);
+        assert_eq!(
+            time,
+            expected,
+            "{} does not read the test's clock: its LD_PRELOAD shim did not load",
+            binary().display()
+        );
     }
 
     /// When the running process started, on its clock.
