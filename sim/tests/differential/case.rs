@@ -4,8 +4,9 @@
 use redlock_mio_sim::{Conn, ConnState, Master, Snapshot};
 
 use super::compare::{RunIds, Tally, compare, count};
-use super::generate::{Generator, Step};
+use super::generate::Generator;
 use super::server::{PASSWORD, Server};
+use super::steps::Step;
 use super::wire::{Replies, Value, Wire, encode};
 
 /// The clock when the server of a case starts.

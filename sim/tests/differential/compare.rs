@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::generate::Check;
+use super::steps::Check;
 use super::wire::Value;
 
 /// The run ids each side has shown, in order: a restart must show a new

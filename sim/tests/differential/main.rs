@@ -26,14 +26,15 @@ mod case;
 mod compare;
 mod generate;
 mod server;
+mod steps;
 mod wire;
 
 use std::time::Instant;
 
 use case::{Failure, Runner, SERVER_START, case_start};
 use compare::Tally;
-use generate::Step;
 use server::Server;
+use steps::Step;
 
 /// Cases run by default: a few seconds on a busy two-core machine.
 const DEFAULT_CASES: u64 = 250;
