@@ -1,0 +1,202 @@
+//! The commands the model knows, and the checks a server makes before it
+//! runs one: that it exists, its number of arguments, that the connection
+//! has logged in.
+//!
+//! A new command is one arm in [`lookup`] (its name, its arity as Redis
+//! declares it, the function that runs it) and that function, which takes
+//! the server, the connection's session, the command's words and the
+//! clock, and returns the reply. Scripts call commands through the same
+//! table ([`execute`]), as `redis.call` does.
+
+mod admin;
+mod keys;
+mod session;
+
+use crate::keyspace::{Now, WrongType};
+use crate::reply::Reply;
+use crate::scripts;
+use crate::server::{Server, Session};
+
+/// A command being run: the server, the session of the connection that
+/// sent it, its words (the name first), and the clock.
+pub(crate) struct Ctx<'a> {
+    pub(crate) server: &'a mut Server,
+    pub(crate) session: &'a mut Session,
+    pub(crate) words: &'a [Vec<u8>],
+    pub(crate) now: Now,
+}
+
+/// What runs a command.
+pub(crate) type Run = fn(&mut Ctx<'_>) -> Reply;
+
+/// A command: its name in error messages, its arity, whether it runs
+/// before `AUTH`, and what runs it.
+#[derive(Clone, Copy)]
+struct Spec {
+    name: &'static str,
+    /// Redis's convention: `n` words exactly, or at least `-n` words when
+    /// negative (the name counts).
+    arity: i32,
+    before_auth: bool,
+    run: Run,
+}
+
+impl Spec {
+    fn new(name: &'static str, arity: i32, run: Run) -> Spec {
+        Spec {
+            name,
+            arity,
+            before_auth: false,
+            run,
+        }
+    }
+
+    /// A command a connection may send before it logs in.
+    fn before_auth(self) -> Spec {
+        Spec {
+            before_auth: true,
+            ..self
+        }
+    }
+
+    fn fits(&self, words: usize) -> bool {
+        let words = i32::try_from(words).unwrap_or(i32::MAX);
+        if self.arity >= 0 {
+            words == self.arity
+        } else {
+            words >= -self.arity
+        }
+    }
+}
+
+/// The command `words` names, or the error a server gives for an unknown
+/// one.
+fn lookup(words: &[Vec<u8>]) -> Result<Spec, Reply> {
+    let name = words
+        .first()
+        .map(|w| w.to_ascii_uppercase())
+        .unwrap_or_default();
+    Ok(match name.as_slice() {
+        // Keys.
+        b"GET" => Spec::new("get", 2, keys::get),
+        b"SET" => Spec::new("set", -3, keys::set),
+        b"DEL" => Spec::new("del", -2, keys::del),
+        b"EXISTS" => Spec::new("exists", -2, keys::exists),
+        b"TYPE" => Spec::new("type", 2, keys::type_of),
+        b"PTTL" => Spec::new("pttl", 2, keys::pttl),
+        b"PEXPIRE" => Spec::new("pexpire", -3, keys::pexpire),
+        b"INCR" => Spec::new("incr", 2, keys::incr),
+        b"RPUSH" => Spec::new("rpush", -3, keys::rpush),
+        // Scripts (the wait queue's commands, ZADD and the like, go with
+        // the keys above, PUBLISH with the server's below).
+        b"EVAL" => Spec::new("eval", -3, scripts::eval),
+        b"EVALSHA" => Spec::new("evalsha", -3, scripts::evalsha),
+        b"SCRIPT" => return script_subcommand(words),
+        // The connection.
+        b"AUTH" => Spec::new("auth", -2, session::auth).before_auth(),
+        b"HELLO" => Spec::new("hello", -1, session::hello).before_auth(),
+        b"QUIT" => Spec::new("quit", -1, session::quit).before_auth(),
+        b"SELECT" => Spec::new("select", 2, session::select),
+        b"PING" => Spec::new("ping", -1, session::ping),
+        // The server.
+        b"INFO" => Spec::new("info", -1, admin::info),
+        b"TIME" => Spec::new("time", 1, admin::time),
+        b"FLUSHALL" => Spec::new("flushall", -1, admin::flushall),
+        _ => {
+            let name = String::from_utf8_lossy(words.first().map_or(&[][..], |w| w));
+            return Err(Reply::error(format!("ERR unknown command '{name}'")));
+        }
+    })
+}
+
+/// `SCRIPT <subcommand>`.
+fn script_subcommand(words: &[Vec<u8>]) -> Result<Spec, Reply> {
+    let Some(sub) = words.get(1) else {
+        // The container alone fails its arity check.
+        return Ok(Spec::new("script", -2, scripts::script_load));
+    };
+    Ok(match sub.to_ascii_uppercase().as_slice() {
+        b"LOAD" => Spec::new("script|load", 3, scripts::script_load),
+        b"EXISTS" => Spec::new("script|exists", -3, scripts::script_exists),
+        b"FLUSH" => Spec::new("script|flush", -2, scripts::script_flush),
+        _ => {
+            let sub = String::from_utf8_lossy(sub);
+            return Err(Reply::error(format!(
+                "ERR unknown subcommand '{sub}'. Try SCRIPT HELP."
+            )));
+        }
+    })
+}
+
+/// Runs the command `words` on behalf of `session`: the reply, an error
+/// one if the command is unknown, has the wrong number of arguments or
+/// needs a login the connection has not made (checked in that order, as
+/// Redis does).
+pub(crate) fn execute(
+    server: &mut Server,
+    session: &mut Session,
+    words: &[Vec<u8>],
+    now: Now,
+) -> Reply {
+    let spec = match lookup(words) {
+        Ok(spec) => spec,
+        Err(reply) => return reply,
+    };
+    if !spec.fits(words.len()) {
+        return Reply::error(format!(
+            "ERR wrong number of arguments for '{}' command",
+            spec.name
+        ));
+    }
+    if !spec.before_auth && !session.authenticated {
+        return Reply::error("NOAUTH Authentication required.");
+    }
+    (spec.run)(&mut Ctx {
+        server,
+        session,
+        words,
+        now,
+    })
+}
+
+/// An integer argument as Redis reads one (`string2ll`): decimal, an
+/// optional `-`, no `+`, no leading zero, no spaces, within `i64`.
+pub(crate) fn parse_int(bytes: &[u8]) -> Option<i64> {
+    if bytes.is_empty() || bytes.len() > 20 {
+        return None;
+    }
+    if bytes == b"0" {
+        return Some(0);
+    }
+    let (negative, digits) = match bytes.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, bytes),
+    };
+    if !matches!(digits.first(), Some(b'1'..=b'9')) || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let magnitude = digits.iter().try_fold(0u64, |n, &d| {
+        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+    })?;
+    if negative {
+        0i64.checked_sub_unsigned(magnitude)
+    } else {
+        i64::try_from(magnitude).ok()
+    }
+}
+
+/// The error for an argument that is not an integer.
+pub(crate) fn not_an_integer() -> Reply {
+    Reply::error("ERR value is not an integer or out of range")
+}
+
+/// The error for options that do not parse.
+pub(crate) fn syntax_error() -> Reply {
+    Reply::error("ERR syntax error")
+}
+
+impl From<WrongType> for Reply {
+    fn from(_: WrongType) -> Reply {
+        Reply::error("WRONGTYPE Operation against a key holding the wrong kind of value")
+    }
+}

@@ -1,0 +1,168 @@
+//! One database of a master: its keys, their values and their expiry, on
+//! the master's own clock.
+//!
+//! Expiry follows Redis: a key whose expiry time `at` (ms) has passed
+//! (`now > at`, so still there at `now == at`) is absent to every access,
+//! and the access deletes it. There is no background expiry: a key no
+//! command touches stays in memory, which nothing can observe, since every
+//! command that could see it deletes it first.
+
+use std::collections::{BTreeMap, VecDeque};
+
+/// The master's wall clock during one command: microseconds since the
+/// Unix epoch. A script sees the clock of its start throughout, as on a
+/// real server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Now(pub(crate) u64);
+
+impl Now {
+    /// Milliseconds since the epoch, the unit of key expiry.
+    pub(crate) fn ms(self) -> i64 {
+        // u64 microseconds / 1000 fits in i64.
+        (self.0 / 1000) as i64
+    }
+
+    /// Whole seconds since the epoch.
+    pub(crate) fn secs(self) -> u64 {
+        self.0 / 1_000_000
+    }
+}
+
+/// What a key holds.
+///
+/// The strings are what the lock's keys, the fence counter and the marks
+/// hold; lists stand for "a key of another type" (`WRONGTYPE` where a
+/// script expects a string). New types go here, each with its `TYPE`
+/// name: the wait queue's sorted sets are the next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Value {
+    Str(Vec<u8>),
+    List(VecDeque<Vec<u8>>),
+}
+
+impl Value {
+    /// The name `TYPE` gives it.
+    pub(crate) fn type_name(&self) -> &'static str {
+        match self {
+            Value::Str(_) => "string",
+            Value::List(_) => "list",
+        }
+    }
+}
+
+/// A key of the wrong type for the command (`WRONGTYPE`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WrongType;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Entry {
+    value: Value,
+    /// When the key expires, in ms at the master's clock; `None` for never.
+    expires_at: Option<i64>,
+}
+
+/// One database (`SELECT`): the keys, in order, so that a snapshot or a
+/// debug listing is the same at every run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Keyspace {
+    entries: BTreeMap<Vec<u8>, Entry>,
+}
+
+impl Keyspace {
+    /// The entry of `key` if it is live at `now`; an expired one is
+    /// deleted first, as a real server does on access.
+    fn live(&mut self, key: &[u8], now: Now) -> Option<&mut Entry> {
+        let expired = self
+            .entries
+            .get(key)
+            .and_then(|entry| entry.expires_at)
+            .is_some_and(|at| now.ms() > at);
+        if expired {
+            self.entries.remove(key);
+        }
+        self.entries.get_mut(key)
+    }
+
+    /// The value of `key` if it is live at `now`, without deleting an
+    /// expired one (for inspection).
+    pub(crate) fn peek(&self, key: &[u8], now: Now) -> Option<&Value> {
+        let entry = self.entries.get(key)?;
+        let expired = entry.expires_at.is_some_and(|at| now.ms() > at);
+        (!expired).then_some(&entry.value)
+    }
+
+    /// The value of `key`, if it is live.
+    pub(crate) fn value(&mut self, key: &[u8], now: Now) -> Option<&Value> {
+        self.live(key, now).map(|entry| &entry.value)
+    }
+
+    /// The string `key` holds: `Ok(None)` if it is missing, `WrongType` if
+    /// it holds another type.
+    pub(crate) fn string(&mut self, key: &[u8], now: Now) -> Result<Option<&[u8]>, WrongType> {
+        match self.value(key, now) {
+            None => Ok(None),
+            Some(Value::Str(bytes)) => Ok(Some(bytes)),
+            Some(_) => Err(WrongType),
+        }
+    }
+
+    /// The list `key` holds, created empty if missing (the caller pushes
+    /// into it at once: a server keeps no empty list).
+    pub(crate) fn list(
+        &mut self,
+        key: &[u8],
+        now: Now,
+    ) -> Result<&mut VecDeque<Vec<u8>>, WrongType> {
+        if self.live(key, now).is_none() {
+            let value = Value::List(VecDeque::new());
+            self.set(key, value, None);
+        }
+        match self.entries.get_mut(key).map(|entry| &mut entry.value) {
+            Some(Value::List(list)) => Ok(list),
+            _ => Err(WrongType),
+        }
+    }
+
+    /// Sets `key` to `value`, replacing whatever it held, with the expiry
+    /// `expires_at` (ms; `None` for none).
+    pub(crate) fn set(&mut self, key: &[u8], value: Value, expires_at: Option<i64>) {
+        self.entries
+            .insert(key.to_vec(), Entry { value, expires_at });
+    }
+
+    /// Replaces the value of a live `key`, keeping its expiry (`INCR`,
+    /// `SET KEEPTTL`); sets it without expiry if missing.
+    pub(crate) fn replace(&mut self, key: &[u8], value: Value, now: Now) {
+        match self.live(key, now) {
+            Some(entry) => entry.value = value,
+            None => self.set(key, value, None),
+        }
+    }
+
+    /// Deletes `key`; whether it was live.
+    pub(crate) fn remove(&mut self, key: &[u8], now: Now) -> bool {
+        self.live(key, now).is_some() && self.entries.remove(key).is_some()
+    }
+
+    /// The expiry of `key`: `None` if missing, `Some(None)` if it never
+    /// expires.
+    pub(crate) fn expiry(&mut self, key: &[u8], now: Now) -> Option<Option<i64>> {
+        self.live(key, now).map(|entry| entry.expires_at)
+    }
+
+    /// Sets the expiry of a live `key`; whether it was live.
+    pub(crate) fn set_expiry(&mut self, key: &[u8], at: Option<i64>, now: Now) -> bool {
+        match self.live(key, now) {
+            Some(entry) => {
+                entry.expires_at = at;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Deletes every key (`FLUSHALL`).
+    pub(crate) fn clear(&mut self) {
+        self.entries.clear();
+    }
+}

@@ -1,0 +1,142 @@
+//! A deterministic model of the Redis masters `redlock-mio` talks to, for
+//! simulation: a [`Master`] takes the bytes a client sends and gives the
+//! bytes a real master would reply, on a clock passed in.
+//!
+//! It is the first building block of a simulator in the style of
+//! FoundationDB's and TigerBeetle's: the client's sans-IO core (its
+//! per-master sessions, its table of rounds, its rules) runs against
+//! simulated masters over a simulated network with simulated clocks, and
+//! a seed decides everything. The model reads no real clock, opens no
+//! socket and draws nothing at random but from its seed, so the same
+//! calls give the same bytes.
+//!
+//! ```
+//! use redlock_mio_sim::{ConnState, Master};
+//!
+//! let mut clock_us = 1_700_000_000_000_000; // the master's own wall clock
+//! let mut master = Master::new(42, clock_us).with_password("secret");
+//! let mut conn = master.connect();
+//! let mut replies = Vec::new();
+//! let sent = b"*2\r\n$4\r\nAUTH\r\n$6\r\nsecret\r\n\
+//!              *6\r\n$3\r\nSET\r\n$3\r\nres\r\n$3\r\ntok\r\n$2\r\nNX\r\n$2\r\nPX\r\n$3\r\n100\r\n";
+//! assert_eq!(master.handle(&mut conn, sent, clock_us, &mut replies), ConnState::Open);
+//! assert_eq!(replies, b"+OK\r\n+OK\r\n");
+//!
+//! // The key expires on the master's clock: present through its last
+//! // millisecond, absent after it.
+//! clock_us += 100_999;
+//! assert_eq!(master.get(0, b"res", clock_us), Some(&b"tok"[..]));
+//! clock_us += 1;
+//! assert_eq!(master.get(0, b"res", clock_us), None);
+//!
+//! // A crash that loses the data set: a new run id, connections closed.
+//! master.restart(clock_us);
+//! assert_eq!(master.handle(&mut conn, b"*1\r\n$4\r\nPING\r\n", clock_us, &mut replies), ConnState::Closed);
+//! ```
+//!
+//! # What the model implements
+//!
+//! Exactly what the client sends, what its scripts call, and what the
+//! tests need to stand for other clients, with Redis 7's semantics:
+//!
+//! | command | as the client or a test uses it |
+//! |---|---|
+//! | `AUTH [user] password`, `HELLO [2\|3 [AUTH user password] [SETNAME name]]` | login ([`Master::with_password`]; only the `default` user exists); `HELLO 3` switches the connection to RESP3 (nulls `_`, `INFO` a verbatim string, `HELLO` a map) |
+//! | `SELECT db` | 16 databases |
+//! | `SCRIPT LOAD`, `SCRIPT EXISTS`, `SCRIPT FLUSH`, `EVAL`, `EVALSHA` | the script cache: `SCRIPT LOAD` of a known text gives its SHA-1, `EVAL` of a known text runs and caches it, `EVALSHA` of a SHA-1 not cached is `-NOSCRIPT` |
+//! | `INFO [section...]` | `run_id` (40 hex digits, new at every start), `uptime_in_seconds`, `server_time_usec`, `role:master`, `cluster_enabled:0`, whatever the sections asked |
+//! | `SET key value [NX\|XX] [GET] [EX s\|PX ms\|KEEPTTL]` | the acquire (`SET NX PX`), the handshake's marker and longest TTL (`SET NX GET`), other clients' writes |
+//! | `GET`, `DEL`, `EXISTS`, `TYPE`, `PTTL`, `PEXPIRE [NX\|XX\|GT\|LT]`, `INCR` | what the scripts call, and other clients' reads and writes |
+//! | `RPUSH` | a key of another type (`WRONGTYPE` where a script expects a string) |
+//! | `TIME`, `FLUSHALL`, `PING`, `QUIT` | the fence scripts' clock, a wiped master, probes |
+//!
+//! Every script of [`redlock_mio::scripts`] (release, extend, the
+//! all-or-nothing acquire, release and extend of several keys, and the
+//! fence scripts: fenced acquire, raise, read, sync) runs as Rust code that
+//! follows its Lua call for call: a `redis.call` that fails ends the
+//! script with its error and leaves the writes before it, a
+//! `redis.pcall` hands the error on as a value, numbers cross Lua as
+//! doubles, the time the fence scripts read is the master's clock.
+//!
+//! Checks before a command run in Redis's order: unknown command or
+//! subcommand, then the number of arguments, then the login (`-NOAUTH`).
+//! Error replies carry Redis's codes (`ERR`, `WRONGTYPE`, `NOSCRIPT`,
+//! `NOAUTH`, `WRONGPASS`, `NOPROTO`, the scripts' own `FOREIGNKEY`); their
+//! wording follows Redis 7.0 but is not part of the contract.
+//!
+//! Time is the master's own wall clock, passed to every call in
+//! microseconds since the Unix epoch (what `TIME` returns). A key with an
+//! expiry time `at` in milliseconds is present while the clock's
+//! milliseconds are at most `at` and absent after (Redis's `now > at`); a
+//! script sees the clock of its start throughout. Restarts are
+//! [`Master::restart`] (the data set lost) and [`Master::restore`] (back
+//! from a [`Snapshot`] taken earlier, as from an old RDB file); both give a
+//! new run id, an empty script cache and close every connection.
+//!
+//! # What it leaves out
+//!
+//! - Inline commands (a request that is not a RESP array): the model
+//!   replies `-ERR Protocol error` and closes the connection, where a
+//!   server would run them. The client never sends them.
+//! - Everything not in the table above: transactions, pub/sub, blocking
+//!   commands, other data types and their commands (the wait queue's
+//!   sorted sets and `PUBLISH` come next), `EXAT`/`PXAT`, ACL users other
+//!   than `default`, `CLIENT`, `CONFIG`, `DEBUG`, the other `INFO` fields.
+//! - Lua itself: a script the model does not know is an error reply, and a
+//!   known script called with fewer keys or arguments than the client
+//!   sends is an error where Lua would go on with `nil`.
+//! - What a real server does on its own: background expiry (never
+//!   observable, since every access expires first), eviction, memory and
+//!   query-buffer limits, persistence other than the snapshots the caller
+//!   takes, replication, script timeouts (`BUSY`).
+//!
+//! # How it is kept faithful
+//!
+//! The differential test (`cargo test -p redlock-mio-sim`, in
+//! `tests/differential/`) generates seeded random cases of what the client
+//! really sends — its pipelined handshake (with failed logins, `HELLO 3`,
+//! `SELECT`), `SET NX PX`, every script by `EVALSHA` or `EVAL` — mixed with
+//! other clients' writes (foreign values and keys of another type in the
+//! reserved `redlock-mio:` space and on the lock keys), `SCRIPT FLUSH`,
+//! `FLUSHALL`, clock moves around the millisecond and second boundaries,
+//! restarts and restores from snapshots. Each case runs on a real
+//! `redis-server` (`REDIS_SERVER` picks the binary; `valkey-server` passes
+//! too) and on the model; the model receives the same bytes cut at random
+//! places. Every reply is compared: exactly, except error wording (by
+//! code), `INFO` (by the fields above) and `HELLO` (by protocol and
+//! role). The server runs under an `LD_PRELOAD` shim whose wall clock the
+//! test sets, so expiry, `PTTL`, `TIME` and the fence scripts' loss ids
+//! compare exactly, with no tolerance and no sleep. A failure prints the
+//! seed, the steps up to the first difference and a smaller failing case.
+//! `SIM_DIFF_CASES=N` runs a longer campaign, `SIM_DIFF_SEED=S` one case.
+//!
+//! # Adding to it
+//!
+//! - A command: one arm in `commands::lookup` (name, arity, function) and
+//!   its function, in `commands/keys.rs` for commands on keys.
+//! - A script: one row in `scripts::SCRIPTS` (the crate's text and SHA-1
+//!   constants, and the body) and its body, which quotes the Lua and
+//!   follows it with `Call::call` and `Call::pcall` (`redis.call`,
+//!   `redis.pcall`).
+//! - A data type: a variant of `keyspace::Value` with its `TYPE` name.
+//!
+//! Then cases for it in the differential test's generator, so that a real
+//! server checks what was written.
+
+mod commands;
+mod keyspace;
+mod master;
+mod reply;
+mod request;
+mod scripts;
+mod server;
+
+pub use master::{Conn, ConnState, Master, Snapshot};
+pub use reply::Protocol;
+
+/// The version the model reports (`INFO`'s `redis_version`, `HELLO`'s
+/// `version`): the Redis it follows.
+const VERSION: &str = "7.0.0";
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,208 @@
+//! [`Master`]: one simulated master, its connections, restarts and
+//! snapshots.
+
+use crate::commands::execute;
+use crate::keyspace::{Keyspace, Now, Value};
+use crate::reply::{Protocol, Reply};
+use crate::request::{Next, Requests};
+use crate::server::Server;
+
+/// One Redis master, in memory and deterministic: request bytes in, reply
+/// bytes out, on a clock the caller passes in.
+///
+/// Every call that can see time takes `now_us`, the master's own wall
+/// clock in microseconds since the Unix epoch (what `TIME` returns). Keys
+/// expire on that clock in milliseconds: a key set with `PX ttl` at `now`
+/// is absent once the clock has passed `now / 1000 + ttl` ms. The master
+/// never reads a real clock and draws nothing at random but from its seed,
+/// so the same calls give the same bytes.
+///
+/// ```
+/// use redlock_mio_sim::Master;
+///
+/// let now_us = 1_700_000_000_000_000;
+/// let mut master = Master::new(7, now_us);
+/// let mut conn = master.connect();
+/// let mut out = Vec::new();
+/// // Pipelined, and split anywhere.
+/// let request = b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n";
+/// master.handle(&mut conn, &request[..20], now_us, &mut out);
+/// master.handle(&mut conn, &request[20..], now_us, &mut out);
+/// assert_eq!(out, b"+OK\r\n$1\r\nv\r\n");
+/// ```
+#[derive(Debug, Clone)]
+pub struct Master {
+    server: Server,
+    /// Draws the run ids.
+    seed: u64,
+    /// Counts the starts: a connection of an earlier one is closed.
+    generation: u64,
+}
+
+/// One client connection to a [`Master`], from [`Master::connect`]. It
+/// keeps what a server keeps per connection (the bytes of a command not
+/// yet whole, the selected database, the login, the protocol).
+#[derive(Debug)]
+pub struct Conn {
+    session: crate::server::Session,
+    requests: Requests,
+    /// The master's start it was opened in.
+    generation: u64,
+    closed: bool,
+}
+
+/// Whether a connection is still open after [`Master::handle`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnState {
+    /// It takes more requests.
+    Open,
+    /// The master closed it: it asked to (`QUIT`), sent bytes a server
+    /// refuses, or the master restarted since it was opened. Bytes sent
+    /// to it are dropped.
+    Closed,
+}
+
+/// The data set of a [`Master`] at one moment ([`Master::snapshot`]),
+/// which a restart can come back with ([`Master::restore`]): what an RDB
+/// file keeps. Scripts are not in it, as they are not in an RDB file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    dbs: Vec<Keyspace>,
+}
+
+impl Master {
+    /// A master started at `now_us`, empty, without a password. `seed`
+    /// draws its run ids (at this start and every restart).
+    pub fn new(seed: u64, now_us: u64) -> Master {
+        let mut master = Master {
+            server: Server::new(String::new(), Now(now_us), None),
+            seed,
+            generation: 0,
+        };
+        master.start(Now(now_us));
+        master
+    }
+
+    /// The same master with `requirepass password`: connections must log
+    /// in (`AUTH password` or `AUTH default password`) first.
+    pub fn with_password(mut self, password: impl AsRef<[u8]>) -> Master {
+        self.server.password = Some(password.as_ref().to_vec());
+        self
+    }
+
+    /// A new connection.
+    pub fn connect(&mut self) -> Conn {
+        Conn {
+            session: self.server.open_session(),
+            requests: Requests::default(),
+            generation: self.generation,
+            closed: false,
+        }
+    }
+
+    /// Takes bytes a client sent on `conn` at `now_us`, runs every command
+    /// they complete, in order, and appends the replies to `out`. A
+    /// command split across calls runs when its last byte arrives.
+    pub fn handle(
+        &mut self,
+        conn: &mut Conn,
+        input: &[u8],
+        now_us: u64,
+        out: &mut Vec<u8>,
+    ) -> ConnState {
+        if conn.closed || conn.generation != self.generation {
+            conn.closed = true;
+            return ConnState::Closed;
+        }
+        conn.requests.push(input);
+        loop {
+            match conn.requests.next() {
+                Next::Partial => return ConnState::Open,
+                Next::Invalid(reason) => {
+                    Reply::error(format!("ERR {reason}")).encode(conn.session.protocol, out);
+                    conn.closed = true;
+                    return ConnState::Closed;
+                }
+                Next::Command(words) => {
+                    let reply = execute(&mut self.server, &mut conn.session, &words, Now(now_us));
+                    reply.encode(conn.session.protocol, out);
+                    if conn.session.closing {
+                        conn.closed = true;
+                        return ConnState::Closed;
+                    }
+                }
+            }
+        }
+    }
+
+    /// A restart at `now_us` that lost every key (no persistence): a new
+    /// run id, no script cached, every connection closed.
+    pub fn restart(&mut self, now_us: u64) {
+        for db in &mut self.server.dbs {
+            db.clear();
+        }
+        self.start(Now(now_us));
+    }
+
+    /// A restart at `now_us` from `snapshot` (an RDB file, maybe an old
+    /// one): its keys come back, with their expiry times (a key whose time
+    /// has passed is absent); a new run id, no script cached, every
+    /// connection closed.
+    pub fn restore(&mut self, snapshot: &Snapshot, now_us: u64) {
+        self.server.dbs = snapshot.dbs.clone();
+        self.start(Now(now_us));
+    }
+
+    /// The data set now, for a later [`restore`](Self::restore).
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            dbs: self.server.dbs.clone(),
+        }
+    }
+
+    /// The run id `INFO` gives: 40 hex digits, new at every start.
+    pub fn run_id(&self) -> &str {
+        &self.server.run_id
+    }
+
+    /// The string `key` holds in database `db` at `now_us`, without
+    /// touching the master (for checks of what a master holds): `None` if
+    /// the key is missing, expired, or of another type.
+    pub fn get(&self, db: usize, key: &[u8], now_us: u64) -> Option<&[u8]> {
+        match self.server.dbs.get(db)?.peek(key, Now(now_us))? {
+            Value::Str(bytes) => Some(bytes),
+            _ => None,
+        }
+    }
+
+    /// A start at `now`: the script cache is empty, connections of the
+    /// previous start are closed, and the run id is new.
+    fn start(&mut self, now: Now) {
+        self.generation += 1;
+        self.server.scripts.clear();
+        self.server.started = now;
+        self.server.run_id = run_id(self.seed, self.generation);
+    }
+}
+
+impl Conn {
+    /// The protocol the connection speaks (`HELLO 3` switches it).
+    pub fn protocol(&self) -> Protocol {
+        self.session.protocol
+    }
+}
+
+/// The run id of start `generation` of a master seeded `seed`: 40 hex
+/// digits of SplitMix64.
+fn run_id(seed: u64, generation: u64) -> String {
+    let mut state = seed ^ generation.wrapping_mul(0xA076_1D64_78BD_642F);
+    let mut next = || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    };
+    let (a, b, c) = (next(), next(), next());
+    format!("{a:016x}{b:016x}{:08x}", c >> 32)
+}

@@ -1,0 +1,70 @@
+//! The state commands work on: a master's databases, script cache and
+//! identity, and one connection's session.
+
+use std::collections::BTreeSet;
+
+use crate::keyspace::{Keyspace, Now};
+use crate::reply::Protocol;
+
+/// Databases a master has (`SELECT 0` to `SELECT 15`), as Redis by default.
+pub(crate) const DATABASES: usize = 16;
+
+/// A master's state, which its commands read and change.
+#[derive(Debug, Clone)]
+pub(crate) struct Server {
+    pub(crate) dbs: Vec<Keyspace>,
+    /// The SHA-1s of the scripts loaded (`SCRIPT LOAD`, `EVAL`).
+    pub(crate) scripts: BTreeSet<&'static str>,
+    /// 40 hex digits, new at every start.
+    pub(crate) run_id: String,
+    /// When the process started, on its clock (`uptime_in_seconds`).
+    pub(crate) started: Now,
+    /// `requirepass`: `None` lets every connection in without `AUTH`.
+    pub(crate) password: Option<Vec<u8>>,
+    /// The id of the last connection (`HELLO`'s `id`).
+    pub(crate) last_client: u64,
+}
+
+impl Server {
+    /// A server started at `now`, empty.
+    pub(crate) fn new(run_id: String, started: Now, password: Option<Vec<u8>>) -> Server {
+        Server {
+            dbs: vec![Keyspace::default(); DATABASES],
+            scripts: BTreeSet::new(),
+            run_id,
+            started,
+            password,
+            last_client: 0,
+        }
+    }
+
+    /// The database `session` has selected.
+    pub(crate) fn db(&mut self, session: &Session) -> &mut Keyspace {
+        // `SELECT` keeps `session.db` below DATABASES.
+        &mut self.dbs[session.db]
+    }
+
+    /// A new connection's session: logged in if no password is set.
+    pub(crate) fn open_session(&mut self) -> Session {
+        self.last_client += 1;
+        Session {
+            db: 0,
+            authenticated: self.password.is_none(),
+            protocol: Protocol::Resp2,
+            id: self.last_client,
+            closing: false,
+        }
+    }
+}
+
+/// What a server knows of one connection.
+#[derive(Debug, Clone)]
+pub(crate) struct Session {
+    /// The selected database.
+    pub(crate) db: usize,
+    pub(crate) authenticated: bool,
+    pub(crate) protocol: Protocol,
+    pub(crate) id: u64,
+    /// `QUIT` was received: the connection closes after its reply.
+    pub(crate) closing: bool,
+}
