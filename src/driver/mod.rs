@@ -548,6 +548,7 @@ impl Driver {
             }
         }
         self.flights.handle_timeout(now);
+        self.waits.handle_timeout(now);
     }
 
     /// How long a poll may wait: until [`next_wake`](Self::next_wake),
@@ -568,6 +569,7 @@ impl Driver {
             .iter()
             .filter_map(|c| c.link().next_timer())
             .chain(self.flights.next_deadline())
+            .chain(self.waits.next_hint())
             .min()
     }
 

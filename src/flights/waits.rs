@@ -29,9 +29,11 @@ pub(crate) struct Waits<W> {
     /// room for one per slot, allocated once (a slot is listed once per
     /// arming).
     told: Vec<u64>,
-    /// Waiters of waits given a time to try at, to wake so that they wait
-    /// no longer than that.
+    /// Waiters of waits whose time to try at has come, to wake.
     hints: Vec<W>,
+    /// Waits given a time to try at: while there are none, the timer
+    /// checks look at no slot.
+    hinted: usize,
 }
 
 struct Slot<W> {
@@ -69,6 +71,7 @@ impl<W> Waits<W> {
             quorum: crate::rules::quorum(masters) as u32,
             told: Vec::with_capacity(cap),
             hints: Vec::with_capacity(cap),
+            hinted: 0,
         }
     }
 
@@ -99,7 +102,9 @@ impl<W> Waits<W> {
         let slot = self.slot_mut(id)?;
         slot.id = 0;
         let waiter = slot.waiter.take();
+        let hinted = slot.hinted.take().is_some();
         self.free.push(index);
+        self.hinted -= usize::from(hinted);
         waiter
     }
 
@@ -109,7 +114,8 @@ impl<W> Waits<W> {
         if let Some(slot) = self.slot_mut(id) {
             slot.masters = 0;
             slot.listed = false;
-            slot.hinted = None;
+            let hinted = slot.hinted.take().is_some();
+            self.hinted -= usize::from(hinted);
         }
     }
 
@@ -148,18 +154,47 @@ impl<W> Waits<W> {
     }
 
     /// A master told wait `id` to try at `at`, should nobody hand it the
-    /// lock before (the waiter before it may never come): its waiter is
-    /// woken to wait until then at the latest.
+    /// lock before (the waiter before it may never come). Its waiter is
+    /// woken then ([`handle_timeout`](Self::handle_timeout)), not now: a
+    /// waiter next in line is usually handed the lock long before.
     pub(crate) fn handle_hint(&mut self, id: u64, at: Instant) {
         let Some(slot) = self.slot_mut(id) else {
             return;
         };
-        if slot.hinted.is_some_and(|later| later >= at) {
+        match slot.hinted {
+            Some(later) if later >= at => {}
+            Some(_) => slot.hinted = Some(at),
+            None => {
+                slot.hinted = Some(at);
+                self.hinted += 1;
+            }
+        }
+    }
+
+    /// The earliest time a waiting caller was told to try at, if any.
+    pub(crate) fn next_hint(&self) -> Option<Instant> {
+        if self.hinted == 0 {
+            return None;
+        }
+        self.slots
+            .iter()
+            .filter(|slot| slot.id != 0 && slot.waiter.is_some())
+            .filter_map(|slot| slot.hinted)
+            .min()
+    }
+
+    /// The time is `now`: the waiters told to try by now are woken (with
+    /// [`wake_told`](Self::wake_told)).
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        if self.hinted == 0 {
             return;
         }
-        slot.hinted = Some(at);
-        if let Some(waiter) = slot.waiter.take() {
-            self.hints.push(waiter);
+        for slot in &mut self.slots {
+            if slot.id != 0 && slot.hinted.is_some_and(|at| at <= now) {
+                if let Some(waiter) = slot.waiter.take() {
+                    self.hints.push(waiter);
+                }
+            }
         }
     }
 
@@ -283,6 +318,34 @@ mod tests {
         woken.sort_unstable();
         assert_eq!(woken, [1, 2]);
         assert!(waits.is_told(a) && waits.is_told(b));
+    }
+
+    #[test]
+    fn a_time_to_try_at_wakes_its_waiter_then_not_before() {
+        let t0 = std::time::Instant::now();
+        let ms = std::time::Duration::from_millis;
+        let mut waits: Waits<&str> = Waits::new(2, 3);
+        let id = waits.begin().unwrap_or(0);
+        waits.set_waiter(id, "second in line");
+        assert_eq!(waits.next_hint(), None);
+        waits.handle_hint(id, t0 + ms(200));
+        waits.handle_hint(id, t0 + ms(150));
+        assert_eq!(
+            waits.hinted(id),
+            Some(t0 + ms(200)),
+            "the latest master's time"
+        );
+        assert_eq!(waits.next_hint(), Some(t0 + ms(200)));
+        let mut woken = Vec::new();
+        waits.handle_timeout(t0 + ms(199));
+        waits.wake_told(|w| woken.push(w));
+        assert!(woken.is_empty());
+        assert!(!waits.is_told(id), "a time to try at is no hand-over");
+        waits.handle_timeout(t0 + ms(200));
+        waits.wake_told(|w| woken.push(w));
+        assert_eq!(woken, ["second in line"]);
+        waits.arm(id);
+        assert_eq!((waits.hinted(id), waits.next_hint()), (None, None));
     }
 
     #[test]

@@ -11,6 +11,7 @@ use crate::rules::{NodeError, Op, Reply};
 use crate::scripts::{EXTEND_SCRIPT, EXTEND_SHA1, RELEASE_SCRIPT, RELEASE_SHA1};
 
 mod dropped;
+mod wake;
 
 const MS: Duration = Duration::from_millis(1);
 

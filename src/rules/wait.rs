@@ -14,10 +14,14 @@ use std::time::{Duration, Instant};
 
 use super::{NodeState, Round, quorum};
 
-/// The most a waiter adds to a blocking key's expiry before it tries, so
-/// that waiters behind a holder that crashed do not all arrive in the same
-/// microsecond (the queue decides who wins; this only spreads the load).
-const EXPIRY_JITTER: Duration = Duration::from_millis(2);
+/// What a waiter adds to a blocking key's expiry before it tries: a
+/// server's `PTTL` is rounded to the millisecond.
+const EXPIRY_MARGIN: Duration = Duration::from_millis(1);
+
+/// The most a waiter adds on top, at random, so that waiters behind a
+/// holder that crashed do not all arrive in the same microsecond (the
+/// queue decides who wins; this only spreads the load).
+const EXPIRY_JITTER: Duration = Duration::from_millis(1);
 
 /// When enough of the keys that refused `round` (an acquire that waits)
 /// expire for a quorum to be free, counted from the round's replies:
@@ -121,7 +125,7 @@ impl Pursuit {
         }
         let expiry = free_in.map(|d| {
             let jitter = EXPIRY_JITTER.mul_f64(unit.clamp(0.0, 1.0));
-            d.saturating_add(jitter)
+            d.saturating_add(EXPIRY_MARGIN).saturating_add(jitter)
         });
         match &mut self.terms {
             Terms::Retries(0) => Next::Stop,

@@ -1,0 +1,252 @@
+//! A session that waiters of its client are told on: `HELLO 3`, then
+//! `SUBSCRIBE` to the client's channel once `HELLO` succeeded, pushes read
+//! element by element. With a fake clock and no socket.
+
+#![allow(clippy::expect_used, reason = "a test fails loudly")]
+
+use std::time::{Duration, Instant};
+
+use super::{MS, command, config, scripts, take};
+use crate::commands::{Outcome, WakeChannel, wake_channel};
+use crate::link::{Link, LinkConfig, Sink, UNSOLICITED_BUDGET};
+use crate::rules::{NodeError, Op, Reply};
+use crate::scripts::{LEAVE_SHA1, WAIT_ACQUIRE_SHA1};
+
+const CHANNEL_ID: u64 = 0x00c0_ffee;
+
+fn channel() -> WakeChannel {
+    wake_channel(CHANNEL_ID)
+}
+
+fn wake_config() -> LinkConfig {
+    LinkConfig {
+        wake: Some(channel()),
+        ..config()
+    }
+}
+
+/// What a session handed on: replies of round 1, and wake-ups.
+#[derive(Default)]
+struct Seen {
+    replies: Vec<(Op, Outcome)>,
+    wakes: Vec<(u64, Option<Duration>)>,
+}
+
+impl Sink for Seen {
+    fn is_live(&self, id: u64) -> bool {
+        id == 1
+    }
+
+    fn on_reply(&mut self, _: u64, op: Op, outcome: Outcome, _: Instant) {
+        self.replies.push((op, outcome));
+    }
+
+    fn on_wake(&mut self, id: u64, later: Option<Duration>, _: Instant) {
+        self.wakes.push((id, later));
+    }
+}
+
+fn feed(link: &mut Link, bytes: &[u8], now: Instant, seen: &mut Seen) -> Result<(), NodeError> {
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let buf = link.read_buf()?;
+        let n = buf.len().min(rest.len());
+        buf[..n].copy_from_slice(&rest[..n]);
+        rest = &rest[n..];
+        link.handle_read(n, now, seen)?;
+    }
+    Ok(())
+}
+
+fn bulk(bytes: &[u8]) -> Vec<u8> {
+    let mut out = format!("${}\r\n", bytes.len()).into_bytes();
+    out.extend_from_slice(bytes);
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+/// A RESP3 push of `kind` on `channel` with `payload`.
+fn push(kind: &[u8], channel: &[u8], payload: &[u8]) -> Vec<u8> {
+    [b">3\r\n".to_vec(), bulk(kind), bulk(channel), bulk(payload)].concat()
+}
+
+/// `HELLO 3`'s map, as a server answers it (nested: the modules array).
+fn hello() -> Vec<u8> {
+    b"%3\r\n$6\r\nserver\r\n$5\r\nredis\r\n$5\r\nproto\r\n:3\r\n$7\r\nmodules\r\n*0\r\n".to_vec()
+}
+
+/// The handshake's `SCRIPT LOAD` replies, the waiters' scripts included.
+fn wake_scripts() -> Vec<u8> {
+    let mut replies = scripts().into_bytes();
+    for sha1 in [WAIT_ACQUIRE_SHA1, LEAVE_SHA1] {
+        replies.extend(bulk(sha1.as_bytes()));
+    }
+    replies
+}
+
+/// A session through its handshake, `SUBSCRIBE` confirmed.
+fn subscribed(t0: Instant) -> Link {
+    let mut link = Link::new(wake_config(), t0);
+    link.start(None, None, 0, t0);
+    link.connected(t0);
+    let mut seen = Seen::default();
+    feed(
+        &mut link,
+        &[hello(), wake_scripts()].concat(),
+        t0,
+        &mut seen,
+    )
+    .expect("handshake");
+    let sent = take(&mut link);
+    assert!(
+        sent.contains("HELLO") && sent.contains("SUBSCRIBE"),
+        "{sent}"
+    );
+    let confirm = [
+        b">3\r\n".to_vec(),
+        bulk(b"subscribe"),
+        bulk(&channel()),
+        b":1\r\n".to_vec(),
+    ];
+    feed(&mut link, &confirm.concat(), t0, &mut seen).expect("subscribed");
+    assert!(link.is_ready());
+    link
+}
+
+#[test]
+fn a_command_queued_during_the_handshake_is_answered_after_the_subscribe() {
+    let t0 = Instant::now();
+    let mut link = Link::new(wake_config(), t0);
+    link.start(None, None, 0, t0);
+    link.connected(t0);
+    let acquire = command(Op::Acquire, 30_000);
+    link.queue(&acquire, &crate::link::encoded(&acquire), 1, false, t0)
+        .expect("held back for the handshake");
+    let handshake = take(&mut link);
+    assert!(
+        handshake.contains("HELLO") && !handshake.contains("SUBSCRIBE"),
+        "{handshake}"
+    );
+    let mut seen = Seen::default();
+    feed(
+        &mut link,
+        &[hello(), wake_scripts()].concat(),
+        t0,
+        &mut seen,
+    )
+    .expect("steps");
+    let sent = take(&mut link);
+    assert!(
+        sent.contains("SUBSCRIBE") && !sent.contains("SET"),
+        "only once HELLO succeeded: {sent}"
+    );
+    assert!(!link.is_ready(), "the handshake waits for the subscription");
+    let confirm = [
+        b">3\r\n".to_vec(),
+        bulk(b"subscribe"),
+        bulk(&channel()),
+        b":1\r\n".to_vec(),
+    ];
+    feed(&mut link, &confirm.concat(), t0, &mut seen).expect("subscribed");
+    assert!(link.is_ready());
+    assert!(
+        take(&mut link).contains("SET"),
+        "the held command goes out after it"
+    );
+    feed(&mut link, b"+OK\r\n", t0 + MS, &mut seen).expect("reply");
+    assert_eq!(seen.replies, [(Op::Acquire, Outcome::Reply(Reply::Ok))]);
+}
+
+#[test]
+fn a_refused_hello_leaves_a_resp2_session_that_never_subscribes() {
+    let t0 = Instant::now();
+    let mut link = Link::new(wake_config(), t0);
+    link.start(None, None, 0, t0);
+    link.connected(t0);
+    take(&mut link);
+    let mut seen = Seen::default();
+    let refused = b"-NOPERM this user has no permissions to run the 'hello' command\r\n";
+    feed(
+        &mut link,
+        &[&refused[..], &wake_scripts()].concat(),
+        t0,
+        &mut seen,
+    )
+    .expect("not fatal");
+    assert!(link.is_ready(), "locks are served without wake-ups");
+    assert!(!take(&mut link).contains("SUBSCRIBE"));
+}
+
+#[test]
+fn a_refused_subscribe_is_not_fatal() {
+    let t0 = Instant::now();
+    let mut link = Link::new(wake_config(), t0);
+    link.start(None, None, 0, t0);
+    link.connected(t0);
+    take(&mut link);
+    let mut seen = Seen::default();
+    feed(
+        &mut link,
+        &[hello(), wake_scripts()].concat(),
+        t0,
+        &mut seen,
+    )
+    .expect("steps");
+    assert!(take(&mut link).contains("SUBSCRIBE"));
+    let refused = b"-NOPERM this user has no permissions to access one of the channels\r\n";
+    feed(&mut link, refused, t0, &mut seen).expect("not fatal");
+    assert!(link.is_ready());
+}
+
+#[test]
+fn wake_ups_on_the_clients_channel_reach_the_sink_and_the_rest_is_skipped() {
+    let t0 = Instant::now();
+    let mut link = subscribed(t0);
+    let mut seen = Seen::default();
+    let other = wake_channel(CHANNEL_ID + 1);
+    let bytes = [
+        push(b"message", &channel(), b"42"),
+        push(b"message", &other, b"43"),
+        push(b"message", &channel(), b"44 300"),
+        push(b"message", &channel(), b"not a number"),
+        push(b"pmessage", &channel(), b"45"),
+        // A push with an aggregate inside.
+        b">3\r\n$7\r\nmessage\r\n*1\r\n:1\r\n$2\r\n46\r\n".to_vec(),
+    ]
+    .concat();
+    // Split anywhere: byte by byte.
+    for byte in &bytes {
+        feed(&mut link, std::slice::from_ref(byte), t0, &mut seen).expect("pushes");
+    }
+    assert_eq!(
+        seen.wakes,
+        [(42, None), (44, Some(Duration::from_millis(300)))]
+    );
+    // Replies still match their requests around pushes.
+    let extend = command(Op::Extend, 30_000);
+    link.queue(&extend, &crate::link::encoded(&extend), 1, false, t0)
+        .expect("queued");
+    take(&mut link);
+    feed(
+        &mut link,
+        &[push(b"message", &channel(), b"47"), b":1\r\n".to_vec()].concat(),
+        t0,
+        &mut seen,
+    )
+    .expect("reply");
+    assert_eq!(seen.replies, [(Op::Extend, Outcome::Reply(Reply::Ok))]);
+    assert_eq!(seen.wakes.len(), 3);
+}
+
+#[test]
+fn a_flood_of_wake_ups_between_two_replies_drops_the_connection() {
+    let t0 = Instant::now();
+    let mut link = subscribed(t0);
+    let mut seen = Seen::default();
+    let one = push(b"message", &channel(), b"42");
+    let flood: Vec<u8> = one.repeat(UNSOLICITED_BUDGET / one.len() + 1);
+    assert_eq!(
+        feed(&mut link, &flood, t0, &mut seen),
+        Err(NodeError::Unsolicited)
+    );
+}
