@@ -165,7 +165,7 @@ impl Worker for MioWorker {
     }
 
     fn counter(&self) -> Counter {
-        Counter::Client(self.client.clone())
+        Counter::Client(Box::new(self.client.clone()))
     }
 }
 
@@ -271,7 +271,7 @@ impl SharedClient {
 
     pub(crate) fn counter(&self) -> Counter {
         match self {
-            SharedClient::Mio(client) => Counter::Client(client.clone()),
+            SharedClient::Mio(client) => Counter::Client(Box::new(client.clone())),
             SharedClient::Rslock(_, probe) => Counter::Server(Arc::clone(probe)),
         }
     }
@@ -357,7 +357,7 @@ where
 /// sends one `SET NX PX` to each master).
 #[derive(Clone)]
 pub(crate) enum Counter {
-    Client(Redlock),
+    Client(Box<Redlock>),
     Server(Arc<Probe>),
 }
 
