@@ -1,8 +1,9 @@
 //! `redlock run`: take the lock, run the command under it, release.
 
-use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
+use std::future::Future;
 use std::process::Command;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -13,12 +14,7 @@ use crate::duration::parse_duration;
 use crate::process::{self, End, Group};
 use crate::{EX_CONFIG, EX_OSERR, EX_UNAVAILABLE, EX_USAGE, config_exit_code, tls};
 
-/// The pause between two attempts while waiting for the lock: this plus a
-/// random part of up to [`RETRY_JITTER`], so that waiters spread out.
-const RETRY_DELAY: Duration = Duration::from_millis(200);
-/// See [`RETRY_DELAY`].
-const RETRY_JITTER: Duration = Duration::from_millis(100);
-/// How often a pause looks for a caught signal.
+/// How often a wait for the lock looks for a caught signal.
 const SIGNAL_POLL: Duration = Duration::from_millis(20);
 
 /// The options of `run`.
@@ -103,7 +99,7 @@ pub(crate) fn run(
             return config_exit_code(&e);
         }
     };
-    let lock = match acquire(&client, args) {
+    let lock = match acquire(&client, args, request_timeout) {
         Ok(lock) => lock,
         Err(NoLock::Signal(signo)) => {
             eprintln!(
@@ -187,53 +183,53 @@ pub(crate) fn run(
     }
 }
 
-/// Tries for the lock until `--wait` has passed: one attempt, and then,
-/// while the deadline has not passed, another after each pause (cut short
-/// at the deadline), so that the last attempt starts at the deadline at the
-/// latest. A caught signal ends the wait.
-fn acquire(client: &Redlock, args: &RunArgs) -> Result<Lock, NoLock> {
+/// Tries for the lock until `--wait` has passed: the last attempt starts
+/// then at the latest. Between attempts the client waits as the library's
+/// `lock_until` does: told by the release that hands it the lock, or until
+/// the holder's key expires, or after a retry delay. A caught signal ends
+/// the wait (the dropped call leaves the masters' queues).
+fn acquire(client: &Redlock, args: &RunArgs, request_timeout: Duration) -> Result<Lock, NoLock> {
+    if let Some(signo) = process::take_signals().next() {
+        return Err(NoLock::Signal(signo));
+    }
     // Taken once connected, so that connecting does not eat into the wait.
-    let deadline = Instant::now().checked_add(args.wait);
-    loop {
-        if let Some(signo) = process::take_signals().next() {
-            return Err(NoLock::Signal(signo));
-        }
-        let error = match client.try_lock(&args.resource, args.ttl) {
-            Ok(lock) => return Ok(lock),
-            Err(error) => error,
-        };
-        if !error.is_retryable() {
-            return Err(NoLock::Error(error));
-        }
-        let now = Instant::now();
-        let left = match deadline {
-            Some(deadline) => deadline.saturating_duration_since(now),
-            None => Duration::MAX,
-        };
-        if left.is_zero() {
-            return Err(match process::take_signals().next() {
-                Some(signo) => NoLock::Signal(signo),
-                None => NoLock::Error(error),
-            });
-        }
-        let pause_until = now + retry_delay().min(left);
-        while let Some(pause) = pause_until.checked_duration_since(Instant::now()) {
-            if pause.is_zero() {
-                break;
-            }
-            if let Some(signo) = process::take_signals().next() {
-                return Err(NoLock::Signal(signo));
-            }
-            thread::sleep(pause.min(SIGNAL_POLL));
-        }
+    // The library's last attempt fits its request timeout before the
+    // deadline; this one's starts at the end of the wait.
+    let now = Instant::now();
+    let deadline = now
+        .checked_add(args.wait)
+        .and_then(|end| end.checked_add(request_timeout))
+        .unwrap_or_else(|| now + FOREVER);
+    match until_signal(client.lock_until_async(&args.resource, args.ttl, deadline)) {
+        Ok(Ok(lock)) => Ok(lock),
+        Ok(Err(error)) => Err(NoLock::Error(error)),
+        Err(signo) => Err(NoLock::Signal(signo)),
     }
 }
 
-/// [`RETRY_DELAY`] plus a random part of [`RETRY_JITTER`] at most.
-fn retry_delay() -> Duration {
-    // A hasher with random keys: randomness enough for a jitter, without a
-    // dependency.
-    let random = RandomState::new().hash_one(Instant::now());
-    let jitter_us = u64::try_from(RETRY_JITTER.as_micros()).unwrap_or(0);
-    RETRY_DELAY + Duration::from_micros(random % jitter_us.max(1))
+/// A wait longer than any `--wait` anyone gives.
+const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// Runs `future` on this thread until it completes, or until a signal is
+/// caught: then it is dropped (a call of the library's async API is
+/// cancelled as its docs say) and the signal returned.
+fn until_signal<F: Future>(future: F) -> Result<F::Output, c_int> {
+    struct Unpark(thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
+            return Ok(output);
+        }
+        if let Some(signo) = process::take_signals().next() {
+            return Err(signo);
+        }
+        thread::park_timeout(SIGNAL_POLL);
+    }
 }
