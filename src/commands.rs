@@ -123,6 +123,7 @@ pub(crate) enum Step {
     LoadFenceSync,
     LoadWaitAcquire,
     LoadLeave,
+    LoadFencedWaitAcquire,
     /// `INFO server replication cluster`: who the server is.
     Identify,
     /// `SET <marker key> <value> NX GET`: whether the data set survived.
@@ -169,6 +170,7 @@ impl Step {
             Step::LoadFenceSync => (FENCE_SYNC_SCRIPT, FENCE_SYNC_SHA1),
             Step::LoadWaitAcquire => (WAIT_ACQUIRE_SCRIPT, WAIT_ACQUIRE_SHA1),
             Step::LoadLeave => (LEAVE_SCRIPT, LEAVE_SHA1),
+            Step::LoadFencedWaitAcquire => (FENCED_WAIT_ACQUIRE_SCRIPT, FENCED_WAIT_ACQUIRE_SHA1),
             Step::Auth
             | Step::Hello
             | Step::Select
@@ -217,10 +219,14 @@ pub(crate) fn encode_handshake(
     } else {
         &[]
     };
-    let wake_steps: &[Step] = if probe.wake.is_some() {
-        &[Step::LoadWaitAcquire, Step::LoadLeave]
-    } else {
-        &[]
+    let wake_steps: &[Step] = match (probe.wake.is_some(), probe.fencing) {
+        (true, true) => &[
+            Step::LoadWaitAcquire,
+            Step::LoadLeave,
+            Step::LoadFencedWaitAcquire,
+        ],
+        (true, false) => &[Step::LoadWaitAcquire, Step::LoadLeave],
+        (false, _) => &[],
     };
     for &step in [
         Step::LoadRelease,
@@ -304,8 +310,8 @@ pub(crate) enum Outcome {
 pub(crate) fn classify(shape: &Shape, token: &Token<'_>) -> Outcome {
     let (op, many, fenced) = (shape.op(), shape.packed(), shape.fenced());
     let scripted = shape.is_script();
-    if shape.waits() {
-        return classify_wait(token);
+    if let (true, Token::Simple(text)) = (shape.waits(), token) {
+        return classify_wait(text);
     }
     match (op, token) {
         (_, Token::Error(message) | Token::BulkError(message)) => {
@@ -341,30 +347,22 @@ pub(crate) fn classify(shape: &Shape, token: &Token<'_>) -> Outcome {
     }
 }
 
-/// The reply to an acquire that waits: `+OK`, or `+WAIT <ms>` with the
-/// blocking key's `PTTL` (`-1`: it has no TTL).
-fn classify_wait(token: &Token<'_>) -> Outcome {
-    match token {
-        Token::Error(message) | Token::BulkError(message) if message.starts_with(b"NOSCRIPT") => {
-            Outcome::NoScript
-        }
-        Token::Error(message) | Token::BulkError(message) => {
-            Outcome::Server(ServerError::new(message))
-        }
-        Token::Simple(b"OK") => Outcome::Reply(Reply::Ok),
-        Token::Simple(text) => match text.strip_prefix(b"WAIT ") {
-            Some(b"-1") => Outcome::Reply(Reply::Queued {
-                expires_in_ms: None,
+/// A status reply to an acquire that waits: `+OK` (granted, unless the
+/// acquire counts a fence: it then answers with the count), or `+WAIT
+/// <ms>` with the blocking key's `PTTL` (`-1`: it has no TTL).
+fn classify_wait(text: &[u8]) -> Outcome {
+    match text.strip_prefix(b"WAIT ") {
+        None if text == b"OK" => Outcome::Reply(Reply::Ok),
+        Some(b"-1") => Outcome::Reply(Reply::Queued {
+            expires_in_ms: None,
+        }),
+        Some(ms) => match std::str::from_utf8(ms).ok().and_then(|ms| ms.parse().ok()) {
+            Some(ms) => Outcome::Reply(Reply::Queued {
+                expires_in_ms: Some(ms),
             }),
-            Some(ms) => match std::str::from_utf8(ms).ok().and_then(|ms| ms.parse().ok()) {
-                Some(ms) => Outcome::Reply(Reply::Queued {
-                    expires_in_ms: Some(ms),
-                }),
-                None => Outcome::Unexpected,
-            },
             None => Outcome::Unexpected,
         },
-        _ => Outcome::Unexpected,
+        None => Outcome::Unexpected,
     }
 }
 

@@ -140,3 +140,16 @@ pub const LEAVE_SCRIPT: &str = concat!(
 );
 /// SHA1 of [`LEAVE_SCRIPT`].
 pub const LEAVE_SHA1: &str = "232cb5a3dbba3411331f7f73607ed75b134e6157";
+
+/// [`FENCED_ACQUIRE_SCRIPT`] for a caller that waits, as
+/// [`WAIT_ACQUIRE_SCRIPT`] is [`ACQUIRE_MANY_SCRIPT`]'s: `KEYS[1]` and
+/// `KEYS[2]` as for the fenced acquire, the resources from `KEYS[3]`;
+/// `ARGV` as for [`WAIT_ACQUIRE_SCRIPT`]. Held keys: the waiter is queued
+/// and the reply is `+WAIT <ms>`. Free keys: the fenced acquire's checks,
+/// writes and reply (the counter, or minus the loss id; `FOREIGNKEY`).
+pub const FENCED_WAIT_ACQUIRE_SCRIPT: &str = concat!(
+    handoff!(),
+    r#"local function ok(v) return v==false or (type(v)=="string" and #v<=16 and string.find(v,"^[1-9]%d*$")~=nil and tonumber(v)<9007199254740992) end local m=ARGV[3] local mine="reserved "..m local wait=0 local held=false for i=3,#KEYS do local k=KEYS[i] local v=redis.call("get",k) if not v then local h=redis.pcall("zrange","redlock-mio:queue:"..k,0,0) if type(h)=="table" and not h.err and #h>0 and h[1]~=m then handoff(k) v=redis.call("get",k) end end if v and v~=mine then held=true local p=redis.pcall("pttl",k) if type(p)~="number" or p<0 then wait=-1 elseif wait>=0 and p>wait then wait=p end end end if held then local keep=math.max(wait,0)+tonumber(ARGV[5]) for i=3,#KEYS do local q="redlock-mio:queue:"..KEYS[i] redis.pcall("zadd",q,"NX",ARGV[4],m) local t=redis.pcall("pttl",q) if type(t)=="number" and t<keep then redis.pcall("pexpire",q,keep) end end return redis.status_reply("WAIT "..wait) end local c=redis.pcall("get",KEYS[1]) if not ok(c) then return redis.error_reply("FOREIGNKEY "..KEYS[1]) end local l=false if not c then l=redis.pcall("get",KEYS[2]) if not ok(l) then return redis.error_reply("FOREIGNKEY "..KEYS[2]) end end for i=3,#KEYS do redis.call("set",KEYS[i],ARGV[1],"px",ARGV[2]) redis.pcall("zrem","redlock-mio:queue:"..KEYS[i],m) end if c then return redis.call("incr",KEYS[1]) end if not l then local t=redis.call("time") l=t[1]..string.format("%06d",t[2]) redis.call("set",KEYS[2],l) end return -tonumber(l)"#
+);
+/// SHA1 of [`FENCED_WAIT_ACQUIRE_SCRIPT`].
+pub const FENCED_WAIT_ACQUIRE_SHA1: &str = "104e170bf14eb59c26f7d7a906efdede429dc1b6";

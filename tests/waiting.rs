@@ -264,3 +264,68 @@ fn one_subscription_per_connection_however_many_waits() {
         "no entry is left"
     );
 }
+
+#[test]
+fn a_fenced_waiter_is_handed_the_lock_with_a_larger_fence() {
+    let cluster = Cluster::start(3);
+    let fenced = |retry: Duration| {
+        Redlock::builder(cluster.urls())
+            .request_timeout(Duration::from_secs(2))
+            .retry_delay(retry)
+            .retry_jitter(Duration::ZERO)
+            .fencing(Duration::from_secs(3600))
+            .build()
+            .expect("client")
+    };
+    let holder = fenced(NEVER);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    let first = held.fence().expect("a fence");
+    let client = Arc::new(fenced(NEVER));
+    let waiting = wait_in_thread(&client);
+    assert!(eventually(PATIENCE, || queued_on(&cluster, 1) == 3));
+    holder.unlock(&mut held).expect("released");
+    let lock = waiting.join().expect("thread").expect("handed over");
+    assert!(lock.fence().expect("a fence") > first);
+    assert_eq!(client.stats().attempts, 2, "told, not polling");
+    assert!(eventually(PATIENCE, || queued_on(&cluster, 1) == 0));
+}
+
+#[test]
+fn an_async_waiter_is_handed_the_lock_under_every_executor() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    for (name, run) in support::executors::all() {
+        let mut held = holder
+            .try_lock(RESOURCE, Duration::from_secs(3600))
+            .expect("held");
+        let client = Arc::new(waiter(&cluster));
+        let task = {
+            let client = Arc::clone(&client);
+            move || {
+                run(Box::pin(async move {
+                    let lock = client
+                        .lock_until_async(
+                            RESOURCE,
+                            Duration::from_secs(30),
+                            Instant::now() + PATIENCE,
+                        )
+                        .await;
+                    assert!(lock.is_ok(), "{name}: {lock:?}");
+                }));
+            }
+        };
+        let waiting = thread::spawn(task);
+        assert!(
+            eventually(PATIENCE, || queued_on(&cluster, 1) == 3),
+            "{name}"
+        );
+        holder.unlock(&mut held).expect("released");
+        waiting.join().expect("thread");
+        assert_eq!(client.stats().attempts, 2, "{name}: told, not polling");
+        for i in 0..3 {
+            cluster.command(i, &[b"DEL", RESOURCE]);
+        }
+    }
+}

@@ -222,6 +222,12 @@ pub(super) struct FencedAcquire<'r> {
     lost_ids: SmallVec<[u8; 128]>,
     sync_value: u64,
     sync_mode: SyncMode,
+    /// The caller waits: its queue member, place and margin (see
+    /// [`Command::fenced_wait_acquire`]), for an attempt of one lock.
+    queue: Option<(&'r [u8], u64, u64)>,
+    /// How the acquire round ended for a caller that waits: whether every
+    /// master granted it, and when the keys that refused it expire.
+    pub(super) waited: Option<(bool, Option<Duration>)>,
 }
 
 impl<'r> FencedAcquire<'r> {
@@ -264,6 +270,17 @@ impl<'r> FencedAcquire<'r> {
             lost_ids: SmallVec::new(),
             sync_value: 0,
             sync_mode: SyncMode::Repair,
+            queue: None,
+            waited: None,
+        }
+    }
+
+    /// The same attempt for a caller that waits: its acquire queues it
+    /// where it is refused (see [`Command::fenced_wait_acquire`]).
+    pub(super) fn waiting(self, queue: (&'r [u8], u64, u64)) -> FencedAcquire<'r> {
+        FencedAcquire {
+            queue: Some(queue),
+            ..self
         }
     }
 
@@ -314,7 +331,12 @@ impl<'r> FencedAcquire<'r> {
 
     /// The acquire of lock `i`.
     fn acquire(&self, i: usize) -> Command<'_> {
-        Command::fenced_acquire(self.keys(i), &self.tokens[i], self.ttl_ms)
+        match self.queue {
+            Some(queue) => {
+                Command::fenced_wait_acquire(self.keys(i), &self.tokens[i], self.ttl_ms, queue)
+            }
+            None => Command::fenced_acquire(self.keys(i), &self.tokens[i], self.ttl_ms),
+        }
     }
 
     /// Takes how the rounds [`next`](Self::next) gave ended, in its order
@@ -350,7 +372,13 @@ impl<'r> FencedAcquire<'r> {
             Step::Acquire => {
                 self.step = Step::Done;
                 for i in 0..self.slots.len() {
-                    let slot = self.acquired(client, i, end());
+                    let end = end();
+                    if let (Some(_), Ok(end)) = (self.queue, &end) {
+                        let nodes = end.round.nodes();
+                        let all = nodes.iter().all(|state| *state == NodeState::Ok);
+                        self.waited = Some((all, rules::free_in(&end.round)));
+                    }
+                    let slot = self.acquired(client, i, end);
                     if matches!(slot, Slot::Granted { .. }) {
                         self.step = Step::Raise;
                     }
@@ -531,6 +559,12 @@ impl Redlock {
         deadline: Option<Instant>,
     ) -> SmallVec<[Result<Lock, Error>; 1]> {
         let mut attempt = FencedAcquire::new(self, keys, many, ttl_ms, deadline);
+        self.run_fenced(&mut attempt);
+        attempt.finish(self)
+    }
+
+    /// Runs the rounds of `attempt` on this thread until it has ended.
+    pub(super) fn run_fenced(&self, attempt: &mut FencedAcquire<'_>) {
         loop {
             let ends = {
                 let Some(next) = attempt.next() else {
@@ -540,7 +574,6 @@ impl Redlock {
             };
             attempt.handle(self, ends);
         }
-        attempt.finish(self)
     }
 
     /// Records what a round said of each master's counter; returns the

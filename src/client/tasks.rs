@@ -466,7 +466,17 @@ impl Redlock {
         wait: &mut Wait,
         deadline: Option<Instant>,
     ) -> (Result<Lock, Error>, Option<Duration>) {
-        let token = self.ready_attempt(wait);
+        self.ready_attempt(wait);
+        if self.config.fencing.is_some() {
+            let (resource, many) = keys.parts();
+            let attempt = FencedAcquire::new(self, [resource], many, ttl_ms, deadline);
+            // Boxed, as a fenced attempt is: its state would make every
+            // plain attempt's future several times larger.
+            let run = Box::pin(self.run_fenced_async(attempt.waiting(wait.queue())));
+            let (waited, results) = run.await;
+            return self.fence_waited(wait, waited, results);
+        }
+        let token = self.tokens().token();
         let command = wait.acquire(keys, &token, ttl_ms);
         let mut ends =
             RoundsFuture::new(self, std::slice::from_ref(&command), deadline, true).await;
@@ -575,7 +585,20 @@ impl Redlock {
         ttl_ms: u64,
         deadline: Option<Instant>,
     ) -> Result<Lock, Error> {
-        let mut attempt = FencedAcquire::new(self, [resource], false, ttl_ms, deadline);
+        let attempt = FencedAcquire::new(self, [resource], false, ttl_ms, deadline);
+        let (_, mut results) = self.run_fenced_async(attempt).await;
+        results.drain(..).next().unwrap_or_else(|| Err(self.busy()))
+    }
+
+    /// Runs the rounds of `attempt` as a future until it has ended; how
+    /// its acquire ended for a caller that waits, and each lock's result.
+    async fn run_fenced_async(
+        &self,
+        mut attempt: FencedAcquire<'_>,
+    ) -> (
+        Option<(bool, Option<Duration>)>,
+        SmallVec<[Result<Lock, Error>; 1]>,
+    ) {
         loop {
             let ends = {
                 let Some(next) = attempt.next() else {
@@ -592,8 +615,7 @@ impl Redlock {
             };
             attempt.handle(self, ends);
         }
-        let mut results = attempt.finish(self);
-        results.drain(..).next().unwrap_or_else(|| Err(self.busy()))
+        (attempt.waited, attempt.finish(self))
     }
 
     /// The end of a call's only round.

@@ -15,6 +15,9 @@
 use std::io::Write;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use smallvec::SmallVec;
+
+use super::fence::FencedAcquire;
 use super::rounds::RoundEnd;
 use super::{Lock, Redlock, TOKEN_LEN};
 use crate::commands::{Command, Keys};
@@ -55,6 +58,12 @@ impl Wait {
         &self.member[..self.member_len]
     }
 
+    /// The member, place and margin, as a fenced acquire that waits takes
+    /// them.
+    pub(super) fn queue(&self) -> (&[u8], u64, u64) {
+        (self.member(), self.place, self.margin_ms)
+    }
+
     /// The acquire that waits, for `keys` with `token`.
     pub(super) fn acquire<'a>(
         &'a self,
@@ -62,8 +71,7 @@ impl Wait {
         token: &'a [u8],
         ttl_ms: u64,
     ) -> Command<'a> {
-        let queue = (self.member(), self.place, self.margin_ms);
-        Command::wait_acquire(keys, token, ttl_ms, queue)
+        Command::wait_acquire(keys, token, ttl_ms, self.queue())
     }
 
     /// After an attempt that ended with `nodes`: whether a master may
@@ -76,9 +84,9 @@ impl Wait {
 impl Redlock {
     /// A slot in the table of waits, if releases tell this client's
     /// waiters and the table has room (else the call waits by its
-    /// fallback alone). Fenced acquires are not queued.
+    /// fallback alone).
     pub(super) fn begin_wait(&self) -> Option<Wait> {
-        let channel = self.config.wake.filter(|_| self.config.fencing.is_none())?;
+        let channel = self.config.wake?;
         let id = self.engine.driver().driver.begin_wait()?;
         let window = (self.config.request_timeout * 4).clamp(MIN_WINDOW, MAX_WINDOW);
         let mut member = [0; MEMBER];
@@ -201,18 +209,51 @@ impl Redlock {
         wait: &mut Wait,
         deadline: Option<Instant>,
     ) -> (Result<Lock, Error>, Option<Duration>) {
-        let token = self.ready_attempt(wait);
+        self.ready_attempt(wait);
+        if self.config.fencing.is_some() {
+            let (resource, many) = keys.parts();
+            let (waited, results) = {
+                let attempt = FencedAcquire::new(self, [resource], many, ttl_ms, deadline);
+                let mut attempt = attempt.waiting(wait.queue());
+                self.run_fenced(&mut attempt);
+                (attempt.waited, attempt.finish(self))
+            };
+            return self.fence_waited(wait, waited, results);
+        }
+        let token = self.tokens().token();
         let end = self.round(&wait.acquire(keys, &token, ttl_ms), deadline);
         self.waited(keys, token, wait, end)
     }
 
+    /// After a fenced attempt of an acquire that waits, its acquire round
+    /// having ended as `waited` says (whether every master granted it, and
+    /// when the keys that refused it expire): the lock or the error, and
+    /// when the keys expire.
+    pub(super) fn fence_waited(
+        &self,
+        wait: &mut Wait,
+        waited: Option<(bool, Option<Duration>)>,
+        results: SmallVec<[Result<Lock, Error>; 1]>,
+    ) -> (Result<Lock, Error>, Option<Duration>) {
+        let result = results
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| Err(self.busy()));
+        match waited {
+            Some((all, free_in)) => {
+                wait.queued = !all;
+                (result, free_in)
+            }
+            None => (result, None),
+        }
+    }
+
     /// Before an attempt of an acquire that waits: forgets what told
-    /// `wait` so far, counts it as queued until its round says otherwise
-    /// (a call dropped meanwhile leaves its queues), and draws the token.
-    pub(super) fn ready_attempt(&self, wait: &mut Wait) -> [u8; TOKEN_LEN] {
+    /// `wait` so far, and counts it as queued until its round says
+    /// otherwise (a call dropped meanwhile leaves its queues).
+    pub(super) fn ready_attempt(&self, wait: &mut Wait) {
         self.arm(wait);
         wait.queued = true;
-        self.tokens().token()
     }
 
     /// After an attempt of an acquire that waits, whose round ended with

@@ -127,6 +127,8 @@ enum Args<B> {
         place: u64,
         /// How long its queue entries outlive the keys that block it.
         margin_ms: u64,
+        /// Also counts a fence ([`FENCED_WAIT_ACQUIRE_SCRIPT`]).
+        fenced: bool,
     },
     /// A waiter leaves the queues of `keys` ([`LEAVE_SCRIPT`]).
     Leave {
@@ -200,6 +202,7 @@ impl<B: Copy> Args<B> {
                 member,
                 place,
                 margin_ms,
+                fenced,
             } => Args::Wait {
                 keys: keys.map(&mut f),
                 token: f(token),
@@ -207,6 +210,7 @@ impl<B: Copy> Args<B> {
                 member: f(member),
                 place,
                 margin_ms,
+                fenced,
             },
             Args::Leave { keys, member } => Args::Leave {
                 keys: keys.map(&mut f),
@@ -250,7 +254,10 @@ impl<B: Copy> Args<B> {
 
     /// Whether this is the fenced acquire.
     fn fenced(&self) -> bool {
-        matches!(self, Args::Acquire { fenced: true, .. })
+        matches!(
+            self,
+            Args::Acquire { fenced: true, .. } | Args::Wait { fenced: true, .. }
+        )
     }
 
     /// Whether this is the acquire that waits.
@@ -329,7 +336,23 @@ impl<'a> Command<'a> {
             member,
             place,
             margin_ms,
+            fenced: false,
         })
+    }
+
+    /// [`wait_acquire`](Self::wait_acquire) that also counts a fence
+    /// ([`FENCED_WAIT_ACQUIRE_SCRIPT`]).
+    pub(crate) fn fenced_wait_acquire(
+        keys: Keys<&'a [u8]>,
+        token: &'a [u8],
+        ttl_ms: u64,
+        queue: (&'a [u8], u64, u64),
+    ) -> Command<'a> {
+        let mut command = Command::wait_acquire(keys, token, ttl_ms, queue);
+        if let Args::Wait { fenced, .. } = &mut command.args {
+            *fenced = true;
+        }
+        command
     }
 
     /// The waiter `member` leaves the queues of `keys` ([`LEAVE_SCRIPT`]).
@@ -560,6 +583,7 @@ impl<'a> Command<'a> {
                 member,
                 place,
                 margin_ms,
+                fenced,
             } => {
                 let tail = [
                     Arg::Bytes(token),
@@ -568,8 +592,13 @@ impl<'a> Command<'a> {
                     Arg::Uint(place),
                     Arg::Uint(margin_ms),
                 ];
-                let script = (WAIT_ACQUIRE_SCRIPT, WAIT_ACQUIRE_SHA1);
-                self.encode_script(out, script, keys, &tail);
+                if fenced {
+                    let script = (FENCED_WAIT_ACQUIRE_SCRIPT, FENCED_WAIT_ACQUIRE_SHA1);
+                    self.encode_fenced(out, script, keys, &tail);
+                } else {
+                    let script = (WAIT_ACQUIRE_SCRIPT, WAIT_ACQUIRE_SHA1);
+                    self.encode_script(out, script, keys, &tail);
+                }
             }
             Args::Leave { keys, member } => {
                 let script = (LEAVE_SCRIPT, LEAVE_SHA1);

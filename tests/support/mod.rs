@@ -10,6 +10,7 @@ pub mod clock;
 pub mod cluster;
 pub mod counting;
 pub mod executor;
+pub mod executors;
 pub mod holdings;
 pub mod hostile;
 pub mod pki;

@@ -1,0 +1,23 @@
+//! The executors the async API is tested under, for tests that run the
+//! same future under each of them.
+
+use super::executor::bare_block_on;
+
+/// Runs a future to completion on this thread.
+pub type BlockOn = fn(std::pin::Pin<Box<dyn Future<Output = ()> + '_>>);
+
+/// Every executor the async API is tested under: tokio's current-thread
+/// runtime, smol, `futures::executor`, and the bare one (no timers).
+pub fn all() -> [(&'static str, BlockOn); 4] {
+    [
+        ("tokio current-thread", |f| {
+            tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap_or_else(|e| panic!("runtime: {e}"))
+                .block_on(f);
+        }),
+        ("smol", |f| smol::block_on(f)),
+        ("futures-executor", |f| futures_executor::block_on(f)),
+        ("bare", |f| bare_block_on(f)),
+    ]
+}
