@@ -10,6 +10,8 @@
 #![allow(clippy::expect_used, reason = "a test fails loudly on broken set-up")]
 
 mod support;
+#[path = "support/executors.rs"]
+mod executors;
 
 use std::sync::Arc;
 use std::thread;
@@ -296,7 +298,7 @@ fn a_fenced_waiter_is_handed_the_lock_with_a_larger_fence() {
 fn an_async_waiter_is_handed_the_lock_under_every_executor() {
     let cluster = Cluster::start(3);
     let holder = waiter(&cluster);
-    for (name, run) in support::executors::all() {
+    for (name, run) in executors::all() {
         let mut held = holder
             .try_lock(RESOURCE, Duration::from_secs(3600))
             .expect("held");

@@ -1,14 +1,16 @@
 //! The executors the async API is tested under, for tests that run the
-//! same future under each of them.
+//! same future under each of them. Not in `support`'s module list: the
+//! benches and examples share that list and have none of these
+//! executors; a test declares it with `#[path]`.
 
-use super::executor::bare_block_on;
+use crate::support::executor::bare_block_on;
 
 /// Runs a future to completion on this thread.
-pub type BlockOn = fn(std::pin::Pin<Box<dyn Future<Output = ()> + '_>>);
+pub(crate) type BlockOn = fn(std::pin::Pin<Box<dyn Future<Output = ()> + '_>>);
 
 /// Every executor the async API is tested under: tokio's current-thread
 /// runtime, smol, `futures::executor`, and the bare one (no timers).
-pub fn all() -> [(&'static str, BlockOn); 4] {
+pub(crate) fn all() -> [(&'static str, BlockOn); 4] {
     [
         ("tokio current-thread", |f| {
             tokio::runtime::Builder::new_current_thread()

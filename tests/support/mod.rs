@@ -10,7 +10,6 @@ pub mod clock;
 pub mod cluster;
 pub mod counting;
 pub mod executor;
-pub mod executors;
 pub mod holdings;
 pub mod hostile;
 pub mod pki;
