@@ -114,9 +114,20 @@
 //!   attempts too: a failed attempt queues its release on every master and
 //!   returns without waiting for it.
 //! - [`lock`](crate::Redlock::lock) makes up to
-//!   [`retry_count`](crate::Builder::retry_count)` + 1` attempts, with a
-//!   random delay between them;
+//!   [`retry_count`](crate::Builder::retry_count)` + 1` attempts, waiting
+//!   at most a random retry delay between them (less when it is told that
+//!   the lock was handed to it, or when the holder's key expires sooner);
 //!   [`lock_until`](crate::Redlock::lock_until) returns by its deadline.
+//!
+//! # Waiting is a hint, never a grant
+//!
+//! A waiter that a release tells to come
+//! ([`how_it_works`](crate::how_it_works#waiting-for-a-contended-lock))
+//! still wins the lock by its own acquire round, with its validity measured
+//! from that round's start: everything above holds for it unchanged. What
+//! the masters keep for the waiters (queue entries, a reservation of a
+//! released key) is a value no token equals, which refuses every other
+//! acquire and expires by itself.
 //! - A master that floods the client with data it never asked for, or
 //!   sends a hostile length, never holds a call: its connection is dropped
 //!   and made again, the round decides on the others, and the report names

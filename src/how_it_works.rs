@@ -12,7 +12,7 @@
 //!   validity is left (see [`guarantees`](crate::guarantees)); otherwise
 //!   the release goes to every master, also to those that seemed to fail
 //!   (a reply can be lost after the server set the key), and
-//!   [`lock`](crate::Redlock::lock) tries again after a random delay.
+//!   [`lock`](crate::Redlock::lock) waits (see below) and tries again.
 //! - **Extend** and **release**: Lua scripts that act only while the key
 //!   holds the lock's token, sent by SHA-1 (`EVALSHA`), and sent again as
 //!   `EVAL` within the same round when a master answers `NOSCRIPT`.
@@ -28,18 +28,21 @@
 //! # Connections
 //!
 //! The client keeps one non-blocking connection per master, driven by a
-//! `mio` poller. Each connection pipelines its handshake (`AUTH`,
-//! `SELECT`, `SCRIPT LOAD` of the scripts, checking the SHA-1 the server
-//! returns, and `INFO` to identify the master) with the first command,
+//! `mio` poller. Each connection pipelines its handshake (`AUTH`, `HELLO
+//! 3`, `SELECT`, `SCRIPT LOAD` of the scripts, checking the SHA-1 the
+//! server returns, `INFO` to identify the master, and `SUBSCRIBE` to the
+//! client's wake channel once `HELLO` succeeded) with the first command,
 //! reconnects with a doubling back-off (10 ms up to
 //! [`max_backoff`](crate::Builder::max_backoff)), and is dropped and made
 //! again when a request goes unanswered for the
 //! [stall timeout](crate::Builder::stall_timeout) (by default twice the
 //! request timeout, at least 1 s).
 //!
-//! Replies are matched to requests by each connection's order. Anything a
-//! master sends that answers nothing (pushes, attributes) is skipped up to
-//! a budget, past which the connection is dropped. Each readiness event
+//! Replies are matched to requests by each connection's order. Pushes are
+//! read element by element: a message on the client's wake channel tells
+//! a waiter; anything else that answers nothing (other pushes, attributes)
+//! is skipped. All of them count against a budget between two replies,
+//! past which the connection is dropped. Each readiness event
 //! reads at most 64 KiB from a connection before the client checks its
 //! deadlines again, and the time used for a decision is taken after the
 //! read that brought the reply.
@@ -67,12 +70,78 @@
 //!   [`async_spin`](crate::Builder::async_spin). Otherwise a background
 //!   thread of the client, started at the first async call, writes what
 //!   the tasks of one tick queued (one write per master), polls, wakes each
-//!   task when its round is decided, and keeps the timers of their retry
-//!   delays. The library depends on no runtime.
+//!   task when its round is decided or it is told a lock was handed to it,
+//!   and keeps the timers of their waits. The library depends on no
+//!   runtime.
 //! - **The embedded client** ([`EmbeddedRedlock`](crate::EmbeddedRedlock))
 //!   registers its sockets with the caller's own `mio` poller and starts no
 //!   thread: the caller hands it each poll's events and the time, and
 //!   collects what completed.
+//!
+//! # Waiting for a contended lock
+//!
+//! A caller that waits ([`lock`](crate::Redlock::lock),
+//! [`lock_until`](crate::Redlock::lock_until),
+//! [`lock_all`](crate::Redlock::lock_all), their async forms,
+//! [`with_lock`](crate::Redlock::with_lock), `redlock run --wait`) is told
+//! when the lock is handed to it, within about a round trip of the
+//! release, instead of trying again after a blind delay
+//! ([`Builder::wake_on_release`](crate::Builder::wake_on_release), on by
+//! default).
+//!
+//! - **Queued where refused.** Each attempt is a script
+//!   ([`WAIT_ACQUIRE_SCRIPT`](crate::scripts::WAIT_ACQUIRE_SCRIPT)): where
+//!   the key is free it sets it as `SET NX` would; where it is held, it
+//!   enters the caller in the resource's queue on that master
+//!   (`redlock-mio:queue:<resource>`, a sorted set) and answers with the
+//!   key's `PTTL`. A caller keeps its place (when it began to wait, the
+//!   same number on every master) across attempts.
+//! - **Handed over by the release.** A release that deletes the key takes
+//!   the first waiter off the queue, publishes its id on its client's
+//!   channel (`redlock-mio:wake:<client id>`), and, if that client heard
+//!   it, reserves the key for the waiter (`reserved <waiter>` for the
+//!   waiter's window, four request timeouts by default) and tells the next
+//!   live waiter when that window ends. Every connection speaks RESP3 and
+//!   subscribes to its client's one channel at its handshake, so the
+//!   wake-up arrives on the connection the replies use, before any command
+//!   of the client has been sent on it.
+//! - **Won by the waiter's own round.** A wake-up is a hint, never a
+//!   grant: once a quorum of masters has told it, the waiter runs an
+//!   acquire round like any other, and its validity is measured from that
+//!   round's start. A reservation is a value of the key that no token
+//!   equals, so every other acquire (`SET NX`, the fenced acquire) is
+//!   refused while it lasts, and no release or extend of another lock
+//!   touches it.
+//! - **No herd, no split votes.** Every master orders its queue by the
+//!   same places, so every master hands the lock to the same waiter, and
+//!   only that waiter is woken: the next round has one contender where the
+//!   key was reserved, and wins. A waiter that finds a key free while
+//!   another waiter is first in its queue hands it to that one rather than
+//!   taking it, so that waiters woken at once (a holder's key expiring)
+//!   still leave one winner. Nobody starves: a waiter's place only moves
+//!   forward, and newcomers queue behind it (a client whose wall clock runs
+//!   fast by `d` waits behind newcomers of up to `d`; a
+//!   [`try_lock`](crate::Redlock::try_lock), which does not wait, takes a
+//!   key it finds free, which happens only once a reservation has
+//!   expired).
+//! - **Told, or its fallback.** A waiter that is not told tries again when
+//!   the keys that refused it expire on enough masters for a quorum
+//!   ([`rules::free_in`](crate::rules::free_in)), so a waiter behind a
+//!   holder that crashed is served within the holder's remaining TTL and a
+//!   round trip (plus a millisecond or two of margin); `lock` also tries
+//!   again after its retry delay, to keep its time bound.
+//!
+//! How the wake-ups can fail, and what each costs:
+//!
+//! | failure | bound |
+//! |---|---|
+//! | a release published before the waiter's subscription is live | none: the subscription is confirmed in the handshake, before the connection carries any command |
+//! | a connection drops, and the wake-ups sent meanwhile are lost | every waiter of the client tries again when it reconnects |
+//! | the waiter gives up, times out, fails or its future is dropped | its entries leave the queues at once ([`LEAVE_SCRIPT`](crate::scripts::LEAVE_SCRIPT), sent without waiting); subscriptions never leak: there is one per connection, whatever the number of waits |
+//! | the waiter's process died | nobody hears its channel: the next release skips its entry |
+//! | the waiter's client lives but never comes (a stalled process) | one reservation window, after which the next waiter, told when, tries |
+//! | a server or ACL refuses `HELLO 3` or `SUBSCRIBE` | that master tells nobody; waiters fall back to the expiry and retry delay |
+//! | a queue or a reservation left behind | each expires by itself: a reservation after its window, a queue after the keys that blocked its waiters plus a margin (the window, the retry delay and jitter, a request timeout) |
 //!
 //! # Costs
 //!

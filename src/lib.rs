@@ -44,9 +44,12 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! [`lock`](Redlock::lock) tries up to four times, with a random delay
-//! between attempts; [`try_lock`](Redlock::try_lock) tries once, within one
-//! request timeout. The [`Lock`] knows until when it may be trusted
+//! [`lock`](Redlock::lock) tries up to four times, and
+//! [`lock_until`](Redlock::lock_until) until a deadline: between attempts a
+//! waiter is queued on the masters, and the release that frees the lock
+//! hands it over and tells the waiter, within about a round trip
+//! ([`how_it_works`](crate::how_it_works#waiting-for-a-contended-lock));
+//! [`try_lock`](Redlock::try_lock) tries once, within one request timeout. The [`Lock`] knows until when it may be trusted
 //! ([`validity`](Lock::validity)); after every outcome it claims no more
 //! than the masters granted.
 //!
@@ -198,6 +201,7 @@
 //! | [`max_extensions`](Builder::max_extensions) | no limit |
 //! | [`require_handshakes`](Builder::require_handshakes) | none required |
 //! | [`identify_masters`](Builder::identify_masters): refuse replicas, cluster nodes, a server listed twice | on |
+//! | [`wake_on_release`](Builder::wake_on_release): a release tells the waiter it hands the lock to | on |
 //! | [`restart_guard`](Builder::restart_guard), [`fencing`](Builder::fencing) | off |
 //! | tuning: [`max_in_flight`](Builder::max_in_flight), [`async_spin`](Builder::async_spin), [`yield_to_local_masters`](Builder::yield_to_local_masters) | 256, 1 ms, on |
 //!

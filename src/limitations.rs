@@ -3,14 +3,19 @@
 //!
 //! # Locking
 //!
-//! - **Waiters are not told of a release.** [`lock`](crate::Redlock::lock)
-//!   and [`lock_until`](crate::Redlock::lock_until) retry after a random
-//!   delay ([`retry_delay`](crate::Builder::retry_delay) ±
-//!   [`retry_jitter`](crate::Builder::retry_jitter), 200 ± 100 ms by
-//!   default), so a released lock can stay free until some waiter's delay
-//!   runs out, and a lock left by a crashed holder is found free only by
-//!   the first attempt after its TTL. Nobody queues: under contention a
-//!   waiter can lose many times in a row.
+//! - **Waiting costs the masters a little.** A caller that waits is queued
+//!   in the crate's key space and told on a channel (see
+//!   [`how_it_works`](crate::how_it_works#waiting-for-a-contended-lock)):
+//!   its attempts are scripts, every release runs a hand-off (one sorted-set
+//!   read when nobody waits), and each connection is a subscriber (Redis
+//!   counts it in the `pubsub` class of `client-output-buffer-limit` and
+//!   `CLIENT KILL TYPE`). Clients with
+//!   [`wake_on_release(false)`](crate::Builder::wake_on_release), or whose
+//!   ACL refuses `HELLO` or `SUBSCRIBE`, are not told: they wait for the
+//!   blocking key's expiry or their retry delay.
+//! - **Fairness is first come, first served by the waiters' wall clocks.**
+//!   A client whose clock runs fast waits behind waiters that came after
+//!   it, by up to its error.
 //! - **`try_lock` in a tight loop wins less than a slower client would.**
 //!   Under heavy contention, fast back-to-back attempts split the masters
 //!   among themselves (each failed attempt holds its keys until its release

@@ -128,6 +128,7 @@
 //! | `redlock-mio:longest-ttl` | restart guard, fencing | the deployment's longest TTL in ms, no TTL |
 //! | `redlock-mio:fence` | fencing | the fence counter, no TTL |
 //! | `redlock-mio:fence-lost` | fencing | the loss id of a master whose counter is being put back |
+//! | `redlock-mio:queue:<resource>` | waiting callers | the waiters of a resource, a sorted set by when each began to wait; it expires by itself |
 //!
 //! A value there that the crate never writes (another type, a number out
 //! of range) fails that master alone, with its connection up, until an
@@ -152,6 +153,26 @@
 //! pattern, or a missing command, fails with
 //! [`Error::Misconfigured`](crate::Error::Misconfigured) and the server's
 //! `NOPERM` message, and is not retried.
+//!
+//! For waiters to be told when a lock is released
+//! ([`Builder::wake_on_release`](crate::Builder::wake_on_release)), add
+//! `+hello +subscribe +publish +pttl +zadd +zrange +zrem`, the keys
+//! `~redlock-mio:*` and the channels `&redlock-mio:wake:*`:
+//!
+//! ```text
+//! ACL SETUSER locker reset on >password ~lock:* ~redlock-mio:* resetchannels &redlock-mio:wake:* -@all +set +evalsha +eval +script|load +get +del +pexpire +info +hello +subscribe +publish +pttl +zadd +zrange +zrem
+//! ```
+//!
+//! Without them nothing fails: a master that refuses `HELLO 3` or
+//! `SUBSCRIBE` serves locks all the same and tells nobody, and the
+//! scripts run their queue commands under `pcall`, so a release still
+//! frees its key. Waiters then try again when the key that refused them
+//! expires, or after their retry delay.
+//!
+//! Each connection is a subscriber: `CLIENT KILL TYPE pubsub` (not `TYPE
+//! normal`) closes it, and its output buffer falls under the `pubsub`
+//! class of `client-output-buffer-limit`, which the client's small replies
+//! never approach.
 //!
 //! # TLS
 //!
@@ -203,8 +224,10 @@
 //! | Valkey | 8 | every integration test but TLS, on Valkey 8.1 (the binary CI uses has no TLS) |
 //!
 //! Older servers are not supported: the restart guard and fencing use
-//! `SET … NX GET`, which Redis 7.0 introduced. The client speaks RESP2 on
-//! the wire (its codec decodes RESP3, and pushes are skipped). The library
+//! `SET … NX GET`, which Redis 7.0 introduced. The client speaks RESP3 on
+//! the wire (`HELLO 3`), so that wake-ups arrive as pushes; with
+//! [`wake_on_release(false)`](crate::Builder::wake_on_release), or a server
+//! that refuses `HELLO`, it speaks RESP2. The library
 //! is tested on Linux; the `redlock` command runs on Unix only.
 //!
 //! # The `redlock` command

@@ -9,9 +9,9 @@
 
 #![allow(clippy::expect_used, reason = "a test fails loudly on broken set-up")]
 
-mod support;
 #[path = "support/executors.rs"]
 mod executors;
+mod support;
 
 use std::sync::Arc;
 use std::thread;

@@ -284,8 +284,8 @@ impl Redlock {
     }
 
     /// Acquires every one of `resources` as [`try_lock_all`](Self::try_lock_all)
-    /// does, trying again up to the configured retry count after a random
-    /// delay.
+    /// does, trying again up to the configured retry count, waiting between
+    /// attempts as [`lock`](Self::lock) does (queued on each resource).
     ///
     /// # Errors
     ///
@@ -298,7 +298,10 @@ impl Redlock {
     }
 
     /// Acquires `resource` for `ttl`, trying again up to the configured
-    /// retry count after a random delay.
+    /// retry count. Between attempts it waits until the release that frees
+    /// the lock hands it over and tells it (see
+    /// [`Builder::wake_on_release`]), until the holder's key expires, or at
+    /// most a random retry delay, whichever comes first.
     ///
     /// # Errors
     ///
@@ -310,12 +313,16 @@ impl Redlock {
         self.pursue(Keys::One(resource), ttl_ms, terms)
     }
 
-    /// Acquires `resource` for `ttl`, trying again after random delays
-    /// until `deadline`, and returns by `deadline`.
+    /// Acquires `resource` for `ttl`, trying again until `deadline`, and
+    /// returns by `deadline`.
     ///
-    /// Every attempt waits for the masters until its request timeout or the
-    /// deadline, whichever comes first. A retry is started only if its full
-    /// request timeout fits before the deadline after the delay.
+    /// Between attempts it waits until the release that frees the lock
+    /// hands it over and tells it (waiters are served first come, first
+    /// served; see [`Builder::wake_on_release`]), or until the holder's key
+    /// expires, or, when neither is known, a random retry delay. Every
+    /// attempt waits for the masters until its request timeout or the
+    /// deadline, whichever comes first, and the last one starts when its
+    /// full request timeout still fits before the deadline.
     ///
     /// ```no_run
     /// use std::time::{Duration, Instant};

@@ -333,6 +333,10 @@ impl Redlock {
     ///   the release's round counts that master as failed or timed out. A
     ///   release is not sent again on a new connection (nor is an
     ///   [`unlock`](Self::unlock)'s).
+    /// - A call that waits ([`lock_async`](Self::lock_async),
+    ///   [`lock_until_async`](Self::lock_until_async)) leaves the queues
+    ///   the masters keep for waiters, as one that returns does: the leave
+    ///   is sent to every master without waiting.
     /// - A future that completed has handed its [`Lock`] to the caller,
     ///   whose to release: dropping a `Lock` releases nothing (an
     ///   [`AsyncLockGuard`] does).
@@ -355,10 +359,12 @@ impl Redlock {
         self.attempt_async(resource, ttl_ms, None).await
     }
 
-    /// [`lock`](Self::lock) as a future: the delays between attempts are
-    /// timers, not sleeping threads. Dropped, it is cancelled as the
-    /// Cancellation section of [`try_lock_async`](Self::try_lock_async)
-    /// says (between attempts, no round is in flight).
+    /// [`lock`](Self::lock) as a future: the waits between attempts are
+    /// the engine's timers and wake-ups, not sleeping threads. Dropped, it
+    /// is cancelled as the Cancellation section of
+    /// [`try_lock_async`](Self::try_lock_async) says (between attempts, no
+    /// round is in flight), and leaves the masters' queues (without
+    /// waiting).
     ///
     /// ```no_run
     /// use std::time::Duration;
