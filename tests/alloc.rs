@@ -74,6 +74,22 @@ fn hot_paths_do_not_allocate() {
         cycle as f64 / f64::from(CYCLES)
     );
 
+    // The same through `lock`, a call that waits: an acquire that would
+    // queue it, a slot in the table of waits, nothing left to leave.
+    let lock_release = || {
+        let mut lock = holder.lock(RESOURCE, TTL).expect("acquire");
+        holder.unlock(&mut lock).expect("release");
+    };
+    for _ in 0..WARM_UP {
+        lock_release();
+    }
+    let (waiting_cycle, _) = allocations(|| {
+        for _ in 0..CYCLES {
+            lock_release();
+        }
+    });
+    println!("lock + unlock: {waiting_cycle} allocations in {CYCLES} cycles");
+
     // Extend a held lock.
     let mut lock = holder.try_lock(RESOURCE, TTL).expect("acquire to extend");
     for _ in 0..WARM_UP {
@@ -127,6 +143,7 @@ fn hot_paths_do_not_allocate() {
     println!("fenced try_lock + unlock: {fenced_cycle} allocations in {CYCLES} cycles");
 
     assert_eq!(cycle, 0, "try_lock + unlock allocated");
+    assert_eq!(waiting_cycle, 0, "lock + unlock allocated");
     assert_eq!(fenced_cycle, 0, "fenced try_lock + unlock allocated");
     assert_eq!(extend, 0, "extend allocated");
     // Exactly one per failed attempt, of exactly `size_of::<Report>()`

@@ -225,9 +225,9 @@ pub(super) struct FencedAcquire<'r> {
     /// The caller waits: its queue member, place and margin (see
     /// [`Command::fenced_wait_acquire`]), for an attempt of one lock.
     queue: Option<(&'r [u8], u64, u64)>,
-    /// How the acquire round ended for a caller that waits: whether every
-    /// master granted it, and when the keys that refused it expire.
-    pub(super) waited: Option<(bool, Option<Duration>)>,
+    /// How the acquire round ended for a caller that waits, and when the
+    /// keys that refused it expire.
+    pub(super) waited: Option<(Round, Option<Duration>)>,
 }
 
 impl<'r> FencedAcquire<'r> {
@@ -374,9 +374,7 @@ impl<'r> FencedAcquire<'r> {
                 for i in 0..self.slots.len() {
                     let end = end();
                     if let (Some(_), Ok(end)) = (self.queue, &end) {
-                        let nodes = end.round.nodes();
-                        let all = nodes.iter().all(|state| *state == NodeState::Ok);
-                        self.waited = Some((all, rules::free_in(&end.round)));
+                        self.waited = Some((end.round.clone(), rules::free_in(&end.round)));
                     }
                     let slot = self.acquired(client, i, end);
                     if matches!(slot, Slot::Granted { .. }) {

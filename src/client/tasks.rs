@@ -602,7 +602,7 @@ impl Redlock {
         &self,
         mut attempt: FencedAcquire<'_>,
     ) -> (
-        Option<(bool, Option<Duration>)>,
+        Option<(rules::Round, Option<Duration>)>,
         SmallVec<[Result<Lock, Error>; 1]>,
     ) {
         loop {
@@ -621,7 +621,7 @@ impl Redlock {
             };
             attempt.handle(self, ends);
         }
-        (attempt.waited, attempt.finish(self))
+        (attempt.waited.take(), attempt.finish(self))
     }
 
     /// The end of a call's only round.

@@ -23,7 +23,7 @@ use super::{Lock, Redlock, TOKEN_LEN};
 use crate::commands::{Command, Keys};
 use crate::error::Error;
 use crate::rules::wait::{Next, Pursuit, Terms};
-use crate::rules::{self, NodeState};
+use crate::rules::{self, NodeState, Round};
 
 /// Room for a queue member: `<window ms>|<wait id>|<channel>`.
 const MEMBER: usize = 80;
@@ -74,10 +74,20 @@ impl Wait {
         Command::wait_acquire(keys, token, ttl_ms, self.queue())
     }
 
-    /// After an attempt that ended with `nodes`: whether a master may
-    /// hold an entry of it (one that granted took its entries off).
-    pub(super) fn note(&mut self, nodes: &[NodeState]) {
-        self.queued = nodes.iter().any(|state| *state != NodeState::Ok);
+    /// After an attempt whose round ended as `round`: whether a master may
+    /// hold an entry of it. One that granted took its entries off, and
+    /// one that the command never reached (it lagged behind) has none;
+    /// one still to answer when the round was decided is taken to grant
+    /// too, as it does when nobody else waits (should it refuse, its entry
+    /// reaches the head of its queue and is handed a reservation that
+    /// nobody claims: that master's key is reserved for one window, and
+    /// the entry is gone).
+    pub(super) fn note(&mut self, round: &Round) {
+        let reached = round.reached();
+        self.queued = round.nodes().iter().enumerate().any(|(node, state)| {
+            let sent = node >= 64 || reached >> node & 1 == 1;
+            sent && !matches!(state, NodeState::Ok | NodeState::Pending)
+        });
     }
 }
 
@@ -216,7 +226,7 @@ impl Redlock {
                 let attempt = FencedAcquire::new(self, [resource], many, ttl_ms, deadline);
                 let mut attempt = attempt.waiting(wait.queue());
                 self.run_fenced(&mut attempt);
-                (attempt.waited, attempt.finish(self))
+                (attempt.waited.take(), attempt.finish(self))
             };
             return self.fence_waited(wait, waited, results);
         }
@@ -226,13 +236,13 @@ impl Redlock {
     }
 
     /// After a fenced attempt of an acquire that waits, its acquire round
-    /// having ended as `waited` says (whether every master granted it, and
-    /// when the keys that refused it expire): the lock or the error, and
-    /// when the keys expire.
+    /// having ended as `waited` says (the round, and when the keys that
+    /// refused it expire): the lock or the error, and when the keys
+    /// expire.
     pub(super) fn fence_waited(
         &self,
         wait: &mut Wait,
-        waited: Option<(bool, Option<Duration>)>,
+        waited: Option<(Round, Option<Duration>)>,
         results: SmallVec<[Result<Lock, Error>; 1]>,
     ) -> (Result<Lock, Error>, Option<Duration>) {
         let result = results
@@ -240,8 +250,8 @@ impl Redlock {
             .next()
             .unwrap_or_else(|| Err(self.busy()));
         match waited {
-            Some((all, free_in)) => {
-                wait.queued = !all;
+            Some((round, free_in)) => {
+                wait.note(&round);
                 (result, free_in)
             }
             None => (result, None),
@@ -270,7 +280,7 @@ impl Redlock {
             Ok(end) => end,
             Err(error) => return (Err(error), None),
         };
-        wait.note(end.round.nodes());
+        wait.note(&end.round);
         let free_in = rules::free_in(&end.round);
         (self.acquired(keys, token, &end), free_in)
     }
