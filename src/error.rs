@@ -334,6 +334,20 @@ impl Error {
         }
     }
 
+    /// The per-node report's box, for errors that come from a round: a
+    /// caller that drops the error keeps the box for the next report.
+    pub(crate) fn into_report(self) -> Option<Box<Report>> {
+        match self {
+            Error::Contended(report)
+            | Error::Unavailable(report)
+            | Error::TooSlow(report)
+            | Error::Misconfigured(report)
+            | Error::NotHeld(report)
+            | Error::Unfenced(report) => Some(report),
+            _ => None,
+        }
+    }
+
     /// `true` when trying again later may succeed: contention, an
     /// unreachable majority, a slow round, no fence yet, or a client at
     /// its cap of rounds in flight.

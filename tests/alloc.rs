@@ -297,3 +297,52 @@ fn decoder_allocates_nothing() {
     assert!(tokens > 100 * 120, "decoded {tokens} tokens");
     assert_eq!(count, 0, "the decoder allocated");
 }
+
+/// Two clients take one resource in turn, each waiting for the other's
+/// release (queued, told, handed the lock): after a warm-up, a wait
+/// allocates nothing, its refusals' reports included.
+#[test]
+fn a_wait_that_is_handed_the_lock_does_not_allocate() {
+    const EACH: u32 = 300;
+    let cluster = Cluster::start(5);
+    let clients = [
+        builder(&cluster).build().expect("build the first"),
+        builder(&cluster).build().expect("build the second"),
+    ];
+    let far = || std::time::Instant::now() + Duration::from_secs(60);
+    let counts: Vec<(u64, u64)> = std::thread::scope(|scope| {
+        let threads: Vec<_> = clients
+            .iter()
+            .map(|client| {
+                scope.spawn(move || {
+                    let cycle = || {
+                        let mut lock = client.lock_until(RESOURCE, TTL, far()).expect("acquire");
+                        client.unlock(&mut lock).expect("release");
+                    };
+                    for _ in 0..WARM_UP {
+                        cycle();
+                    }
+                    let contended = client.stats().contended;
+                    let (count, _) = allocations(|| {
+                        for _ in 0..EACH {
+                            cycle();
+                        }
+                    });
+                    (count, client.stats().contended - contended)
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().expect("a caller panicked"))
+            .collect()
+    });
+    println!("two waiters taking turns: (allocations, refused attempts) {counts:?}");
+    assert!(
+        counts.iter().any(|&(_, refused)| refused > 0),
+        "nobody waited: {counts:?}"
+    );
+    for (count, _) in counts {
+        assert_eq!(count, 0, "a wait allocated");
+    }
+}

@@ -126,6 +126,10 @@ pub struct Redlock {
     /// Shared with the driver, which counts the releases it runs on its
     /// own for dropped futures.
     counters: Arc<Counters>,
+    /// Boxes of reports that callers waiting for a lock dropped, for the
+    /// next reports ([`recycle`](Self::recycle)); room for one per round
+    /// in flight, allocated at build.
+    spare_reports: Arc<Mutex<Vec<Box<rules::Report>>>>,
     /// Shared by every handle: the last one to go closes the engine.
     _open: Arc<Open>,
 }
@@ -175,6 +179,7 @@ impl Redlock {
         Redlock {
             fences: Arc::new(Mutex::new(fence::FenceBook::new(masters.len()))),
             tokens: Arc::new(Mutex::new(TokenSource::new())),
+            spare_reports: Arc::new(Mutex::new(Vec::with_capacity(config.max_in_flight))),
             _open: Arc::new(Open(Arc::clone(&engine))),
             engine,
             config,

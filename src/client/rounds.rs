@@ -13,6 +13,7 @@ use crate::commands::{Command, Keys};
 use crate::driver::{Driver, Full};
 use crate::error::Error;
 use crate::rules::{self, Decision, Op, Report, Round};
+use crate::sync::lock;
 
 /// How a round ended, with its timing, whether or not the driver failed.
 pub(super) struct RoundEnd {
@@ -209,7 +210,27 @@ impl Redlock {
     /// The per-node report of the round that ended with `end`, the masters
     /// named by their addresses (allocates: for errors only).
     pub(super) fn report(&self, end: &RoundEnd) -> Box<Report> {
-        Box::new(end.round.report().with_masters(self.masters.clone()))
+        let report = end.round.report().with_masters(self.masters.clone());
+        match lock(&self.spare_reports).pop() {
+            Some(mut spare) => {
+                *spare = report;
+                spare
+            }
+            None => Box::new(report),
+        }
+    }
+
+    /// A caller that waits for a lock drops `error` and tries again: the
+    /// box of its report goes back to the client, for the next report (up
+    /// to one per round in flight), so that a wait allocates nothing once
+    /// the client is warm.
+    pub(super) fn recycle(&self, error: Error) {
+        if let Some(report) = error.into_report() {
+            let mut spares = lock(&self.spare_reports);
+            if spares.len() < spares.capacity() {
+                spares.push(report);
+            }
+        }
     }
 
     /// The error for a round that found no quorum: [`Error::Misconfigured`]

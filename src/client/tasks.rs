@@ -458,6 +458,7 @@ impl Redlock {
                     if told && !pursuit.may_attempt(crate::clock::now()) {
                         return Err(error);
                     }
+                    self.recycle(error);
                 }
             }
         }

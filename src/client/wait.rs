@@ -187,21 +187,21 @@ impl Redlock {
                 Err(error) => error,
             };
             let now = crate::clock::now();
-            match self.next(&mut pursuit, &error, free_in, now) {
+            let at = match self.next(&mut pursuit, &error, free_in, now) {
                 Next::Stop => break Err(error),
-                Next::Until(at) => {
-                    let told = match &wait {
-                        Some(wait) => self.engine.wait_told(wait.id, at),
-                        None => {
-                            std::thread::sleep(at.saturating_duration_since(now));
-                            false
-                        }
-                    };
-                    if told && !pursuit.may_attempt(crate::clock::now()) {
-                        break Err(error);
-                    }
+                Next::Until(at) => at,
+            };
+            let told = match &wait {
+                Some(wait) => self.engine.wait_told(wait.id, at),
+                None => {
+                    std::thread::sleep(at.saturating_duration_since(now));
+                    false
                 }
+            };
+            if told && !pursuit.may_attempt(crate::clock::now()) {
+                break Err(error);
             }
+            self.recycle(error);
         };
         if let Some(wait) = wait {
             self.end_wait(wait, keys);
