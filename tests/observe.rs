@@ -2,6 +2,12 @@
 //! span per round with its outcome (feature `tracing`), and round metrics
 //! through the `metrics` facade (feature `metrics`). Run by `.ci/test`
 //! with `--features tracing,metrics`; without them this file is empty.
+//!
+//! Its own test binary, not a module of `tests/it`: `tracing` caches per
+//! call site, for the whole process, whether a span is wanted, and the
+//! rounds of every other test (made with no subscriber) would race the
+//! traced test's subscriber as the metrics test does (see
+//! [`ONE_AT_A_TIME`]), leaving its spans unrecorded now and then.
 
 #![cfg(any(feature = "tracing", feature = "metrics"))]
 #![allow(clippy::expect_used, reason = "a test fails loudly on broken set-up")]
