@@ -12,6 +12,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use crate::support::clients::one_try;
 use crate::support::cluster::Cluster;
 use crate::support::counting::counted;
 use redlock_mio::resp::{Decoder, Status};
@@ -37,10 +38,7 @@ const RESOURCE: &str = "alloc-test:orders";
 /// for a core longer than the default request timeout, and these tests
 /// count allocations, not time.
 fn builder(cluster: &Cluster) -> redlock_mio::Builder {
-    Redlock::builder(cluster.urls())
-        .retry_count(0)
-        .request_timeout(Duration::from_secs(1))
-        .stall_timeout(Duration::from_secs(2))
+    one_try(cluster.urls(), Duration::from_secs(1)).stall_timeout(Duration::from_secs(2))
 }
 
 fn acquire_release(client: &Redlock) {

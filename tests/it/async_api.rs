@@ -11,6 +11,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::support::check::eventually;
+use crate::support::clients::one_try;
 use crate::support::cluster::Cluster;
 use crate::support::holdings::{Holding, overlaps};
 use crate::support::proxy::{Dir, Proxies};
@@ -127,9 +128,7 @@ fn a_lone_task_polls_for_itself_then_hands_over() {
     let timeout = Duration::from_millis(300);
     for spin in [Duration::from_millis(1), Duration::ZERO] {
         let redlock = Arc::new(
-            Redlock::builder(cluster.urls())
-                .request_timeout(timeout)
-                .retry_count(0)
+            one_try(cluster.urls(), timeout)
                 .async_spin(spin)
                 .build()
                 .expect("build"),
@@ -180,9 +179,7 @@ fn a_lone_task_polls_for_itself_then_hands_over() {
 fn a_woken_task_that_never_comes_back_holds_nobody_up() {
     let cluster = Cluster::start(3);
     let redlock = Arc::new(
-        Redlock::builder(cluster.urls())
-            .request_timeout(Duration::from_secs(1))
-            .retry_count(0)
+        one_try(cluster.urls(), Duration::from_secs(1))
             .async_spin(Duration::ZERO)
             .build()
             .expect("build"),
@@ -300,9 +297,7 @@ fn many_tasks_share_one_client() {
 /// enough for the latency the tests add.
 fn behind_proxies(cluster: &Cluster) -> (Proxies, Redlock) {
     let proxies = Proxies::front(cluster);
-    let redlock = Redlock::builder(proxies.urls())
-        .request_timeout(Duration::from_secs(1))
-        .retry_count(0)
+    let redlock = one_try(proxies.urls(), Duration::from_secs(1))
         .build()
         .expect("build");
     (proxies, redlock)

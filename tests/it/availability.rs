@@ -6,7 +6,10 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::support::check::{assert_gone, command_stats, eventually, holders, pttl, reset_stats};
+use crate::support::check::{
+    assert_gone, command_stats, eventually, holders, is_unreachable, pttl, reset_stats,
+};
+use crate::support::clients::{client, one_try};
 use crate::support::cluster::Cluster;
 use redlock_mio::rules::{self, NodeError, NodeState};
 use redlock_mio::scripts::RELEASE_SHA1;
@@ -23,14 +26,6 @@ const SETTLE: Duration = Duration::from_secs(5);
 /// What a round may take beyond the request timeout on a loaded machine
 /// and still count as bounded rather than hanging.
 const MARGIN: Duration = Duration::from_secs(1);
-
-fn client(cluster: &Cluster) -> Redlock {
-    Redlock::builder(cluster.urls())
-        .request_timeout(REQUEST_TIMEOUT)
-        .retry_count(0)
-        .build()
-        .expect("build a client")
-}
 
 /// `SCRIPT EXISTS <release sha1>` on node `i`.
 fn release_script_cached(cluster: &Cluster, i: usize) -> bool {
@@ -57,16 +52,12 @@ fn assert_valid_for(lock: &Lock, ttl: Duration, before: Instant) {
     );
 }
 
-fn is_unreachable(state: &NodeState) -> bool {
-    matches!(state, NodeState::Failed(_) | NodeState::TimedOut)
-}
-
 /// Two masters down: the lock still works on the other three.
 #[test]
 fn minority_down() {
     let cluster = Cluster::start(N);
-    let redlock = client(&cluster);
-    let other = client(&cluster);
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
+    let other = client(cluster.urls(), REQUEST_TIMEOUT);
     cluster.kill(3);
     cluster.kill(4);
 
@@ -106,11 +97,7 @@ fn minority_paused() {
     // A deadline far away: a round decided by the running masters ends
     // long before it, so the paused ones are left pending, whatever the
     // load; waiting for them, it would time them out.
-    let redlock = Redlock::builder(cluster.urls())
-        .request_timeout(Duration::from_secs(1))
-        .retry_count(0)
-        .build()
-        .expect("build a client");
+    let redlock = client(cluster.urls(), Duration::from_secs(1));
     cluster.pause(3);
     cluster.pause(4);
 
@@ -150,12 +137,12 @@ fn minority_paused() {
 #[test]
 fn majority_down() {
     let cluster = Cluster::start(N);
-    let redlock = client(&cluster);
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
     // A client connected before the failure and one built after it.
     for i in 0..3 {
         cluster.kill(i);
     }
-    let late = client(&cluster);
+    let late = client(cluster.urls(), REQUEST_TIMEOUT);
     for redlock in [&redlock, &late] {
         let started = Instant::now();
         let err = redlock.try_lock("res", TTL).expect_err("no quorum");
@@ -183,7 +170,7 @@ fn majority_down() {
 #[test]
 fn majority_paused() {
     let cluster = Cluster::start(N);
-    let redlock = client(&cluster);
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
     for i in 0..3 {
         cluster.pause(i);
     }
@@ -211,7 +198,7 @@ fn majority_paused() {
 #[test]
 fn failed_acquire_leaves_no_key() {
     let cluster = Cluster::start(N);
-    let redlock = client(&cluster);
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
     for i in 0..3 {
         cluster.set(i, "res", "someone else");
     }
@@ -274,7 +261,7 @@ fn cycle_on_all(cluster: &Cluster, redlock: &Redlock, key: &[u8]) -> bool {
 #[test]
 fn nodes_restarted_empty() {
     let cluster = Cluster::start(N);
-    let redlock = client(&cluster);
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
     assert!(cycle_on_all(&cluster, &redlock, b"res"));
     for i in 0..N {
         cluster.restart(i);
@@ -311,7 +298,7 @@ fn nodes_restarted_empty() {
 #[test]
 fn script_flush() {
     let cluster = Cluster::start(N);
-    let redlock = client(&cluster);
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
     let mut lock = redlock.try_lock("res", TTL).expect("acquire");
     let flush_all = || {
         for i in 0..N {
@@ -376,7 +363,7 @@ fn script_flush() {
 #[test]
 fn late_replies_do_not_confuse_the_next_round() {
     let cluster = Cluster::start(N);
-    let redlock = client(&cluster);
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
     // "b" is held by someone else on nodes 2, 3 and 4.
     for i in 2..N {
         cluster.set(i, "b", "someone else");
@@ -413,7 +400,7 @@ fn late_replies_do_not_confuse_the_next_round() {
 #[test]
 fn late_noscript_on_release() {
     let cluster = Cluster::start(N);
-    let redlock = client(&cluster);
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
     let mut lock = redlock.try_lock("res", TTL).expect("acquire");
     for i in 0..N {
         // "other" is held elsewhere: trying it below runs a round that
@@ -459,12 +446,10 @@ fn late_noscript_on_release() {
 fn long_pause_then_reconnect() {
     let cluster = Cluster::start(N);
     let stall = Duration::from_millis(200);
-    let redlock = Redlock::builder(cluster.urls())
-        .request_timeout(REQUEST_TIMEOUT)
+    let redlock = one_try(cluster.urls(), REQUEST_TIMEOUT)
         .stall_timeout(stall)
         .connect_timeout(Duration::from_millis(200))
         .max_backoff(Duration::from_millis(100))
-        .retry_count(0)
         .build()
         .expect("build");
     cluster.pause(3);
@@ -530,7 +515,7 @@ fn long_pause_then_reconnect() {
 #[test]
 fn killed_node_reconnects() {
     let cluster = Cluster::start(N);
-    let redlock = client(&cluster);
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
     cluster.kill(2);
     let mut lock = redlock.try_lock("res", TTL).expect("four of five");
     assert!(

@@ -5,20 +5,14 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use crate::support::clients::{client, fenced};
 use crate::support::cluster::Cluster;
 use crate::support::proxy::{Dir, Proxies};
 use redlock_mio::scripts::{FENCED_ACQUIRE_SCRIPT, FENCED_ACQUIRE_SHA1, RAISE_SCRIPT, RAISE_SHA1};
 use redlock_mio::{Error, Lock, MAX_BATCH, Redlock};
 
 const TTL: Duration = Duration::from_secs(10);
-
-fn client(urls: Vec<String>) -> Redlock {
-    Redlock::builder(urls)
-        .request_timeout(Duration::from_secs(1))
-        .retry_count(0)
-        .build()
-        .expect("build")
-}
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Every result is a lock; releases them all in one batch, each released.
 fn release_all(redlock: &Redlock, results: Vec<Result<Lock, Error>>) {
@@ -30,8 +24,8 @@ fn release_all(redlock: &Redlock, results: Vec<Result<Lock, Error>>) {
 #[test]
 fn each_resource_of_a_batch_gets_its_own_result() {
     let cluster = Cluster::start(5);
-    let redlock = client(cluster.urls());
-    let other = client(cluster.urls());
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
+    let other = client(cluster.urls(), REQUEST_TIMEOUT);
     let mut held = other.try_lock("batch:3", TTL).expect("free");
     let names: Vec<String> = (0..10).map(|i| format!("batch:{i}")).collect();
     let results = redlock.try_lock_many(&names, TTL).expect("valid");
@@ -85,7 +79,7 @@ fn each_resource_of_a_batch_gets_its_own_result() {
 fn a_batch_is_one_write_per_master() {
     let cluster = Cluster::start(3);
     let proxies = Proxies::front(&cluster);
-    let redlock = client(proxies.urls());
+    let redlock = client(proxies.urls(), REQUEST_TIMEOUT);
     let writes = || -> Vec<usize> {
         proxies
             .iter()
@@ -130,7 +124,7 @@ fn a_batch_is_one_write_per_master() {
 #[test]
 fn a_paused_minority_costs_a_batch_nothing() {
     let cluster = Cluster::start(5);
-    let redlock = client(cluster.urls());
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
     cluster.pause(1);
     cluster.pause(4);
     let names: Vec<String> = (0..20).map(|i| format!("paused:{i}")).collect();
@@ -144,7 +138,7 @@ fn a_paused_minority_costs_a_batch_nothing() {
 #[test]
 fn bad_batches_are_refused_before_anything_is_sent() {
     let cluster = Cluster::start(3);
-    let redlock = client(cluster.urls());
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
     let empty: [&str; 0] = [];
     assert!(
         redlock
@@ -170,22 +164,13 @@ fn bad_batches_are_refused_before_anything_is_sent() {
     }
 }
 
-fn fenced(urls: Vec<String>) -> Redlock {
-    Redlock::builder(urls)
-        .request_timeout(Duration::from_secs(1))
-        .retry_count(0)
-        .fencing(TTL)
-        .build()
-        .expect("build")
-}
-
 /// Each lock of a fenced batch gets a fence larger than that of a lock of
 /// its resource released before the batch, and smaller than that of a
 /// lock taken after it.
 #[test]
 fn fenced_batches_give_each_lock_a_larger_fence() {
     let cluster = Cluster::start(3);
-    let redlock = fenced(cluster.urls());
+    let redlock = fenced(cluster.urls(), REQUEST_TIMEOUT, TTL);
     let names = ["f:a", "f:b", "f:c"];
     let mut before = Vec::new();
     for name in names {
@@ -237,7 +222,7 @@ fn scripts_run(cluster: &Cluster, i: usize, scripts: &[(&str, &str)]) -> Vec<usi
 #[test]
 fn a_fenced_batch_is_two_round_trips() {
     let cluster = Cluster::start(3);
-    let redlock = fenced(cluster.urls());
+    let redlock = fenced(cluster.urls(), REQUEST_TIMEOUT, TTL);
     // Counters read and in sync: the batch runs its acquires and raises
     // only.
     let mut warm = redlock.try_lock("warm", TTL).expect("free");

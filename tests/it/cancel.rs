@@ -25,6 +25,7 @@ use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
 
 use crate::support::check::{assert_gone, eventually, pttl};
+use crate::support::clients::one_try;
 use crate::support::cluster::Cluster;
 use crate::support::proxy::{Dir, Proxies};
 use redlock_mio::{AsyncLockGuard, Error, Lock, Redlock, Stats};
@@ -549,9 +550,7 @@ fn every_async_call_dropped_behind_a_reconnect_leaves_no_key() {
 fn a_release_that_cannot_reach_a_master_leaves_the_key_there_until_its_ttl() {
     let cluster = Cluster::start(3);
     let proxies = Proxies::front(&cluster);
-    let redlock = Redlock::builder(proxies.urls())
-        .retry_count(0)
-        .request_timeout(Duration::from_millis(200))
+    let redlock = one_try(proxies.urls(), Duration::from_millis(200))
         .stall_timeout(Duration::from_millis(200))
         .connect_timeout(Duration::from_millis(200))
         .build()

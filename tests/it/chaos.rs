@@ -39,6 +39,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::support::clients::one_try;
 use crate::support::cluster::Cluster;
 use crate::support::cluster::ClusterOptions;
 use crate::support::holdings::{Holding, fence_order, overlaps};
@@ -136,12 +137,10 @@ fn hold(
 
 /// A client for the campaign.
 fn client(urls: &[String], fenced: bool) -> Redlock {
-    let mut builder = Redlock::builder(urls)
-        .request_timeout(REQUEST_TIMEOUT)
+    let mut builder = one_try(urls, REQUEST_TIMEOUT)
         .stall_timeout(Duration::from_millis(200))
         .connect_timeout(Duration::from_millis(200))
         .max_backoff(Duration::from_millis(200))
-        .retry_count(0)
         .max_extensions(3);
     if fenced {
         builder = builder.fencing(MAX_TTL).restart_guard(MAX_TTL);

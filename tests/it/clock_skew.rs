@@ -8,21 +8,14 @@
 use std::time::Duration;
 
 use crate::support::check::pttl;
+use crate::support::clients::fenced;
 use crate::support::clock;
 use crate::support::cluster::{Cluster, ClusterOptions};
-use redlock_mio::{FENCE_KEY, Redlock};
+use redlock_mio::FENCE_KEY;
 
 const HOUR_US: i64 = 3_600_000_000;
 const LONGEST: Duration = Duration::from_millis(500);
-
-fn fenced(cluster: &Cluster) -> Redlock {
-    Redlock::builder(cluster.urls())
-        .request_timeout(Duration::from_millis(200))
-        .retry_count(0)
-        .fencing(LONGEST)
-        .build()
-        .expect("build")
-}
+const REQUEST_TIMEOUT: Duration = Duration::from_millis(200);
 
 /// Node `i`'s `TIME`, in seconds.
 fn time(cluster: &Cluster, i: usize) -> i64 {
@@ -57,7 +50,7 @@ fn a_fast_masters_earlier_fence_stays_below_a_later_start() {
     );
 
     let ttl = Duration::from_millis(400);
-    let first = fenced(&cluster);
+    let first = fenced(cluster.urls(), REQUEST_TIMEOUT, LONGEST);
     cluster.set(2, "invoice", "someone-else");
     let mut x = first.try_lock("invoice", ttl).expect("nodes 0 and 1");
     let x_fence = x.fence().expect("fenced");
@@ -70,7 +63,7 @@ fn a_fast_masters_earlier_fence_stays_below_a_later_start() {
     }
     cluster.command(0, &[b"SET", b"invoice", b"crashed", b"PX", b"60000"]);
 
-    let second = fenced(&cluster);
+    let second = fenced(cluster.urls(), REQUEST_TIMEOUT, LONGEST);
     let mut y = second.try_lock("invoice", ttl).expect("nodes 1 and 2");
     let y_fence = y.fence().expect("fenced");
     second.unlock(&mut y).expect("unlock");

@@ -7,6 +7,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::support::check::eventually;
+use crate::support::clients::client;
 use crate::support::cluster::Cluster;
 use redlock_mio::rules::{NodeError, NodeState};
 use redlock_mio::{
@@ -358,11 +359,7 @@ fn stall_before_request_timeout() {
 fn call_time_errors() {
     let cluster = Cluster::start(5);
     let request_timeout = Duration::from_millis(50);
-    let redlock = Redlock::builder(cluster.urls())
-        .request_timeout(request_timeout)
-        .retry_count(0)
-        .build()
-        .expect("build");
+    let redlock = client(cluster.urls(), request_timeout);
     let mut held = redlock.try_lock("held", TTL).expect("a lock to extend");
     reset_stats(&cluster);
 

@@ -10,8 +10,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::support::check::{
-    assert_gone, command_stats, eventually, holders, pttl, reset_stats, tcp_to,
+    assert_gone, command_stats, eventually, holders, is_unreachable, pttl, reset_stats, tcp_to,
 };
+use crate::support::clients::client;
 use crate::support::cluster::{Cluster, ClusterOptions};
 use crate::support::proxy::{Dir, Proxies};
 use redlock_mio::rules::{NodeError, NodeState};
@@ -26,20 +27,8 @@ const SHORT_TTL: Duration = Duration::from_secs(2);
 /// generous for a loaded machine.
 const SETTLE: Duration = Duration::from_secs(5);
 
-fn client(proxies: &Proxies, request_timeout: Duration) -> Redlock {
-    Redlock::builder(proxies.urls())
-        .request_timeout(request_timeout)
-        .retry_count(0)
-        .build()
-        .expect("build a client")
-}
-
 fn all() -> Vec<usize> {
     (0..N).collect()
-}
-
-fn is_unreachable(state: &NodeState) -> bool {
-    matches!(state, NodeState::Failed(_) | NodeState::TimedOut)
 }
 
 /// Acquires a fresh resource until its key lands on all five nodes, then
@@ -83,7 +72,7 @@ fn back_on_all(cluster: &Cluster, redlock: &Redlock, key: &[u8]) {
 fn replies_lost_after_the_server_applied_set() {
     let cluster = Cluster::start(N);
     let proxies = Proxies::front(&cluster);
-    let redlock = client(&proxies, REQUEST_TIMEOUT);
+    let redlock = client(proxies.urls(), REQUEST_TIMEOUT);
     reset_stats(&cluster);
     for i in 0..3 {
         proxies[i].drop_replies();
@@ -147,7 +136,7 @@ fn replies_lost_after_the_server_applied_set() {
 fn rounds_resume_after_lost_replies() {
     let cluster = Cluster::start(N);
     let proxies = Proxies::front(&cluster);
-    let redlock = client(&proxies, REQUEST_TIMEOUT);
+    let redlock = client(proxies.urls(), REQUEST_TIMEOUT);
     for i in 0..3 {
         proxies[i].drop_replies();
     }
@@ -180,7 +169,7 @@ fn stalled_nodes() {
         // A deadline far away: a round decided by the healthy nodes ends
         // long before it, so the stalled ones are left pending, whatever
         // the load; waiting for them, it would time them out.
-        let redlock = client(&proxies, Duration::from_secs(2));
+        let redlock = client(proxies.urls(), Duration::from_secs(2));
         for i in 0..stalled {
             proxies[i].stall(Dir::Both);
         }
@@ -221,7 +210,7 @@ fn stalled_nodes() {
         assert_gone(&cluster, &all(), key.as_bytes(), SETTLE);
     }
 
-    let redlock = client(&proxies, REQUEST_TIMEOUT);
+    let redlock = client(proxies.urls(), REQUEST_TIMEOUT);
     for i in 0..3 {
         proxies[i].stall(Dir::Both);
     }
@@ -247,11 +236,7 @@ fn stalled_node_heals_mid_round() {
     let cluster = Cluster::start(N);
     let proxies = Proxies::front(&cluster);
     let request_timeout = Duration::from_millis(200);
-    let redlock = Redlock::builder(proxies.urls())
-        .request_timeout(request_timeout)
-        .retry_count(0)
-        .build()
-        .expect("build");
+    let redlock = client(proxies.urls(), request_timeout);
     for i in 0..3 {
         proxies[i].stall(Dir::Both);
     }
@@ -300,11 +285,7 @@ fn replies_after_the_deadline_are_not_counted_later() {
     let proxies = Proxies::front(&cluster);
     let request_timeout = Duration::from_millis(100);
     let latency = Duration::from_millis(300);
-    let redlock = Redlock::builder(proxies.urls())
-        .request_timeout(request_timeout)
-        .retry_count(0)
-        .build()
-        .expect("build");
+    let redlock = client(proxies.urls(), request_timeout);
     for i in [3, 4] {
         proxies[i].latency(Dir::ToClient, latency);
     }
@@ -428,7 +409,7 @@ fn reset_during_handshake() {
     let cluster = Cluster::start(N);
     let proxies = Proxies::front(&cluster);
     proxies[0].reset_next_connections(2);
-    let redlock = client(&proxies, REQUEST_TIMEOUT);
+    let redlock = client(proxies.urls(), REQUEST_TIMEOUT);
     assert!(
         eventually(SETTLE, || proxies[0].stats().resets == 1),
         "the first connection was reset"
@@ -451,7 +432,7 @@ fn reset_during_handshake() {
 fn reset_during_round() {
     let cluster = Cluster::start(N);
     let proxies = Proxies::front(&cluster);
-    let redlock = client(&proxies, REQUEST_TIMEOUT);
+    let redlock = client(proxies.urls(), REQUEST_TIMEOUT);
     proxies[0].reset_on_next_request(1);
     let state = probe_node_0(&cluster, &redlock);
     assert!(is_reset(&state), "node 0 in the round: {state:?}");
@@ -467,7 +448,7 @@ fn reset_during_round() {
 fn reset_during_release() {
     let cluster = Cluster::start(N);
     let proxies = Proxies::front(&cluster);
-    let redlock = client(&proxies, REQUEST_TIMEOUT);
+    let redlock = client(proxies.urls(), REQUEST_TIMEOUT);
     let mut lock = redlock.try_lock("res", SHORT_TTL).expect("acquire");
     assert!(
         eventually(SETTLE, || holders(&cluster, 0..N, b"res", lock.token())
@@ -540,7 +521,7 @@ fn until_ok(what: &str, mut op: impl FnMut() -> Result<(), Error>) {
 fn servers_restarted_with_persistence() {
     let cluster = ClusterOptions::new(N).persistence(true).start();
     let proxies = Proxies::front(&cluster);
-    let redlock = client(&proxies, REQUEST_TIMEOUT);
+    let redlock = client(proxies.urls(), REQUEST_TIMEOUT);
     let mut lock = redlock.try_lock("res", TTL).expect("acquire");
     assert!(
         eventually(SETTLE, || holders(&cluster, 0..N, b"res", lock.token())
@@ -591,7 +572,7 @@ fn servers_restarted_with_persistence() {
 fn servers_restarted_empty() {
     let cluster = Cluster::start(N);
     let proxies = Proxies::front(&cluster);
-    let redlock = client(&proxies, REQUEST_TIMEOUT);
+    let redlock = client(proxies.urls(), REQUEST_TIMEOUT);
     let mut lock = redlock.try_lock("res", TTL).expect("acquire");
     assert!(
         eventually(SETTLE, || holders(&cluster, 0..N, b"res", lock.token())
@@ -629,8 +610,8 @@ fn servers_restarted_empty() {
 fn client_paused_past_validity() {
     let cluster = Cluster::start(N);
     let proxies = Proxies::front(&cluster);
-    let redlock = client(&proxies, REQUEST_TIMEOUT);
-    let other = client(&proxies, REQUEST_TIMEOUT);
+    let redlock = client(proxies.urls(), REQUEST_TIMEOUT);
+    let other = client(proxies.urls(), REQUEST_TIMEOUT);
     let ttl = Duration::from_millis(300);
     let mut lock = redlock.try_lock("res", ttl).expect("acquire");
     assert!(!lock.is_expired());
@@ -666,8 +647,8 @@ fn one_byte_segments() {
     }
     // Slicing costs tens of microseconds per byte: a roomier timeout.
     let request_timeout = Duration::from_millis(500);
-    let redlock = client(&proxies, request_timeout);
-    let other = client(&proxies, request_timeout);
+    let redlock = client(proxies.urls(), request_timeout);
+    let other = client(proxies.urls(), request_timeout);
 
     let mut lock = redlock.try_lock("res", TTL).expect("acquire");
     assert!(
@@ -709,7 +690,7 @@ fn one_byte_segments() {
 fn connections_dropped() {
     let cluster = Cluster::start(N);
     let proxies = Proxies::front(&cluster);
-    let redlock = client(&proxies, REQUEST_TIMEOUT);
+    let redlock = client(proxies.urls(), REQUEST_TIMEOUT);
     back_on_all(&cluster, &redlock, b"before");
     for i in 0..N {
         assert_eq!(proxies[i].drop_connections(), 1, "proxy {i}");
@@ -730,7 +711,7 @@ fn connections_dropped() {
 fn first_round_after_idle_connections_were_closed() {
     let cluster = Cluster::start(N);
     let proxies = Proxies::front(&cluster);
-    let redlock = client(&proxies, REQUEST_TIMEOUT);
+    let redlock = client(proxies.urls(), REQUEST_TIMEOUT);
     let mut lock = redlock.try_lock("res", TTL).expect("acquire");
     let ports: Vec<u16> = (0..N).map(|i| proxies[i].addr().port()).collect();
     let open = established_to(&ports);

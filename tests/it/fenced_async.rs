@@ -14,8 +14,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::support::check::eventually;
+use crate::support::clients::one_try;
 use crate::support::cluster::Cluster;
-use crate::support::executor::bare_block_on;
+use crate::support::executor::{BlockOn, bare_block_on};
 use crate::support::holdings::{Holding, fence_order, overlaps};
 use crate::support::proxy::Proxies;
 use redlock_mio::{Error, Redlock, Require};
@@ -36,9 +37,6 @@ fn fenced(urls: Vec<String>) -> Redlock {
         .build()
         .expect("build")
 }
-
-/// Runs a future to completion on this thread.
-type BlockOn = fn(std::pin::Pin<Box<dyn Future<Output = ()> + '_>>);
 
 /// The executors of `async_api` (tokio's current-thread runtime,
 /// smol, `futures::executor`) and the bare one.
@@ -189,9 +187,7 @@ fn a_fenced_acquire_dropped_during_its_raise_leaves_no_lock() {
     let mut dropped = None;
     for attempt in 0..20 {
         proxies.heal_all();
-        let redlock = Redlock::builder(proxies.urls())
-            .request_timeout(Duration::from_secs(1))
-            .retry_count(0)
+        let redlock = one_try(proxies.urls(), Duration::from_secs(1))
             .async_spin(Duration::ZERO)
             .fencing(LONGEST)
             .build()

@@ -11,6 +11,7 @@ use std::thread;
 use std::time::Duration;
 
 use crate::support::check::{eventually, integer};
+use crate::support::clients::{fenced, one_try};
 use crate::support::cluster::{Cluster, ClusterOptions, Node};
 use crate::support::proxy::{Dir, Proxies};
 use redlock_mio::rules::NodeState;
@@ -20,15 +21,7 @@ use redlock_mio::scripts::{
 use redlock_mio::{Error, FENCE_KEY, FENCE_LOST_KEY, Redlock, Require};
 
 const LONGEST: Duration = Duration::from_millis(500);
-
-fn fenced(urls: Vec<String>) -> Redlock {
-    Redlock::builder(urls)
-        .request_timeout(Duration::from_millis(100))
-        .retry_count(0)
-        .fencing(LONGEST)
-        .build()
-        .expect("build")
-}
+const REQUEST_TIMEOUT: Duration = Duration::from_millis(100);
 
 fn counter(node: &Node) -> Option<u64> {
     node.get(FENCE_KEY).map(|v| {
@@ -41,8 +34,8 @@ fn counter(node: &Node) -> Option<u64> {
 #[test]
 fn fences_grow_with_every_holder() {
     let cluster = Cluster::start(3);
-    let a = fenced(cluster.urls());
-    let b = fenced(cluster.urls());
+    let a = fenced(cluster.urls(), REQUEST_TIMEOUT, LONGEST);
+    let b = fenced(cluster.urls(), REQUEST_TIMEOUT, LONGEST);
     let ttl = Duration::from_millis(400);
     let mut last = 0;
     for i in 0..20 {
@@ -93,7 +86,7 @@ fn fences_grow_with_every_holder() {
 fn a_master_that_lost_its_counter_never_lowers_a_fence() {
     let cluster = Cluster::start(3);
     let proxies = Proxies::front(&cluster);
-    let redlock = fenced(proxies.urls());
+    let redlock = fenced(proxies.urls(), REQUEST_TIMEOUT, LONGEST);
     let ttl = Duration::from_millis(400);
     let mut lock = redlock.try_lock("fence:r", ttl).expect("free");
     redlock.unlock(&mut lock).expect("unlock");
@@ -204,9 +197,7 @@ fn a_first_sync_cut_short_is_finished_later() {
     let cluster = Cluster::start(3);
     // Connected first: a master that refuses writes refuses the handshake
     // too (it sets the deployment's longest TTL).
-    let redlock = Redlock::builder(cluster.urls())
-        .request_timeout(Duration::from_millis(100))
-        .retry_count(0)
+    let redlock = one_try(cluster.urls(), REQUEST_TIMEOUT)
         .fencing(LONGEST)
         .require_handshakes(Require::All)
         .build()
@@ -270,7 +261,7 @@ fn a_first_sync_cut_short_is_finished_later() {
 #[test]
 fn a_majority_lost_after_fences_waits_for_an_operator() {
     let cluster = Cluster::start(3);
-    let redlock = fenced(cluster.urls());
+    let redlock = fenced(cluster.urls(), REQUEST_TIMEOUT, LONGEST);
     let ttl = Duration::from_millis(400);
     let mut last = 0;
     for _ in 0..3 {
@@ -331,8 +322,8 @@ fn store_turns_away_a_holder_paused_past_its_validity() {
     let cluster = Cluster::start(3);
     let store = Store::default();
     let ttl = Duration::from_millis(300);
-    let slow = fenced(cluster.urls());
-    let fast = fenced(cluster.urls());
+    let slow = fenced(cluster.urls(), REQUEST_TIMEOUT, LONGEST);
+    let fast = fenced(cluster.urls(), REQUEST_TIMEOUT, LONGEST);
     let old = slow.try_lock("fence:doc", ttl).expect("free");
     let old_fence = old.fence().expect("fenced");
     // The holder is paused past its validity; the key expires.

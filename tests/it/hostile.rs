@@ -26,6 +26,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::support::check::eventually;
+use crate::support::clients::one_try;
 use crate::support::cluster::Cluster;
 use crate::support::counting::counted;
 use crate::support::hostile::{Action, Handshake, Hostile, Request};
@@ -89,12 +90,10 @@ where
     let mut urls = cluster.urls();
     urls.insert(HOSTILE, fake.url());
     let client = timed("build", || {
-        Redlock::builder(urls)
-            .request_timeout(REQUEST_TIMEOUT)
+        one_try(urls, REQUEST_TIMEOUT)
             .connect_timeout(CONNECT_TIMEOUT)
             .stall_timeout(STALL_TIMEOUT)
             .max_backoff(MAX_BACKOFF)
-            .retry_count(0)
             .build()
     })
     .expect("build the client");

@@ -14,15 +14,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::support::check::eventually;
+use crate::support::clients::one_try;
 use crate::support::cluster::{Cluster, ClusterOptions};
 use redlock_mio::rules::{NodeError, NodeState};
-use redlock_mio::{ConfigError, Error, LONGEST_TTL_KEY, MARKER_KEY, Redlock, Require};
+use redlock_mio::{ConfigError, Error, LONGEST_TTL_KEY, MARKER_KEY, Require};
 
-fn builder(urls: Vec<String>) -> redlock_mio::Builder {
-    Redlock::builder(urls)
-        .request_timeout(Duration::from_millis(200))
-        .retry_count(0)
-}
+const REQUEST_TIMEOUT: Duration = Duration::from_millis(200);
 
 /// Sets the marker on each node, as an operator provisioning the masters
 /// would: trusted at once, however short their uptime.
@@ -48,7 +45,7 @@ fn one_server_through_two_addresses_votes_once() {
     // Identified: one of the two addresses is refused at its handshake,
     // naming the other, so that server 0 would have one vote; `build`
     // refuses the list.
-    let err = builder(urls.clone())
+    let err = one_try(urls.clone(), REQUEST_TIMEOUT)
         .build()
         .expect_err("one server listed twice");
     let ConfigError::Misconfigured { failures } = &err else {
@@ -66,7 +63,7 @@ fn one_server_through_two_addresses_votes_once() {
     // Not identified, server 0 votes twice: the extend "succeeds" with one
     // server of two up.
     cluster.node(1).restart();
-    let blind = builder(urls.clone())
+    let blind = one_try(urls.clone(), REQUEST_TIMEOUT)
         .identify_masters(false)
         .build()
         .expect("build");
@@ -77,7 +74,7 @@ fn one_server_through_two_addresses_votes_once() {
         .expect("one server, two votes: the hazard the check removes");
 
     // A twin and a stopped server: the twin is the configuration error.
-    let err = builder(urls)
+    let err = one_try(urls, REQUEST_TIMEOUT)
         .require_handshakes(Require::All)
         .build()
         .expect_err("a twin and a stopped server");
@@ -101,7 +98,9 @@ fn a_master_restarted_empty_cannot_grant_a_held_lock() {
     let ttl = Duration::from_secs(3);
     let cluster = Cluster::start(5);
     provision(&cluster);
-    let holder = builder(cluster.urls()).build().expect("build");
+    let holder = one_try(cluster.urls(), REQUEST_TIMEOUT)
+        .build()
+        .expect("build");
     let lock = holder.try_lock("orders", ttl).expect("free");
     // Held on masters 0, 1, 2 only.
     for i in [3, 4] {
@@ -110,7 +109,7 @@ fn a_master_restarted_empty_cannot_grant_a_held_lock() {
     cluster.restart(2);
     assert!(!cluster.exists(2, "orders"), "restarted empty");
 
-    let guarded = builder(cluster.urls())
+    let guarded = one_try(cluster.urls(), REQUEST_TIMEOUT)
         .restart_guard(ttl)
         .build()
         .expect("build");
@@ -129,7 +128,9 @@ fn a_master_restarted_empty_cannot_grant_a_held_lock() {
     }
 
     // Without the guard, the same attempt wins: two holders at once.
-    let unguarded = builder(cluster.urls()).build().expect("build");
+    let unguarded = one_try(cluster.urls(), REQUEST_TIMEOUT)
+        .build()
+        .expect("build");
     let mut second = unguarded
         .try_lock("orders", ttl)
         .expect("the restarted master grants");
@@ -145,7 +146,7 @@ fn a_restart_or_flush_seen_at_a_reconnect_quarantines_for_the_guard() {
     let guard = Duration::from_secs(1);
     let cluster = Cluster::start(3);
     provision(&cluster);
-    let redlock = builder(cluster.urls())
+    let redlock = one_try(cluster.urls(), REQUEST_TIMEOUT)
         .restart_guard(guard)
         .build()
         .expect("build");
@@ -203,7 +204,7 @@ fn a_restart_or_flush_seen_at_a_reconnect_quarantines_for_the_guard() {
 #[test]
 fn quarantined_grants_are_unavailable_not_contended() {
     let cluster = Cluster::start(3);
-    let guarded = builder(cluster.urls())
+    let guarded = one_try(cluster.urls(), REQUEST_TIMEOUT)
         .restart_guard(Duration::from_secs(30))
         .build()
         .expect("build");
@@ -227,7 +228,7 @@ fn a_provisioned_marker_spares_fresh_masters_the_quarantine() {
     let ttl = Duration::from_secs(3);
     let provisioned = Cluster::start(3);
     provision(&provisioned);
-    let redlock = builder(provisioned.urls())
+    let redlock = one_try(provisioned.urls(), REQUEST_TIMEOUT)
         .restart_guard(guard)
         .build()
         .expect("build");
@@ -243,7 +244,7 @@ fn a_provisioned_marker_spares_fresh_masters_the_quarantine() {
     // masters up for less than the guard.
     let fresh = Cluster::start(3);
     for _ in 0..2 {
-        let client = builder(fresh.urls())
+        let client = one_try(fresh.urls(), REQUEST_TIMEOUT)
             .restart_guard(guard)
             .build()
             .expect("build");
@@ -266,7 +267,7 @@ fn clients_that_disagree_on_the_longest_ttl_are_refused() {
     let cluster = Cluster::start(3);
     provision(&cluster);
     let longest = Duration::from_secs(10);
-    let first = builder(cluster.urls())
+    let first = one_try(cluster.urls(), REQUEST_TIMEOUT)
         .fencing(longest)
         .build()
         .expect("the first sets it");
@@ -276,10 +277,13 @@ fn clients_that_disagree_on_the_longest_ttl_are_refused() {
         assert_eq!(node.get(LONGEST_TTL_KEY).as_deref(), Some(&b"10000"[..]));
     }
     for (what, other) in [
-        ("fencing", builder(cluster.urls()).fencing(longest * 2)),
+        (
+            "fencing",
+            one_try(cluster.urls(), REQUEST_TIMEOUT).fencing(longest * 2),
+        ),
         (
             "restart guard",
-            builder(cluster.urls()).restart_guard(longest / 2),
+            one_try(cluster.urls(), REQUEST_TIMEOUT).restart_guard(longest / 2),
         ),
     ] {
         match other.build() {
@@ -296,15 +300,15 @@ fn clients_that_disagree_on_the_longest_ttl_are_refused() {
     }
     // The same value, through either setting or both: accepted.
     for agrees in [
-        builder(cluster.urls()).restart_guard(longest),
-        builder(cluster.urls())
+        one_try(cluster.urls(), REQUEST_TIMEOUT).restart_guard(longest),
+        one_try(cluster.urls(), REQUEST_TIMEOUT)
             .restart_guard(longest)
             .fencing(longest),
     ] {
         agrees.build().expect("agrees");
     }
     // One client, two values: refused before it connects.
-    let err = builder(cluster.urls())
+    let err = one_try(cluster.urls(), REQUEST_TIMEOUT)
         .restart_guard(longest)
         .fencing(longest * 2)
         .build()
@@ -349,7 +353,7 @@ fn clients_that_disagree_on_the_longest_ttl_are_refused() {
     );
 
     // Longer than the longest TTL: refused without asking the masters.
-    let guarded = builder(cluster.urls())
+    let guarded = one_try(cluster.urls(), REQUEST_TIMEOUT)
         .restart_guard(Duration::from_secs(1))
         .require_handshakes(Require::Nothing);
     cluster.set(1, LONGEST_TTL_KEY, "1000");
@@ -385,7 +389,7 @@ fn a_foreign_marker_fails_that_master_alone() {
         cluster.command(0, &[b"HSET", MARKER_KEY.as_bytes(), b"a", b"b"]);
     };
     foreign(&cluster);
-    let err = builder(cluster.urls())
+    let err = one_try(cluster.urls(), REQUEST_TIMEOUT)
         .restart_guard(Duration::from_secs(10))
         .build()
         .expect_err("a foreign marker");
@@ -396,7 +400,7 @@ fn a_foreign_marker_fails_that_master_alone() {
     );
 
     provision(&cluster);
-    let redlock = builder(cluster.urls())
+    let redlock = one_try(cluster.urls(), REQUEST_TIMEOUT)
         .restart_guard(Duration::from_secs(10))
         .build()
         .expect("build");

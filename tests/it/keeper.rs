@@ -15,6 +15,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use crate::support::check::{assert_gone, eventually};
+use crate::support::clients::{client, fenced};
 use crate::support::cluster::Cluster;
 use crate::support::executor::block_on_for;
 use crate::support::proxy::{Dir, Proxies};
@@ -26,14 +27,6 @@ const REQUEST_TIMEOUT: Duration = Duration::from_millis(100);
 /// How long a test waits for something that must happen: a bound on a
 /// hang, never a measure.
 const PATIENCE: Duration = Duration::from_secs(30);
-
-fn client(cluster: &Cluster) -> Redlock {
-    Redlock::builder(cluster.urls())
-        .request_timeout(REQUEST_TIMEOUT)
-        .retry_count(0)
-        .build()
-        .expect("build")
-}
 
 /// Hands `lock` to a keeper of `holder` extending to `ttl`, every change
 /// of standing recorded.
@@ -54,12 +47,8 @@ fn a_healthy_hold_over_many_periods_with_a_short_ttl() {
     // extends in time; short enough for many periods in a few seconds.
     let ttl = Duration::from_secs(2);
     // Room for a busy machine: a slow round would read as a missed quorum.
-    let holder = Redlock::builder(cluster.urls())
-        .request_timeout(Duration::from_millis(250))
-        .retry_count(0)
-        .build()
-        .expect("build");
-    let other = client(&cluster);
+    let holder = client(cluster.urls(), Duration::from_millis(250));
+    let other = client(cluster.urls(), REQUEST_TIMEOUT);
     let lock = holder.try_lock("kept", ttl).expect("free");
     let (keeper, changes) = keep_recorded(&holder, lock, ttl);
     let mut refused = 0;
@@ -92,7 +81,7 @@ fn a_healthy_hold_over_many_periods_with_a_short_ttl() {
 fn a_normal_release_is_reported_as_released_never_as_lost() {
     let cluster = Cluster::start(3);
     let ttl = Duration::from_secs(3);
-    let holder = client(&cluster);
+    let holder = client(cluster.urls(), REQUEST_TIMEOUT);
 
     let lock = holder.try_lock("released", ttl).expect("free");
     let (keeper, released) = keep_recorded(&holder, lock, ttl);
@@ -124,7 +113,7 @@ fn a_normal_release_is_reported_as_released_never_as_lost() {
 fn a_key_deleted_on_a_majority_is_lost_at_the_next_extension() {
     let cluster = Cluster::start(3);
     let ttl = Duration::from_secs(3);
-    let holder = client(&cluster);
+    let holder = client(cluster.urls(), REQUEST_TIMEOUT);
     let lock = holder.try_lock("deleted", ttl).expect("free");
     let (keeper, changes) = keep_recorded(&holder, lock, ttl);
     let lost = keeper.lost();
@@ -158,7 +147,7 @@ fn a_key_deleted_on_a_majority_is_lost_at_the_next_extension() {
 fn a_paused_majority_is_at_risk_at_once_and_lost_at_the_validity_end() {
     let cluster = Cluster::start(3);
     let ttl = Duration::from_secs(3);
-    let holder = client(&cluster);
+    let holder = client(cluster.urls(), REQUEST_TIMEOUT);
     let lock = holder.try_lock("paused", ttl).expect("free");
     let valid_until = lock.valid_until();
     let (keeper, changes) = keep_recorded(&holder, lock, ttl);
@@ -202,11 +191,7 @@ fn a_release_during_an_extension_is_sent_after_it_and_leaves_nothing() {
     let proxies = Proxies::front(&cluster);
     let ttl = Duration::from_secs(20);
     // The held replies must not time the extension out before the heal.
-    let holder = Redlock::builder(proxies.urls())
-        .request_timeout(Duration::from_secs(5))
-        .retry_count(0)
-        .build()
-        .expect("build");
+    let holder = client(proxies.urls(), Duration::from_secs(5));
     let lock = holder.try_lock("racing", ttl).expect("free");
     let changes = Changes::new();
     for proxy in proxies.iter() {
@@ -249,12 +234,7 @@ fn dropping_a_keeper_never_blocks_and_still_releases() {
     send_sync::<redlock_mio::Keeper>();
     let cluster = Cluster::start(3);
     let ttl = Duration::from_secs(10);
-    let holder = Redlock::builder(cluster.urls())
-        .request_timeout(Duration::from_secs(5))
-        .retry_count(0)
-        .fencing(ttl)
-        .build()
-        .expect("build");
+    let holder = fenced(cluster.urls(), Duration::from_secs(5), ttl);
     let lock = holder.try_lock("dropped", ttl).expect("free");
     let fence = lock.fence();
     let keeper = holder.keep(lock, KeepOptions::new(ttl)).expect("keep");
@@ -288,7 +268,7 @@ fn a_panicking_callback_still_wakes_the_waiters() {
     }
     let cluster = Cluster::start(3);
     let ttl = Duration::from_secs(3);
-    let holder = client(&cluster);
+    let holder = client(cluster.urls(), REQUEST_TIMEOUT);
     let lock = holder.try_lock("panicking", ttl).expect("free");
     let options = KeepOptions::new(ttl).on_change(|standing| {
         if standing == Standing::Released {
@@ -319,7 +299,7 @@ fn a_panicking_callback_still_wakes_the_waiters() {
 #[test]
 fn a_refused_ttl_releases_the_lock_handed_over() {
     let cluster = Cluster::start(3);
-    let holder = client(&cluster);
+    let holder = client(cluster.urls(), REQUEST_TIMEOUT);
     let lock = holder
         .try_lock("refused", Duration::from_secs(30))
         .expect("free");

@@ -10,6 +10,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use crate::support::check::{assert_gone, eventually};
+use crate::support::clients::one_try;
 use crate::support::cluster::Cluster;
 use redlock_mio::Redlock;
 
@@ -22,9 +23,7 @@ const SETTLE: Duration = Duration::from_secs(5);
 const TIMEOUT: Duration = Duration::from_secs(2);
 
 fn client(urls: Vec<String>, on: bool) -> Redlock {
-    Redlock::builder(urls)
-        .retry_count(0)
-        .request_timeout(TIMEOUT)
+    one_try(urls, TIMEOUT)
         .stall_timeout(TIMEOUT)
         .yield_to_local_masters(on)
         .build()

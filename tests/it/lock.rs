@@ -8,7 +8,8 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::support::check::{command_stats, eventually, pttl};
+use crate::support::check::{assert_gone, command_stats, eventually, holders, pttl};
+use crate::support::clients::{client, one_try};
 use crate::support::cluster::{Cluster, ClusterOptions};
 use redlock_mio::rules::{NodeError, NodeState};
 use redlock_mio::{ConfigError, Error, Lock, MAX_TTL, Redlock, TOKEN_LEN};
@@ -19,56 +20,33 @@ const TTL: Duration = Duration::from_secs(10);
 /// quorum; generous for a loaded machine.
 const SETTLE: Duration = Duration::from_secs(5);
 
-fn client(cluster: &Cluster) -> Redlock {
-    healthy(cluster.urls()).build().expect("build a client")
-}
-
-/// A builder for rounds against healthy masters, with a request timeout
-/// far above what they take, so that a busy machine does not time them
-/// out.
-fn healthy(urls: impl IntoIterator<Item = impl AsRef<str>>) -> redlock_mio::Builder {
-    Redlock::builder(urls)
-        .retry_count(0)
-        .request_timeout(Duration::from_secs(1))
-}
-
-/// How many nodes hold `key` with exactly `token`.
-fn holders(cluster: &Cluster, key: &[u8], token: &[u8]) -> usize {
-    (0..cluster.len())
-        .filter(|&i| cluster.get(i, key).as_deref() == Some(token))
-        .count()
-}
+/// The request timeout of rounds against healthy masters: far above what
+/// they take, so that a busy machine does not time them out.
+const HEALTHY: Duration = Duration::from_secs(1);
 
 /// Waits until no node has `key`; panics naming the nodes that keep it.
 fn assert_gone_everywhere(cluster: &Cluster, key: &[u8]) {
-    let gone = eventually(SETTLE, || {
-        (0..cluster.len()).all(|i| !cluster.exists(i, key))
-    });
-    let left: Vec<usize> = (0..cluster.len())
-        .filter(|&i| cluster.exists(i, key))
-        .collect();
-    assert!(
-        gone,
-        "key \"{}\" still on nodes {left:?}",
-        key.escape_ascii()
-    );
+    let all: Vec<usize> = (0..cluster.len()).collect();
+    assert_gone(cluster, &all, key, SETTLE);
 }
 
 /// Waits until every node has `key` with `token`.
 fn assert_held_everywhere(cluster: &Cluster, key: &[u8], token: &[u8]) {
-    let held = eventually(SETTLE, || holders(cluster, key, token) == cluster.len());
+    let held = eventually(SETTLE, || {
+        holders(cluster, 0..cluster.len(), key, token).len() == cluster.len()
+    });
     assert!(
         held,
         "token held on {} of {} nodes",
-        holders(cluster, key, token),
+        holders(cluster, 0..cluster.len(), key, token).len(),
         cluster.len()
     );
 }
 
 fn acquire_release_cycle(n: usize) {
     let cluster = Cluster::start(n);
-    let a = client(&cluster);
-    let b = client(&cluster);
+    let a = client(cluster.urls(), HEALTHY);
+    let b = client(cluster.urls(), HEALTHY);
     let mut lock = a.try_lock("res", TTL).expect("first acquire");
     assert_eq!(lock.resource(), b"res");
     assert!(lock.validity() > TTL - Duration::from_millis(500));
@@ -81,7 +59,7 @@ fn acquire_release_cycle(n: usize) {
     let report = err.report().expect("a round report");
     assert!(report.refused() > n - report.quorum(), "{report}");
     assert_eq!(
-        holders(&cluster, b"res", lock.token()),
+        holders(&cluster, 0..cluster.len(), b"res", lock.token()).len(),
         n,
         "the loser's cleanup removed nothing"
     );
@@ -116,7 +94,7 @@ fn five_nodes() {
 #[test]
 fn extend_renews_validity_and_pttl() {
     let cluster = Cluster::start(5);
-    let redlock = client(&cluster);
+    let redlock = client(cluster.urls(), HEALTHY);
     let short = Duration::from_secs(3);
     let mut lock = redlock.try_lock("ext", short).expect("acquire");
     // Let part of the TTL run out, so that a renewal is visible.
@@ -139,7 +117,10 @@ fn extend_renews_validity_and_pttl() {
     let renewed = eventually(SETTLE, || (0..5).all(|i| pttl(&cluster, i, b"ext") > 8_000));
     let after: Vec<i64> = (0..5).map(|i| pttl(&cluster, i, b"ext")).collect();
     assert!(renewed, "PTTL before {before:?}, after {after:?}");
-    assert_eq!(holders(&cluster, b"ext", lock.token()), 5);
+    assert_eq!(
+        holders(&cluster, 0..cluster.len(), b"ext", lock.token()).len(),
+        5
+    );
 
     // A second extension works too, and unlock still owns the key.
     redlock.extend(&mut lock, TTL).expect("extend again");
@@ -178,8 +159,8 @@ fn wait_evalsha(cluster: &Cluster, calls: u64) {
 #[test]
 fn extend_with_stale_token_is_not_held() {
     let cluster = Cluster::start(5);
-    let a = client(&cluster);
-    let b = client(&cluster);
+    let a = client(cluster.urls(), HEALTHY);
+    let b = client(cluster.urls(), HEALTHY);
     let mut stale = a.try_lock("stale", TTL).expect("acquire");
     let mut fresh = lose_and_reacquire(&cluster, &stale, &b);
     let until = stale.valid_until();
@@ -201,7 +182,10 @@ fn extend_with_stale_token_is_not_held() {
     assert_eq!(stale.extensions(), 0);
 
     wait_evalsha(&cluster, 1);
-    assert_eq!(holders(&cluster, b"stale", fresh.token()), 5);
+    assert_eq!(
+        holders(&cluster, 0..cluster.len(), b"stale", fresh.token()).len(),
+        5
+    );
     for i in 0..5 {
         let ms = pttl(&cluster, i, b"stale");
         assert!(
@@ -218,8 +202,8 @@ fn extend_with_stale_token_is_not_held() {
 #[test]
 fn unlock_with_stale_token_is_not_held() {
     let cluster = Cluster::start(5);
-    let a = client(&cluster);
-    let b = client(&cluster);
+    let a = client(cluster.urls(), HEALTHY);
+    let b = client(cluster.urls(), HEALTHY);
     let mut stale = a.try_lock("stale", TTL).expect("acquire");
     let mut fresh = lose_and_reacquire(&cluster, &stale, &b);
     for i in 0..5 {
@@ -236,7 +220,10 @@ fn unlock_with_stale_token_is_not_held() {
 
     // Every node has run the stale release, and the new owner's key stays.
     wait_evalsha(&cluster, 1);
-    assert_eq!(holders(&cluster, b"stale", fresh.token()), 5);
+    assert_eq!(
+        holders(&cluster, 0..cluster.len(), b"stale", fresh.token()).len(),
+        5
+    );
     b.unlock(&mut fresh).expect("the new owner releases");
     assert_gone_everywhere(&cluster, b"stale");
 }
@@ -246,11 +233,7 @@ fn unlock_with_stale_token_is_not_held() {
 #[test]
 fn extend_after_validity_expired() {
     let cluster = Cluster::start(5);
-    let redlock = Redlock::builder(cluster.urls())
-        .request_timeout(Duration::from_millis(50))
-        .retry_count(0)
-        .build()
-        .expect("build a client");
+    let redlock = client(cluster.urls(), Duration::from_millis(50));
     let ttl = Duration::from_millis(300);
     let mut lock = redlock.try_lock("short", ttl).expect("acquire");
     assert!(lock.validity() <= ttl);
@@ -308,7 +291,7 @@ fn extension_limit() {
 #[test]
 fn lock_guard_release() {
     let cluster = Cluster::start(5);
-    let redlock = client(&cluster);
+    let redlock = client(cluster.urls(), HEALTHY);
     {
         let mut guard = redlock.lock_guard("guarded", TTL).expect("guard");
         assert_held_everywhere(&cluster, b"guarded", guard.token());
@@ -328,7 +311,7 @@ fn lock_guard_release() {
     for i in 0..5 {
         cluster.command(i, &[b"DEL", b"guarded"]);
     }
-    let other = client(&cluster);
+    let other = client(cluster.urls(), HEALTHY);
     let mut thief = other.try_lock("guarded", TTL).expect("another owner");
     assert_held_everywhere(&cluster, b"guarded", thief.token());
     let err = guard.release().expect_err("not held any more");
@@ -341,8 +324,8 @@ fn lock_guard_release() {
 #[test]
 fn binary_safe_resources() {
     let cluster = Cluster::start(5);
-    let a = client(&cluster);
-    let b = client(&cluster);
+    let a = client(cluster.urls(), HEALTHY);
+    let b = client(cluster.urls(), HEALTHY);
     for resource in [
         &b"nul\0in\0the\0middle"[..],
         b"\r\n*1\r\n$4\r\nPING\r\n",
@@ -371,7 +354,10 @@ fn binary_safe_resources() {
 #[test]
 fn tokens_are_unique() {
     let cluster = Cluster::start(5);
-    let clients = [client(&cluster), client(&cluster)];
+    let clients = [
+        client(cluster.urls(), HEALTHY),
+        client(cluster.urls(), HEALTHY),
+    ];
     assert_eq!(TOKEN_LEN, 20);
     let mut tokens = HashSet::new();
     for round in 0..1000 {
@@ -404,7 +390,7 @@ fn lock_retries_until_released() {
     let urls = cluster.urls();
     let releasing = AtomicBool::new(false);
     let (held_tx, held_rx) = mpsc::channel();
-    let waiter = healthy(&urls)
+    let waiter = one_try(&urls, HEALTHY)
         .retry_count(10)
         .retry_delay(Duration::from_millis(100))
         .retry_jitter(Duration::from_millis(20))
@@ -413,7 +399,7 @@ fn lock_retries_until_released() {
     thread::scope(|s| {
         let (urls, releasing, waiter) = (&urls, &releasing, &waiter);
         let holder = s.spawn(move || {
-            let redlock = healthy(urls).build().expect("holder client");
+            let redlock = one_try(urls, HEALTHY).build().expect("holder client");
             let mut lock = redlock.try_lock("busy", TTL).expect("holder acquires");
             held_tx.send(()).expect("signal");
             // Refused twice: the waiter's `try_lock`, then the first
@@ -433,7 +419,7 @@ fn lock_retries_until_released() {
             releasing.load(Ordering::SeqCst),
             "acquired while the holder still held it"
         );
-        assert!(holders(&cluster, b"busy", lock.token()) >= 3);
+        assert!(holders(&cluster, 0..cluster.len(), b"busy", lock.token()).len() >= 3);
         assert!(
             holder.join().expect("holder thread"),
             "the waiter's lock was refused before the release"
@@ -450,7 +436,7 @@ fn lock_retries_until_released() {
 #[test]
 fn lock_until_gives_up_at_deadline() {
     let cluster = Cluster::start(5);
-    let holder = client(&cluster);
+    let holder = client(cluster.urls(), HEALTHY);
     let mut lock = holder.try_lock("until", TTL).expect("holder acquires");
     let request_timeout = Duration::from_millis(50);
     let waiter = Redlock::builder(cluster.urls())
@@ -483,7 +469,10 @@ fn lock_until_gives_up_at_deadline() {
         .map(|i| command_stats(&cluster, i, "set").0)
         .collect();
     assert!(sets.iter().any(|&n| n >= 2), "SET calls per node {sets:?}");
-    assert_eq!(holders(&cluster, b"until", lock.token()), 5);
+    assert_eq!(
+        holders(&cluster, 0..cluster.len(), b"until", lock.token()).len(),
+        5
+    );
     holder.unlock(&mut lock).expect("unlock");
     assert_gone_everywhere(&cluster, b"until");
 
@@ -496,8 +485,8 @@ fn lock_until_gives_up_at_deadline() {
 
 /// Checks one whole acquire/extend/contend/release cycle on `cluster`.
 fn full_cycle(cluster: &Cluster, urls: &[String]) {
-    let a = healthy(urls).build().expect("client a");
-    let b = healthy(urls).build().expect("client b");
+    let a = one_try(urls, HEALTHY).build().expect("client a");
+    let b = one_try(urls, HEALTHY).build().expect("client b");
     let mut lock = a.try_lock("cycle", TTL).expect("acquire");
     assert_held_everywhere(cluster, b"cycle", lock.token());
     let err = b.try_lock("cycle", TTL).expect_err("held");

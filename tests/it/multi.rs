@@ -5,37 +5,22 @@ use std::sync::{Arc, Barrier, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::support::check::{assert_gone, eventually};
+use crate::support::check::{assert_gone, eventually, pttl};
+use crate::support::clients::client;
 use crate::support::cluster::Cluster;
 use crate::support::holdings::{Holding, overlaps};
-use redlock_mio::{Error, Redlock};
+use redlock_mio::Error;
 
 const TTL: Duration = Duration::from_secs(10);
+const REQUEST_TIMEOUT: Duration = Duration::from_millis(200);
 /// How long the last master may take to apply a round that returned at a
 /// quorum; generous for a loaded machine.
 const SETTLE: Duration = Duration::from_secs(5);
 
-fn client(cluster: &Cluster) -> Redlock {
-    Redlock::builder(cluster.urls())
-        .request_timeout(Duration::from_millis(200))
-        .retry_count(0)
-        .build()
-        .expect("build")
-}
-
-fn pttl(cluster: &Cluster, i: usize, key: &str) -> i64 {
-    let reply = cluster.command(i, &[b"PTTL", key.as_bytes()]);
-    let text = String::from_utf8_lossy(&reply);
-    text.trim_start_matches(':')
-        .trim_end()
-        .parse()
-        .expect("an integer reply")
-}
-
 #[test]
 fn all_keys_are_set_extended_and_released_together() {
     let cluster = Cluster::start(3);
-    let redlock = client(&cluster);
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
     let mut lock = redlock
         .try_lock_all(&["m:a", "m:b", "m:c"], TTL)
         .expect("all free");
@@ -57,7 +42,10 @@ fn all_keys_are_set_extended_and_released_together() {
         .expect("extend all");
     for i in 0..3 {
         for key in ["m:a", "m:b", "m:c"] {
-            assert!(pttl(&cluster, i, key) > 10_000, "master {i} key {key}");
+            assert!(
+                pttl(&cluster, i, key.as_bytes()) > 10_000,
+                "master {i} key {key}"
+            );
         }
     }
     redlock.unlock(&mut lock).expect("unlock all");
@@ -72,8 +60,8 @@ fn all_keys_are_set_extended_and_released_together() {
 #[test]
 fn one_key_held_elsewhere_sets_none() {
     let cluster = Cluster::start(3);
-    let redlock = client(&cluster);
-    let other = client(&cluster);
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
+    let other = client(cluster.urls(), REQUEST_TIMEOUT);
     let held = other.try_lock("n:b", TTL).expect("free");
     let err = redlock
         .try_lock_all(&["n:a", "n:b", "n:c"], TTL)
@@ -93,7 +81,7 @@ fn one_key_held_elsewhere_sets_none() {
 #[test]
 fn a_failed_attempt_leaves_no_key_on_any_master() {
     let cluster = Cluster::start(5);
-    let redlock = client(&cluster);
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
     // f:b is held by someone else on three masters: masters 3 and 4 grant
     // both keys, the attempt fails, and its release must remove them.
     for i in 0..3 {
@@ -115,7 +103,7 @@ fn a_failed_attempt_leaves_no_key_on_any_master() {
 #[test]
 fn extend_is_all_or_nothing_per_master() {
     let cluster = Cluster::start(3);
-    let redlock = client(&cluster);
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
     let mut lock = redlock.try_lock_all(&["e:a", "e:b"], TTL).expect("free");
     // e:b lost on every master: no master may extend e:a alone.
     for i in 0..3 {
@@ -127,7 +115,7 @@ fn extend_is_all_or_nothing_per_master() {
     assert!(matches!(err, Error::NotHeld(_)), "{err}");
     assert!(lock.is_expired());
     for i in 0..3 {
-        let left = pttl(&cluster, i, "e:a");
+        let left = pttl(&cluster, i, b"e:a");
         assert!(
             left > 0 && left <= 10_000,
             "master {i}: e:a not extended ({left})"
@@ -138,7 +126,7 @@ fn extend_is_all_or_nothing_per_master() {
 #[test]
 fn an_empty_script_cache_is_answered_with_eval() {
     let cluster = Cluster::start(3);
-    let redlock = client(&cluster);
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
     for i in 0..3 {
         cluster.command(i, &[b"SCRIPT", b"FLUSH"]);
     }
@@ -164,7 +152,7 @@ fn an_empty_script_cache_is_answered_with_eval() {
 #[test]
 fn bad_lists_are_typed_errors() {
     let cluster = Cluster::start(1);
-    let redlock = client(&cluster);
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
     let none: [&str; 0] = [];
     assert!(matches!(
         redlock.try_lock_all(&none, TTL),
@@ -209,7 +197,7 @@ fn overlapping_sets_are_never_held_twice() {
     thread::scope(|scope| {
         for (thread, set) in sets.iter().enumerate() {
             let (holdings, start, wins) = (holdings.clone(), start.clone(), wins.clone());
-            let redlock = client(&cluster);
+            let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
             scope.spawn(move || {
                 start.wait();
                 for _ in 0..150 {

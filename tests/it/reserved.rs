@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::clients::one_try;
 use crate::support::cluster::{Cluster, Node};
 use mio::{Poll, Token};
 use redlock_mio::rules::{NodeError, NodeState};
@@ -16,9 +17,7 @@ use redlock_mio::{
 const TTL: Duration = Duration::from_millis(400);
 
 fn fenced(cluster: &Cluster) -> Redlock {
-    Redlock::builder(cluster.urls())
-        .request_timeout(Duration::from_millis(200))
-        .retry_count(0)
+    one_try(cluster.urls(), Duration::from_millis(200))
         .retry_delay(Duration::ZERO)
         .fencing(Duration::from_millis(500))
         .build()

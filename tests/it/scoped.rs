@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use crate::support::check::{assert_gone, eventually};
 use crate::support::cluster::Cluster;
-use crate::support::executor::{bare_block_on, block_on_for, unpark_waker};
+use crate::support::executor::{BlockOn, bare_block_on, block_on_for, unpark_waker};
 use crate::support::standings::Changes;
 use redlock_mio::{Error, KeepOptions, Redlock, Standing};
 
@@ -181,9 +181,6 @@ fn a_loss_during_the_closure_is_seen_by_it() {
         "the first extension after the deletion reported it: {at_loss:?}"
     );
 }
-
-/// Runs a future to completion on this thread.
-type BlockOn = fn(std::pin::Pin<Box<dyn Future<Output = ()> + '_>>);
 
 /// Tokio's runtimes and a bare executor with no timers of its own.
 fn executors() -> [(&'static str, BlockOn); 3] {

@@ -7,6 +7,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::support::check::eventually;
+use crate::support::clients::one_try;
 use crate::support::cluster::Cluster;
 use crate::support::holdings::{Holding, overlaps};
 use crate::support::proxy::{Dir, Proxies};
@@ -88,10 +89,8 @@ fn callers_in_flight_at_once(n: usize) {
     const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
     let cluster = Cluster::start(3);
     let proxies = Proxies::front(&cluster);
-    let redlock = Redlock::builder(proxies.urls())
-        .request_timeout(REQUEST_TIMEOUT)
+    let redlock = one_try(proxies.urls(), REQUEST_TIMEOUT)
         .stall_timeout(REQUEST_TIMEOUT * 2)
-        .retry_count(0)
         // Connections and handshakes done first: the stall below holds
         // the rounds' replies only.
         .require_handshakes(Require::All)
@@ -145,9 +144,7 @@ fn callers_in_flight_at_once(n: usize) {
 fn past_the_cap_a_call_waits_for_a_slot() {
     let cluster = Cluster::start(3);
     let proxies = Proxies::front(&cluster);
-    let redlock = Redlock::builder(proxies.urls())
-        .request_timeout(Duration::from_secs(5))
-        .retry_count(0)
+    let redlock = one_try(proxies.urls(), Duration::from_secs(5))
         .max_in_flight(1)
         .require_handshakes(Require::All)
         .build()

@@ -3,24 +3,18 @@
 
 use std::time::Duration;
 
+use crate::support::clients::client;
 use crate::support::cluster::Cluster;
-use redlock_mio::{Error, Redlock, Stats};
+use redlock_mio::{Error, Stats};
 
 const TTL: Duration = Duration::from_secs(10);
-
-fn client(urls: Vec<String>) -> Redlock {
-    Redlock::builder(urls)
-        .request_timeout(Duration::from_millis(50))
-        .retry_count(0)
-        .build()
-        .expect("build")
-}
+const REQUEST_TIMEOUT: Duration = Duration::from_millis(50);
 
 #[test]
 fn counters_follow_every_outcome() {
     let cluster = Cluster::start(3);
-    let redlock = client(cluster.urls());
-    let other = client(cluster.urls());
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
+    let other = client(cluster.urls(), REQUEST_TIMEOUT);
     let fresh = redlock.stats();
     let mut zero = fresh.clone();
     zero.masters.clear();
@@ -91,13 +85,12 @@ fn misconfigured_rounds_are_counted() {
         );
         assert_eq!(reply, b"+OK\r\n");
     }
-    let redlock = client(
-        cluster
-            .urls()
-            .iter()
-            .map(|u| u.replace("redis://", "redis://locker:pw@"))
-            .collect(),
-    );
+    let urls: Vec<String> = cluster
+        .urls()
+        .iter()
+        .map(|u| u.replace("redis://", "redis://locker:pw@"))
+        .collect();
+    let redlock = client(urls, REQUEST_TIMEOUT);
     let err = redlock.try_lock("r", TTL).expect_err("no permission");
     assert!(matches!(err, Error::Misconfigured(_)), "{err}");
     let stats = redlock.stats();

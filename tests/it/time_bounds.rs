@@ -16,6 +16,7 @@
 use std::time::{Duration, Instant};
 
 use crate::support::check::{assert_gone, command_stats, reset_stats};
+use crate::support::clients::one_try;
 use crate::support::cluster::Cluster;
 use crate::support::proxy::Proxies;
 use redlock_mio::rules::NodeState;
@@ -28,11 +29,9 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const SETTLE: Duration = Duration::from_secs(5);
 
 fn client(urls: Vec<String>) -> Redlock {
-    Redlock::builder(urls)
-        .request_timeout(REQUEST_TIMEOUT)
+    one_try(urls, REQUEST_TIMEOUT)
         .stall_timeout(REQUEST_TIMEOUT * 2)
         .connect_timeout(Duration::from_secs(5))
-        .retry_count(0)
         .build()
         .expect("build a client")
 }
@@ -220,9 +219,7 @@ fn lock_until_with_a_past_deadline_asks_nobody() {
 fn a_lone_caller_keeps_its_bounds_whether_it_yields_or_not() {
     let cluster = Cluster::start(3);
     for on in [true, false] {
-        let redlock = Redlock::builder(cluster.urls())
-            .request_timeout(Duration::from_millis(200))
-            .retry_count(0)
+        let redlock = one_try(cluster.urls(), Duration::from_millis(200))
             .yield_to_local_masters(on)
             .build()
             .expect("build a client");

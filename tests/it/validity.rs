@@ -11,23 +11,16 @@
 use std::time::{Duration, Instant};
 
 use crate::support::check::{assert_gone, eventually, pttl};
+use crate::support::clients::client;
 use crate::support::cluster::Cluster;
 use crate::support::proxy::{Dir, Proxies};
+use redlock_mio::Error;
 use redlock_mio::rules::drift;
 use redlock_mio::scripts::EXTEND_SCRIPT;
-use redlock_mio::{Error, Redlock};
 
 const REQUEST_TIMEOUT: Duration = Duration::from_millis(50);
 const TTL: Duration = Duration::from_secs(10);
 const SETTLE: Duration = Duration::from_secs(5);
-
-fn client(urls: Vec<String>) -> Redlock {
-    Redlock::builder(urls)
-        .request_timeout(REQUEST_TIMEOUT)
-        .retry_count(0)
-        .build()
-        .expect("build a client")
-}
 
 /// The most an extend round that ended by `ended` may grant.
 fn granted_by(ended: Instant, ttl: Duration) -> Instant {
@@ -41,8 +34,8 @@ fn granted_by(ended: Instant, ttl: Duration) -> Instant {
 #[test]
 fn failed_extend_caps_validity_at_the_new_ttl() {
     let cluster = Cluster::start(3);
-    let redlock = client(cluster.urls());
-    let other = client(cluster.urls());
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
+    let other = client(cluster.urls(), REQUEST_TIMEOUT);
     let mut lock = redlock.try_lock("cap", TTL).expect("acquire");
     assert!(lock.validity() > TTL / 2);
 
@@ -85,7 +78,7 @@ fn failed_extend_caps_validity_at_the_new_ttl() {
 #[test]
 fn successful_extend_to_a_shorter_ttl_shortens_validity() {
     let cluster = Cluster::start(3);
-    let redlock = client(cluster.urls());
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
     let mut lock = redlock.try_lock("shorter", TTL).expect("acquire");
     let short = Duration::from_secs(1);
     redlock.extend(&mut lock, short).expect("extend");
@@ -104,7 +97,7 @@ fn successful_extend_to_a_shorter_ttl_shortens_validity() {
 #[test]
 fn unlock_expires_the_lock() {
     let cluster = Cluster::start(3);
-    let redlock = client(cluster.urls());
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
     let mut lock = redlock.try_lock("done", TTL).expect("acquire");
     redlock.unlock(&mut lock).expect("unlock");
     assert!(lock.is_expired(), "an unlocked lock is expired");
@@ -122,7 +115,7 @@ fn unlock_expires_the_lock() {
 #[test]
 fn failed_unlock_expires_the_lock() {
     let cluster = Cluster::start(3);
-    let redlock = client(cluster.urls());
+    let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
     let mut lock = redlock.try_lock("half", TTL).expect("acquire");
     cluster.pause(1);
     cluster.pause(2);
@@ -153,7 +146,7 @@ fn stale_extend_is_not_replayed_after_a_newer_one() {
     let proxies = Proxies::front(&cluster);
     let mut urls = cluster.urls();
     urls[0] = proxies.urls()[0].clone();
-    let redlock = client(urls);
+    let redlock = client(urls, REQUEST_TIMEOUT);
     let mut lock = redlock.try_lock("order", TTL).expect("acquire");
 
     cluster.command(0, &[b"SCRIPT", b"FLUSH"]);

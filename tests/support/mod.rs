@@ -7,6 +7,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod check;
+pub mod clients;
 pub mod clock;
 pub mod cluster;
 pub mod counting;
