@@ -7,6 +7,11 @@
 //! while the parent waits for it: the only way two processes can take
 //! turns on the same sockets. (The docs say not to use a client across
 //! `fork()` at all; this checks the token generator should it happen.)
+//!
+//! Its own test binary, not a module of `tests/it`: the child is a copy of
+//! the whole process with only the forking thread in it, so no other test
+//! may be running on a thread beside it (under `cargo test`) and holding a
+//! lock the child would then find held for ever (the allocator's, stdio's).
 
 #![allow(clippy::expect_used, reason = "a test fails loudly on broken set-up")]
 

@@ -2,6 +2,12 @@
 //! span per round with its outcome (feature `tracing`), and round metrics
 //! through the `metrics` facade (feature `metrics`). Run by `.ci/test`
 //! with `--features tracing,metrics`; without them this file is empty.
+//!
+//! Its own test binary, not a module of `tests/it`: `tracing` caches per
+//! call site, for the whole process, whether a span is wanted, and the
+//! rounds of every other test (made with no subscriber) would race the
+//! traced test's subscriber as the metrics test does (see
+//! [`ONE_AT_A_TIME`]), leaving its spans unrecorded now and then.
 
 #![cfg(any(feature = "tracing", feature = "metrics"))]
 #![allow(clippy::expect_used, reason = "a test fails loudly on broken set-up")]
@@ -11,10 +17,12 @@ mod support;
 use std::time::Duration;
 
 use redlock_mio::{Error, Redlock};
+use support::clients::client;
 use support::cluster::Cluster;
 
 const TTL: Duration = Duration::from_secs(10);
 const RESOURCE: &str = "secret-resource-name";
+const REQUEST_TIMEOUT: Duration = Duration::from_millis(100);
 
 /// Taken by each test for its whole run. Under `cargo test` both tests run
 /// on threads of one process, and `tracing` caches per call site whether a
@@ -29,21 +37,13 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn client(cluster: &Cluster) -> Redlock {
-    Redlock::builder(cluster.urls())
-        .request_timeout(Duration::from_millis(100))
-        .retry_count(0)
-        .build()
-        .expect("build")
-}
-
 /// Two acquire rounds that win, one contended, and a killed master.
 fn workload(cluster: &Cluster, redlock: &Redlock) {
     for _ in 0..2 {
         let mut lock = redlock.try_lock(RESOURCE, TTL).expect("acquire");
         redlock.unlock(&mut lock).expect("release");
     }
-    let other = client(cluster);
+    let other = client(cluster.urls(), REQUEST_TIMEOUT);
     let mut held = other.try_lock(RESOURCE, TTL).expect("the other holds");
     let err = redlock.try_lock(RESOURCE, TTL).expect_err("held");
     assert!(matches!(err, Error::Contended(_)), "{err}");
@@ -63,7 +63,7 @@ mod traced {
     use tracing::span::{Attributes, Id, Record};
     use tracing::{Event, Metadata, Subscriber};
 
-    use super::{RESOURCE, client, workload};
+    use super::{REQUEST_TIMEOUT, RESOURCE, client, workload};
     use crate::support::cluster::Cluster;
 
     /// A span or an event: its name (an event's message) and its fields.
@@ -152,7 +152,7 @@ mod traced {
         let cluster = Cluster::start(3);
         let capture = Arc::new(Capture::default());
         tracing::subscriber::with_default(Handle(Arc::clone(&capture)), || {
-            let redlock = client(&cluster);
+            let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
             workload(&cluster, &redlock);
         });
         let spans = capture.spans.lock().unwrap_or_else(PoisonError::into_inner);
@@ -222,7 +222,7 @@ mod measured {
         Unit,
     };
 
-    use super::{client, workload};
+    use super::{REQUEST_TIMEOUT, client, workload};
     use crate::support::cluster::Cluster;
 
     #[derive(Default)]
@@ -282,7 +282,7 @@ mod measured {
         let cluster = Cluster::start(3);
         let keep = Keep::default();
         metrics::with_local_recorder(&keep, || {
-            let redlock = client(&cluster);
+            let redlock = client(cluster.urls(), REQUEST_TIMEOUT);
             workload(&cluster, &redlock);
         });
         let counters = keep.counters.lock().unwrap_or_else(PoisonError::into_inner);

@@ -4,8 +4,13 @@
 //!
 //! The poller's file descriptor is replaced by `/dev/null` while the round
 //! waits (its `epoll_wait` in progress still completes), so the next poll
-//! fails with `EINVAL`. Its own test binary, so that no other test's
-//! poller is nearby.
+//! fails with `EINVAL`.
+//!
+//! Its own test binary, not a module of `tests/it`: the test finds its
+//! client's pollers as the epoll descriptors that appear while the client
+//! is built, and replaces them by number; another test building a client
+//! at that time on a thread of the same process (under `cargo test`) would
+//! have its poller counted and broken.
 
 #![allow(clippy::expect_used, reason = "a test fails loudly on broken set-up")]
 

@@ -129,6 +129,10 @@ pub struct Redlock {
     /// Boxes of reports that callers waiting for a lock dropped, for the
     /// next reports ([`recycle`](Self::recycle)); room for one per round
     /// in flight, allocated at build.
+    #[allow(
+        clippy::vec_box,
+        reason = "the boxes are what is kept: each goes back into an error"
+    )]
     spare_reports: Arc<Mutex<Vec<Box<rules::Report>>>>,
     /// Shared by every handle: the last one to go closes the engine.
     _open: Arc<Open>,

@@ -1,8 +1,11 @@
 //! Small checks shared by the integration tests: polling with a deadline,
-//! and reading a node's state (TTLs, command statistics).
+//! reading a node's state (TTLs, command statistics), and a master's state
+//! in a round's report.
 
 use std::thread;
 use std::time::{Duration, Instant};
+
+use redlock_mio::rules::NodeState;
 
 use super::cluster::Cluster;
 
@@ -20,6 +23,12 @@ pub fn eventually(within: Duration, mut check: impl FnMut() -> bool) -> bool {
         }
         thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// A master a round could not reach: it failed, or did not answer in
+/// time.
+pub fn is_unreachable(state: &NodeState) -> bool {
+    matches!(state, NodeState::Failed(_) | NodeState::TimedOut)
 }
 
 /// Parses an integer reply `:N\r\n`.

@@ -3,11 +3,15 @@
 //! future of the crate must live with, since it depends on no runtime.
 
 use std::future::Future;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
+
+/// An executor, as a test that runs the same future under several takes
+/// it: runs a future to completion on this thread.
+pub type BlockOn = fn(Pin<Box<dyn Future<Output = ()> + '_>>);
 
 /// A waker that unparks the thread that polls.
 pub struct Unpark(pub Thread);

@@ -1,11 +1,13 @@
 //! Shared support code for the integration tests.
 //!
-//! Each test binary declares `mod support;` and uses only part of it, so
-//! unused items are expected; and since `support` is a private module of a
+//! Each test binary declares `mod support;` (`tests/it/main.rs` once for
+//! all its modules; the examples, the benchmarks and the CLI's tests by
+//! `#[path]`) and uses only part of it, so unused items are expected; and since `support` is a private module of a
 //! test crate, its `pub` items are not reachable from outside by design.
 #![allow(dead_code, unreachable_pub)]
 
 pub mod check;
+pub mod clients;
 pub mod clock;
 pub mod cluster;
 pub mod counting;

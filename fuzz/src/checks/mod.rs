@@ -4,8 +4,8 @@
 //! Every check is a plain function taking the fuzzer's bytes and panicking
 //! when it finds a bug. These files use nothing but `std`, `redlock_mio`,
 //! `arbitrary`, `bytes` and `redis_protocol`, and no libfuzzer, so that the
-//! main crate's `tests/fuzz_corpus.rs` can include this module with
-//! `#[path = "../fuzz/src/checks/mod.rs"] mod checks;` and replay the seed
+//! main crate's `tests/it/fuzz_corpus.rs` can include this module with
+//! `#[path = "../../fuzz/src/checks/mod.rs"] mod checks;` and replay the seed
 //! corpus and the regressions on a stable toolchain.
 //!
 //! - [`decode`]: the decoder never panics and keeps its invariants, with

@@ -1,0 +1,327 @@
+//! Waiting for a contended lock: a release hands the lock to the first
+//! waiter and tells it; a waiter behind a holder that crashed sleeps until
+//! the holder's key expires; a waiter that gives up, times out or is
+//! dropped leaves nothing behind; a queue entry of a waiter that died costs
+//! the others one reservation window. Each is proven by the attempts
+//! counter and what the masters hold, with retry delays far longer than
+//! any test: a waiter that got the lock without being told would have had
+//! to wait for them.
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::support::check::{eventually, integer};
+use crate::support::cluster::Cluster;
+use redlock_mio::{Error, MAX_TIMEOUT, Redlock};
+
+const RESOURCE: &[u8] = b"waited-for";
+const QUEUE: &[u8] = b"redlock-mio:queue:waited-for";
+/// Far longer than any test: an attempt that comes after a retry delay
+/// means the waiter was not told.
+const NEVER: Duration = MAX_TIMEOUT;
+/// Generous bounds for a busy machine; never reached when things work.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// A client that only retries when told, or when the key that refused it
+/// expires: its retry delay outlasts every test.
+fn waiter(cluster: &Cluster) -> Redlock {
+    Redlock::builder(cluster.urls())
+        .request_timeout(Duration::from_secs(2))
+        .retry_delay(NEVER)
+        .retry_jitter(Duration::ZERO)
+        .build()
+        .expect("client")
+}
+
+/// `client` waits for the resource on a thread of its own.
+fn wait_in_thread(client: &Arc<Redlock>) -> thread::JoinHandle<Result<redlock_mio::Lock, Error>> {
+    let client = Arc::clone(client);
+    thread::spawn(move || {
+        client.lock_until(RESOURCE, Duration::from_secs(30), Instant::now() + PATIENCE)
+    })
+}
+
+/// How many masters have `n` or more waiters in the resource's queue.
+fn queued_on(cluster: &Cluster, n: i64) -> usize {
+    (0..cluster.len())
+        .filter(|&i| integer(&cluster.command(i, &[b"ZCARD", QUEUE])) >= n)
+        .count()
+}
+
+#[test]
+fn a_release_hands_the_lock_to_the_waiter_at_once() {
+    let cluster = Cluster::start(5);
+    let holder = waiter(&cluster);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    let client = Arc::new(waiter(&cluster));
+    let waiting = wait_in_thread(&client);
+    assert!(
+        eventually(PATIENCE, || queued_on(&cluster, 1) == 5),
+        "the waiter is queued on every master"
+    );
+    holder.unlock(&mut held).expect("released");
+    let lock = waiting
+        .join()
+        .expect("thread")
+        .expect("the waiter gets the lock");
+    assert!(lock.validity() > Duration::from_secs(20));
+    // One refused attempt, then the one it was told to make: the holder's
+    // key had an hour left and the retry delay is longer still.
+    assert_eq!(client.stats().attempts, 2);
+    assert!(
+        eventually(PATIENCE, || queued_on(&cluster, 1) == 0),
+        "no queue entry is left"
+    );
+}
+
+#[test]
+fn waiters_are_served_in_the_order_they_came() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    let mut threads = Vec::new();
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    for i in 0..4 {
+        let client = waiter(&cluster);
+        let order = Arc::clone(&order);
+        threads.push(thread::spawn(move || {
+            let mut lock = client
+                .lock_until(RESOURCE, Duration::from_secs(30), Instant::now() + PATIENCE)
+                .expect("served");
+            order.lock().expect("order").push(i);
+            client.unlock(&mut lock).expect("released");
+            client.stats().attempts
+        }));
+        // The next waiter comes once this one is queued everywhere.
+        assert!(eventually(PATIENCE, || queued_on(&cluster, i + 1) == 3));
+    }
+    holder.unlock(&mut held).expect("released");
+    let attempts: Vec<u64> = threads
+        .into_iter()
+        .map(|t| t.join().expect("thread"))
+        .collect();
+    assert_eq!(
+        *order.lock().expect("order"),
+        [0, 1, 2, 3],
+        "first come, first served"
+    );
+    assert_eq!(attempts, [2, 2, 2, 2], "each waiter was told, none polled");
+}
+
+#[test]
+fn a_waiter_behind_a_crashed_holder_sleeps_until_its_key_expires() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    // The holder crashes: its key stays until its TTL runs out.
+    let held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3))
+        .expect("held");
+    drop(holder);
+    let client = waiter(&cluster);
+    let lock = client
+        .lock_until(RESOURCE, Duration::from_secs(30), Instant::now() + PATIENCE)
+        .expect("served once the key expired");
+    assert!(
+        Instant::now() >= held.valid_until(),
+        "not before the holder's validity ended"
+    );
+    // The refused attempt learned when the key expires; no polling.
+    let attempts = client.stats().attempts;
+    assert!((2..=3).contains(&attempts), "{attempts} attempts");
+    drop(lock);
+}
+
+#[test]
+fn a_waiter_that_gives_up_leaves_no_queue_entry() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    let _held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    let client = waiter(&cluster);
+    let result = client.lock_until(
+        RESOURCE,
+        Duration::from_secs(30),
+        Instant::now() + Duration::from_secs(3),
+    );
+    assert!(matches!(result, Err(Error::Contended(_))), "{result:?}");
+    assert!(
+        eventually(PATIENCE, || queued_on(&cluster, 1) == 0),
+        "its entries are gone"
+    );
+}
+
+#[test]
+fn a_dropped_async_waiter_leaves_no_queue_entry() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    let client = Arc::new(waiter(&cluster));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let task = {
+        let client = Arc::clone(&client);
+        runtime.spawn(async move {
+            client
+                .lock_until_async(RESOURCE, Duration::from_secs(30), Instant::now() + PATIENCE)
+                .await
+        })
+    };
+    runtime.block_on(async {
+        while queued_on(&cluster, 1) < 3 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    task.abort();
+    let _ = runtime.block_on(task);
+    assert!(
+        eventually(PATIENCE, || queued_on(&cluster, 1) == 0),
+        "its entries are gone"
+    );
+    // With nobody queued, a release leaves the key free.
+    holder.unlock(&mut held).expect("released");
+    assert!((0..3).all(|i| !cluster.exists(i, RESOURCE)));
+}
+
+#[test]
+fn waiters_that_never_come_cost_at_most_one_reservation_window() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    // First in line, a waiter whose client is gone (nobody hears its
+    // channel), then one whose client hears it but never comes (a stalled
+    // process), each with a reservation window of 300 ms.
+    let gone: &[u8] = b"300|7|redlock-mio:wake:00000000000000dd";
+    let stalled: &[u8] = b"300|8|redlock-mio:wake:00000000000000ee";
+    let mut listeners = Vec::new();
+    for i in 0..3 {
+        cluster.command(i, &[b"ZADD", QUEUE, b"1", gone, b"2", stalled]);
+        let mut listener = cluster.node(i).connect(PATIENCE).expect("connect");
+        listener
+            .request(&[b"SUBSCRIBE", b"redlock-mio:wake:00000000000000ee"])
+            .expect("subscribed");
+        listeners.push(listener);
+    }
+    let client = Arc::new(waiter(&cluster));
+    let waiting = wait_in_thread(&client);
+    assert!(eventually(PATIENCE, || queued_on(&cluster, 3) == 3));
+    holder.unlock(&mut held).expect("released");
+    let lock = waiting
+        .join()
+        .expect("thread")
+        .expect("served after the stalled one's window");
+    assert!(lock.validity() > Duration::from_secs(20));
+    // The release skipped the one that was gone, reserved the lock for
+    // the stalled one and told this waiter to try once its window had
+    // passed: one refused attempt, then the one it was told to make (and
+    // one more if a master's window outlasted the others' by a moment).
+    let attempts = client.stats().attempts;
+    assert!((2..=3).contains(&attempts), "{attempts} attempts");
+    drop(listeners);
+}
+
+#[test]
+fn one_subscription_per_connection_however_many_waits() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    let _held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    let client = Redlock::builder(cluster.urls())
+        .request_timeout(Duration::from_secs(2))
+        .retry_count(0)
+        .build()
+        .expect("client");
+    for _ in 0..20 {
+        assert!(client.lock(RESOURCE, Duration::from_secs(30)).is_err());
+    }
+    for i in 0..3 {
+        let channels = cluster.command(i, &[b"PUBSUB", b"CHANNELS", b"redlock-mio:wake:*"]);
+        // Two clients, one channel each, whatever the number of waits.
+        assert!(
+            channels.starts_with(b"*2\r\n"),
+            "{}",
+            String::from_utf8_lossy(&channels)
+        );
+    }
+    assert!(
+        eventually(PATIENCE, || queued_on(&cluster, 1) == 0),
+        "no entry is left"
+    );
+}
+
+#[test]
+fn a_fenced_waiter_is_handed_the_lock_with_a_larger_fence() {
+    let cluster = Cluster::start(3);
+    let fenced = |retry: Duration| {
+        Redlock::builder(cluster.urls())
+            .request_timeout(Duration::from_secs(2))
+            .retry_delay(retry)
+            .retry_jitter(Duration::ZERO)
+            .fencing(Duration::from_secs(3600))
+            .build()
+            .expect("client")
+    };
+    let holder = fenced(NEVER);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    let first = held.fence().expect("a fence");
+    let client = Arc::new(fenced(NEVER));
+    let waiting = wait_in_thread(&client);
+    assert!(eventually(PATIENCE, || queued_on(&cluster, 1) == 3));
+    holder.unlock(&mut held).expect("released");
+    let lock = waiting.join().expect("thread").expect("handed over");
+    assert!(lock.fence().expect("a fence") > first);
+    assert_eq!(client.stats().attempts, 2, "told, not polling");
+    assert!(eventually(PATIENCE, || queued_on(&cluster, 1) == 0));
+}
+
+#[test]
+fn an_async_waiter_is_handed_the_lock_under_every_executor() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    for (name, run) in crate::executors::all() {
+        let mut held = holder
+            .try_lock(RESOURCE, Duration::from_secs(3600))
+            .expect("held");
+        let client = Arc::new(waiter(&cluster));
+        let task = {
+            let client = Arc::clone(&client);
+            move || {
+                run(Box::pin(async move {
+                    let lock = client
+                        .lock_until_async(
+                            RESOURCE,
+                            Duration::from_secs(30),
+                            Instant::now() + PATIENCE,
+                        )
+                        .await;
+                    assert!(lock.is_ok(), "{name}: {lock:?}");
+                }));
+            }
+        };
+        let waiting = thread::spawn(task);
+        assert!(
+            eventually(PATIENCE, || queued_on(&cluster, 1) == 3),
+            "{name}"
+        );
+        holder.unlock(&mut held).expect("released");
+        waiting.join().expect("thread");
+        assert_eq!(client.stats().attempts, 2, "{name}: told, not polling");
+        for i in 0..3 {
+            cluster.command(i, &[b"DEL", RESOURCE]);
+        }
+    }
+}
