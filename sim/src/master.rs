@@ -116,7 +116,7 @@ impl Master {
         }
         conn.requests.push(input);
         loop {
-            match conn.requests.next() {
+            match conn.requests.next(conn.session.authenticated) {
                 Next::Partial => return ConnState::Open,
                 Next::Invalid(reason) => {
                     Reply::error(format!("ERR {reason}")).encode(conn.session.protocol, out);
