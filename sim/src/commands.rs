@@ -11,8 +11,10 @@
 mod admin;
 mod keys;
 mod session;
+mod zsets;
 
 use crate::keyspace::{Now, WrongType};
+pub(crate) use crate::numbers::parse_int;
 use crate::reply::Reply;
 use crate::scripts;
 use crate::server::{Server, Session};
@@ -87,8 +89,13 @@ fn lookup(words: &[Vec<u8>]) -> Result<Spec, Reply> {
         b"PEXPIRE" => Spec::new("pexpire", -3, keys::pexpire),
         b"INCR" => Spec::new("incr", 2, keys::incr),
         b"RPUSH" => Spec::new("rpush", -3, keys::rpush),
-        // Scripts (the wait queue's commands, ZADD and the like, go with
-        // the keys above, PUBLISH with the server's below).
+        // Sorted sets: the wait queues.
+        b"ZADD" => Spec::new("zadd", -4, zsets::zadd),
+        b"ZREM" => Spec::new("zrem", -3, zsets::zrem),
+        b"ZRANGE" => Spec::new("zrange", -4, zsets::zrange),
+        b"ZCARD" => Spec::new("zcard", 2, zsets::zcard),
+        b"ZSCORE" => Spec::new("zscore", 3, zsets::zscore),
+        // Scripts.
         b"EVAL" => Spec::new("eval", -3, scripts::eval),
         b"EVALSHA" => Spec::new("evalsha", -3, scripts::evalsha),
         b"SCRIPT" => return script_subcommand(words),
@@ -157,32 +164,6 @@ pub(crate) fn execute(
         words,
         now,
     })
-}
-
-/// An integer argument as Redis reads one (`string2ll`): decimal, an
-/// optional `-`, no `+`, no leading zero, no spaces, within `i64`.
-pub(crate) fn parse_int(bytes: &[u8]) -> Option<i64> {
-    if bytes.is_empty() || bytes.len() > 20 {
-        return None;
-    }
-    if bytes == b"0" {
-        return Some(0);
-    }
-    let (negative, digits) = match bytes.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, bytes),
-    };
-    if !matches!(digits.first(), Some(b'1'..=b'9')) || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let magnitude = digits.iter().try_fold(0u64, |n, &d| {
-        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-    })?;
-    if negative {
-        0i64.checked_sub_unsigned(magnitude)
-    } else {
-        i64::try_from(magnitude).ok()
-    }
 }
 
 /// The error for an argument that is not an integer.

@@ -126,10 +126,12 @@
 mod commands;
 mod keyspace;
 mod master;
+mod numbers;
 mod reply;
 mod request;
 mod scripts;
 mod server;
+mod zset;
 
 pub use master::{Conn, ConnState, Master, Snapshot};
 pub use reply::Protocol;

@@ -175,6 +175,22 @@ impl Master {
         }
     }
 
+    /// The members of the sorted set `key` holds in database `db` at
+    /// `now_us` (a wait queue), in order, with their scores, without
+    /// touching the master: empty if the key is missing, expired, or of
+    /// another type.
+    pub fn members(&self, db: usize, key: &[u8], now_us: u64) -> Vec<(&[u8], f64)> {
+        match self
+            .server
+            .dbs
+            .get(db)
+            .and_then(|d| d.peek(key, Now(now_us)))
+        {
+            Some(Value::Zset(zset)) => zset.range(0, -1, false),
+            _ => Vec::new(),
+        }
+    }
+
     /// A start at `now`: the script cache is empty, connections of the
     /// previous start are closed, and the run id is new.
     fn start(&mut self, now: Now) {

@@ -4,6 +4,8 @@
 //! (`HELLO`) decides only how it is written, as on a real server, where a
 //! command says "a null" or "a map" and the protocol picks the bytes.
 
+use crate::numbers::format_g;
+
 /// The protocol a connection speaks, switched by `HELLO`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Protocol {
@@ -15,7 +17,7 @@ pub enum Protocol {
 }
 
 /// One reply, before its encoding.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Reply {
     /// `+OK`, `+PONG`, `+string` (`TYPE`).
     Simple(&'static str),
@@ -31,6 +33,9 @@ pub(crate) enum Reply {
     Map(Vec<(Reply, Reply)>),
     /// A bulk string in RESP2, a `txt` verbatim string in RESP3 (`INFO`).
     Verbatim(Vec<u8>),
+    /// A double (`ZSCORE`): `,` in RESP3, a bulk string in RESP2, printed
+    /// `%.17g` as Redis 7.0 prints it (`inf`, `-inf` for the infinities).
+    Double(f64),
 }
 
 impl Reply {
@@ -85,6 +90,8 @@ impl Reply {
                 bulk(out, b'=', &framed);
             }
             Reply::Verbatim(text) => bulk(out, b'$', text),
+            Reply::Double(x) if resp3 => line(out, b',', format_g(*x, 17).as_bytes()),
+            Reply::Double(x) => bulk(out, b'$', format_g(*x, 17).as_bytes()),
         }
     }
 }
