@@ -10,6 +10,7 @@
 
 mod admin;
 mod keys;
+mod pubsub;
 mod session;
 mod zsets;
 
@@ -32,7 +33,7 @@ pub(crate) struct Ctx<'a> {
 pub(crate) type Run = fn(&mut Ctx<'_>) -> Reply;
 
 /// A command: its name in error messages, its arity, whether it runs
-/// before `AUTH`, and what runs it.
+/// before `AUTH` and in subscribe mode, and what runs it.
 #[derive(Clone, Copy)]
 struct Spec {
     name: &'static str,
@@ -40,6 +41,9 @@ struct Spec {
     /// negative (the name counts).
     arity: i32,
     before_auth: bool,
+    /// It runs on a RESP2 connection that listens to a channel, where
+    /// every other command is refused.
+    when_subscribed: bool,
     run: Run,
 }
 
@@ -49,6 +53,7 @@ impl Spec {
             name,
             arity,
             before_auth: false,
+            when_subscribed: false,
             run,
         }
     }
@@ -57,6 +62,15 @@ impl Spec {
     fn before_auth(self) -> Spec {
         Spec {
             before_auth: true,
+            ..self
+        }
+    }
+
+    /// A command a RESP2 connection may send while it listens to a
+    /// channel.
+    fn when_subscribed(self) -> Spec {
+        Spec {
+            when_subscribed: true,
             ..self
         }
     }
@@ -102,9 +116,15 @@ fn lookup(words: &[Vec<u8>]) -> Result<Spec, Reply> {
         // The connection.
         b"AUTH" => Spec::new("auth", -2, session::auth).before_auth(),
         b"HELLO" => Spec::new("hello", -1, session::hello).before_auth(),
-        b"QUIT" => Spec::new("quit", -1, session::quit).before_auth(),
+        b"QUIT" => Spec::new("quit", -1, session::quit)
+            .before_auth()
+            .when_subscribed(),
         b"SELECT" => Spec::new("select", 2, session::select),
-        b"PING" => Spec::new("ping", -1, session::ping),
+        b"PING" => Spec::new("ping", -1, session::ping).when_subscribed(),
+        // Pub/sub: the wake-ups.
+        b"SUBSCRIBE" => Spec::new("subscribe", -2, pubsub::subscribe).when_subscribed(),
+        b"UNSUBSCRIBE" => Spec::new("unsubscribe", -1, pubsub::unsubscribe).when_subscribed(),
+        b"PUBLISH" => Spec::new("publish", 3, pubsub::publish),
         // The server.
         b"INFO" => Spec::new("info", -1, admin::info),
         b"TIME" => Spec::new("time", 1, admin::time),
@@ -136,9 +156,10 @@ fn script_subcommand(words: &[Vec<u8>]) -> Result<Spec, Reply> {
 }
 
 /// Runs the command `words` on behalf of `session`: the reply, an error
-/// one if the command is unknown, has the wrong number of arguments or
-/// needs a login the connection has not made (checked in that order, as
-/// Redis does).
+/// one if the command is unknown, has the wrong number of arguments,
+/// needs a login the connection has not made, or is not one a RESP2
+/// connection may send while it listens to a channel (checked in that
+/// order, as Redis does).
 pub(crate) fn execute(
     server: &mut Server,
     session: &mut Session,
@@ -157,6 +178,12 @@ pub(crate) fn execute(
     }
     if !spec.before_auth && !session.authenticated {
         return Reply::error("NOAUTH Authentication required.");
+    }
+    if server.subscribe_mode(session) && !spec.when_subscribed {
+        return Reply::error(format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            spec.name
+        ));
     }
     (spec.run)(&mut Ctx {
         server,

@@ -127,13 +127,14 @@ mod commands;
 mod keyspace;
 mod master;
 mod numbers;
+mod pubsub;
 mod reply;
 mod request;
 mod scripts;
 mod server;
 mod zset;
 
-pub use master::{Conn, ConnState, Master, Snapshot};
+pub use master::{Conn, ConnState, Master, PushOrder, Snapshot};
 pub use reply::Protocol;
 
 /// The version the model reports (`INFO`'s `redis_version`, `HELLO`'s

@@ -36,6 +36,15 @@ pub(crate) enum Reply {
     /// A double (`ZSCORE`): `,` in RESP3, a bulk string in RESP2, printed
     /// `%.17g` as Redis 7.0 prints it (`inf`, `-inf` for the infinities).
     Double(f64),
+    /// A push (`>` in RESP3): what a subscribed connection receives
+    /// (`message <channel> <payload>`) and how `SUBSCRIBE` and
+    /// `UNSUBSCRIBE` confirm. A plain array in RESP2, where it is told
+    /// apart by its first element only.
+    Push(Vec<Reply>),
+    /// Several frames in answer to one command, one after the other:
+    /// `SUBSCRIBE` and `UNSUBSCRIBE` confirm each channel by a push of its
+    /// own.
+    Frames(Vec<Reply>),
 }
 
 impl Reply {
@@ -67,12 +76,7 @@ impl Reply {
             Reply::Bulk(bytes) => bulk(out, b'$', bytes),
             Reply::Null if resp3 => out.extend_from_slice(b"_\r\n"),
             Reply::Null => out.extend_from_slice(b"$-1\r\n"),
-            Reply::Array(items) => {
-                line(out, b'*', items.len().to_string().as_bytes());
-                for item in items {
-                    item.encode(protocol, out);
-                }
-            }
+            Reply::Array(items) => aggregate(out, b'*', items, protocol),
             Reply::Map(pairs) => {
                 if resp3 {
                     line(out, b'%', pairs.len().to_string().as_bytes());
@@ -92,6 +96,13 @@ impl Reply {
             Reply::Verbatim(text) => bulk(out, b'$', text),
             Reply::Double(x) if resp3 => line(out, b',', format_g(*x, 17).as_bytes()),
             Reply::Double(x) => bulk(out, b'$', format_g(*x, 17).as_bytes()),
+            Reply::Push(items) if resp3 => aggregate(out, b'>', items, protocol),
+            Reply::Push(items) => aggregate(out, b'*', items, protocol),
+            Reply::Frames(frames) => {
+                for frame in frames {
+                    frame.encode(protocol, out);
+                }
+            }
         }
     }
 }
@@ -101,6 +112,14 @@ fn line(out: &mut Vec<u8>, kind: u8, text: &[u8]) {
     out.push(kind);
     out.extend_from_slice(text);
     out.extend_from_slice(b"\r\n");
+}
+
+/// `<kind><count>\r\n` and the items.
+fn aggregate(out: &mut Vec<u8>, kind: u8, items: &[Reply], protocol: Protocol) {
+    line(out, kind, items.len().to_string().as_bytes());
+    for item in items {
+        item.encode(protocol, out);
+    }
 }
 
 /// `<kind><len>\r\n<bytes>\r\n`.
