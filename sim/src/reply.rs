@@ -4,6 +4,8 @@
 //! (`HELLO`) decides only how it is written, as on a real server, where a
 //! command says "a null" or "a map" and the protocol picks the bytes.
 
+use std::borrow::Cow;
+
 use crate::numbers::format_g;
 
 /// The protocol a connection speaks, switched by `HELLO`.
@@ -19,8 +21,9 @@ pub enum Protocol {
 /// One reply, before its encoding.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Reply {
-    /// `+OK`, `+PONG`, `+string` (`TYPE`).
-    Simple(&'static str),
+    /// `+OK`, `+PONG`, `+string` (`TYPE`), a script's status reply
+    /// (`+WAIT 250`).
+    Simple(Cow<'static, str>),
     /// An error: its code (`ERR`, `WRONGTYPE`, `NOSCRIPT`, ...) then its
     /// message, without the leading `-`.
     Error(Vec<u8>),
@@ -49,7 +52,7 @@ pub(crate) enum Reply {
 
 impl Reply {
     /// `+OK`.
-    pub(crate) const OK: Reply = Reply::Simple("OK");
+    pub(crate) const OK: Reply = Reply::Simple(Cow::Borrowed("OK"));
 
     /// An error reply; `text` starts with its code.
     pub(crate) fn error(text: impl AsRef<[u8]>) -> Reply {

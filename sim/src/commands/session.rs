@@ -124,7 +124,7 @@ pub(super) fn ping(c: &mut Ctx<'_>) -> Reply {
         [_, message] if subscribe_mode => {
             Reply::Array(vec![Reply::bulk("pong"), Reply::bulk(message)])
         }
-        [_] => Reply::Simple("PONG"),
+        [_] => Reply::Simple("PONG".into()),
         [_, message] => Reply::bulk(message),
         _ => Reply::error("ERR wrong number of arguments for 'ping' command"),
     }
