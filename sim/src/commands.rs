@@ -10,9 +10,12 @@
 
 mod admin;
 mod keys;
+mod pubsub;
 mod session;
+mod zsets;
 
 use crate::keyspace::{Now, WrongType};
+pub(crate) use crate::numbers::parse_int;
 use crate::reply::Reply;
 use crate::scripts;
 use crate::server::{Server, Session};
@@ -30,7 +33,7 @@ pub(crate) struct Ctx<'a> {
 pub(crate) type Run = fn(&mut Ctx<'_>) -> Reply;
 
 /// A command: its name in error messages, its arity, whether it runs
-/// before `AUTH`, and what runs it.
+/// before `AUTH` and in subscribe mode, and what runs it.
 #[derive(Clone, Copy)]
 struct Spec {
     name: &'static str,
@@ -38,6 +41,9 @@ struct Spec {
     /// negative (the name counts).
     arity: i32,
     before_auth: bool,
+    /// It runs on a RESP2 connection that listens to a channel, where
+    /// every other command is refused.
+    when_subscribed: bool,
     run: Run,
 }
 
@@ -47,6 +53,7 @@ impl Spec {
             name,
             arity,
             before_auth: false,
+            when_subscribed: false,
             run,
         }
     }
@@ -55,6 +62,15 @@ impl Spec {
     fn before_auth(self) -> Spec {
         Spec {
             before_auth: true,
+            ..self
+        }
+    }
+
+    /// A command a RESP2 connection may send while it listens to a
+    /// channel.
+    fn when_subscribed(self) -> Spec {
+        Spec {
+            when_subscribed: true,
             ..self
         }
     }
@@ -87,17 +103,28 @@ fn lookup(words: &[Vec<u8>]) -> Result<Spec, Reply> {
         b"PEXPIRE" => Spec::new("pexpire", -3, keys::pexpire),
         b"INCR" => Spec::new("incr", 2, keys::incr),
         b"RPUSH" => Spec::new("rpush", -3, keys::rpush),
-        // Scripts (the wait queue's commands, ZADD and the like, go with
-        // the keys above, PUBLISH with the server's below).
+        // Sorted sets: the wait queues.
+        b"ZADD" => Spec::new("zadd", -4, zsets::zadd),
+        b"ZREM" => Spec::new("zrem", -3, zsets::zrem),
+        b"ZRANGE" => Spec::new("zrange", -4, zsets::zrange),
+        b"ZCARD" => Spec::new("zcard", 2, zsets::zcard),
+        b"ZSCORE" => Spec::new("zscore", 3, zsets::zscore),
+        // Scripts.
         b"EVAL" => Spec::new("eval", -3, scripts::eval),
         b"EVALSHA" => Spec::new("evalsha", -3, scripts::evalsha),
         b"SCRIPT" => return script_subcommand(words),
         // The connection.
         b"AUTH" => Spec::new("auth", -2, session::auth).before_auth(),
         b"HELLO" => Spec::new("hello", -1, session::hello).before_auth(),
-        b"QUIT" => Spec::new("quit", -1, session::quit).before_auth(),
+        b"QUIT" => Spec::new("quit", -1, session::quit)
+            .before_auth()
+            .when_subscribed(),
         b"SELECT" => Spec::new("select", 2, session::select),
-        b"PING" => Spec::new("ping", -1, session::ping),
+        b"PING" => Spec::new("ping", -1, session::ping).when_subscribed(),
+        // Pub/sub: the wake-ups.
+        b"SUBSCRIBE" => Spec::new("subscribe", -2, pubsub::subscribe).when_subscribed(),
+        b"UNSUBSCRIBE" => Spec::new("unsubscribe", -1, pubsub::unsubscribe).when_subscribed(),
+        b"PUBLISH" => Spec::new("publish", 3, pubsub::publish),
         // The server.
         b"INFO" => Spec::new("info", -1, admin::info),
         b"TIME" => Spec::new("time", 1, admin::time),
@@ -129,9 +156,10 @@ fn script_subcommand(words: &[Vec<u8>]) -> Result<Spec, Reply> {
 }
 
 /// Runs the command `words` on behalf of `session`: the reply, an error
-/// one if the command is unknown, has the wrong number of arguments or
-/// needs a login the connection has not made (checked in that order, as
-/// Redis does).
+/// one if the command is unknown, has the wrong number of arguments,
+/// needs a login the connection has not made, or is not one a RESP2
+/// connection may send while it listens to a channel (checked in that
+/// order, as Redis does).
 pub(crate) fn execute(
     server: &mut Server,
     session: &mut Session,
@@ -151,38 +179,18 @@ pub(crate) fn execute(
     if !spec.before_auth && !session.authenticated {
         return Reply::error("NOAUTH Authentication required.");
     }
+    if server.subscribe_mode(session) && !spec.when_subscribed {
+        return Reply::error(format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
+            spec.name
+        ));
+    }
     (spec.run)(&mut Ctx {
         server,
         session,
         words,
         now,
     })
-}
-
-/// An integer argument as Redis reads one (`string2ll`): decimal, an
-/// optional `-`, no `+`, no leading zero, no spaces, within `i64`.
-pub(crate) fn parse_int(bytes: &[u8]) -> Option<i64> {
-    if bytes.is_empty() || bytes.len() > 20 {
-        return None;
-    }
-    if bytes == b"0" {
-        return Some(0);
-    }
-    let (negative, digits) = match bytes.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, bytes),
-    };
-    if !matches!(digits.first(), Some(b'1'..=b'9')) || !digits.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let magnitude = digits.iter().try_fold(0u64, |n, &d| {
-        n.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-    })?;
-    if negative {
-        0i64.checked_sub_unsigned(magnitude)
-    } else {
-        i64::try_from(magnitude).ok()
-    }
 }
 
 /// The error for an argument that is not an integer.

@@ -9,6 +9,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
+use crate::zset::Zset;
+
 /// The master's wall clock during one command: microseconds since the
 /// Unix epoch. A script sees the clock of its start throughout, as on a
 /// real server.
@@ -31,13 +33,14 @@ impl Now {
 /// What a key holds.
 ///
 /// The strings are what the lock's keys, the fence counter and the marks
-/// hold; lists stand for "a key of another type" (`WRONGTYPE` where a
-/// script expects a string). New types go here, each with its `TYPE`
-/// name: the wait queue's sorted sets are the next.
+/// hold; the sorted sets are the wait queues; lists stand for "a key of
+/// another type" (`WRONGTYPE` where a script expects a string or a sorted
+/// set). New types go here, each with its `TYPE` name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Value {
     Str(Vec<u8>),
     List(VecDeque<Vec<u8>>),
+    Zset(Zset),
 }
 
 impl Value {
@@ -46,6 +49,7 @@ impl Value {
         match self {
             Value::Str(_) => "string",
             Value::List(_) => "list",
+            Value::Zset(_) => "zset",
         }
     }
 }
@@ -121,6 +125,25 @@ impl Keyspace {
             Some(Value::List(list)) => Ok(list),
             _ => Err(WrongType),
         }
+    }
+
+    /// The sorted set `key` holds: `Ok(None)` if it is missing, `WrongType`
+    /// if it holds another type.
+    pub(crate) fn zset(&mut self, key: &[u8], now: Now) -> Result<Option<&mut Zset>, WrongType> {
+        match self.live(key, now).map(|entry| &mut entry.value) {
+            None => Ok(None),
+            Some(Value::Zset(zset)) => Ok(Some(zset)),
+            Some(_) => Err(WrongType),
+        }
+    }
+
+    /// The sorted set `key` holds, created empty if missing (the caller
+    /// adds to it at once: a server keeps no empty sorted set).
+    pub(crate) fn zset_or_new(&mut self, key: &[u8], now: Now) -> Result<&mut Zset, WrongType> {
+        if self.live(key, now).is_none() {
+            self.set(key, Value::Zset(Zset::default()), None);
+        }
+        self.zset(key, now)?.ok_or(WrongType)
     }
 
     /// Sets `key` to `value`, replacing whatever it held, with the expiry

@@ -41,28 +41,53 @@
 //!
 //! | command | as the client or a test uses it |
 //! |---|---|
-//! | `AUTH [user] password`, `HELLO [2\|3 [AUTH user password] [SETNAME name]]` | login ([`Master::with_password`]; only the `default` user exists); `HELLO 3` switches the connection to RESP3 (nulls `_`, `INFO` a verbatim string, `HELLO` a map) |
+//! | `AUTH [user] password`, `HELLO [2\|3 [AUTH user password] [SETNAME name]]` | login ([`Master::with_password`]; only the `default` user exists); `HELLO 3` switches the connection to RESP3 (nulls `_`, `INFO` a verbatim string, `HELLO` a map, pushes `>`) |
 //! | `SELECT db` | 16 databases |
 //! | `SCRIPT LOAD`, `SCRIPT EXISTS`, `SCRIPT FLUSH`, `EVAL`, `EVALSHA` | the script cache: `SCRIPT LOAD` of a known text gives its SHA-1, `EVAL` of a known text runs and caches it, `EVALSHA` of a SHA-1 not cached is `-NOSCRIPT` |
 //! | `INFO [section...]` | `run_id` (40 hex digits, new at every start), `uptime_in_seconds`, `server_time_usec`, `role:master`, `cluster_enabled:0`, whatever the sections asked |
-//! | `SET key value [NX\|XX] [GET] [EX s\|PX ms\|KEEPTTL]` | the acquire (`SET NX PX`), the handshake's marker and longest TTL (`SET NX GET`), other clients' writes |
-//! | `GET`, `DEL`, `EXISTS`, `TYPE`, `PTTL`, `PEXPIRE [NX\|XX\|GT\|LT]`, `INCR` | what the scripts call, and other clients' reads and writes |
-//! | `RPUSH` | a key of another type (`WRONGTYPE` where a script expects a string) |
+//! | `SET key value [NX\|XX] [GET] [EX s\|PX ms\|KEEPTTL]` | the acquire (`SET NX PX`), the handshake's marker and longest TTL (`SET NX GET`), a hand-off's reservation, other clients' writes |
+//! | `GET`, `DEL`, `EXISTS`, `TYPE`, `PTTL`, `PEXPIRE [NX\|XX\|GT\|LT]`, `INCR` | what the scripts call (`PTTL` and `PEXPIRE` on the wait queues too), and other clients' reads and writes |
+//! | `ZADD key [NX\|XX] [GT\|LT] [CH] score member...`, `ZREM`, `ZRANGE key start stop [REV]`, `ZCARD`, `ZSCORE` | the wait queues (`redlock-mio:queue:<key>`): members ordered by score (a double, read as `strtod` reads it), then by their bytes; a set left empty is deleted. `ZADD INCR` and `ZRANGE`'s `BYSCORE`, `BYLEX`, `LIMIT` and `WITHSCORES` are refused with an error that says so |
+//! | `SUBSCRIBE channel...`, `UNSUBSCRIBE [channel...]`, `PUBLISH channel message` | the wake-ups: `SUBSCRIBE` and `UNSUBSCRIBE` confirm each channel with a push (`subscribe <channel> <count>`); `PUBLISH` gives how many connections listen and writes `message <channel> <payload>` to each |
+//! | `RPUSH` | a key of another type (`WRONGTYPE` where a script expects a string or a sorted set) |
 //! | `TIME`, `FLUSHALL`, `PING`, `QUIT` | the fence scripts' clock, a wiped master, probes |
 //!
-//! Every script of [`redlock_mio::scripts`] (release, extend, the
-//! all-or-nothing acquire, release and extend of several keys, and the
-//! fence scripts: fenced acquire, raise, read, sync) runs as Rust code that
-//! follows its Lua call for call: a `redis.call` that fails ends the
-//! script with its error and leaves the writes before it, a
-//! `redis.pcall` hands the error on as a value, numbers cross Lua as
-//! doubles, the time the fence scripts read is the master's clock.
+//! Every script of [`redlock_mio::scripts`] (release and the release of
+//! several keys, which hand each freed key to its first waiter; extend,
+//! the all-or-nothing acquire and extend of several keys; the fence
+//! scripts: fenced acquire, raise, read, sync; the acquire that waits and
+//! the leave) runs as Rust code that follows its Lua call for call: a
+//! `redis.call` that fails ends the script with its error and leaves the
+//! writes before it (a publication included), a `redis.pcall` hands the
+//! error on as a value, `string.match` of a queue member is the same
+//! pattern, numbers cross Lua as doubles (a Lua number is written `%.14g`
+//! into a string, as in `+WAIT 2e+14`, and `%.17g` into a command's
+//! argument), the time the fence scripts read is the master's clock.
 //!
 //! Checks before a command run in Redis's order: unknown command or
-//! subcommand, then the number of arguments, then the login (`-NOAUTH`).
-//! Error replies carry Redis's codes (`ERR`, `WRONGTYPE`, `NOSCRIPT`,
-//! `NOAUTH`, `WRONGPASS`, `NOPROTO`, the scripts' own `FOREIGNKEY`); their
-//! wording follows Redis 7.0 but is not part of the contract.
+//! subcommand, then the number of arguments, then the login (`-NOAUTH`),
+//! then subscribe mode. Error replies carry Redis's codes (`ERR`,
+//! `WRONGTYPE`, `NOSCRIPT`, `NOAUTH`, `WRONGPASS`, `NOPROTO`, the scripts'
+//! own `FOREIGNKEY`); their wording follows Redis 7.0 but is not part of
+//! the contract. A connection that has not logged in may send no command
+//! of more than 10 words, nor a word of more than 16 KiB: as a server
+//! does, the model replies `-ERR Protocol error` and closes it.
+//!
+//! Connections and pub/sub: the master knows which connection listens to
+//! which channels. A push to a connection waits in the master until that
+//! connection's next [`Master::handle`], which writes it before the
+//! replies, or until [`Master::take_pushes`]; a push caused by the
+//! connection's own command (a `PUBLISH`, a script that publishes, on a
+//! channel it listens to) goes before that command's reply or after it,
+//! as the server modelled does ([`PushOrder`]: Redis 7.0 before, Valkey 8
+//! after). A RESP2 connection that listens is in subscribe mode, as on a
+//! server: its messages come as arrays (`*3 message <channel> <payload>`),
+//! and it may send only `SUBSCRIBE`, `UNSUBSCRIBE`, `PING` (answered
+//! `*2 pong <message>`) and `QUIT`; anything else is refused. The client
+//! itself subscribes only after `HELLO 3` has succeeded, so it never meets
+//! subscribe mode. [`Master::close`] is the client closing a connection:
+//! its subscriptions go (a connection dropped without it still counts for
+//! `PUBLISH`).
 //!
 //! Time is the master's own wall clock, passed to every call in
 //! microseconds since the Unix epoch (what `TIME` returns). A key with an
@@ -71,23 +96,33 @@
 //! script sees the clock of its start throughout. Restarts are
 //! [`Master::restart`] (the data set lost) and [`Master::restore`] (back
 //! from a [`Snapshot`] taken earlier, as from an old RDB file); both give a
-//! new run id, an empty script cache and close every connection.
+//! new run id, an empty script cache and close every connection, whose
+//! subscriptions go with it.
 //!
 //! # What it leaves out
 //!
 //! - Inline commands (a request that is not a RESP array): the model
 //!   replies `-ERR Protocol error` and closes the connection, where a
 //!   server would run them. The client never sends them.
-//! - Everything not in the table above: transactions, pub/sub, blocking
-//!   commands, other data types and their commands (the wait queue's
-//!   sorted sets and `PUBLISH` come next), `EXAT`/`PXAT`, ACL users other
-//!   than `default`, `CLIENT`, `CONFIG`, `DEBUG`, the other `INFO` fields.
+//! - Everything not in the table above: transactions, pattern and shard
+//!   subscriptions (`PSUBSCRIBE`, `SSUBSCRIBE`), `RESET`, `PUBSUB`,
+//!   keyspace notifications and client tracking, blocking commands, other
+//!   data types and their commands, the sorted-set options named above,
+//!   `EXAT`/`PXAT`, ACL users other than `default`, `CLIENT`, `CONFIG`,
+//!   `DEBUG`, the other `INFO` fields.
+//! - Orders a server leaves to its hash tables: `UNSUBSCRIBE` without a
+//!   channel confirms the channels in byte order, where servers differ.
+//! - Scores printed for a RESP2 reply (`ZSCORE`) are `%.17g`, as Redis 7.0
+//!   prints them; Valkey prints the shortest text (`0.1` where Redis gives
+//!   `0.10000000000000001`). The two agree on integers, which is what the
+//!   client's places are.
 //! - Lua itself: a script the model does not know is an error reply, and a
 //!   known script called with fewer keys or arguments than the client
 //!   sends is an error where Lua would go on with `nil`.
 //! - What a real server does on its own: background expiry (never
-//!   observable, since every access expires first), eviction, memory and
-//!   query-buffer limits, persistence other than the snapshots the caller
+//!   observable, since every access expires first), eviction, memory,
+//!   query-buffer and output-buffer limits (a listener that never reads
+//!   is never cut off), persistence other than the snapshots the caller
 //!   takes, replication, script timeouts (`BUSY`).
 //!
 //! # How it is kept faithful
@@ -95,25 +130,33 @@
 //! The differential test (`cargo test -p redlock-mio-sim`, in
 //! `tests/differential/`) generates seeded random cases of what the client
 //! really sends — its pipelined handshake (with failed logins, `HELLO 3`,
-//! `SELECT`), `SET NX PX`, every script by `EVALSHA` or `EVAL` — mixed with
-//! other clients' writes (foreign values and keys of another type in the
-//! reserved `redlock-mio:` space and on the lock keys), `SCRIPT FLUSH`,
-//! `FLUSHALL`, clock moves around the millisecond and second boundaries,
-//! restarts and restores from snapshots. Each case runs on a real
-//! `redis-server` (`REDIS_SERVER` picks the binary; `valkey-server` passes
-//! too) and on the model; the model receives the same bytes cut at random
-//! places. Every reply is compared: exactly, except error wording (by
-//! code), `INFO` (by the fields above) and `HELLO` (by protocol and
-//! role). The server runs under an `LD_PRELOAD` shim whose wall clock the
-//! test sets, so expiry, `PTTL`, `TIME` and the fence scripts' loss ids
-//! compare exactly, with no tolerance and no sleep. A failure prints the
-//! seed, the steps up to the first difference and a smaller failing case.
-//! `SIM_DIFF_CASES=N` runs a longer campaign, `SIM_DIFF_SEED=S` one case.
+//! `SELECT`, the `SUBSCRIBE` to its wake channel), `SET NX PX`, every
+//! script by `EVALSHA` or `EVAL` — from four connections, some listening
+//! to wake channels and some not (one now and then in RESP2 subscribe
+//! mode), mixed with other clients' writes (foreign values and keys of
+//! another type in the reserved `redlock-mio:` space, on the lock keys and
+//! in the wait queues, with members and scores of every form the scripts
+//! meet), publications on the wake channels, `SCRIPT FLUSH`, `FLUSHALL`,
+//! clock moves around the millisecond and second boundaries (which expire
+//! reservations and queues), restarts and restores from snapshots. Every
+//! other case is mostly the wait queue's, so that queues build up and
+//! releases hand keys off. Each case runs on a real `redis-server`
+//! (`REDIS_SERVER` picks the binary; `valkey-server` passes too) and on
+//! the model; the model receives the same bytes cut at random places.
+//! Every frame each connection receives is compared, replies and pushes,
+//! in order: exactly, except error wording (by code), `INFO` (by the
+//! fields above) and `HELLO` (by protocol and role). The server runs
+//! under an `LD_PRELOAD` shim whose wall clock the test sets, so expiry,
+//! `PTTL`, `TIME` and the fence scripts' loss ids compare exactly, with no
+//! tolerance and no sleep. A failure prints the seed, the steps up to the
+//! first difference and a smaller failing case. `SIM_DIFF_CASES=N` runs a
+//! longer campaign, `SIM_DIFF_SEED=S` one case.
 //!
 //! # Adding to it
 //!
 //! - A command: one arm in `commands::lookup` (name, arity, function) and
-//!   its function, in `commands/keys.rs` for commands on keys.
+//!   its function, in `commands/keys.rs` for commands on keys (on sorted
+//!   sets: `commands/zsets.rs`).
 //! - A script: one row in `scripts::SCRIPTS` (the crate's text and SHA-1
 //!   constants, and the body) and its body, which quotes the Lua and
 //!   follows it with `Call::call` and `Call::pcall` (`redis.call`,
@@ -126,12 +169,15 @@
 mod commands;
 mod keyspace;
 mod master;
+mod numbers;
+mod pubsub;
 mod reply;
 mod request;
 mod scripts;
 mod server;
+mod zset;
 
-pub use master::{Conn, ConnState, Master, Snapshot};
+pub use master::{Conn, ConnState, Master, PushOrder, Snapshot};
 pub use reply::Protocol;
 
 /// The version the model reports (`INFO`'s `redis_version`, `HELLO`'s

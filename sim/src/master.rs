@@ -37,11 +37,29 @@ pub struct Master {
     seed: u64,
     /// Counts the starts: a connection of an earlier one is closed.
     generation: u64,
+    push_order: PushOrder,
+}
+
+/// Where a master writes a push to the connection whose command caused it
+/// (a `PUBLISH`, or a script that publishes, on a channel that connection
+/// listens to), against that command's reply. Pushes caused by other
+/// connections come before the replies to whatever the connection sends
+/// next, in either case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PushOrder {
+    /// Before the reply: Redis 7.0, the default.
+    #[default]
+    BeforeReply,
+    /// After the reply (before the next one): Valkey 8, which holds such
+    /// pushes back until the command has replied (as, by its source,
+    /// Redis does from 7.2 on).
+    AfterReply,
 }
 
 /// One client connection to a [`Master`], from [`Master::connect`]. It
 /// keeps what a server keeps per connection (the bytes of a command not
-/// yet whole, the selected database, the login, the protocol).
+/// yet whole, the selected database, the login, the protocol); the master
+/// keeps its subscriptions, until [`Master::close`].
 #[derive(Debug)]
 pub struct Conn {
     session: crate::server::Session,
@@ -78,6 +96,7 @@ impl Master {
             server: Server::new(String::new(), Now(now_us), None),
             seed,
             generation: 0,
+            push_order: PushOrder::BeforeReply,
         };
         master.start(Now(now_us));
         master
@@ -87,6 +106,13 @@ impl Master {
     /// in (`AUTH password` or `AUTH default password`) first.
     pub fn with_password(mut self, password: impl AsRef<[u8]>) -> Master {
         self.server.password = Some(password.as_ref().to_vec());
+        self
+    }
+
+    /// The same master writing a push to the connection that caused it
+    /// where `order` says (see [`PushOrder`]).
+    pub fn with_push_order(mut self, order: PushOrder) -> Master {
+        self.push_order = order;
         self
     }
 
@@ -102,7 +128,10 @@ impl Master {
 
     /// Takes bytes a client sent on `conn` at `now_us`, runs every command
     /// they complete, in order, and appends the replies to `out`. A
-    /// command split across calls runs when its last byte arrives.
+    /// command split across calls runs when its last byte arrives. The
+    /// pushes written to `conn` since its last call come first (see
+    /// [`take_pushes`](Self::take_pushes)), and those its own commands
+    /// cause go with their replies (see [`PushOrder`]).
     pub fn handle(
         &mut self,
         conn: &mut Conn,
@@ -110,24 +139,30 @@ impl Master {
         now_us: u64,
         out: &mut Vec<u8>,
     ) -> ConnState {
-        if conn.closed || conn.generation != self.generation {
-            conn.closed = true;
+        if self.is_closed(conn) {
             return ConnState::Closed;
         }
+        self.take_pushes(conn, out);
         conn.requests.push(input);
         loop {
-            match conn.requests.next() {
+            match conn.requests.next(conn.session.authenticated) {
                 Next::Partial => return ConnState::Open,
                 Next::Invalid(reason) => {
                     Reply::error(format!("ERR {reason}")).encode(conn.session.protocol, out);
-                    conn.closed = true;
+                    self.end(conn);
                     return ConnState::Closed;
                 }
                 Next::Command(words) => {
                     let reply = execute(&mut self.server, &mut conn.session, &words, Now(now_us));
-                    reply.encode(conn.session.protocol, out);
+                    if self.push_order == PushOrder::AfterReply {
+                        reply.encode(conn.session.protocol, out);
+                    }
+                    self.take_pushes(conn, out);
+                    if self.push_order == PushOrder::BeforeReply {
+                        reply.encode(conn.session.protocol, out);
+                    }
                     if conn.session.closing {
-                        conn.closed = true;
+                        self.end(conn);
                         return ConnState::Closed;
                     }
                 }
@@ -135,8 +170,53 @@ impl Master {
         }
     }
 
+    /// Appends to `out` the pushes written to `conn` since its last call
+    /// or its last [`handle`](Self::handle): the messages published on the
+    /// channels it listens to (`>3 message <channel> <payload>` in RESP3,
+    /// an array of the same in RESP2), in the order they were published.
+    /// A real server writes them to the socket at once; a simulation
+    /// reads them when it delivers that connection's bytes.
+    pub fn take_pushes(&mut self, conn: &Conn, out: &mut Vec<u8>) {
+        if self.is_closed(conn) {
+            return;
+        }
+        for push in self.server.pubsub.take(conn.session.id) {
+            push.encode(conn.session.protocol, out);
+        }
+    }
+
+    /// The client closes `conn`: the master forgets its subscriptions, as
+    /// a server does when the socket closes. A connection dropped without
+    /// this still counts as a listener for `PUBLISH`.
+    pub fn close(&mut self, mut conn: Conn) {
+        if !self.is_closed(&conn) {
+            self.end(&mut conn);
+        }
+    }
+
+    /// The channels `conn` listens to, in byte order.
+    pub fn channels(&self, conn: &Conn) -> Vec<&[u8]> {
+        if self.is_closed(conn) {
+            return Vec::new();
+        }
+        self.server.pubsub.channels(conn.session.id).collect()
+    }
+
+    /// Whether `conn` is closed: it was closed, or the master has
+    /// restarted since it was opened.
+    fn is_closed(&self, conn: &Conn) -> bool {
+        conn.closed || conn.generation != self.generation
+    }
+
+    /// The master closes `conn`.
+    fn end(&mut self, conn: &mut Conn) {
+        conn.closed = true;
+        self.server.pubsub.forget(conn.session.id);
+    }
+
     /// A restart at `now_us` that lost every key (no persistence): a new
-    /// run id, no script cached, every connection closed.
+    /// run id, no script cached, every connection closed (and its
+    /// subscriptions gone).
     pub fn restart(&mut self, now_us: u64) {
         for db in &mut self.server.dbs {
             db.clear();
@@ -175,11 +255,28 @@ impl Master {
         }
     }
 
+    /// The members of the sorted set `key` holds in database `db` at
+    /// `now_us` (a wait queue), in order, with their scores, without
+    /// touching the master: empty if the key is missing, expired, or of
+    /// another type.
+    pub fn members(&self, db: usize, key: &[u8], now_us: u64) -> Vec<(&[u8], f64)> {
+        match self
+            .server
+            .dbs
+            .get(db)
+            .and_then(|d| d.peek(key, Now(now_us)))
+        {
+            Some(Value::Zset(zset)) => zset.range(0, -1, false),
+            _ => Vec::new(),
+        }
+    }
+
     /// A start at `now`: the script cache is empty, connections of the
     /// previous start are closed, and the run id is new.
     fn start(&mut self, now: Now) {
         self.generation += 1;
         self.server.scripts.clear();
+        self.server.pubsub.clear();
         self.server.started = now;
         self.server.run_id = run_id(self.seed, self.generation);
     }

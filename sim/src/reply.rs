@@ -4,6 +4,10 @@
 //! (`HELLO`) decides only how it is written, as on a real server, where a
 //! command says "a null" or "a map" and the protocol picks the bytes.
 
+use std::borrow::Cow;
+
+use crate::numbers::format_g;
+
 /// The protocol a connection speaks, switched by `HELLO`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Protocol {
@@ -15,10 +19,11 @@ pub enum Protocol {
 }
 
 /// One reply, before its encoding.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Reply {
-    /// `+OK`, `+PONG`, `+string` (`TYPE`).
-    Simple(&'static str),
+    /// `+OK`, `+PONG`, `+string` (`TYPE`), a script's status reply
+    /// (`+WAIT 250`).
+    Simple(Cow<'static, str>),
     /// An error: its code (`ERR`, `WRONGTYPE`, `NOSCRIPT`, ...) then its
     /// message, without the leading `-`.
     Error(Vec<u8>),
@@ -31,11 +36,23 @@ pub(crate) enum Reply {
     Map(Vec<(Reply, Reply)>),
     /// A bulk string in RESP2, a `txt` verbatim string in RESP3 (`INFO`).
     Verbatim(Vec<u8>),
+    /// A double (`ZSCORE`): `,` in RESP3, a bulk string in RESP2, printed
+    /// `%.17g` as Redis 7.0 prints it (`inf`, `-inf` for the infinities).
+    Double(f64),
+    /// A push (`>` in RESP3): what a subscribed connection receives
+    /// (`message <channel> <payload>`) and how `SUBSCRIBE` and
+    /// `UNSUBSCRIBE` confirm. A plain array in RESP2, where it is told
+    /// apart by its first element only.
+    Push(Vec<Reply>),
+    /// Several frames in answer to one command, one after the other:
+    /// `SUBSCRIBE` and `UNSUBSCRIBE` confirm each channel by a push of its
+    /// own.
+    Frames(Vec<Reply>),
 }
 
 impl Reply {
     /// `+OK`.
-    pub(crate) const OK: Reply = Reply::Simple("OK");
+    pub(crate) const OK: Reply = Reply::Simple(Cow::Borrowed("OK"));
 
     /// An error reply; `text` starts with its code.
     pub(crate) fn error(text: impl AsRef<[u8]>) -> Reply {
@@ -62,12 +79,7 @@ impl Reply {
             Reply::Bulk(bytes) => bulk(out, b'$', bytes),
             Reply::Null if resp3 => out.extend_from_slice(b"_\r\n"),
             Reply::Null => out.extend_from_slice(b"$-1\r\n"),
-            Reply::Array(items) => {
-                line(out, b'*', items.len().to_string().as_bytes());
-                for item in items {
-                    item.encode(protocol, out);
-                }
-            }
+            Reply::Array(items) => aggregate(out, b'*', items, protocol),
             Reply::Map(pairs) => {
                 if resp3 {
                     line(out, b'%', pairs.len().to_string().as_bytes());
@@ -85,6 +97,15 @@ impl Reply {
                 bulk(out, b'=', &framed);
             }
             Reply::Verbatim(text) => bulk(out, b'$', text),
+            Reply::Double(x) if resp3 => line(out, b',', format_g(*x, 17).as_bytes()),
+            Reply::Double(x) => bulk(out, b'$', format_g(*x, 17).as_bytes()),
+            Reply::Push(items) if resp3 => aggregate(out, b'>', items, protocol),
+            Reply::Push(items) => aggregate(out, b'*', items, protocol),
+            Reply::Frames(frames) => {
+                for frame in frames {
+                    frame.encode(protocol, out);
+                }
+            }
         }
     }
 }
@@ -94,6 +115,14 @@ fn line(out: &mut Vec<u8>, kind: u8, text: &[u8]) {
     out.push(kind);
     out.extend_from_slice(text);
     out.extend_from_slice(b"\r\n");
+}
+
+/// `<kind><count>\r\n` and the items.
+fn aggregate(out: &mut Vec<u8>, kind: u8, items: &[Reply], protocol: Protocol) {
+    line(out, kind, items.len().to_string().as_bytes());
+    for item in items {
+        item.encode(protocol, out);
+    }
 }
 
 /// `<kind><len>\r\n<bytes>\r\n`.

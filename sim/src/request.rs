@@ -1,8 +1,21 @@
 //! Requests out of a connection's byte stream: RESP arrays of bulk
 //! strings, pipelined and split anywhere, decoded by the crate's own
 //! incremental decoder.
+//!
+//! A connection that has not logged in may send no command of more than
+//! [`UNAUTHENTICATED_WORDS`] words, nor a word of more than
+//! [`UNAUTHENTICATED_BYTES`] bytes: a server refuses them as a protocol
+//! error (and closes the connection), so that a stranger cannot make it
+//! hold much. A server refuses the word as soon as its length arrives; the
+//! model once the word has.
 
 use redlock_mio::resp::{Decoder, NullKind, Status, Token};
+
+/// The most words a command may have before the connection logs in.
+const UNAUTHENTICATED_WORDS: usize = 10;
+
+/// The most bytes a word may have before the connection logs in.
+const UNAUTHENTICATED_BYTES: usize = 16 * 1024;
 
 /// What the bytes received so far hold next.
 #[derive(Debug, PartialEq, Eq)]
@@ -37,8 +50,9 @@ impl Requests {
         self.buf.extend_from_slice(bytes);
     }
 
-    /// The next command, if its bytes are all there.
-    pub(crate) fn next(&mut self) -> Next {
+    /// The next command, if its bytes are all there; `authenticated`:
+    /// whether the connection has logged in (see the module docs).
+    pub(crate) fn next(&mut self, authenticated: bool) -> Next {
         loop {
             let token = match self.decoder.decode(&self.buf[self.start..]) {
                 Ok(Status::Complete(item)) => {
@@ -50,6 +64,16 @@ impl Requests {
             };
             match (&mut self.open, token) {
                 (None, Token::Array(0) | Token::Null(NullKind::Array)) => {}
+                (None, Token::Array(count)) if !authenticated && count > UNAUTHENTICATED_WORDS => {
+                    return Next::Invalid(
+                        "Protocol error: unauthenticated multibulk length".into(),
+                    );
+                }
+                (Some(_), Token::Bulk(word))
+                    if !authenticated && word.len() > UNAUTHENTICATED_BYTES =>
+                {
+                    return Next::Invalid("Protocol error: unauthenticated bulk length".into());
+                }
                 (None, Token::Array(count)) => {
                     self.open = Some((count, Vec::with_capacity(count.min(64))))
                 }

@@ -14,11 +14,11 @@
 //! a guess.
 //!
 //! A new script is one row in [`SCRIPTS`] and its body, in `lock.rs`,
-//! `fence.rs`, or a file of its own (the wait queue's scripts go in
-//! `queue.rs`).
+//! `fence.rs`, `queue.rs` (the wait queue's), or a file of its own.
 
 mod fence;
 mod lock;
+mod queue;
 
 use redlock_mio::scripts::*;
 
@@ -84,6 +84,16 @@ const SCRIPTS: &[Script] = &[
         text: FENCE_SYNC_SCRIPT,
         sha: FENCE_SYNC_SHA1,
         body: fence::sync,
+    },
+    Script {
+        text: WAIT_ACQUIRE_SCRIPT,
+        sha: WAIT_ACQUIRE_SHA1,
+        body: queue::wait_acquire,
+    },
+    Script {
+        text: LEAVE_SCRIPT,
+        sha: LEAVE_SHA1,
+        body: queue::leave,
     },
 ];
 

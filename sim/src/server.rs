@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use crate::keyspace::{Keyspace, Now};
+use crate::pubsub::PubSub;
 use crate::reply::Protocol;
 
 /// Databases a master has (`SELECT 0` to `SELECT 15`), as Redis by default.
@@ -23,6 +24,8 @@ pub(crate) struct Server {
     pub(crate) password: Option<Vec<u8>>,
     /// The id of the last connection (`HELLO`'s `id`).
     pub(crate) last_client: u64,
+    /// Who listens to which channels, and what was published to them.
+    pub(crate) pubsub: PubSub,
 }
 
 impl Server {
@@ -35,6 +38,7 @@ impl Server {
             started,
             password,
             last_client: 0,
+            pubsub: PubSub::default(),
         }
     }
 
@@ -42,6 +46,13 @@ impl Server {
     pub(crate) fn db(&mut self, session: &Session) -> &mut Keyspace {
         // `SELECT` keeps `session.db` below DATABASES.
         &mut self.dbs[session.db]
+    }
+
+    /// Whether `session` is in subscribe mode: a RESP2 connection that
+    /// listens to a channel, which may send only the pub/sub commands,
+    /// `PING` and `QUIT`.
+    pub(crate) fn subscribe_mode(&self, session: &Session) -> bool {
+        session.protocol == Protocol::Resp2 && self.pubsub.listens(session.id)
     }
 
     /// A new connection's session: logged in if no password is set.

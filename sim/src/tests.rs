@@ -8,6 +8,8 @@ use redlock_mio::scripts::{RELEASE_SCRIPT, RELEASE_SHA1};
 
 use crate::{ConnState, Master};
 
+mod waits;
+
 const T0: u64 = 1_700_000_000_000_000;
 
 fn request(words: &[&[u8]]) -> Vec<u8> {

@@ -138,7 +138,7 @@ pub(super) fn type_of(c: &mut Ctx<'_>) -> Reply {
         .db(c.session)
         .value(&c.words[1], c.now)
         .map_or("none", Value::type_name);
-    Reply::Simple(name)
+    Reply::Simple(name.into())
 }
 
 /// `PTTL key`: -2 if missing, -1 without expiry, else the ms left (0 at

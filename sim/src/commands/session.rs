@@ -115,10 +115,16 @@ pub(super) fn select(c: &mut Ctx<'_>) -> Reply {
     }
 }
 
-/// `PING [message]`.
+/// `PING [message]`; on a RESP2 connection that listens to a channel,
+/// `pong` and the message (empty if none) in an array.
 pub(super) fn ping(c: &mut Ctx<'_>) -> Reply {
+    let subscribe_mode = c.server.subscribe_mode(c.session);
     match c.words {
-        [_] => Reply::Simple("PONG"),
+        [_] if subscribe_mode => Reply::Array(vec![Reply::bulk("pong"), Reply::bulk("")]),
+        [_, message] if subscribe_mode => {
+            Reply::Array(vec![Reply::bulk("pong"), Reply::bulk(message)])
+        }
+        [_] => Reply::Simple("PONG".into()),
         [_, message] => Reply::bulk(message),
         _ => Reply::error("ERR wrong number of arguments for 'ping' command"),
     }

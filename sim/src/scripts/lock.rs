@@ -1,15 +1,21 @@
 //! The lock's scripts: release, extend, and the all-or-nothing ones over
-//! several keys. Each body quotes its Lua and follows it call for call.
+//! several keys. Each body quotes its Lua and follows it call for call;
+//! the releases hand each key they free to its first waiter
+//! ([`handoff`](super::queue::handoff)).
 
+use super::queue::handoff;
 use super::{Call, Outcome, is_string};
 use crate::reply::Reply;
 
-/// [`RELEASE_SCRIPT`](redlock_mio::scripts::RELEASE_SCRIPT):
-/// `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end`
+/// [`RELEASE_SCRIPT`](redlock_mio::scripts::RELEASE_SCRIPT), after
+/// `handoff`:
+/// `if redis.call("get",KEYS[1])==ARGV[1] then redis.call("del",KEYS[1]) handoff(KEYS[1]) return 1 else return 0 end`
 pub(super) fn release(s: &mut Call<'_>) -> Outcome {
     let (key, token) = (s.key(0)?, s.arg(0)?);
     if is_string(&s.call("get", &[key])?, token) {
-        s.call("del", &[key])
+        s.call("del", &[key])?;
+        handoff(s, key)?;
+        Ok(Reply::Integer(1))
     } else {
         Ok(Reply::Integer(0))
     }
@@ -44,8 +50,9 @@ pub(super) fn acquire_many(s: &mut Call<'_>) -> Outcome {
     Ok(Reply::Integer(1))
 }
 
-/// [`RELEASE_MANY_SCRIPT`](redlock_mio::scripts::RELEASE_MANY_SCRIPT):
-/// `local n=0 for i=1,#KEYS do if redis.call("get",KEYS[i])==ARGV[1] then n=n+redis.call("del",KEYS[i]) end end`
+/// [`RELEASE_MANY_SCRIPT`](redlock_mio::scripts::RELEASE_MANY_SCRIPT),
+/// after `handoff`:
+/// `local n=0 for i=1,#KEYS do if redis.call("get",KEYS[i])==ARGV[1] then n=n+redis.call("del",KEYS[i]) handoff(KEYS[i]) end end`
 /// `if n>0 then return 1 else return 0 end`
 pub(super) fn release_many(s: &mut Call<'_>) -> Outcome {
     let mut deleted = 0;
@@ -55,6 +62,7 @@ pub(super) fn release_many(s: &mut Call<'_>) -> Outcome {
             if let Reply::Integer(n) = s.call("del", &[key])? {
                 deleted += n;
             }
+            handoff(s, key)?;
         }
     }
     Ok(Reply::Integer(i64::from(deleted > 0)))

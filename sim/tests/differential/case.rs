@@ -1,16 +1,21 @@
 //! One case, run on the real server and the model side by side, every
-//! reply compared.
+//! frame each connection receives compared: the replies, and the pushes
+//! among them and after them, in order.
 
 use redlock_mio_sim::{Conn, ConnState, Master, Snapshot};
 
-use super::compare::{RunIds, Tally, compare, count};
+use super::compare::{RunIds, Tally, compare_frames, count};
 use super::generate::Generator;
 use super::server::{PASSWORD, Server};
-use super::steps::Step;
+use super::steps::{Command, Step};
 use super::wire::{Replies, Value, Wire, encode};
 
 /// The clock when the server of a case starts.
 pub(crate) const SERVER_START: u64 = 1_750_000_000_000_000;
+
+/// Connections a case holds at most: lock clients that wait, and other
+/// clients.
+pub(crate) const CONNS: usize = 4;
 
 /// The clock when the case of `seed` begins: 100 s after the server's
 /// start, at a microsecond of the second that varies with the seed, so
@@ -35,12 +40,17 @@ pub(crate) struct Failure {
 pub(crate) struct Runner<'a> {
     server: &'a mut Server,
     model: Master,
-    wires: [Option<Wire>; 2],
-    conns: [Option<Conn>; 2],
+    wires: [Option<Wire>; CONNS],
+    conns: [Option<Conn>; CONNS],
+    /// The connections that have sent `SUBSCRIBE` since they opened: only
+    /// they can receive pushes.
+    listening: [bool; CONNS],
     snapshot: Option<Snapshot>,
     run_ids: RunIds,
     now: u64,
     tally: Tally,
+    /// Numbers the `PING`s that end the exchanges.
+    pings: u64,
 }
 
 impl<'a> Runner<'a> {
@@ -59,15 +69,20 @@ impl<'a> Runner<'a> {
             }
         }
         server.set_clock(start);
+        let model = Master::new(MODEL_SEED, SERVER_START)
+            .with_password(PASSWORD)
+            .with_push_order(server.push_order());
         Runner {
             server,
-            model: Master::new(MODEL_SEED, SERVER_START).with_password(PASSWORD),
-            wires: [None, None],
-            conns: [None, None],
+            model,
+            wires: Default::default(),
+            conns: Default::default(),
+            listening: [false; CONNS],
             snapshot: None,
             run_ids: RunIds::default(),
             now: start,
             tally: Tally::new(),
+            pings: 0,
         }
     }
 
@@ -77,14 +92,17 @@ impl<'a> Runner<'a> {
         let mut generator = Generator::new(seed);
         let mut steps = Vec::with_capacity(len);
         for _ in 0..len {
-            let step = generator.next(&self.model, self.now);
+            let step = generator.next(&self.model, &self.conns, self.now);
             let outcome = self.step(&step);
             steps.push(step);
             if let Err(message) = outcome {
                 return Err(Failure { steps, message });
             }
         }
-        Ok(self.tally)
+        match self.drain_all() {
+            Ok(()) => Ok(self.tally),
+            Err(message) => Err(Failure { steps, message }),
+        }
     }
 
     /// Runs `steps` as they are (a replay, or a smaller case).
@@ -95,13 +113,17 @@ impl<'a> Runner<'a> {
                 return Err(Failure { steps, message });
             }
         }
-        Ok(())
+        self.drain_all().map_err(|message| Failure {
+            steps: steps.to_vec(),
+            message,
+        })
     }
 
     /// Runs one step on both sides.
     fn step(&mut self, step: &Step) -> Result<(), String> {
         match step {
             Step::Connect(conn) => {
+                self.close(*conn);
                 self.wires[*conn] = Some(self.server.connect());
                 self.conns[*conn] = Some(self.model.connect());
                 Ok(())
@@ -110,28 +132,7 @@ impl<'a> Runner<'a> {
                 conn,
                 commands,
                 cuts,
-            } => {
-                let words: Vec<Vec<Vec<u8>>> = commands.iter().map(|c| c.words.clone()).collect();
-                let real = match &mut self.wires[*conn] {
-                    Some(wire) => wire.exchange(&words),
-                    None => Vec::new(),
-                };
-                let model = self.model_exchange(*conn, &words, cuts)?;
-                if real.len() != model.len() {
-                    return Err(format!(
-                        "{} replies from the server, {} from the model\nserver: {real:?}\nmodel:  {model:?}",
-                        real.len(),
-                        model.len()
-                    ));
-                }
-                for ((command, real), model) in commands.iter().zip(&real).zip(&model) {
-                    count(&mut self.tally, real);
-                    compare(command.check, model, real, &mut self.run_ids).map_err(|why| {
-                        format!("{command}\n  server: {real:?}\n  model:  {model:?}\n  {why}")
-                    })?;
-                }
-                Ok(())
-            }
+            } => self.send(*conn, commands, cuts),
             Step::Advance(us) => {
                 self.now += us;
                 self.server.set_clock(self.now);
@@ -143,7 +144,8 @@ impl<'a> Runner<'a> {
                 Ok(())
             }
             Step::Restart { from_snapshot } => {
-                self.wires = [None, None];
+                self.wires = Default::default();
+                self.listening = [false; CONNS];
                 self.server.restart(*from_snapshot);
                 match (&self.snapshot, from_snapshot) {
                     (Some(snapshot), true) => self.model.restore(snapshot, self.now),
@@ -154,15 +156,92 @@ impl<'a> Runner<'a> {
         }
     }
 
-    /// The model's replies to `words` on `conn`, its input cut at `cuts`.
+    /// Sends `commands` on `conn`, on both sides, and compares what comes
+    /// back; then, if they may have published, what the other connections
+    /// received.
+    fn send(&mut self, conn: usize, commands: &[Command], cuts: &[u64]) -> Result<(), String> {
+        let words: Vec<Vec<Vec<u8>>> = commands.iter().map(|c| c.words.clone()).collect();
+        let (model, state) = self.model_exchange(conn, &words, cuts)?;
+        let sentinel = self.sentinel();
+        let real = match &mut self.wires[conn] {
+            Some(wire) => wire.exchange(&words, &sentinel, model.len())?,
+            None => Vec::new(),
+        };
+        for frame in &real {
+            count(&mut self.tally, frame);
+        }
+        compare_frames(&model, &real, &mut self.run_ids).map_err(|why| {
+            let sent: Vec<String> = commands.iter().map(|c| format!("\n    {c}")).collect();
+            format!("c{conn} sent:{}\n  {why}", sent.concat())
+        })?;
+        let named = |name: &[u8]| words.iter().any(|w| w[0].eq_ignore_ascii_case(name));
+        self.listening[conn] |= named(b"SUBSCRIBE");
+        if state == ConnState::Closed {
+            self.close(conn);
+        }
+        if named(b"PUBLISH") || named(b"EVAL") || named(b"EVALSHA") {
+            for other in (0..CONNS).filter(|&other| other != conn) {
+                self.drain(other)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Compares the pushes `conn` has received and not read, if it
+    /// listens: a `PING` to the server, and the model's pushes.
+    fn drain(&mut self, conn: usize) -> Result<(), String> {
+        if !self.listening[conn] {
+            return Ok(());
+        }
+        let sentinel = self.sentinel();
+        let (Some(wire), Some(model_conn)) = (&mut self.wires[conn], &self.conns[conn]) else {
+            return Ok(());
+        };
+        let mut out = Vec::new();
+        self.model.take_pushes(model_conn, &mut out);
+        let model = decode(&out)?;
+        let real = wire.exchange(&[], &sentinel, model.len())?;
+        for frame in &real {
+            count(&mut self.tally, frame);
+        }
+        compare_frames(&model, &real, &mut self.run_ids)
+            .map_err(|why| format!("pushes to c{conn}: {why}"))
+    }
+
+    /// [`drain`](Self::drain)s every connection.
+    fn drain_all(&mut self) -> Result<(), String> {
+        (0..CONNS).try_for_each(|conn| self.drain(conn))
+    }
+
+    /// A new text for the `PING` that ends an exchange.
+    fn sentinel(&mut self) -> Vec<u8> {
+        self.pings += 1;
+        format!("sync:{}", self.pings).into_bytes()
+    }
+
+    /// Closes `conn` on both sides, if open; waits for the server to see
+    /// it, if it listened (its subscriptions count until the server has).
+    fn close(&mut self, conn: usize) {
+        if let Some(old) = self.conns[conn].take() {
+            self.model.close(old);
+        }
+        let had_wire = self.wires[conn].take().is_some();
+        if had_wire && std::mem::take(&mut self.listening[conn]) {
+            let open = self.wires.iter().flatten().count();
+            self.server.await_connections(open);
+        }
+    }
+
+    /// The model's frames in answer to `words` on `conn` (replies and
+    /// pushes), its input cut at `cuts`, and the connection's state after.
     fn model_exchange(
         &mut self,
         conn: usize,
         words: &[Vec<Vec<u8>>],
         cuts: &[u64],
-    ) -> Result<Vec<Value>, String> {
+    ) -> Result<(Vec<Value>, ConnState), String> {
         let Some(conn) = &mut self.conns[conn] else {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), ConnState::Closed));
         };
         let mut bytes = Vec::new();
         for command in words {
@@ -175,23 +254,29 @@ impl<'a> Runner<'a> {
             .collect();
         points.sort_unstable();
         let mut out = Vec::new();
+        let mut state = ConnState::Open;
         for piece in points.windows(2) {
-            let state = self
+            state = self
                 .model
                 .handle(conn, &bytes[piece[0]..piece[1]], self.now, &mut out);
             if state == ConnState::Closed {
                 break;
             }
         }
-        let mut replies = Replies::default();
-        replies.push(&out);
-        let mut values = Vec::new();
-        while let Some(value) = replies.next()? {
-            values.push(value);
-        }
-        if replies.has_partial() {
-            return Err(format!("the model wrote a partial reply: {out:?}"));
-        }
-        Ok(values)
+        Ok((decode(&out)?, state))
     }
+}
+
+/// The frames of `out`, all whole.
+fn decode(out: &[u8]) -> Result<Vec<Value>, String> {
+    let mut replies = Replies::default();
+    replies.push(out);
+    let mut values = Vec::new();
+    while let Some(value) = replies.next()? {
+        values.push(value);
+    }
+    if replies.has_partial() {
+        return Err(format!("the model wrote a partial frame: {out:?}"));
+    }
+    Ok(values)
 }

@@ -1,11 +1,73 @@
-//! How a model's reply is held against the server's: equal, except where
+//! How a model's frames are held against the server's: the same number,
+//! in the same order (replies and pushes alike), each equal, except where
 //! a reply carries what differs from one server to another (error
 //! wording, `INFO`, `HELLO`).
 
 use std::collections::BTreeMap;
 
-use super::steps::Check;
 use super::wire::Value;
+
+/// How a frame is compared, from what the server sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Check {
+    /// Equal, errors by their code.
+    Exact,
+    /// `INFO`: the fields a client reads.
+    Info,
+    /// `HELLO`: its kind and protocol.
+    Hello,
+}
+
+impl Check {
+    /// `INFO`'s text and `HELLO`'s map (a flat array in RESP2) are the
+    /// only replies of their shapes the cases meet.
+    fn of(frame: &Value) -> Check {
+        match frame {
+            Value::Verbatim(_) => Check::Info,
+            Value::Bulk(text) if text.starts_with(b"# Server") => Check::Info,
+            Value::Map(_) => Check::Hello,
+            Value::Array(items) if items.first() == Some(&Value::Bulk(b"server".to_vec())) => {
+                Check::Hello
+            }
+            _ => Check::Exact,
+        }
+    }
+}
+
+/// `Ok` if the model's frames stand for the server's, one for one.
+pub(crate) fn compare_frames(
+    model: &[Value],
+    server: &[Value],
+    ids: &mut RunIds,
+) -> Result<(), String> {
+    for (i, (model, server)) in model.iter().zip(server).enumerate() {
+        compare(Check::of(server), model, server, ids).map_err(|why| {
+            format!("frame {i}: {why}\n  server: {server:?}\n  model:  {model:?}")
+        })?;
+    }
+    if model.len() != server.len() {
+        return Err(format!(
+            "{} frames from the server, {} from the model",
+            server.len(),
+            model.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `frame` is a push: RESP3's kind, or, in RESP2, an array that a
+/// subscribed connection receives (`message`, `subscribe`,
+/// `unsubscribe` and their channel).
+pub(crate) fn is_push(frame: &Value) -> bool {
+    match frame {
+        Value::Push(_) => true,
+        Value::Array(items) => matches!(
+            items.first(),
+            Some(Value::Bulk(kind)) if items.len() == 3 && [&b"message"[..], b"subscribe", b"unsubscribe"].contains(&kind.as_slice())
+        ),
+        _ => false,
+    }
+}
 
 /// The run ids each side has shown, in order: a restart must show a new
 /// one on both sides at the same step.
@@ -30,14 +92,42 @@ fn position(seen: &mut Vec<Vec<u8>>, id: &[u8]) -> usize {
 /// errors), to show what the cases reach.
 pub(crate) type Tally = BTreeMap<String, u64>;
 
-/// Counts `value` in `tally`.
+/// Counts `value` in `tally`: a push by its kind (`>message`), a reply by
+/// its type, an error by its code.
 pub(crate) fn count(tally: &mut Tally, value: &Value) {
     let kind = match value {
+        Value::Push(items) | Value::Array(items) if is_push(value) => match items.as_slice() {
+            // A wake-up names a waiter; a hint adds when to try.
+            [Value::Bulk(kind), _, Value::Bulk(payload)] if kind == b"message" => {
+                let number = |n: &[u8]| !n.is_empty() && n.iter().all(u8::is_ascii_digit);
+                let fields: Vec<&[u8]> = payload.split(|&b| b == b' ').collect();
+                match fields.as_slice() {
+                    [id] if number(id) => ">message id",
+                    [id, window] if number(id) && number(window) => ">message id window",
+                    _ => ">message",
+                }
+                .to_owned()
+            }
+            [Value::Bulk(kind), ..] => format!(">{}", String::from_utf8_lossy(kind)),
+            _ => ">push".to_owned(),
+        },
         Value::Error(message) => format!("-{}", String::from_utf8_lossy(code(message))),
+        Value::Simple(text) if text.starts_with(b"WAIT ") => {
+            let wait = &text[b"WAIT ".len()..];
+            let wait: &[u8] = match wait {
+                b"-1" | b"0" => wait,
+                // What a Lua number of 1e14 or more prints as.
+                _ if wait.contains(&b'e') => b"<exponent>",
+                _ => b"n",
+            };
+            format!("+WAIT {}", String::from_utf8_lossy(wait))
+        }
         Value::Simple(text) => format!("+{}", String::from_utf8_lossy(text)),
         Value::Integer(n) if *n < 0 => ":negative".to_owned(),
         Value::Integer(n) => format!(":{}", (*n).min(2)),
+        Value::Bulk(text) if text.starts_with(b"reserved ") => "$reserved".to_owned(),
         Value::Bulk(_) => "$bulk".to_owned(),
+        Value::Double(_) => ",double".to_owned(),
         Value::Null(_) => "null".to_owned(),
         Value::Verbatim(_) => "=verbatim".to_owned(),
         Value::Array(_) => "*array".to_owned(),
@@ -48,12 +138,7 @@ pub(crate) fn count(tally: &mut Tally, value: &Value) {
 }
 
 /// `Ok` if the model's reply stands for the server's.
-pub(crate) fn compare(
-    check: Check,
-    model: &Value,
-    server: &Value,
-    ids: &mut RunIds,
-) -> Result<(), String> {
+fn compare(check: Check, model: &Value, server: &Value, ids: &mut RunIds) -> Result<(), String> {
     if let (Value::Error(model), Value::Error(server)) = (model, server) {
         return errors(model, server);
     }

@@ -1,19 +1,24 @@
 //! Seeded random cases: the commands the client sends (its handshake, the
-//! lock's `SET NX PX` and scripts, the fence scripts), other clients'
-//! writes to the same keys (foreign values in the reserved space, keys of
-//! another type), clock moves, restarts and snapshots.
+//! lock's `SET NX PX` and scripts, the fence scripts, the wait queue's
+//! scripts), other clients' writes to the same keys (foreign values in
+//! the reserved space and the queues, keys of another type), subscriptions
+//! and publications on the wake channels, clock moves, restarts and
+//! snapshots. The wait queue's part is in `generate/waits.rs`.
 //!
 //! The generator reads the model's keys to pick arguments that matter (a
 //! fence sync names the loss id the master holds, a raise the counter
 //! near its value): what the model holds is what the real server holds
 //! until the first difference, which ends the case anyway.
 
+mod waits;
+
 use redlock_mio::scripts::*;
 use redlock_mio::{FENCE_KEY, FENCE_LOST_KEY, LONGEST_TTL_KEY, MARKER_KEY};
-use redlock_mio_sim::Master;
+use redlock_mio_sim::{Conn, Master, Protocol};
 
+use super::case::CONNS;
 use super::server::PASSWORD;
-use super::steps::{Check, Command, Step, fence_scripts, lock_scripts};
+use super::steps::{Command, Step, fence_scripts, lock_scripts, wait_scripts};
 
 /// SplitMix64: small, seedable, the same everywhere.
 pub(crate) struct Rng(u64);
@@ -50,11 +55,29 @@ impl Rng {
 const RESOURCES: [&str; 4] = ["a", "b", "c", "d"];
 
 /// Keys of the reserved space, which other clients may fill with foreign
-/// values.
-const RESERVED: [&str; 4] = [FENCE_KEY, FENCE_LOST_KEY, MARKER_KEY, LONGEST_TTL_KEY];
+/// values (the queues of the resources among them).
+const RESERVED: [&str; 6] = [
+    FENCE_KEY,
+    FENCE_LOST_KEY,
+    MARKER_KEY,
+    LONGEST_TTL_KEY,
+    "redlock-mio:queue:a",
+    "redlock-mio:queue:b",
+];
 
-/// TTLs in ms: expiry at the next millisecond, within a few, and never.
-const TTLS: [u64; 8] = [1, 2, 3, 10, 100, 1_000, 30_000, 2_147_483_647];
+/// TTLs in ms: expiry at the next millisecond, within a few, never, and
+/// so far off that a Lua number prints it with an exponent (`2e+14`).
+const TTLS: [u64; 9] = [
+    1,
+    2,
+    3,
+    10,
+    100,
+    1_000,
+    30_000,
+    2_147_483_647,
+    200_000_000_000_000,
+];
 
 /// Clock moves in µs, around the millisecond and second boundaries.
 const ADVANCES: [u64; 12] = [
@@ -100,13 +123,28 @@ struct Belief {
     open: bool,
     handshaken: bool,
     db: usize,
+    /// Its handshake did not log in: it is refused until it does.
+    locked_out: bool,
+    /// It speaks RESP3, has the wait scripts and listens to its wake
+    /// channel: the client with wake-ups on.
+    wake: bool,
 }
+
+/// How often each connection sends, in percent.
+const CONN_SHARES: [u64; CONNS] = [40, 25, 20, 15];
 
 /// The generator of one case.
 pub(crate) struct Generator {
     rng: Rng,
     tokens: Vec<Vec<u8>>,
-    conns: [Belief; 2],
+    conns: [Belief; CONNS],
+    /// The wake channels: one for each connection's client, and one that
+    /// nobody's.
+    channels: Vec<Vec<u8>>,
+    /// The share in percent of the wait queue's commands among those of
+    /// a client with wake-ups on: most in every other case, so that
+    /// queues build up, hand-offs follow and time expires them.
+    waits: u64,
     snapshot: bool,
 }
 
@@ -117,7 +155,6 @@ fn words(parts: &[&[u8]]) -> Vec<Vec<u8>> {
 fn exact(parts: &[&[u8]]) -> Command {
     Command {
         words: words(parts),
-        check: Check::Exact,
     }
 }
 
@@ -133,17 +170,40 @@ impl Generator {
                 }
             })
             .collect();
+        let channels = (0..=CONNS)
+            .map(|i| {
+                let id = rng.next();
+                // One in upper case: the scripts' `%x` reads both.
+                let hex = if i == 2 {
+                    format!("{id:016X}")
+                } else {
+                    format!("{id:016x}")
+                };
+                format!("redlock-mio:wake:{hex}").into_bytes()
+            })
+            .collect();
         Generator {
             rng,
             tokens,
-            conns: [Belief::default(); 2],
+            conns: [Belief::default(); CONNS],
+            channels,
+            waits: if seed % 2 == 0 { 80 } else { 40 },
             snapshot: false,
         }
     }
 
-    /// The next step, at `now` (µs), with `model` as it stands.
-    pub(crate) fn next(&mut self, model: &Master, now: u64) -> Step {
-        let conn = if self.rng.chance(70) { 0 } else { 1 };
+    /// The next step, at `now` (µs), with `model` and its connections
+    /// (`conns`) as they stand.
+    pub(crate) fn next(&mut self, model: &Master, conns: &[Option<Conn>], now: u64) -> Step {
+        let mut draw = self.rng.next() % 100;
+        let conn = CONN_SHARES
+            .iter()
+            .position(|&share| {
+                let this = draw < share;
+                draw = draw.saturating_sub(share);
+                this
+            })
+            .unwrap_or(0);
         let belief = self.conns[conn];
         if !belief.open {
             self.conns[conn] = Belief {
@@ -160,7 +220,7 @@ impl Generator {
         match self.rng.below(100) {
             0..12 => Step::Advance(self.rng.pick(&ADVANCES)),
             12 => {
-                self.conns = [Belief::default(); 2];
+                self.conns = [Belief::default(); CONNS];
                 Step::Restart {
                     from_snapshot: self.snapshot && self.rng.chance(60),
                 }
@@ -171,12 +231,40 @@ impl Generator {
             }
             16 => {
                 self.conns[conn] = Belief::default();
-                self.next(model, now)
+                self.next(model, conns, now)
+            }
+            _ if belief.locked_out && self.rng.chance(50) => {
+                // It logs in at last, as a client that retries does.
+                self.conns[conn].locked_out = false;
+                self.send(conn, vec![exact(&[b"AUTH", PASSWORD.as_bytes()])])
             }
             _ => {
+                let (listens, resp2) = conns[conn].as_ref().map_or((Vec::new(), false), |c| {
+                    (model.channels(c), c.protocol() == Protocol::Resp2)
+                });
+                if resp2 && !listens.is_empty() && self.rng.chance(50) {
+                    // A RESP2 connection in subscribe mode, where little
+                    // runs: it leaves it, one channel at a time.
+                    let leave = listens.iter().map(|c| exact(&[b"UNSUBSCRIBE", c]));
+                    return self.send(conn, leave.collect());
+                }
                 let count = self.rng.pick(&[1, 1, 1, 2, 3, 5]);
+                // What it listens to after the step's first command is
+                // not known here.
+                let listens = if count == 1 {
+                    listens.len()
+                } else {
+                    usize::MAX
+                };
+                let waits = if belief.wake { self.waits } else { 15 };
                 let commands = (0..count)
-                    .flat_map(|_| self.command(conn, model, now))
+                    .map(|_| {
+                        if self.rng.chance(waits) {
+                            self.wait_command(conn, model, listens, now)
+                        } else {
+                            self.command(conn, model, now)
+                        }
+                    })
                     .collect();
                 self.send(conn, commands)
             }
@@ -195,23 +283,30 @@ impl Generator {
     }
 
     /// A connection's handshake, as the client pipelines it (login,
-    /// database, scripts, `INFO`, marker, longest TTL), with a few of the
-    /// ways it can go wrong.
+    /// `HELLO 3` if releases tell its waiters, database, scripts, `INFO`,
+    /// marker, longest TTL, then `SUBSCRIBE` to its wake channel), with a
+    /// few of the ways it can go wrong.
     fn handshake(&mut self, conn: usize) -> Vec<Command> {
         let mut out = Vec::new();
         let pass = PASSWORD.as_bytes();
         // Now and then a login that fails (the connection stays out
         // until a later AUTH), or none.
-        match self.rng.below(50) {
+        let login = self.rng.below(50);
+        self.conns[conn].locked_out = login < 3;
+        match login {
             0 => out.push(exact(&[b"AUTH", b"wrong"])),
             1 => out.push(exact(&[b"AUTH", b"nobody", pass])),
             2 => {}
             3..6 => out.push(exact(&[b"AUTH", b"default", pass])),
-            6..11 => out.push(Command {
-                words: words(&[b"HELLO", b"3", b"AUTH", b"default", pass]),
-                check: Check::Hello,
-            }),
+            6..11 => out.push(exact(&[b"HELLO", b"3", b"AUTH", b"default", pass])),
             _ => out.push(exact(&[b"AUTH", pass])),
+        }
+        // The last connection stands for other clients, most of which
+        // do not wait.
+        let wake = self.rng.chance(if conn + 1 == CONNS { 25 } else { 80 });
+        self.conns[conn].wake = wake;
+        if wake {
+            out.push(exact(&[b"HELLO", b"3"]));
         }
         if self.rng.chance(25) {
             out.push(exact(&[b"SELECT", b"1"]));
@@ -221,14 +316,12 @@ impl Generator {
         for (text, _) in lock_scripts()
             .iter()
             .chain(if fencing { fence_scripts() } else { &[] })
+            .chain(if wake { wait_scripts() } else { &[] })
         {
             out.push(exact(&[b"SCRIPT", b"LOAD", text.as_bytes()]));
         }
         if self.rng.chance(70) {
-            out.push(Command {
-                words: words(&[b"INFO", b"server", b"replication", b"cluster"]),
-                check: Check::Info,
-            });
+            out.push(exact(&[b"INFO", b"server", b"replication", b"cluster"]));
         }
         if self.rng.chance(50) {
             let marker = self
@@ -252,6 +345,9 @@ impl Generator {
                 b"GET",
             ]));
         }
+        if wake {
+            out.push(exact(&[b"SUBSCRIBE", &self.channels[conn]]));
+        }
         out
     }
 
@@ -260,6 +356,28 @@ impl Generator {
             (0..20).map(|_| self.rng.next() as u8).collect()
         } else {
             self.rng.pick(&self.tokens)
+        }
+    }
+
+    /// A release of `keys` (one key, or several, which may be one), often
+    /// by the token the first holds.
+    fn release(&mut self, keys: Vec<Vec<u8>>, model: &Master, db: usize, now: u64) -> Command {
+        let script = if keys.len() > 1 || self.rng.chance(20) {
+            (RELEASE_MANY_SCRIPT, RELEASE_MANY_SHA1)
+        } else {
+            (RELEASE_SCRIPT, RELEASE_SHA1)
+        };
+        let args = vec![self.held_token(model, db, &keys[0], now)];
+        self.script(script, keys, args)
+    }
+
+    /// A token for a release of `key`: often the one it holds (a
+    /// reservation's value too, as another client might send it), so
+    /// that releases free keys and hand them off.
+    fn held_token(&mut self, model: &Master, db: usize, key: &[u8], now: u64) -> Vec<u8> {
+        match model.get(db, key, now) {
+            Some(held) if self.rng.chance(60) => held.to_vec(),
+            _ => self.token(),
         }
     }
 
@@ -302,10 +420,7 @@ impl Generator {
         words.push(keys.len().to_string().into_bytes());
         words.extend(keys);
         words.extend(args);
-        Command {
-            words,
-            check: Check::Exact,
-        }
+        Command { words }
     }
 
     /// The fence keys, then `keys`.
@@ -332,8 +447,8 @@ impl Generator {
         .into_bytes()
     }
 
-    /// One command (or none) on connection `conn`.
-    fn command(&mut self, conn: usize, model: &Master, now: u64) -> Vec<Command> {
+    /// One command on connection `conn`.
+    fn command(&mut self, conn: usize, model: &Master, now: u64) -> Command {
         let db = self.conns[conn].db;
         // Keys for a script of one key or of several (which may be one).
         let one_or_many = |generator: &mut Generator| {
@@ -341,7 +456,7 @@ impl Generator {
             let many = keys.len() > 1 || generator.rng.chance(20);
             (keys, many)
         };
-        let command = match self.rng.below(100) {
+        match self.rng.below(100) {
             0..14 => {
                 let (key, token, ttl) = (self.resource(), self.token(), self.ttl());
                 exact(&[b"SET", &key, &token, b"NX", b"PX", &ttl])
@@ -361,14 +476,8 @@ impl Generator {
                 self.script(script, keys, args)
             }
             28..37 => {
-                let (keys, many) = one_or_many(self);
-                let script = if many {
-                    (RELEASE_MANY_SCRIPT, RELEASE_MANY_SHA1)
-                } else {
-                    (RELEASE_SCRIPT, RELEASE_SHA1)
-                };
-                let args = vec![self.token()];
-                self.script(script, keys, args)
+                let keys = self.resources();
+                self.release(keys, model, db, now)
             }
             37..43 => {
                 let (keys, args) = (
@@ -459,16 +568,10 @@ impl Generator {
             }
             91 => exact(&[b"FLUSHALL"]),
             92 => exact(&[b"TIME"]),
-            93 => Command {
-                words: words(&[b"INFO", b"server", b"replication", b"cluster"]),
-                check: Check::Info,
-            },
+            93 => exact(&[b"INFO", b"server", b"replication", b"cluster"]),
             94 => {
                 let proto = self.rng.pick(&[&b"2"[..], b"3"]);
-                Command {
-                    words: words(&[b"HELLO", proto]),
-                    check: Check::Hello,
-                }
+                exact(&[b"HELLO", proto])
             }
             95 => {
                 let db = self.rng.below(2);
@@ -481,8 +584,7 @@ impl Generator {
             }
             97..99 => self.odd(),
             _ => exact(&[b"PING"]),
-        };
-        vec![command]
+        }
     }
 
     /// A command the client never sends but a server answers all the
@@ -520,15 +622,6 @@ impl Generator {
             &[b"EVALSHA", b"abc", b"0"],
             &[b"SCRIPT", b"FLUSH", b"x"],
         ];
-        let words = self.rng.pick(&odd);
-        let check = if words[0] == b"HELLO" {
-            Check::Hello
-        } else {
-            Check::Exact
-        };
-        Command {
-            words: words.iter().map(|w| w.to_vec()).collect(),
-            check,
-        }
+        exact(self.rng.pick(&odd))
     }
 }

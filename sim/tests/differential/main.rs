@@ -1,7 +1,7 @@
 //! The differential test that keeps the model faithful: seeded random
 //! cases of what the client sends (and what other clients write), run on
-//! a real `redis-server` and on the model side by side, every reply
-//! compared.
+//! a real `redis-server` and on the model side by side, every reply and
+//! every push each connection receives compared, in order.
 //!
 //! Time: the server runs under an `LD_PRELOAD` shim whose wall clock the
 //! test sets (see `server.rs`), so both sides read the same clock, which
@@ -14,6 +14,14 @@
 //! their code (`ERR`, `WRONGTYPE`, `NOSCRIPT`, ...; a script's own
 //! `FOREIGNKEY` whole), `INFO` by the fields a client reads, `HELLO` by
 //! its protocol and role.
+//!
+//! Pushes: every exchange ends with a `PING`, whose reply the server
+//! writes after everything before it, so the frames up to it are all the
+//! connection received. After a step that may publish, each other
+//! connection that listens is sent a `PING` too, and what came before its
+//! reply is held against the pushes the model wrote to it. Where a server
+//! puts a push to the connection that caused it (before or after that
+//! command's reply) depends on the server; the model is told which.
 //!
 //! `SIM_DIFF_CASES=N` runs N cases (seeds `0..N`; the default keeps the
 //! test short); `SIM_DIFF_SEED=S` runs the case of seed S alone.
@@ -80,11 +88,16 @@ fn the_model_replies_as_the_server_does() {
         }
         steps += len;
     }
+    let pushes: u64 = tally
+        .iter()
+        .filter(|(kind, _)| kind.starts_with('>'))
+        .map(|(_, n)| n)
+        .sum();
     eprintln!(
-        "{} cases ({steps} steps, {} replies) on {} agree with the model, in {:.1?}\n\
-         replies by kind: {tally:?}",
+        "{} cases ({steps} steps, {} replies, {pushes} pushes) on {} agree with the model, in {:.1?}\n\
+         frames by kind: {tally:?}",
         seeds.end - seeds.start,
-        tally.values().sum::<u64>(),
+        tally.values().sum::<u64>() - pushes,
         server::binary().display(),
         began.elapsed()
     );

@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use redlock_mio_sim::PushOrder;
+
 use super::wire::{Value, Wire};
 
 /// The password the servers (and the models) require.
@@ -239,6 +241,62 @@ impl Server {
         );
     }
 
+    /// Where the server writes a push to the connection that caused it,
+    /// against that command's reply: before it in Redis 7.0 and 7.1, after
+    /// it in Valkey and in Redis from 7.2 on (from `HELLO`'s `server` and
+    /// `version`; Redis 7.0 and Valkey 8.1 are the ones checked).
+    pub(crate) fn push_order(&self) -> PushOrder {
+        let hello = self.admin().call(&[b"HELLO".to_vec(), b"3".to_vec()]);
+        let Value::Map(items) = hello else {
+            panic!("HELLO 3 gave no map: {hello:?}");
+        };
+        let field = |name: &[u8]| {
+            items.chunks(2).find_map(|pair| match pair {
+                [Value::Bulk(key), Value::Bulk(value)] if key == name => Some(value.clone()),
+                _ => None,
+            })
+        };
+        let version: Vec<u32> = String::from_utf8_lossy(&field(b"version").unwrap_or_default())
+            .split('.')
+            .map(|part| part.parse().unwrap_or(0))
+            .collect();
+        let redis_7_2 = version.as_slice() >= [7, 2].as_slice();
+        if field(b"server").as_deref() == Some(b"redis") && !redis_7_2 {
+            PushOrder::BeforeReply
+        } else {
+            PushOrder::AfterReply
+        }
+    }
+
+    /// Waits until the server has as many client connections as the
+    /// test holds (`open`), so that one the test closed no longer counts
+    /// as a listener for `PUBLISH` (a server sees a socket close on its
+    /// own time). A condition polled on the server, bounded by a deadline.
+    pub(crate) fn await_connections(&self, open: usize) {
+        let mut admin = self.admin();
+        let info = vec![b"INFO".to_vec(), b"clients".to_vec()];
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            let connected = match admin.call(&info) {
+                Value::Bulk(text) | Value::Verbatim(text) => String::from_utf8_lossy(&text)
+                    .lines()
+                    .find_map(|line| line.strip_prefix("connected_clients:")?.trim().parse().ok()),
+                _ => None,
+            };
+            // The admin connection counts too.
+            if connected == Some(open + 1) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} kept {connected:?} connections, not {}",
+                binary().display(),
+                open + 1
+            );
+            thread::yield_now();
+        }
+    }
+
     /// When the running process started, on its clock.
     pub(crate) fn started(&self) -> u64 {
         self.started
@@ -339,8 +397,10 @@ impl Server {
             if let Ok(stream) = UnixStream::connect(&self.socket) {
                 let mut wire = Wire::new(stream);
                 let login = vec![b"AUTH".to_vec(), PASSWORD.as_bytes().to_vec()];
-                let replies = wire.exchange(&[login, vec![b"PING".to_vec()]]);
-                if replies.get(1) == Some(&Value::Simple(b"PONG".to_vec())) {
+                let logged_in = wire.try_call(&login).is_some();
+                if logged_in
+                    && wire.try_call(&[b"PING".to_vec()]) == Some(Value::Simple(b"PONG".to_vec()))
+                {
                     return;
                 }
             }

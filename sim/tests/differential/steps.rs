@@ -4,29 +4,17 @@ use std::fmt;
 
 use redlock_mio::scripts::*;
 
-/// How a reply is compared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Check {
-    /// Equal, errors by their code.
-    Exact,
-    /// `INFO`: the fields a client reads.
-    Info,
-    /// `HELLO`: its kind and protocol.
-    Hello,
-}
-
-/// One command and how its reply is compared.
+/// One command.
 #[derive(Clone)]
 pub(crate) struct Command {
     pub(crate) words: Vec<Vec<u8>>,
-    pub(crate) check: Check,
 }
 
 /// One step of a case.
 #[derive(Clone)]
 pub(crate) enum Step {
-    /// Opens connection `0` (the lock client) or `1` (another client)
-    /// anew, on both sides.
+    /// Opens connection `i` (of [`CONNS`](super::case::CONNS)) anew, on
+    /// both sides; an open one is closed first.
     Connect(usize),
     /// Commands sent pipelined on a connection; the model receives the
     /// bytes cut at `cuts` (fractions of 1000 of their length).
@@ -64,10 +52,22 @@ pub(crate) fn fence_scripts() -> &'static [(&'static str, &'static str)] {
     ]
 }
 
+/// The scripts of callers that wait, which the handshake loads when
+/// releases tell waiters.
+pub(crate) fn wait_scripts() -> &'static [(&'static str, &'static str)] {
+    &[
+        (WAIT_ACQUIRE_SCRIPT, WAIT_ACQUIRE_SHA1),
+        (LEAVE_SCRIPT, LEAVE_SHA1),
+    ]
+}
+
 /// A word for humans: a script's text by the script's name, printable
 /// bytes as they are, others escaped.
 fn show(word: &[u8]) -> String {
-    let scripts = lock_scripts().iter().chain(fence_scripts());
+    let scripts = lock_scripts()
+        .iter()
+        .chain(fence_scripts())
+        .chain(wait_scripts());
     if let Some((_, sha)) = scripts.clone().find(|(text, _)| text.as_bytes() == word) {
         return format!("<script {}>", &sha[..8]);
     }

@@ -163,41 +163,79 @@ impl Wire {
         }
     }
 
-    /// Sends `commands` in one write and reads a reply to each; fewer if
-    /// the server closes the connection.
-    pub(crate) fn exchange(&mut self, commands: &[Vec<Vec<u8>>]) -> Vec<Value> {
+    /// Sends `commands`, then `PING <sentinel>`, in one write, and reads
+    /// every frame up to the reply to that `PING`: the commands' replies
+    /// and the pushes among and after them, in order. The server answers
+    /// the `PING` only once it has written everything before it, pushes
+    /// published to this connection by then included, so nothing is left
+    /// to race. A connection not logged in answers it with `NOAUTH`, taken
+    /// for its reply once `expected` frames (the model's count) have come.
+    /// Fewer frames if the server closes the connection.
+    pub(crate) fn exchange(
+        &mut self,
+        commands: &[Vec<Vec<u8>>],
+        sentinel: &[u8],
+        expected: usize,
+    ) -> Result<Vec<Value>, String> {
         let mut out = Vec::new();
         for words in commands {
             encode(words, &mut out);
         }
+        encode(&[b"PING".to_vec(), sentinel.to_vec()], &mut out);
         if self.stream.write_all(&out).is_err() {
-            return Vec::new();
+            return Ok(Vec::new());
         }
-        let mut replies = Vec::new();
-        let mut buf = [0u8; 16 * 1024];
-        while replies.len() < commands.len() {
-            match self.replies.next() {
-                Ok(Some(value)) => {
-                    replies.push(value);
-                    continue;
-                }
-                Ok(None) => {}
-                Err(e) => panic!("{e}"),
+        let mut frames = Vec::new();
+        while let Some(frame) = self.next_frame()? {
+            let noauth = matches!(&frame, Value::Error(e) if e.starts_with(b"NOAUTH"));
+            if answers_ping(&frame, sentinel) || noauth && frames.len() == expected {
+                break;
             }
-            match self.stream.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => self.replies.push(&buf[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
-                Err(e) => panic!("reading from the server: {e}"),
-            }
+            frames.push(frame);
         }
-        replies
+        Ok(frames)
+    }
+
+    /// One command, one reply; `None` if the server closed the connection.
+    pub(crate) fn try_call(&mut self, words: &[Vec<u8>]) -> Option<Value> {
+        let mut out = Vec::new();
+        encode(words, &mut out);
+        self.stream.write_all(&out).ok()?;
+        self.next_frame().ok().flatten()
     }
 
     /// One command, one reply.
     pub(crate) fn call(&mut self, words: &[Vec<u8>]) -> Value {
-        self.exchange(&[words.to_vec()])
-            .pop()
+        self.try_call(words)
             .unwrap_or_else(|| panic!("the server closed the connection"))
+    }
+
+    /// The next whole frame; `None` once the server has closed the
+    /// connection.
+    fn next_frame(&mut self) -> Result<Option<Value>, String> {
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            if let Some(value) = self.replies.next()? {
+                return Ok(Some(value));
+            }
+            match self.stream.read(&mut buf) {
+                Ok(0) => return Ok(None),
+                Ok(n) => self.replies.push(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(None),
+                Err(e) => return Err(format!("reading from the server: {e}")),
+            }
+        }
+    }
+}
+
+/// Whether `frame` is the reply to `PING <sentinel>`: the sentinel, or
+/// `pong` and the sentinel on a RESP2 connection in subscribe mode.
+fn answers_ping(frame: &Value, sentinel: &[u8]) -> bool {
+    match frame {
+        Value::Bulk(text) => text == sentinel,
+        Value::Array(items) => {
+            matches!(items.as_slice(), [Value::Bulk(pong), Value::Bulk(text)] if pong == b"pong" && text == sentinel)
+        }
+        _ => false,
     }
 }

@@ -1,0 +1,235 @@
+//! The wait queue: the hand-off that every script freeing a key runs
+//! after it, the acquire that waits, and the leave. Each body quotes its
+//! Lua and follows it call for call.
+//!
+//! A key's queue is the sorted set `redlock-mio:queue:<key>`, whose
+//! members are `<window ms>|<waiter id>|redlock-mio:wake:<client id>`,
+//! scored by when each waiter began to wait. The scripts run its commands
+//! under `redis.pcall`, so that a queue key of another type changes
+//! nothing but the queue's own steps.
+
+use super::{Call, Outcome, is_string, tonumber};
+use crate::numbers::format_g;
+use crate::reply::Reply;
+
+/// Where a key's queue lives: `"redlock-mio:queue:"..k`.
+fn queue_of(key: &[u8]) -> Vec<u8> {
+    [&b"redlock-mio:queue:"[..], key].concat()
+}
+
+/// `"reserved "..member`: the value a handed-off key holds, which no
+/// token equals.
+fn reserved(member: &[u8]) -> Vec<u8> {
+    [&b"reserved "[..], member].concat()
+}
+
+/// `string.match(e,"^(%d+)|(%d+)|(redlock%-mio:wake:%x+)$")`: a member's
+/// window, waiter id and channel, if it has that form (`%d` and `%x` are
+/// ASCII digits and hexadecimal digits of either case).
+fn parse_member(member: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
+    let mut parts = member.splitn(3, |&b| b == b'|');
+    let (window, id, channel) = (parts.next()?, parts.next()?, parts.next()?);
+    let digits = |s: &[u8]| !s.is_empty() && s.iter().all(u8::is_ascii_digit);
+    let client = channel.strip_prefix(b"redlock-mio:wake:")?;
+    let hex = !client.is_empty() && client.iter().all(u8::is_ascii_hexdigit);
+    (digits(window) && digits(id) && hex).then_some((window, id, channel))
+}
+
+/// The first member of `queue` (`redis.pcall("zrange",q,0,0)`): `None`
+/// for an error (a key of another type) or an empty queue, which Lua
+/// tells apart by `h.err` and `#h==0`.
+fn first(s: &mut Call<'_>, queue: &[u8]) -> Option<Vec<u8>> {
+    match s.pcall("zrange", &[queue, b"0", b"0"]) {
+        Reply::Array(items) => match items.into_iter().next() {
+            Some(Reply::Bulk(member)) => Some(member),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// `handoff(k)`, the function at the top of every script that frees a
+/// key (see [`redlock_mio::scripts`]):
+///
+/// ```lua
+/// local function handoff(k) local q="redlock-mio:queue:"..k for _=1,8 do
+///   local h=redis.pcall("zrange",q,0,0) if type(h)~="table" or h.err or #h==0 then return end
+///   h=h[1] redis.pcall("zrem",q,h)
+///   local r,id,ch=string.match(h,"^(%d+)|(%d+)|(redlock%-mio:wake:%x+)$")
+///   if r and #r<=9 and tonumber(r)>0 then
+///     local n=redis.pcall("publish",ch,id) if type(n)~="number" then return end
+///     if n>0 then redis.call("set",k,"reserved "..h,"px",r)
+///       local nx=redis.pcall("zrange",q,0,7) if type(nx)=="table" and not nx.err then
+///         for _,e in ipairs(nx) do local _,eid,ech=string.match(e,"^(%d+)|(%d+)|(redlock%-mio:wake:%x+)$")
+///           if eid then local m=redis.pcall("publish",ech,eid.." "..r)
+///             if type(m)~="number" or m>0 then break end end
+///           redis.pcall("zrem",q,e) end end
+///       return end end end end
+/// ```
+pub(super) fn handoff(s: &mut Call<'_>, key: &[u8]) -> Result<(), Reply> {
+    let queue = queue_of(key);
+    for _ in 0..8 {
+        let Some(head) = first(s, &queue) else {
+            return Ok(());
+        };
+        s.pcall("zrem", &[&queue, &head]);
+        let Some((window, id, channel)) = parse_member(&head) else {
+            continue;
+        };
+        // Digits only: `tonumber` reads them, and 9 of them fit.
+        if window.len() > 9 || tonumber(window).is_none_or(|r| r <= 0.0) {
+            continue;
+        }
+        let heard = match s.pcall("publish", &[channel, id]) {
+            Reply::Integer(n) => n,
+            _ => return Ok(()),
+        };
+        if heard > 0 {
+            s.call("set", &[key, &reserved(&head), b"px", window])?;
+            hint_next(s, &queue, window);
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// The hand-off's last step: tells the next waiter (of the first eight)
+/// whose client hears it to try once `window` has passed, and drops the
+/// entries before it that are malformed or that nobody hears.
+fn hint_next(s: &mut Call<'_>, queue: &[u8], window: &[u8]) {
+    let Reply::Array(next) = s.pcall("zrange", &[queue, b"0", b"7"]) else {
+        return;
+    };
+    for entry in next {
+        let Reply::Bulk(entry) = entry else {
+            continue;
+        };
+        if let Some((_, id, channel)) = parse_member(&entry) {
+            let hint = [id, b" ", window].concat();
+            if !matches!(s.pcall("publish", &[channel, &hint]), Reply::Integer(0)) {
+                break;
+            }
+        }
+        s.pcall("zrem", &[queue, &entry]);
+    }
+}
+
+/// [`WAIT_ACQUIRE_SCRIPT`](redlock_mio::scripts::WAIT_ACQUIRE_SCRIPT),
+/// after `handoff`:
+///
+/// ```lua
+/// local m=ARGV[3] local mine="reserved "..m local wait=0 local held=false
+/// for i=1,#KEYS do local k=KEYS[i] local v=redis.call("get",k)
+///   if not v then local h=redis.pcall("zrange","redlock-mio:queue:"..k,0,0)
+///     if type(h)=="table" and not h.err and #h>0 and h[1]~=m then handoff(k) v=redis.call("get",k) end end
+///   if v and v~=mine then held=true local p=redis.pcall("pttl",k)
+///     if type(p)~="number" or p<0 then wait=-1 elseif wait>=0 and p>wait then wait=p end end end
+/// if not held then for i=1,#KEYS do redis.call("set",KEYS[i],ARGV[1],"px",ARGV[2])
+///   redis.pcall("zrem","redlock-mio:queue:"..KEYS[i],m) end return redis.status_reply("OK") end
+/// local keep=math.max(wait,0)+tonumber(ARGV[5])
+/// for i=1,#KEYS do local q="redlock-mio:queue:"..KEYS[i] redis.pcall("zadd",q,"NX",ARGV[4],m)
+///   local t=redis.pcall("pttl",q) if type(t)=="number" and t<keep then redis.pcall("pexpire",q,keep) end end
+/// return redis.status_reply("WAIT "..wait)
+/// ```
+pub(super) fn wait_acquire(s: &mut Call<'_>) -> Outcome {
+    let (keys, member) = (s.keys_from(0), s.arg(2)?);
+    let mine = reserved(member);
+    // A Lua number: PTTL's integers, and -1 once a key has no TTL.
+    let mut wait = 0.0_f64;
+    let mut held = false;
+    for key in keys {
+        let mut value = s.call("get", &[key])?;
+        if value == Reply::Null {
+            let head = first(s, &queue_of(key));
+            if head.is_some_and(|head| head != member) {
+                handoff(s, key)?;
+                value = s.call("get", &[key])?;
+            }
+        }
+        if value != Reply::Null && !is_string(&value, &mine) {
+            held = true;
+            match s.pcall("pttl", &[key]) {
+                Reply::Integer(p) if p >= 0 => {
+                    if wait >= 0.0 && p as f64 > wait {
+                        wait = p as f64;
+                    }
+                }
+                _ => wait = -1.0,
+            }
+        }
+    }
+    if !held {
+        for key in keys {
+            let (token, ttl) = (s.arg(0)?, s.arg(1)?);
+            s.call("set", &[key, token, b"px", ttl])?;
+            s.pcall("zrem", &[&queue_of(key), member]);
+        }
+        return Ok(Reply::OK);
+    }
+    let Some(margin) = tonumber(s.arg(4)?) else {
+        return Err(Reply::error(
+            "ERR user_script:1: attempt to perform arithmetic on a nil value",
+        ));
+    };
+    let keep = wait.max(0.0) + margin;
+    // A Lua number passed to a command is written `%.17g`.
+    let keep_arg = format_g(keep, 17);
+    for key in keys {
+        let queue = queue_of(key);
+        s.pcall("zadd", &[&queue, b"NX", s.arg(3)?, member]);
+        if let Reply::Integer(t) = s.pcall("pttl", &[&queue]) {
+            if (t as f64) < keep {
+                s.pcall("pexpire", &[&queue, keep_arg.as_bytes()]);
+            }
+        }
+    }
+    // A Lua number in a string is written `%.14g`.
+    Ok(Reply::Simple(format!("WAIT {}", format_g(wait, 14)).into()))
+}
+
+/// [`LEAVE_SCRIPT`](redlock_mio::scripts::LEAVE_SCRIPT), after `handoff`:
+///
+/// ```lua
+/// local mine="reserved "..ARGV[1]
+/// for i=1,#KEYS do redis.pcall("zrem","redlock-mio:queue:"..KEYS[i],ARGV[1])
+///   if redis.call("get",KEYS[i])==mine then redis.call("del",KEYS[i]) handoff(KEYS[i]) end end
+/// return 1
+/// ```
+pub(super) fn leave(s: &mut Call<'_>) -> Outcome {
+    let member = s.arg(0)?;
+    let mine = reserved(member);
+    for key in s.keys_from(0) {
+        s.pcall("zrem", &[&queue_of(key), member]);
+        if is_string(&s.call("get", &[key])?, &mine) {
+            s.call("del", &[key])?;
+            handoff(s, key)?;
+        }
+    }
+    Ok(Reply::Integer(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_member;
+
+    #[test]
+    fn members_match_the_scripts_pattern() {
+        let good = b"250|7|redlock-mio:wake:00ff00ff00ff00fF";
+        assert_eq!(
+            parse_member(good),
+            Some((&b"250"[..], &b"7"[..], &good[6..]))
+        );
+        for bad in [
+            &b"250|7|redlock-mio:wake:"[..],
+            b"250|7|redlock-mio:wake:0g",
+            b"250|7|redlock-mio:wake:00|",
+            b"+250|7|redlock-mio:wake:00",
+            b"250||redlock-mio:wake:00",
+            b"250|7|redlock-mio:wake:00\n",
+            b"250|7|other:00",
+            b"junk",
+        ] {
+            assert_eq!(parse_member(bad), None, "{}", bad.escape_ascii());
+        }
+    }
+}
