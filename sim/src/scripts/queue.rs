@@ -55,8 +55,8 @@ fn first(s: &mut Call<'_>, queue: &[u8]) -> Option<Vec<u8>> {
 /// local function handoff(k) local q="redlock-mio:queue:"..k for _=1,8 do
 ///   local h=redis.pcall("zrange",q,0,0) if type(h)~="table" or h.err or #h==0 then return end
 ///   h=h[1] redis.pcall("zrem",q,h)
-///   local r,id,ch=string.match(h,"^(%d+)|(%d+)|(redlock%-mio:wake:%x+)$")
-///   if r and #r<=9 and tonumber(r)>0 then
+///   local r,id,ch=string.match(h,"^([1-9]%d*)|(%d+)|(redlock%-mio:wake:%x+)$")
+///   if r and #r<=9 then
 ///     local n=redis.pcall("publish",ch,id) if type(n)~="number" then return end
 ///     if n>0 then redis.call("set",k,"reserved "..h,"px",r)
 ///       local nx=redis.pcall("zrange",q,0,7) if type(nx)=="table" and not nx.err then
@@ -76,8 +76,8 @@ pub(super) fn handoff(s: &mut Call<'_>, key: &[u8]) -> Result<(), Reply> {
         let Some((window, id, channel)) = parse_member(&head) else {
             continue;
         };
-        // Digits only: `tonumber` reads them, and 9 of them fit.
-        if window.len() > 9 || tonumber(window).is_none_or(|r| r <= 0.0) {
+        // `[1-9]%d*`, at most 9 digits: a `PX` the reservation takes.
+        if window.len() > 9 || window.first() == Some(&b'0') {
             continue;
         }
         let heard = match s.pcall("publish", &[channel, id]) {
@@ -129,7 +129,7 @@ fn hint_next(s: &mut Call<'_>, queue: &[u8], window: &[u8]) {
 /// local keep=math.max(wait,0)+tonumber(ARGV[5])
 /// for i=1,#KEYS do local q="redlock-mio:queue:"..KEYS[i] redis.pcall("zadd",q,"NX",ARGV[4],m)
 ///   local t=redis.pcall("pttl",q) if type(t)=="number" and t<keep then redis.pcall("pexpire",q,keep) end end
-/// return redis.status_reply("WAIT "..wait)
+/// return redis.status_reply("WAIT "..string.format("%d",wait))
 /// ```
 pub(super) fn wait_acquire(s: &mut Call<'_>) -> Outcome {
     let (keys, member) = (s.keys_from(0), s.arg(2)?);
@@ -183,8 +183,8 @@ pub(super) fn wait_acquire(s: &mut Call<'_>) -> Outcome {
             }
         }
     }
-    // A Lua number in a string is written `%.14g`.
-    Ok(Reply::Simple(format!("WAIT {}", format_g(wait, 14)).into()))
+    // `string.format("%d", wait)`: an integer, however large.
+    Ok(Reply::Simple(format!("WAIT {}", wait as i64).into()))
 }
 
 /// [`LEAVE_SCRIPT`](redlock_mio::scripts::LEAVE_SCRIPT), after `handoff`:
