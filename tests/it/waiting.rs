@@ -325,3 +325,57 @@ fn an_async_waiter_is_handed_the_lock_under_every_executor() {
         }
     }
 }
+
+#[test]
+fn a_foreign_queue_entry_with_a_window_px_refuses_is_dropped_and_the_release_succeeds() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    // Written by someone else: a window with a leading zero, on a channel
+    // somebody hears.
+    let odd: &[u8] = b"050|9|redlock-mio:wake:00000000000000aa";
+    let mut listeners = Vec::new();
+    for i in 0..3 {
+        cluster.command(i, &[b"ZADD", QUEUE, b"1", odd]);
+        let mut listener = cluster.node(i).connect(PATIENCE).expect("connect");
+        listener
+            .request(&[b"SUBSCRIBE", b"redlock-mio:wake:00000000000000aa"])
+            .expect("subscribed");
+        listeners.push(listener);
+    }
+    holder.unlock(&mut held).expect("the release succeeds");
+    for i in 0..3 {
+        assert!(!cluster.exists(i, RESOURCE), "master {i}: the key is free");
+        assert_eq!(integer(&cluster.command(i, &[b"ZCARD", QUEUE])), 0);
+    }
+    drop(listeners);
+}
+
+#[test]
+fn a_blocking_key_that_outlives_any_ttl_is_reported_not_a_protocol_error() {
+    let cluster = Cluster::start(3);
+    for i in 0..3 {
+        // 2e14 ms: a TTL the crate never sets, but another client may.
+        cluster.command(
+            i,
+            &[b"SET", RESOURCE, b"someone", b"PX", b"200000000000000"],
+        );
+    }
+    let client = Redlock::builder(cluster.urls())
+        .request_timeout(Duration::from_secs(2))
+        .retry_count(0)
+        .build()
+        .expect("client");
+    let result = client.lock(RESOURCE, Duration::from_secs(30));
+    assert!(matches!(result, Err(Error::Contended(_))), "{result:?}");
+    let stats = client.stats();
+    assert!(
+        stats
+            .masters
+            .iter()
+            .all(|m| m.errors == 0 && m.connects == 1),
+        "no master failed or reconnected: {stats:?}"
+    );
+}
