@@ -55,6 +55,17 @@ const RESOURCES: usize = 3;
 /// Threads and resources of the campaign with one client shared by all.
 const SHARED_THREADS: usize = 64;
 const SHARED_RESOURCES: usize = 8;
+/// Threads, clients (each shared by as many threads) and resources of the
+/// campaign of callers that wait.
+const WAITING_THREADS: usize = 64;
+const WAITING_CLIENTS: usize = 16;
+const WAITING_RESOURCES: usize = 4;
+/// How long a caller that waits waits at most.
+const WAIT: Duration = Duration::from_secs(2);
+/// How late past its deadline a call that waits may return on a busy
+/// machine (scheduling, not the client: it starts no attempt that would
+/// end past it).
+const LATE: Duration = Duration::from_secs(1);
 const TTLS: [Duration; 3] = [
     Duration::from_millis(300),
     Duration::from_millis(600),
@@ -83,6 +94,10 @@ struct Work {
     release_failed: BTreeMap<&'static str, u64>,
     /// Resources not taken once the faults had ended.
     not_recovered: Vec<String>,
+    /// It waits for its locks (`lock_until`), else tries once.
+    waits: bool,
+    /// Calls that waited and returned past their deadline (plus `LATE`).
+    late: u64,
 }
 
 fn kind(error: &Error) -> &'static str {
@@ -109,7 +124,17 @@ fn hold(
     ttl: Duration,
     work: &mut Work,
 ) -> Result<(), Error> {
-    let mut lock = redlock.try_lock(resource(r), ttl)?;
+    let mut lock = match work.waits {
+        false => redlock.try_lock(resource(r), ttl)?,
+        true => {
+            let deadline = Instant::now() + WAIT;
+            let result = redlock.lock_until(resource(r), ttl, deadline);
+            if Instant::now() > deadline + LATE {
+                work.late += 1;
+            }
+            result?
+        }
+    };
     let start = Instant::now();
     thread::sleep(Duration::from_millis(rng.random_range(0..20)));
     if rng.random_bool(0.3) {
@@ -154,18 +179,33 @@ struct Setup {
     fenced: bool,
     /// One client for all threads (else one each).
     shared: bool,
+    /// Callers wait for their locks (`lock_until`), many to a client.
+    waiting: bool,
 }
 
 impl Setup {
     fn threads(self) -> usize {
-        if self.shared { SHARED_THREADS } else { THREADS }
+        match (self.shared, self.waiting) {
+            (_, true) => WAITING_THREADS,
+            (true, false) => SHARED_THREADS,
+            (false, false) => THREADS,
+        }
     }
 
     fn resources(self) -> usize {
-        if self.shared {
-            SHARED_RESOURCES
-        } else {
-            RESOURCES
+        match (self.shared, self.waiting) {
+            (_, true) => WAITING_RESOURCES,
+            (true, false) => SHARED_RESOURCES,
+            (false, false) => RESOURCES,
+        }
+    }
+
+    /// The clients: thread `t` uses client `t % clients`.
+    fn clients(self) -> usize {
+        match (self.shared, self.waiting) {
+            (true, _) => 1,
+            (false, true) => WAITING_CLIENTS,
+            (false, false) => THREADS,
         }
     }
 }
@@ -180,7 +220,10 @@ fn worker(
 ) -> Work {
     let mut rng =
         StdRng::seed_from_u64(seed ^ (thread as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
-    let mut work = Work::default();
+    let mut work = Work {
+        waits: setup.waiting,
+        ..Work::default()
+    };
     while !stop.load(Ordering::SeqCst) {
         let r = rng.random_range(0..setup.resources());
         let ttl = TTLS[rng.random_range(0..TTLS.len())];
@@ -437,6 +480,7 @@ fn chaos_campaign() {
     campaign(Setup {
         fenced: false,
         shared: false,
+        waiting: false,
     });
 }
 
@@ -445,6 +489,21 @@ fn fenced_chaos_campaign() {
     campaign(Setup {
         fenced: true,
         shared: false,
+        waiting: false,
+    });
+}
+
+/// 64 callers that wait (`lock_until`: queued on the masters, handed the
+/// lock by releases) contend for 4 resources through 16 fenced clients
+/// while the faults run: every call is served or fails with a typed error
+/// by its deadline, no two holdings overlap, fences grow in the order
+/// holdings began, and nothing of the waiters is left on any master.
+#[test]
+fn waiting_chaos_campaign() {
+    campaign(Setup {
+        fenced: true,
+        shared: false,
+        waiting: true,
     });
 }
 
@@ -456,6 +515,7 @@ fn shared_client_chaos_campaign() {
     campaign(Setup {
         fenced: false,
         shared: true,
+        waiting: false,
     });
 }
 
@@ -481,21 +541,15 @@ fn campaign(setup: Setup) {
     let healed = AtomicBool::new(false);
     let works = Mutex::new(Vec::new());
     let mut chaos_done = Chaos::default();
-    let shared = setup.shared.then(|| client(&urls, fenced));
+    let clients: Vec<Redlock> = (0..setup.clients())
+        .map(|_| client(&urls, fenced))
+        .collect();
     thread::scope(|s| {
         for t in 0..setup.threads() {
-            let (urls, stop, healed, works) = (&urls, &stop, &healed, &works);
-            let shared = shared.as_ref();
+            let (stop, healed, works) = (&stop, &healed, &works);
+            let redlock = &clients[t % clients.len()];
             s.spawn(move || {
                 let _stop = SetOnDrop(stop);
-                let own;
-                let redlock = match shared {
-                    Some(shared) => shared,
-                    None => {
-                        own = client(urls, fenced);
-                        &own
-                    }
-                };
                 let work = worker(t, seed, redlock, setup, stop, healed);
                 works
                     .lock()
@@ -539,6 +593,7 @@ fn campaign(setup: Setup) {
         add(&mut release_failed, &w.release_failed);
     }
     let extended: u64 = works.iter().map(|w| w.extended).sum();
+    let late: u64 = works.iter().map(|w| w.late).sum();
     let released: u64 = works.iter().map(|w| w.released).sum();
     let not_recovered: Vec<String> = works
         .iter()
@@ -563,7 +618,8 @@ fn campaign(setup: Setup) {
          released: {released}, release failed: {release_failed:?}\n  \
          faults injected: {:?}, three nodes faulty at once {} times, \
          node restarts tried again {}\n  \
-         violations: {}, fences out of order: {} (of {fenced_count} fenced)",
+         violations: {}, fences out of order: {} (of {fenced_count} fenced)\n  \
+         waits returned late: {late}",
         holdings.len(),
         chaos_done.injected,
         chaos_done.three_faulty,
@@ -634,22 +690,35 @@ fn campaign(setup: Setup) {
         not_recovered.is_empty(),
         "CHAOS_SEED={seed}: after the faults ended, not taken again within {RECOVERY:?}: {not_recovered:?}; counters: {counters:?}"
     );
+    assert_eq!(
+        late, 0,
+        "CHAOS_SEED={seed}: calls that wait returned more than {LATE:?} past their deadline"
+    );
     assert!(
         holdings.len() >= 10,
         "CHAOS_SEED={seed}: only {} acquisitions: no progress under minority faults",
         holdings.len()
     );
 
-    // Every lock was released or has expired: nothing is left anywhere.
-    thread::sleep(MAX_TTL + Duration::from_millis(500));
+    // Every lock was released or has expired, and what the masters keep
+    // for waiters expires by itself: a reservation within its window (4
+    // request timeouts), a queue within the margin past the keys that
+    // blocked its waiters (the window, the retry delay and jitter, a
+    // request timeout). Nothing is left anywhere.
+    let window = REQUEST_TIMEOUT * 4;
+    let margin = window + Duration::from_millis(300) + REQUEST_TIMEOUT;
+    thread::sleep(MAX_TTL + margin + Duration::from_millis(500));
     for i in 0..N {
         for r in 0..setup.resources() {
-            assert!(
-                !cluster.exists(i, resource(r)),
-                "CHAOS_SEED={seed}: node {i} still has {} after the longest TTL (PTTL {:?})",
-                resource(r),
-                String::from_utf8_lossy(&cluster.command(i, &[b"PTTL", resource(r).as_bytes()]))
-            );
+            let queue = format!("redlock-mio:queue:{}", resource(r));
+            for key in [resource(r), queue] {
+                assert!(
+                    !cluster.exists(i, &key),
+                    "CHAOS_SEED={seed}: node {i} still has {key} after the longest TTL and \
+                     the waiters' margin (PTTL {:?})",
+                    String::from_utf8_lossy(&cluster.command(i, &[b"PTTL", key.as_bytes()]))
+                );
+            }
         }
     }
 }
