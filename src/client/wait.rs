@@ -10,7 +10,8 @@
 //! attempts the caller sleeps until a quorum of masters has told it (a
 //! release handed it the lock) or until its fallback. When the call ends,
 //! its queue entries go ([`LEAVE_SCRIPT`](crate::scripts::LEAVE_SCRIPT)),
-//! unless every master granted the last attempt (which took them).
+//! unless no master its last attempt reached refused it or failed (one
+//! that granted took them).
 
 use std::io::Write;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -47,8 +48,8 @@ pub(super) struct Wait {
     place: u64,
     /// How long its queue entries outlive the keys that block it, in ms.
     margin_ms: u64,
-    /// A master may hold an entry of it: the last attempt was not granted
-    /// by every master.
+    /// A master may hold an entry of it (see [`note`](Self::note)): the
+    /// wait leaves the queues when it ends.
     pub(super) queued: bool,
 }
 
