@@ -76,7 +76,13 @@
 //! - **The embedded client** ([`EmbeddedRedlock`](crate::EmbeddedRedlock))
 //!   registers its sockets with the caller's own `mio` poller and starts no
 //!   thread: the caller hands it each poll's events and the time, and
-//!   collects what completed.
+//!   collects what completed. Its
+//!   [`lock_until`](crate::EmbeddedRedlock::lock_until) waits as the other
+//!   calls that wait do (below): the wake-ups arrive on its connections as
+//!   readable events, like replies, and the end of each wait is in
+//!   [`next_timeout`](crate::EmbeddedRedlock::next_timeout); each time the
+//!   caller hands it events or the time, a call whose round ended or whose
+//!   wait is over makes its next move.
 //!
 //! # Waiting for a contended lock
 //!
