@@ -1,7 +1,8 @@
-//! Holds 1,000 locks from one event loop that the caller owns: the client
-//! registers its sockets with the caller's `mio` poller, takes the events
-//! of each poll, and says when it next needs the time. No thread of the
-//! client's, nothing blocks.
+//! Holds 1,000 locks from one event loop that the caller owns, and waits
+//! for one of them with `lock_until`: the client registers its sockets
+//! with the caller's `mio` poller, takes the events of each poll, and
+//! says when it next needs the time. No thread of the client's, nothing
+//! blocks.
 //!
 //! ```sh
 //! cargo run --release --example embedded                  # five local masters
@@ -9,7 +10,8 @@
 //! ```
 //!
 //! It exits with a non-zero status if a lock is not taken, a held lock can
-//! be taken by another client, or a release fails.
+//! be taken by another client, a release fails, or a `lock_until` waiting
+//! for a held lock does not get it once it is released.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -78,7 +80,7 @@ fn main() -> Result<()> {
     let waker = Arc::new(Waker::new(poll.registry(), MINE)?);
     let mut redlock = Redlock::builder(&urls)
         .request_timeout(Duration::from_secs(1))
-        .max_in_flight(LOCKS)
+        .max_in_flight(LOCKS + 1) // and the lock_until below
         .build_embedded(poll.registry(), CLIENT)?;
     println!(
         "embedded client on {} masters, tokens {:?}; the loop's own source is token {}",
@@ -129,26 +131,47 @@ fn main() -> Result<()> {
         return Err("a lock has less validity than expected".into());
     }
 
+    // A call that waits for one of them: its first attempt is refused and
+    // queues it on the masters; the release below hands the lock over and
+    // tells it, on the same connections, as readable events.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let waiting = redlock.lock_until("embedded:0", TTL, deadline)?;
     let started = Instant::now();
     for lock in &mut locks {
         redlock.unlock(lock)?;
     }
+    let mut handed = None;
     drive(
         &mut poll,
         &mut events,
         &mut redlock,
-        LOCKS,
+        LOCKS + 1,
         &mut own,
         |c| match c {
-            Completion::Released { result, .. } => Ok(result?),
-            other => Err(format!("unexpected {other:?}").into()),
+            Completion::Acquired { ticket, result } if ticket == waiting => {
+                handed = Some(result?);
+                Ok(())
+            }
+            other => released(other),
         },
     )?;
     println!(
-        "{LOCKS} locks released after {:.1} ms; the loop's own source fired {own} time(s)",
+        "{LOCKS} locks released after {:.1} ms, one of them handed to the lock_until waiting for it; \
+         the loop's own source fired {own} time(s)",
         started.elapsed().as_secs_f64() * 1e3
     );
+    let mut handed = handed.ok_or("lock_until did not complete")?;
+    redlock.unlock(&mut handed)?;
+    drive(&mut poll, &mut events, &mut redlock, 1, &mut own, released)?;
     let mut again = probe.try_lock("embedded:0", TTL)?;
     probe.unlock(&mut again)?;
     Ok(())
+}
+
+/// A release's completion: an error unless it released the lock.
+fn released(completion: Completion) -> Result<()> {
+    match completion {
+        Completion::Released { result, .. } => Ok(result?),
+        other => Err(format!("unexpected {other:?}").into()),
+    }
 }

@@ -76,14 +76,22 @@
 //! - **The embedded client** ([`EmbeddedRedlock`](crate::EmbeddedRedlock))
 //!   registers its sockets with the caller's own `mio` poller and starts no
 //!   thread: the caller hands it each poll's events and the time, and
-//!   collects what completed.
+//!   collects what completed. Its
+//!   [`lock_until`](crate::EmbeddedRedlock::lock_until) waits as the other
+//!   calls that wait do (below): the wake-ups arrive on its connections as
+//!   readable events, like replies, and the end of each wait is in
+//!   [`next_timeout`](crate::EmbeddedRedlock::next_timeout); each time the
+//!   caller hands it events or the time, a call whose round ended or whose
+//!   wait is over makes its next move.
 //!
 //! # Waiting for a contended lock
 //!
 //! A caller that waits ([`lock`](crate::Redlock::lock),
 //! [`lock_until`](crate::Redlock::lock_until),
 //! [`lock_all`](crate::Redlock::lock_all), their async forms,
-//! [`with_lock`](crate::Redlock::with_lock), `redlock run --wait`) is told
+//! [`with_lock`](crate::Redlock::with_lock), the embedded client's
+//! [`lock_until`](crate::EmbeddedRedlock::lock_until), `redlock run
+//! --wait`) is told
 //! when the lock is handed to it, within about a round trip of the
 //! release, instead of trying again after a blind delay
 //! ([`Builder::wake_on_release`](crate::Builder::wake_on_release), on by

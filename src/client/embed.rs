@@ -1,5 +1,8 @@
 //! [`EmbeddedRedlock`]: a client driven by the caller's own `mio` event
-//! loop. Its user-facing docs are on the type.
+//! loop. Its user-facing docs are on the type; its `lock_until` calls are
+//! driven in `pursue.rs`.
+
+mod pursue;
 
 use std::fmt;
 use std::sync::Arc;
@@ -16,7 +19,8 @@ use super::{Lock, TOKEN_LEN, check_resource, check_ttl};
 use crate::commands::{Command, Keys};
 use crate::driver::Driver;
 use crate::error::{ConfigError, Error};
-use crate::rules::{Decision, Op, Round};
+use crate::rules::{Decision, Op, Report, Round};
+use pursue::LockUntil;
 
 /// Names an operation started on an [`EmbeddedRedlock`], in its
 /// [`Completion`].
@@ -104,6 +108,118 @@ impl Started {
     }
 }
 
+/// What every operation of the embedded client uses: the connections and
+/// the rounds in flight, the configuration, the masters' names, the
+/// tokens.
+struct Base {
+    driver: Driver,
+    config: Config,
+    masters: Arc<[String]>,
+    tokens: TokenSource,
+    /// Boxes of the reports of waits' errors that were not the outcome of
+    /// their call, for the next reports (room for one per call, allocated
+    /// at build): a wait allocates nothing once the client is warm.
+    #[allow(
+        clippy::vec_box,
+        reason = "the boxes are what is kept: each goes back into an error"
+    )]
+    spare_reports: Vec<Box<Report>>,
+}
+
+impl Base {
+    /// Starts the round of `command` at `now`, waiting for the masters at
+    /// most `timeout`: written to every master now (or once the
+    /// handshakes are done). Its id.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Busy`] at the cap of rounds in flight (nothing was sent).
+    fn start(
+        &mut self,
+        command: &Command<'_>,
+        timeout: Duration,
+        now: Instant,
+    ) -> Result<u64, Error> {
+        let restart = restarter(&self.config, self.masters.len(), timeout);
+        let mut ids: SmallVec<[u64; 1]> = SmallVec::new();
+        self.driver
+            .submit(std::slice::from_ref(command), restart, &mut ids, true, now);
+        ids.first().copied().ok_or(Error::Busy {
+            limit: self.config.max_in_flight,
+        })
+    }
+
+    /// Takes round `id` out of the table of rounds in flight, as it ended.
+    fn take(&mut self, id: u64) -> Option<Round> {
+        let round = self.driver.round(id).cloned();
+        self.driver.finish(&[id]);
+        round
+    }
+
+    /// The per-node report of `round`, the masters named by their
+    /// addresses (allocates: for errors only).
+    fn report(&mut self, round: &Round) -> Box<Report> {
+        let report = round.report().with_masters(self.masters.clone());
+        match self.spare_reports.pop() {
+            Some(mut spare) => {
+                *spare = report;
+                spare
+            }
+            None => Box::new(report),
+        }
+    }
+
+    /// `error` was dropped by a call that goes on: the box of its report
+    /// is kept for the next one.
+    fn recycle(&mut self, error: Error) {
+        if let Some(report) = error.into_report() {
+            if self.spare_reports.len() < self.spare_reports.capacity() {
+                self.spare_reports.push(report);
+            }
+        }
+    }
+
+    /// After an acquire of `keys` with `token` whose round ended as
+    /// `round`: the lock, or the error, after which its release is queued
+    /// on every master without waiting (as `try_lock` does).
+    fn acquired(
+        &mut self,
+        keys: Keys<&[u8]>,
+        token: [u8; TOKEN_LEN],
+        round: Option<&Round>,
+    ) -> Result<Lock, Error> {
+        let error = match (round.and_then(Round::decision), round) {
+            (Some(Decision::Quorum { .. }), Some(round)) => {
+                return Ok(Lock::new(
+                    keys,
+                    token,
+                    round.valid_until(),
+                    None,
+                    round.reached(),
+                ));
+            }
+            (Some(Decision::TooSlow), Some(round)) => Error::TooSlow(self.report(round)),
+            (_, Some(round)) => no_quorum(self.report(round), Error::Contended),
+            (_, None) => Error::Io(std::io::ErrorKind::Other),
+        };
+        // Unknown without the round: every master.
+        let reach = round.map_or(u64::MAX, Round::reached);
+        let release = Command::release(keys, &token).with_script().reaching(reach);
+        self.driver.queue(&release, crate::clock::now());
+        Err(error)
+    }
+
+    /// After a release whose round ended as `round`: whether a quorum
+    /// released it.
+    fn released(&mut self, round: Option<&Round>) -> Result<(), Error> {
+        match (round.and_then(Round::decision), round) {
+            (Some(Decision::Quorum { .. }), _) => Ok(()),
+            (_, Some(round)) => Err(no_quorum(self.report(round), Error::NotHeld)),
+            (_, None) => Err(Error::Io(std::io::ErrorKind::Other)),
+        }
+    }
+}
+
 /// A Redlock client driven by the caller's own `mio` event loop: no
 /// thread, no poller of its own, no blocking call. Made by
 /// [`Builder::build_embedded`]. It is `Send`; it needs `&mut` for every
@@ -111,7 +227,8 @@ impl Started {
 ///
 /// The client registers its sockets with the caller's [`Registry`] under a
 /// range of tokens the caller sets aside. The caller starts operations
-/// ([`try_lock`](Self::try_lock), [`unlock`](Self::unlock)), hands it the
+/// ([`try_lock`](Self::try_lock), [`lock_until`](Self::lock_until),
+/// [`unlock`](Self::unlock)), hands it the
 /// events of each poll ([`handle_events`](Self::handle_events)), polls no
 /// longer than [`next_timeout`](Self::next_timeout), tells it the time
 /// ([`handle_timeout`](Self::handle_timeout)), and collects what completed
@@ -146,19 +263,21 @@ impl Started {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct EmbeddedRedlock {
-    driver: Driver,
-    config: Config,
-    masters: Arc<[String]>,
-    tokens: TokenSource,
+    base: Base,
+    /// The acquires and releases in flight.
     started: Vec<Started>,
+    /// The [`lock_until`](Self::lock_until) calls in progress.
+    pursuits: Vec<LockUntil>,
+    /// The last `lock_until` ticket's number.
+    last_pursuit: u64,
 }
 
 impl fmt::Debug for EmbeddedRedlock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EmbeddedRedlock")
-            .field("servers", &self.masters)
-            .field("tokens", &self.driver.tokens())
-            .field("in_flight", &self.started.len())
+            .field("servers", &self.base.masters)
+            .field("tokens", &self.base.driver.tokens())
+            .field("in_flight", &self.in_flight())
             .finish_non_exhaustive()
     }
 }
@@ -186,9 +305,7 @@ impl Builder {
         if self.fencing_on() {
             return Err(ConfigError::NotEmbeddable("fencing"));
         }
-        let (addrs, mut conn, tls) = self.prepare()?;
-        // The embedded client has no call that waits: nothing to tell.
-        conn.wake = None;
+        let (addrs, conn, tls) = self.prepare()?;
         if first.0.checked_add(addrs.len()).is_none() {
             return Err(ConfigError::NotEmbeddable("tokens past usize::MAX"));
         }
@@ -196,12 +313,19 @@ impl Builder {
             .map_err(|e| ConfigError::Io(e.kind()))?;
         driver.connect();
         let masters = driver.addrs().map(ToString::to_string).collect();
+        let config = self.config(&conn);
         Ok(EmbeddedRedlock {
-            started: Vec::with_capacity(self.config(&conn).max_in_flight),
-            config: self.config(&conn),
-            driver,
-            masters,
-            tokens: TokenSource::new(),
+            // Room for every round and every wait, allocated now.
+            started: Vec::with_capacity(config.max_in_flight),
+            pursuits: Vec::with_capacity(config.max_in_flight),
+            last_pursuit: 0,
+            base: Base {
+                spare_reports: Vec::with_capacity(config.max_in_flight),
+                driver,
+                config,
+                masters,
+                tokens: TokenSource::new(),
+            },
         })
     }
 }
@@ -209,13 +333,13 @@ impl Builder {
 impl EmbeddedRedlock {
     /// The poller tokens the client's sockets use.
     pub fn tokens(&self) -> std::ops::Range<usize> {
-        self.driver.tokens()
+        self.base.driver.tokens()
     }
 
     /// Operations started and not yet collected by
     /// [`poll_completion`](Self::poll_completion).
     pub fn in_flight(&self) -> usize {
-        self.started.len()
+        self.started.len() + self.pursuits.len()
     }
 
     /// Starts one attempt to acquire `resource` for `ttl`: its command is
@@ -231,10 +355,87 @@ impl EmbeddedRedlock {
     pub fn try_lock(&mut self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Ticket, Error> {
         let resource = resource.as_ref();
         check_resource(resource)?;
-        let ttl_ms = check_ttl(&self.config, ttl)?;
-        let token = self.tokens.token();
+        let ttl_ms = check_ttl(&self.base.config, ttl)?;
+        let token = self.base.tokens.token();
         let keys = Keys::One(resource);
         self.start(&Command::acquire(keys, &token, ttl_ms), keys, token)
+    }
+
+    /// Starts acquiring `resource` for `ttl`, trying again until
+    /// `deadline`, as [`Redlock::lock_until`](crate::Redlock::lock_until)
+    /// does: the ticket completes (from
+    /// [`poll_completion`](Self::poll_completion), as
+    /// [`Completion::Acquired`]) with the lock, or with the last attempt's
+    /// error, by `deadline`.
+    ///
+    /// Between attempts the call waits, with no thread and no timer of
+    /// its own: until the release that frees the lock hands it over and
+    /// tells it (waiters are served first come, first served; see
+    /// [`Builder::wake_on_release`]), until the holder's key expires, or,
+    /// when neither is known, a random retry delay. The wake-ups arrive on
+    /// the client's connections as readable events, like replies, and its
+    /// waits' times are in [`next_timeout`](Self::next_timeout): a loop
+    /// that hands the client its events and the time drives it. Every
+    /// attempt waits for the masters until its request timeout or the
+    /// deadline, whichever comes first; when the call ends, it leaves the
+    /// queues the masters keep for waiters (without waiting).
+    ///
+    /// ```no_run
+    /// use std::time::{Duration, Instant};
+    /// use mio::{Events, Poll, Token};
+    /// use redlock_mio::{Completion, Redlock};
+    ///
+    /// let mut poll = Poll::new()?;
+    /// let mut redlock = Redlock::builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"])
+    ///     .build_embedded(poll.registry(), Token(1000))?;
+    /// // Wait for the lock at most 5 s.
+    /// let ticket = redlock.lock_until("orders:42", Duration::from_secs(10), Instant::now() + Duration::from_secs(5))?;
+    /// let mut events = Events::with_capacity(64);
+    /// let mut lock = loop {
+    ///     let timeout = redlock.next_timeout().map(|at| at.saturating_duration_since(Instant::now()));
+    ///     poll.poll(&mut events, timeout)?;
+    ///     redlock.handle_events(&events);
+    ///     redlock.handle_timeout(Instant::now());
+    ///     if let Some(Completion::Acquired { ticket: done, result }) = redlock.poll_completion() {
+    ///         assert_eq!(done, ticket);
+    ///         break result?;
+    ///     }
+    /// };
+    /// // ... work while lock.validity() lasts, then release it ...
+    /// redlock.unlock(&mut lock)?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// Without sending anything: [`Error::InvalidResource`],
+    /// [`Error::InvalidTtl`], [`Error::DeadlinePassed`] if `deadline` is
+    /// not in the future, or [`Error::Busy`] when
+    /// [`Builder::max_in_flight`] calls are under way or its first
+    /// attempt meets the cap of rounds in flight.
+    pub fn lock_until(
+        &mut self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<Ticket, Error> {
+        let resource = resource.as_ref();
+        check_resource(resource)?;
+        let ttl_ms = check_ttl(&self.base.config, ttl)?;
+        let deadline = crate::clock::from_std(deadline);
+        if crate::clock::now() >= deadline {
+            return Err(Error::DeadlinePassed);
+        }
+        if self.pursuits.len() == self.pursuits.capacity() {
+            return Err(Error::Busy {
+                limit: self.base.config.max_in_flight,
+            });
+        }
+        let ticket = Ticket(pursue::TICKET_TAG | (self.last_pursuit + 1));
+        let call = LockUntil::start(&mut self.base, ticket, resource, ttl_ms, deadline)?;
+        self.last_pursuit += 1;
+        self.pursuits.push(call);
+        Ok(ticket)
     }
 
     /// Starts the release of `lock` on every master. The outcome comes
@@ -260,24 +461,8 @@ impl EmbeddedRedlock {
         keys: Keys<&[u8]>,
         token: [u8; TOKEN_LEN],
     ) -> Result<Ticket, Error> {
-        let restart = restarter(
-            &self.config,
-            self.masters.len(),
-            self.config.request_timeout,
-        );
-        let mut ids: SmallVec<[u64; 1]> = SmallVec::new();
-        self.driver.submit(
-            std::slice::from_ref(command),
-            restart,
-            &mut ids,
-            true,
-            crate::clock::now(),
-        );
-        let Some(&id) = ids.first() else {
-            return Err(Error::Busy {
-                limit: self.config.max_in_flight,
-            });
-        };
+        let timeout = self.base.config.request_timeout;
+        let id = self.base.start(command, timeout, crate::clock::now())?;
         let (resource, many) = keys.parts();
         self.started.push(Started {
             id,
@@ -290,73 +475,73 @@ impl EmbeddedRedlock {
     }
 
     /// Handles the readiness events of one poll: those of the client's
-    /// tokens; the others are left to the caller.
+    /// tokens; the others are left to the caller. A `lock_until` call that
+    /// was told a lock was handed to it makes its attempt now.
     pub fn handle_events(&mut self, events: &Events) {
         for event in events.iter() {
-            self.driver.handle_event(event);
+            self.base.driver.handle_event(event);
         }
-        self.driver.after_events();
+        self.base.driver.after_events();
+        self.step(crate::clock::now());
     }
 
     /// The time is `now`: rounds past their deadline count the masters
     /// that have not answered as failed; connects, handshakes and requests
-    /// that ran out of time fail their connections.
+    /// that ran out of time fail their connections; `lock_until` calls
+    /// whose wait is over make their next attempt.
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.driver.check_timers(crate::clock::from_std(now));
+        let now = crate::clock::from_std(now);
+        self.base.driver.check_timers(now);
+        self.step(now);
+    }
+
+    /// Moves every `lock_until` call on, at `now`.
+    fn step(&mut self, now: Instant) {
+        for call in &mut self.pursuits {
+            call.step(&mut self.base, now);
+        }
+        // Each call asked whether it was told: the list is not needed.
+        self.base.driver.forget_told();
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) next has something to
     /// do: poll no longer than until then. `None`: nothing is in flight.
     pub fn next_timeout(&self) -> Option<Instant> {
-        let next = self.driver.next_wake(crate::clock::now())?;
+        let driver = &self.base.driver;
+        let rounds = driver.next_wake(crate::clock::now());
+        let waits = self
+            .pursuits
+            .iter()
+            .filter_map(|call| call.wakes_at(driver));
+        let next = rounds.into_iter().chain(waits).min()?;
         Some(crate::clock::to_std(next))
     }
 
     /// The next operation that completed, if any.
     pub fn poll_completion(&mut self) -> Option<Completion> {
-        let k = self
-            .started
-            .iter()
-            .position(|s| self.driver.decided(&[s.id]))?;
+        if let Some(k) = self.pursuits.iter().position(LockUntil::is_done) {
+            let call = self.pursuits.swap_remove(k);
+            let ticket = call.ticket();
+            if let Some(result) = call.into_result() {
+                return Some(Completion::Acquired { ticket, result });
+            }
+        }
+        let driver = &self.base.driver;
+        let k = self.started.iter().position(|s| driver.decided(&[s.id]))?;
         let started = self.started.swap_remove(k);
-        let round = self.driver.round(started.id).cloned();
-        self.driver.finish(&[started.id]);
+        let round = self.base.take(started.id);
         let ticket = Ticket(started.id);
-        let report = |round: &Round| Box::new(round.report().with_masters(self.masters.clone()));
-        let decision = round.as_ref().and_then(Round::decision);
         Some(match started.op {
             Op::Release => Completion::Released {
                 ticket,
-                result: match (decision, &round) {
-                    (Some(Decision::Quorum { .. }), _) => Ok(()),
-                    (_, Some(round)) => Err(no_quorum(report(round), Error::NotHeld)),
-                    (_, None) => Err(Error::Io(std::io::ErrorKind::Other)),
-                },
+                result: self.base.released(round.as_ref()),
             },
-            _ => {
-                let result = match (decision, &round) {
-                    (Some(Decision::Quorum { .. }), Some(round)) => Ok(Lock::new(
-                        started.keys(),
-                        started.token,
-                        round.valid_until(),
-                        None,
-                        round.reached(),
-                    )),
-                    (Some(Decision::TooSlow), Some(round)) => Err(Error::TooSlow(report(round))),
-                    (_, Some(round)) => Err(no_quorum(report(round), Error::Contended)),
-                    (_, None) => Err(Error::Io(std::io::ErrorKind::Other)),
-                };
-                if result.is_err() {
-                    // Release everywhere, without waiting, as try_lock does.
-                    // Unknown without the round: every master.
-                    let reach = round.as_ref().map_or(u64::MAX, Round::reached);
-                    let release = Command::release(started.keys(), &started.token)
-                        .with_script()
-                        .reaching(reach);
-                    self.driver.queue(&release, crate::clock::now());
-                }
-                Completion::Acquired { ticket, result }
-            }
+            _ => Completion::Acquired {
+                ticket,
+                result: self
+                    .base
+                    .acquired(started.keys(), started.token, round.as_ref()),
+            },
         })
     }
 }

@@ -18,10 +18,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use smallvec::SmallVec;
 
+use super::builder::Config;
 use super::fence::FencedAcquire;
 use super::rounds::RoundEnd;
 use super::{Lock, Redlock, TOKEN_LEN};
-use crate::commands::{Command, Keys};
+use crate::commands::{Command, Keys, WakeChannel};
+use crate::driver::Driver;
 use crate::error::Error;
 use crate::rules::wait::{Next, Pursuit, Terms};
 use crate::rules::{self, NodeState, Round};
@@ -92,27 +94,27 @@ impl Wait {
     }
 }
 
-impl Redlock {
-    /// A slot in the table of waits, if releases tell this client's
-    /// waiters and the table has room (else the call waits by its
-    /// fallback alone).
-    pub(super) fn begin_wait(&self) -> Option<Wait> {
-        let channel = self.config.wake?;
-        let id = self.engine.driver().driver.begin_wait()?;
-        let window = (self.config.request_timeout * 4).clamp(MIN_WINDOW, MAX_WINDOW);
+impl Wait {
+    /// Takes a slot in `driver`'s table of waits for a call of a client
+    /// whose connections hear `channel`; `None` when the table is full.
+    /// The call's place in the queues is now.
+    pub(super) fn begin(
+        driver: &mut Driver,
+        channel: &WakeChannel,
+        config: &Config,
+    ) -> Option<Wait> {
+        let id = driver.begin_wait()?;
+        let window = (config.request_timeout * 4).clamp(MIN_WINDOW, MAX_WINDOW);
         let mut member = [0; MEMBER];
         let mut out = &mut member[..];
         let written =
-            write!(out, "{}|{id}|", window.as_millis()).and_then(|()| out.write_all(&channel));
+            write!(out, "{}|{id}|", window.as_millis()).and_then(|()| out.write_all(channel));
         let member_len = MEMBER - out.len();
         if written.is_err() {
-            self.engine.driver().driver.end_wait(id);
+            driver.end_wait(id);
             return None;
         }
-        let margin = window
-            + self.config.retry_delay
-            + self.config.retry_jitter
-            + self.config.request_timeout;
+        let margin = window + config.retry_delay + config.retry_jitter + config.request_timeout;
         let place = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| since.as_micros() as u64);
@@ -126,15 +128,31 @@ impl Redlock {
         })
     }
 
+    /// Ends the wait: leaves the queues of `keys` on every master if it
+    /// may be queued somewhere (queued on `driver`, without waiting), and
+    /// frees its slot.
+    pub(super) fn end(self, driver: &mut Driver, keys: Keys<&[u8]>) {
+        if self.queued {
+            let leave = Command::leave(keys, self.member()).with_script();
+            driver.queue(&leave, crate::clock::now());
+        }
+        driver.end_wait(self.id);
+    }
+}
+
+impl Redlock {
+    /// A slot in the table of waits, if releases tell this client's
+    /// waiters and the table has room (else the call waits by its
+    /// fallback alone).
+    pub(super) fn begin_wait(&self) -> Option<Wait> {
+        let channel = self.config.wake?;
+        Wait::begin(&mut self.engine.driver().driver, &channel, &self.config)
+    }
+
     /// Ends `wait`: leaves the queues of `keys` on every master if it may
     /// be queued somewhere (without waiting), and frees its slot.
     pub(super) fn end_wait(&self, wait: Wait, keys: Keys<&[u8]>) {
-        let mut shared = self.engine.driver();
-        if wait.queued {
-            let leave = Command::leave(keys, wait.member()).with_script();
-            shared.driver.queue(&leave, crate::clock::now());
-        }
-        shared.driver.end_wait(wait.id);
+        wait.end(&mut self.engine.driver().driver, keys);
     }
 
     /// Forgets what told `wait` so far: only what comes after counts for

@@ -357,6 +357,14 @@ impl Driver {
         self.waits.hinted(id)
     }
 
+    /// Forgets which waits were told since the last call, for a client
+    /// that asks [`is_told`](Self::is_told) of its waits instead of having
+    /// waiters woken (the embedded one): the list of waits told stays
+    /// within the room allocated for it.
+    pub(crate) fn forget_told(&mut self) {
+        self.waits.wake_told(|_| {});
+    }
+
     /// Sets `waiter` to be woken when wait `id` is told.
     pub(crate) fn set_wait_waiter(&mut self, id: u64, waiter: Waiter) {
         self.waits.set_waiter(id, waiter);

@@ -36,8 +36,9 @@ const EXPIRY_JITTER: Duration = Duration::from_millis(1);
 /// let mut round = Round::new(Op::Acquire, 3, Duration::from_secs(10), Duration::from_millis(102), Duration::from_millis(50), t0);
 /// round.handle_reply(0, Reply::Queued { expires_in_ms: Some(900) }, t0);
 /// round.handle_reply(1, Reply::Queued { expires_in_ms: Some(700) }, t0);
-/// // Two of three refuse: the second key to expire frees a quorum.
-/// assert_eq!(free_in(&round), Some(Duration::from_millis(900)));
+/// round.handle_reply(2, Reply::Queued { expires_in_ms: Some(800) }, t0);
+/// // All three refuse: once two keys have expired, a quorum is free.
+/// assert_eq!(free_in(&round), Some(Duration::from_millis(800)));
 /// ```
 pub fn free_in(round: &Round) -> Option<Duration> {
     let n = round.nodes().len();

@@ -1,26 +1,34 @@
 //! The client driven by the caller's own `mio` loop: many locks from one
-//! loop beside the caller's own sources, typed errors, the cap, and the
-//! deadline of a round whose masters do not answer.
+//! loop beside the caller's own sources, typed errors, the cap, the
+//! deadline of a round whose masters do not answer, and `lock_until`
+//! (told by the release that hands it the lock, or waiting out a crashed
+//! holder's key, never polling; leaving the masters' queues when it
+//! gives up).
 
 use std::time::{Duration, Instant};
 
+use crate::support::check::{command_stats, eventually, queued_on};
 use crate::support::cluster::Cluster;
 use mio::{Events, Interest, Poll, Token};
 use redlock_mio::rules::NodeState;
-use redlock_mio::{Completion, ConfigError, EmbeddedRedlock, Error, Lock, Redlock};
+use redlock_mio::{Completion, ConfigError, EmbeddedRedlock, Error, Lock, MAX_TIMEOUT, Redlock};
 
 const TTL: Duration = Duration::from_secs(10);
 
-/// Polls until `n` completions were collected (or 10 s passed).
+/// Polls until `n` completions were collected (or 10 s passed), each poll
+/// no longer than `next_timeout` says.
 fn drive(poll: &mut Poll, redlock: &mut EmbeddedRedlock, n: usize) -> Vec<Completion> {
     let mut events = Events::with_capacity(64);
     let mut done = Vec::new();
     let give_up = Instant::now() + Duration::from_secs(10);
     while done.len() < n && Instant::now() < give_up {
+        // Without a time of the client's, it gives up rather than hangs.
         let timeout = redlock
             .next_timeout()
-            .map(|at| at.saturating_duration_since(Instant::now()));
-        poll.poll(&mut events, timeout).expect("poll");
+            .unwrap_or(give_up)
+            .min(give_up)
+            .saturating_duration_since(Instant::now());
+        poll.poll(&mut events, Some(timeout)).expect("poll");
         redlock.handle_events(&events);
         redlock.handle_timeout(Instant::now());
         done.extend(std::iter::from_fn(|| redlock.poll_completion()));
@@ -180,4 +188,165 @@ fn a_round_without_answers_ends_at_its_deadline() {
     assert!(took >= timeout, "decided before its deadline: {took:?}");
     // Far below the stall timeout, which would end it otherwise.
     assert!(took < stall / 2, "not decided by its deadline: {took:?}");
+}
+
+const RESOURCE: &[u8] = b"waited-for";
+/// Far longer than any test: an attempt that comes after a retry delay
+/// means the waiter was not told.
+const NEVER: Duration = MAX_TIMEOUT;
+/// Generous bounds for a busy machine; never reached when things work.
+const PATIENCE: Duration = Duration::from_secs(60);
+/// A deadline far past `PATIENCE`: the last attempt it allows comes after
+/// any test has given up.
+const AN_HOUR: Duration = Duration::from_secs(3600);
+
+/// A blocking client that holds the resource, or an embedded one that
+/// waits for it: it only tries again when told, or when the key that
+/// refused it expires (its retry delay outlasts every test).
+fn builder(cluster: &Cluster) -> redlock_mio::Builder {
+    Redlock::builder(cluster.urls())
+        .request_timeout(Duration::from_secs(1))
+        .retry_delay(NEVER)
+        .retry_jitter(Duration::ZERO)
+}
+
+/// A blocking client that holds the resource for `ttl` (and the lock),
+/// and an embedded client in a loop of its own, about to wait for it.
+fn contended(cluster: &Cluster, ttl: Duration) -> (Redlock, Lock, Poll, EmbeddedRedlock) {
+    let holder = builder(cluster).build().expect("holder");
+    let held = holder.try_lock(RESOURCE, ttl).expect("held");
+    let poll = Poll::new().expect("poll");
+    let redlock = builder(cluster)
+        .build_embedded(poll.registry(), Token(0))
+        .expect("build");
+    (holder, held, poll, redlock)
+}
+
+/// Runs the loop, each poll at most 10 ms, until `done` holds for the
+/// completions collected so far (or `PATIENCE` passed); returns them.
+fn run_until(
+    poll: &mut Poll,
+    redlock: &mut EmbeddedRedlock,
+    mut done: impl FnMut(&[Completion]) -> bool,
+) -> Vec<Completion> {
+    let mut events = Events::with_capacity(64);
+    let mut collected = Vec::new();
+    let give_up = Instant::now() + PATIENCE;
+    while !done(&collected) && Instant::now() < give_up {
+        let turn = Duration::from_millis(10);
+        let timeout = redlock.next_timeout().map_or(turn, |at| {
+            at.saturating_duration_since(Instant::now()).min(turn)
+        });
+        poll.poll(&mut events, Some(timeout)).expect("poll");
+        redlock.handle_events(&events);
+        redlock.handle_timeout(Instant::now());
+        collected.extend(std::iter::from_fn(|| redlock.poll_completion()));
+    }
+    collected
+}
+
+/// `EVALSHA` calls on each master: each attempt of an acquire that waits
+/// is one, and so is a blocking client's release; nothing else the tests
+/// send is (the embedded client's releases after a failed attempt and its
+/// leaving the queues go as `EVAL`, the holder's acquire as `SET`).
+fn evalsha(cluster: &Cluster) -> Vec<u64> {
+    (0..cluster.len())
+        .map(|i| command_stats(cluster, i, "evalsha").0)
+        .collect()
+}
+
+/// The lock from the only completion among `done`.
+fn acquired(done: Vec<Completion>) -> Result<Lock, Error> {
+    match <[Completion; 1]>::try_from(done) {
+        Ok([Completion::Acquired { result, .. }]) => result,
+        other => panic!("expected one acquire, got {other:?}"),
+    }
+}
+
+#[test]
+fn lock_until_is_handed_the_lock_by_the_release() {
+    let cluster = Cluster::start(3);
+    let (holder, mut held, mut poll, mut redlock) = contended(&cluster, AN_HOUR);
+    let ticket = redlock
+        .lock_until(RESOURCE, Duration::from_secs(30), Instant::now() + AN_HOUR)
+        .expect("start");
+    let early = run_until(&mut poll, &mut redlock, |_| {
+        queued_on(&cluster, RESOURCE, 1) == 3
+    });
+    assert!(early.is_empty(), "{early:?}");
+    assert_eq!(
+        queued_on(&cluster, RESOURCE, 1),
+        3,
+        "queued on every master"
+    );
+    assert_eq!(redlock.in_flight(), 1);
+
+    holder.unlock(&mut held).expect("released");
+    let done = run_until(&mut poll, &mut redlock, |done| !done.is_empty());
+    assert!(
+        matches!(done.first(), Some(Completion::Acquired { ticket: t, .. }) if *t == ticket),
+        "{done:?}"
+    );
+    let lock = acquired(done).expect("handed the lock");
+    assert!(lock.validity() > Duration::from_secs(20));
+    assert_eq!(redlock.in_flight(), 0);
+    // On each master: the refused attempt, the holder's release, and the
+    // attempt it was told to make; the holder's key had an hour left and
+    // the retry delay is longer still.
+    let attempts = evalsha(&cluster);
+    assert!(attempts.iter().all(|&n| n <= 3), "{attempts:?}");
+    assert!(eventually(PATIENCE, || evalsha(&cluster) == [3, 3, 3]));
+    assert!(
+        eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 1) == 0),
+        "no queue entry is left"
+    );
+}
+
+#[test]
+fn lock_until_past_its_deadline_leaves_no_queue_entry() {
+    let cluster = Cluster::start(3);
+    let (_holder, _held, mut poll, mut redlock) = contended(&cluster, AN_HOUR);
+    // The last attempt starts when its request timeout (1 s) still fits.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    redlock
+        .lock_until(RESOURCE, Duration::from_secs(30), deadline)
+        .expect("start");
+    let result = acquired(drive(&mut poll, &mut redlock, 1));
+    assert!(matches!(result, Err(Error::Contended(_))), "{result:?}");
+    assert_eq!(redlock.in_flight(), 0);
+    // The first attempt, and the last one, at the latest start.
+    assert!(eventually(PATIENCE, || evalsha(&cluster) == [2, 2, 2]));
+    assert!(
+        eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 1) == 0),
+        "its entries are gone"
+    );
+    assert!(matches!(
+        redlock.lock_until(RESOURCE, TTL, Instant::now()),
+        Err(Error::DeadlinePassed)
+    ));
+}
+
+#[test]
+fn lock_until_replaces_a_crashed_holder_once_its_key_expires() {
+    let cluster = Cluster::start(3);
+    let (holder, held, mut poll, mut redlock) = contended(&cluster, Duration::from_secs(2));
+    // The holder crashes: its key stays until its TTL runs out.
+    drop(holder);
+    redlock
+        .lock_until(RESOURCE, Duration::from_secs(30), Instant::now() + AN_HOUR)
+        .expect("start");
+    // Each poll as long as `next_timeout` says: the wait's end is in it.
+    let lock = acquired(drive(&mut poll, &mut redlock, 1)).expect("served once the key expired");
+    assert!(
+        Instant::now() >= held.valid_until(),
+        "not before the holder's validity ended"
+    );
+    assert!(lock.validity() > Duration::from_secs(20));
+    // The refused attempt learned when the key expires; no polling.
+    let attempts = evalsha(&cluster);
+    assert!(attempts.iter().all(|&n| n <= 3), "{attempts:?}");
+    assert!(eventually(PATIENCE, || evalsha(&cluster)
+        .iter()
+        .all(|&n| n >= 2)));
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 1) == 0));
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::support::check::{eventually, integer};
+use crate::support::check::{eventually, integer, queued_on};
 use crate::support::cluster::Cluster;
 use redlock_mio::{Error, MAX_TIMEOUT, Redlock};
 
@@ -42,13 +42,6 @@ fn wait_in_thread(client: &Arc<Redlock>) -> thread::JoinHandle<Result<redlock_mi
     })
 }
 
-/// How many masters have `n` or more waiters in the resource's queue.
-fn queued_on(cluster: &Cluster, n: i64) -> usize {
-    (0..cluster.len())
-        .filter(|&i| integer(&cluster.command(i, &[b"ZCARD", QUEUE])) >= n)
-        .count()
-}
-
 #[test]
 fn a_release_hands_the_lock_to_the_waiter_at_once() {
     let cluster = Cluster::start(5);
@@ -59,7 +52,7 @@ fn a_release_hands_the_lock_to_the_waiter_at_once() {
     let client = Arc::new(waiter(&cluster));
     let waiting = wait_in_thread(&client);
     assert!(
-        eventually(PATIENCE, || queued_on(&cluster, 1) == 5),
+        eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 1) == 5),
         "the waiter is queued on every master"
     );
     holder.unlock(&mut held).expect("released");
@@ -72,7 +65,7 @@ fn a_release_hands_the_lock_to_the_waiter_at_once() {
     // key had an hour left and the retry delay is longer still.
     assert_eq!(client.stats().attempts, 2);
     assert!(
-        eventually(PATIENCE, || queued_on(&cluster, 1) == 0),
+        eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 1) == 0),
         "no queue entry is left"
     );
 }
@@ -98,7 +91,11 @@ fn waiters_are_served_in_the_order_they_came() {
             client.stats().attempts
         }));
         // The next waiter comes once this one is queued everywhere.
-        assert!(eventually(PATIENCE, || queued_on(&cluster, i + 1) == 3));
+        assert!(eventually(PATIENCE, || queued_on(
+            &cluster,
+            RESOURCE,
+            i + 1
+        ) == 3));
     }
     holder.unlock(&mut held).expect("released");
     let attempts: Vec<u64> = threads
@@ -151,7 +148,7 @@ fn a_waiter_that_gives_up_leaves_no_queue_entry() {
     );
     assert!(matches!(result, Err(Error::Contended(_))), "{result:?}");
     assert!(
-        eventually(PATIENCE, || queued_on(&cluster, 1) == 0),
+        eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 1) == 0),
         "its entries are gone"
     );
 }
@@ -177,14 +174,14 @@ fn a_dropped_async_waiter_leaves_no_queue_entry() {
         })
     };
     runtime.block_on(async {
-        while queued_on(&cluster, 1) < 3 {
+        while queued_on(&cluster, RESOURCE, 1) < 3 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     });
     task.abort();
     let _ = runtime.block_on(task);
     assert!(
-        eventually(PATIENCE, || queued_on(&cluster, 1) == 0),
+        eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 1) == 0),
         "its entries are gone"
     );
     // With nobody queued, a release leaves the key free.
@@ -215,7 +212,7 @@ fn waiters_that_never_come_cost_at_most_one_reservation_window() {
     }
     let client = Arc::new(waiter(&cluster));
     let waiting = wait_in_thread(&client);
-    assert!(eventually(PATIENCE, || queued_on(&cluster, 3) == 3));
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 3) == 3));
     holder.unlock(&mut held).expect("released");
     let lock = waiting
         .join()
@@ -256,7 +253,7 @@ fn one_subscription_per_connection_however_many_waits() {
         );
     }
     assert!(
-        eventually(PATIENCE, || queued_on(&cluster, 1) == 0),
+        eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 1) == 0),
         "no entry is left"
     );
 }
@@ -280,12 +277,12 @@ fn a_fenced_waiter_is_handed_the_lock_with_a_larger_fence() {
     let first = held.fence().expect("a fence");
     let client = Arc::new(fenced(NEVER));
     let waiting = wait_in_thread(&client);
-    assert!(eventually(PATIENCE, || queued_on(&cluster, 1) == 3));
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 1) == 3));
     holder.unlock(&mut held).expect("released");
     let lock = waiting.join().expect("thread").expect("handed over");
     assert!(lock.fence().expect("a fence") > first);
     assert_eq!(client.stats().attempts, 2, "told, not polling");
-    assert!(eventually(PATIENCE, || queued_on(&cluster, 1) == 0));
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 1) == 0));
 }
 
 #[test]
@@ -314,7 +311,7 @@ fn an_async_waiter_is_handed_the_lock_under_every_executor() {
         };
         let waiting = thread::spawn(task);
         assert!(
-            eventually(PATIENCE, || queued_on(&cluster, 1) == 3),
+            eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 1) == 3),
             "{name}"
         );
         holder.unlock(&mut held).expect("released");

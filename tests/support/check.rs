@@ -151,3 +151,12 @@ pub fn kill_clients(cluster: &Cluster, i: usize) {
         cluster.command(i, &[b"CLIENT", b"KILL", b"TYPE", kind]);
     }
 }
+
+/// On how many masters the wait queue of `resource` holds `n` waiters or
+/// more.
+pub fn queued_on(cluster: &Cluster, resource: &[u8], n: i64) -> usize {
+    let queue = [&b"redlock-mio:queue:"[..], resource].concat();
+    (0..cluster.len())
+        .filter(|&i| integer(&cluster.command(i, &[b"ZCARD", &queue])) >= n)
+        .count()
+}
