@@ -66,7 +66,8 @@ const RESERVED: [&str; 6] = [
 ];
 
 /// TTLs in ms: expiry at the next millisecond, within a few, never, and
-/// so far off that a Lua number prints it with an exponent (`2e+14`).
+/// so far off (2e14) that Lua's own number-to-text would write an
+/// exponent, where `+WAIT` must print every digit.
 const TTLS: [u64; 9] = [
     1,
     2,

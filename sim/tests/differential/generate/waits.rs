@@ -13,9 +13,9 @@ use redlock_mio_sim::Master;
 use super::{Generator, exact};
 use crate::steps::Command;
 
-/// Reservation windows in ms: the hand-off takes 1 to 9 digits above 0,
-/// skips a member with 0 or 10 digits, and trips on a leading zero (its
-/// `SET PX` refuses it).
+/// Reservation windows in ms: the hand-off takes 1 to 9 digits without a
+/// leading zero (`[1-9]%d*`, a `PX` its `SET` takes), and drops a member
+/// whose window is 0, has a leading zero or 10 digits.
 const WINDOWS: [&str; 10] = [
     "1",
     "2",
