@@ -55,14 +55,15 @@
 //! Every script of [`redlock_mio::scripts`] (release and the release of
 //! several keys, which hand each freed key to its first waiter; extend,
 //! the all-or-nothing acquire and extend of several keys; the fence
-//! scripts: fenced acquire, raise, read, sync; the acquire that waits and
-//! the leave) runs as Rust code that follows its Lua call for call: a
-//! `redis.call` that fails ends the script with its error and leaves the
-//! writes before it (a publication included), a `redis.pcall` hands the
-//! error on as a value, `string.match` of a queue member is the same
-//! pattern, numbers cross Lua as doubles (a Lua number is written `%.14g`
-//! into a string, as in `+WAIT 2e+14`, and `%.17g` into a command's
-//! argument), the time the fence scripts read is the master's clock.
+//! scripts: fenced acquire, raise, read, sync; the acquires that wait,
+//! fenced or not, and the leave) runs as Rust code that follows its Lua
+//! call for call: a `redis.call` that fails ends the script with its error
+//! and leaves the writes before it (a publication included), a
+//! `redis.pcall` hands the error on as a value, `string.match` of a queue
+//! member is the same pattern, numbers cross Lua as doubles (a Lua number
+//! passed to a command is written `%.17g`, `string.format("%d")` prints a
+//! whole number however large, as in `+WAIT 200000000000000`), the time
+//! the fence scripts read is the master's clock.
 //!
 //! Checks before a command run in Redis's order: unknown command or
 //! subcommand, then the number of arguments, then the login (`-NOAUTH`),
@@ -136,7 +137,9 @@
 //! mode), mixed with other clients' writes (foreign values and keys of
 //! another type in the reserved `redlock-mio:` space, on the lock keys and
 //! in the wait queues, with members and scores of every form the scripts
-//! meet), publications on the wake channels, `SCRIPT FLUSH`, `FLUSHALL`,
+//! meet; fence counters and loss ids present, missing, foreign, of another
+//! type, for the fenced acquires that wait as for the others),
+//! publications on the wake channels, `SCRIPT FLUSH`, `FLUSHALL`,
 //! clock moves around the millisecond and second boundaries (which expire
 //! reservations and queues), restarts and restores from snapshots. Every
 //! other case is mostly the wait queue's, so that queues build up and

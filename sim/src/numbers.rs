@@ -1,8 +1,8 @@
 //! Numbers as a server reads and writes them: integer arguments (Redis's
 //! `string2ll`), floating-point arguments (`string2d`: sorted-set scores),
 //! and doubles as C's `%.<p>g` prints them (a double reply is `%.17g` in
-//! Redis 7.0; a Lua number turns into text with `%.14g`, into a command
-//! argument with `%.17g`).
+//! Redis 7.0, and so is a Lua number a script passes to a command; Lua's
+//! own conversion to text is `%.14g`, which the scripts avoid).
 
 /// An integer argument as Redis reads one (`string2ll`): decimal, an
 /// optional `-`, no `+`, no leading zero, no spaces, within `i64`.

@@ -91,6 +91,11 @@ const SCRIPTS: &[Script] = &[
         body: queue::wait_acquire,
     },
     Script {
+        text: FENCED_WAIT_ACQUIRE_SCRIPT,
+        sha: FENCED_WAIT_ACQUIRE_SHA1,
+        body: queue::fenced_wait_acquire,
+    },
+    Script {
         text: LEAVE_SCRIPT,
         sha: LEAVE_SHA1,
         body: queue::leave,

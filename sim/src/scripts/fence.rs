@@ -1,7 +1,9 @@
 //! The fence scripts: the fenced acquire, the raise, the read and the
-//! sync. Each body quotes its Lua and follows it call for call.
+//! sync. Each body quotes its Lua and follows it call for call. The
+//! fenced acquire that waits is the wait queue's (`queue.rs`), and ends
+//! as the fenced acquire does ([`fenced_grant`]).
 //!
-//! All four start from the same Lua guard, `ok(v)`, which they apply to
+//! All of them start from the same Lua guard, `ok(v)`, which they apply to
 //! what `redis.pcall("get", ...)` gives for the counter (`KEYS[1]`) and the
 //! loss id (`KEYS[2]`):
 //!
@@ -102,21 +104,38 @@ macro_rules! checked {
 /// return -tonumber(l)
 /// ```
 pub(super) fn fenced_acquire(s: &mut Call<'_>) -> Outcome {
-    let (counter, lost, keys) = (s.key(0)?, s.key(1)?, s.keys_from(2));
+    let keys = s.keys_from(2);
     for key in keys {
         if s.call("exists", &[key])? == Reply::Integer(1) {
             return Ok(Reply::Null);
         }
     }
+    fenced_grant(s, |s| {
+        for key in keys {
+            let (token, ttl) = (s.arg(0)?, s.arg(1)?);
+            s.call("set", &[key, token, b"px", ttl])?;
+        }
+        Ok(())
+    })
+}
+
+/// What the fenced acquires do once their keys are free, from
+/// `local c=redis.pcall("get",KEYS[1])` on (see [`fenced_acquire`]): the
+/// counter checked, and the loss id if the counter is missing (a
+/// `FOREIGNKEY` reply, nothing written); then `write`, the acquire's
+/// writes of its keys; then the counter `INCR`ed and returned, or minus
+/// the loss id (set to the server's time if absent).
+pub(super) fn fenced_grant(
+    s: &mut Call<'_>,
+    write: impl FnOnce(&mut Call<'_>) -> Result<(), Reply>,
+) -> Outcome {
+    let (counter, lost) = (s.key(0)?, s.key(1)?);
     let c = checked!(s, counter);
     let mut l = Reply::Null;
     if c == Reply::Null {
         l = checked!(s, lost);
     }
-    for key in keys {
-        let (token, ttl) = (s.arg(0)?, s.arg(1)?);
-        s.call("set", &[key, token, b"px", ttl])?;
-    }
+    write(s)?;
     if c != Reply::Null {
         // INCR's integer crosses Lua as a number (a double) and back.
         return match s.call("incr", &[counter])? {

@@ -1,5 +1,5 @@
 //! The wait queue: the hand-off that every script freeing a key runs
-//! after it, the acquire that waits, and the leave. Each body quotes its
+//! after it, the acquires that wait (fenced or not), and the leave. Each body quotes its
 //! Lua and follows it call for call.
 //!
 //! A key's queue is the sorted set `redlock-mio:queue:<key>`, whose
@@ -8,6 +8,7 @@
 //! under `redis.pcall`, so that a queue key of another type changes
 //! nothing but the queue's own steps.
 
+use super::fence::fenced_grant;
 use super::{Call, Outcome, is_string, tonumber};
 use crate::numbers::format_g;
 use crate::reply::Reply;
@@ -133,8 +134,54 @@ fn hint_next(s: &mut Call<'_>, queue: &[u8], window: &[u8]) {
 /// ```
 pub(super) fn wait_acquire(s: &mut Call<'_>) -> Outcome {
     let (keys, member) = (s.keys_from(0), s.arg(2)?);
+    if let Some(wait) = blocked(s, keys, member)? {
+        return enqueue(s, keys, member, wait);
+    }
+    take(s, keys, member)?;
+    Ok(Reply::OK)
+}
+
+/// [`FENCED_WAIT_ACQUIRE_SCRIPT`](redlock_mio::scripts::FENCED_WAIT_ACQUIRE_SCRIPT),
+/// after `handoff` and the fence scripts' `ok`: the loop of
+/// [`wait_acquire`] over `KEYS[3..]`, its queueing if a key is held, else
+/// the end of [`fenced_acquire`](super::fence::fenced_acquire) with the
+/// writes of `wait_acquire`:
+///
+/// ```lua
+/// local m=ARGV[3] local mine="reserved "..m local wait=0 local held=false
+/// for i=3,#KEYS do local k=KEYS[i] local v=redis.call("get",k)
+///   if not v then local h=redis.pcall("zrange","redlock-mio:queue:"..k,0,0)
+///     if type(h)=="table" and not h.err and #h>0 and h[1]~=m then handoff(k) v=redis.call("get",k) end end
+///   if v and v~=mine then held=true local p=redis.pcall("pttl",k)
+///     if type(p)~="number" or p<0 then wait=-1 elseif wait>=0 and p>wait then wait=p end end end
+/// if held then local keep=math.max(wait,0)+tonumber(ARGV[5])
+///   for i=3,#KEYS do local q="redlock-mio:queue:"..KEYS[i] redis.pcall("zadd",q,"NX",ARGV[4],m)
+///     local t=redis.pcall("pttl",q) if type(t)=="number" and t<keep then redis.pcall("pexpire",q,keep) end end
+///   return redis.status_reply("WAIT "..string.format("%d",wait)) end
+/// local c=redis.pcall("get",KEYS[1]) if not ok(c) then return redis.error_reply("FOREIGNKEY "..KEYS[1]) end
+/// local l=false if not c then l=redis.pcall("get",KEYS[2])
+///   if not ok(l) then return redis.error_reply("FOREIGNKEY "..KEYS[2]) end end
+/// for i=3,#KEYS do redis.call("set",KEYS[i],ARGV[1],"px",ARGV[2])
+///   redis.pcall("zrem","redlock-mio:queue:"..KEYS[i],m) end
+/// if c then return redis.call("incr",KEYS[1]) end
+/// if not l then local t=redis.call("time") l=t[1]..string.format("%06d",t[2]) redis.call("set",KEYS[2],l) end
+/// return -tonumber(l)
+/// ```
+pub(super) fn fenced_wait_acquire(s: &mut Call<'_>) -> Outcome {
+    let (keys, member) = (s.keys_from(2), s.arg(2)?);
+    if let Some(wait) = blocked(s, keys, member)? {
+        return enqueue(s, keys, member, wait);
+    }
+    fenced_grant(s, |s| take(s, keys, member))
+}
+
+/// The acquires' loop over their keys: a missing key with another waiter
+/// than `member` first in its queue is handed to that waiter. `None` if
+/// every key is free for `member` (missing, or reserved for it); else
+/// `wait`, the longest `PTTL` of the keys held against it (a Lua number:
+/// `-1` once one has no TTL, or its `PTTL` fails).
+fn blocked(s: &mut Call<'_>, keys: &[Vec<u8>], member: &[u8]) -> Result<Option<f64>, Reply> {
     let mine = reserved(member);
-    // A Lua number: PTTL's integers, and -1 once a key has no TTL.
     let mut wait = 0.0_f64;
     let mut held = false;
     for key in keys {
@@ -158,14 +205,13 @@ pub(super) fn wait_acquire(s: &mut Call<'_>) -> Outcome {
             }
         }
     }
-    if !held {
-        for key in keys {
-            let (token, ttl) = (s.arg(0)?, s.arg(1)?);
-            s.call("set", &[key, token, b"px", ttl])?;
-            s.pcall("zrem", &[&queue_of(key), member]);
-        }
-        return Ok(Reply::OK);
-    }
+    Ok(held.then_some(wait))
+}
+
+/// A waiter refused: enters `member` in the queue of each key at its place
+/// (`ZADD NX`, `ARGV[4]`), keeps each queue at least `keep`, the wait plus
+/// the margin (`ARGV[5]`), and replies `+WAIT <wait>`.
+fn enqueue(s: &mut Call<'_>, keys: &[Vec<u8>], member: &[u8], wait: f64) -> Outcome {
     let Some(margin) = tonumber(s.arg(4)?) else {
         return Err(Reply::error(
             "ERR user_script:1: attempt to perform arithmetic on a nil value",
@@ -185,6 +231,17 @@ pub(super) fn wait_acquire(s: &mut Call<'_>) -> Outcome {
     }
     // `string.format("%d", wait)`: an integer, however large.
     Ok(Reply::Simple(format!("WAIT {}", wait as i64).into()))
+}
+
+/// A waiter's acquire: sets each key to the token (`ARGV[1]`, `PX`
+/// `ARGV[2]`) and takes `member` off its queue, key by key.
+fn take(s: &mut Call<'_>, keys: &[Vec<u8>], member: &[u8]) -> Result<(), Reply> {
+    for key in keys {
+        let (token, ttl) = (s.arg(0)?, s.arg(1)?);
+        s.call("set", &[key, token, b"px", ttl])?;
+        s.pcall("zrem", &[&queue_of(key), member]);
+    }
+    Ok(())
 }
 
 /// [`LEAVE_SCRIPT`](redlock_mio::scripts::LEAVE_SCRIPT), after `handoff`:

@@ -2,7 +2,8 @@
 //! to end, and what the model's API promises about pushes and
 //! connections.
 
-use redlock_mio::scripts::{RELEASE_SCRIPT, WAIT_ACQUIRE_SCRIPT};
+use redlock_mio::scripts::{FENCED_WAIT_ACQUIRE_SCRIPT, RELEASE_SCRIPT, WAIT_ACQUIRE_SCRIPT};
+use redlock_mio::{FENCE_KEY, FENCE_LOST_KEY};
 
 use super::{Client, T0, request};
 use crate::{ConnState, Master, PushOrder};
@@ -15,6 +16,15 @@ fn wait_acquire<'a>(key: &'a [u8], token: &'a [u8]) -> [&'a [u8]; 9] {
     let script = WAIT_ACQUIRE_SCRIPT.as_bytes();
     [
         b"EVAL", script, b"1", key, token, b"1000", MEMBER, b"17", b"500",
+    ]
+}
+
+/// `FENCED_WAIT_ACQUIRE` of `k` for [`MEMBER`], by `EVAL`.
+fn fenced_wait_acquire(token: &[u8]) -> [&[u8]; 11] {
+    let script = FENCED_WAIT_ACQUIRE_SCRIPT.as_bytes();
+    let (counter, lost) = (FENCE_KEY.as_bytes(), FENCE_LOST_KEY.as_bytes());
+    [
+        b"EVAL", script, b"3", counter, lost, b"k", token, b"1000", MEMBER, b"17", b"500",
     ]
 }
 
@@ -43,11 +53,18 @@ fn listener(master: &mut Master) -> crate::Conn {
     conn
 }
 
-#[test]
-fn a_release_hands_the_key_to_the_first_waiter_and_tells_it() {
+/// A master where `tok` holds `k` for 3 s, and a connection to it that
+/// listens to [`CHANNEL`].
+fn held() -> (Client, crate::Conn) {
     let mut holder = Client::new(Master::new(1, T0));
     let listening = listener(&mut holder.master);
     holder.send(T0, &[b"SET", b"k", b"tok", b"PX", b"3000"]);
+    (holder, listening)
+}
+
+#[test]
+fn a_release_hands_the_key_to_the_first_waiter_and_tells_it() {
+    let (mut holder, listening) = held();
     assert_eq!(
         holder.send(T0, &wait_acquire(b"k", b"mine")),
         b"+WAIT 3000\r\n"
@@ -67,6 +84,29 @@ fn a_release_hands_the_key_to_the_first_waiter_and_tells_it() {
     assert_eq!(holder.send(T0, &wait_acquire(b"k", b"mine")), b"+OK\r\n");
     assert_eq!(holder.master.get(0, b"k", T0), Some(&b"mine"[..]));
     assert!(queue(&holder.master).is_empty());
+}
+
+#[test]
+fn a_fenced_waiter_handed_the_key_counts_a_fence() {
+    let (mut holder, listening) = held();
+    assert_eq!(
+        holder.send(T0, &fenced_wait_acquire(b"mine")),
+        b"+WAIT 3000\r\n"
+    );
+    assert_eq!(queue(&holder.master), [(MEMBER, 17.0)]);
+    assert_eq!(release(&mut holder, b"tok"), b":1\r\n");
+    holder.master.take_pushes(&listening, &mut Vec::new());
+    // No counter: minus the loss id, which is the master's clock in µs.
+    assert_eq!(
+        holder.send(T0, &fenced_wait_acquire(b"mine")),
+        b":-1700000000000000\r\n"
+    );
+    assert_eq!(holder.master.get(0, b"k", T0), Some(&b"mine"[..]));
+    assert!(queue(&holder.master).is_empty());
+    // A counter: counted.
+    holder.send(T0, &[b"SET", FENCE_KEY.as_bytes(), b"41"]);
+    holder.send(T0, &[b"DEL", b"k"]);
+    assert_eq!(holder.send(T0, &fenced_wait_acquire(b"again")), b":42\r\n");
 }
 
 #[test]

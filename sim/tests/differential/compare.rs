@@ -116,8 +116,9 @@ pub(crate) fn count(tally: &mut Tally, value: &Value) {
             let wait = &text[b"WAIT ".len()..];
             let wait: &[u8] = match wait {
                 b"-1" | b"0" => wait,
-                // What a Lua number of 1e14 or more prints as.
-                _ if wait.contains(&b'e') => b"<exponent>",
+                // 1e14 ms or more: what Lua's own `%.14g` would write with
+                // an exponent, and `%d` writes whole.
+                _ if wait.len() >= 15 => b"n (15 digits or more)",
                 _ => b"n",
             };
             format!("+WAIT {}", String::from_utf8_lossy(wait))

@@ -18,7 +18,7 @@ use redlock_mio_sim::{Conn, Master, Protocol};
 
 use super::case::CONNS;
 use super::server::PASSWORD;
-use super::steps::{Command, Step, fence_scripts, lock_scripts, wait_scripts};
+use super::steps::{Command, Step, fence_scripts, fenced_wait_scripts, lock_scripts, wait_scripts};
 
 /// SplitMix64: small, seedable, the same everywhere.
 pub(crate) struct Rng(u64);
@@ -66,7 +66,8 @@ const RESERVED: [&str; 6] = [
 ];
 
 /// TTLs in ms: expiry at the next millisecond, within a few, never, and
-/// so far off that a Lua number prints it with an exponent (`2e+14`).
+/// so far off (2e14) that Lua's own number-to-text would write an
+/// exponent, where `+WAIT` must print every digit.
 const TTLS: [u64; 9] = [
     1,
     2,
@@ -128,6 +129,9 @@ struct Belief {
     /// It speaks RESP3, has the wait scripts and listens to its wake
     /// channel: the client with wake-ups on.
     wake: bool,
+    /// It loaded the fence scripts (and, with wake-ups on, the fenced
+    /// acquire that waits): the client with fencing on.
+    fencing: bool,
 }
 
 /// How often each connection sends, in percent.
@@ -313,10 +317,16 @@ impl Generator {
             self.conns[conn].db = 1;
         }
         let fencing = self.rng.chance(60);
+        self.conns[conn].fencing = fencing;
         for (text, _) in lock_scripts()
             .iter()
             .chain(if fencing { fence_scripts() } else { &[] })
             .chain(if wake { wait_scripts() } else { &[] })
+            .chain(if wake && fencing {
+                fenced_wait_scripts()
+            } else {
+                &[]
+            })
         {
             out.push(exact(&[b"SCRIPT", b"LOAD", text.as_bytes()]));
         }

@@ -61,13 +61,20 @@ pub(crate) fn wait_scripts() -> &'static [(&'static str, &'static str)] {
     ]
 }
 
+/// The fenced acquire that waits, which the handshake loads when
+/// releases tell waiters and fencing is on.
+pub(crate) fn fenced_wait_scripts() -> &'static [(&'static str, &'static str)] {
+    &[(FENCED_WAIT_ACQUIRE_SCRIPT, FENCED_WAIT_ACQUIRE_SHA1)]
+}
+
 /// A word for humans: a script's text by the script's name, printable
 /// bytes as they are, others escaped.
 fn show(word: &[u8]) -> String {
     let scripts = lock_scripts()
         .iter()
         .chain(fence_scripts())
-        .chain(wait_scripts());
+        .chain(wait_scripts())
+        .chain(fenced_wait_scripts());
     if let Some((_, sha)) = scripts.clone().find(|(text, _)| text.as_bytes() == word) {
         return format!("<script {}>", &sha[..8]);
     }

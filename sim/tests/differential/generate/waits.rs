@@ -1,19 +1,21 @@
-//! The wait queue's cases: acquires that wait and leaves, with members of
-//! every form the scripts meet (the client's, and other clients' malformed
-//! ones); other clients' writes into the queues; subscriptions to and
-//! publications on the wake channels. The releases that hand keys off are
-//! the lock's own (see `command`); the clock moves that expire
-//! reservations and queues are the case's.
+//! The wait queue's cases: acquires that wait (fenced or not) and leaves,
+//! with members of every form the scripts meet (the client's, and other
+//! clients' malformed ones); other clients' writes into the queues and
+//! the fence keys; subscriptions to and publications on the wake
+//! channels. The releases that hand keys off are the lock's own (see
+//! `command`); the clock moves that expire reservations and queues are
+//! the case's.
 
 use redlock_mio::scripts::*;
+use redlock_mio::{FENCE_KEY, FENCE_LOST_KEY};
 use redlock_mio_sim::Master;
 
 use super::{Generator, exact};
 use crate::steps::Command;
 
-/// Reservation windows in ms: the hand-off takes 1 to 9 digits above 0,
-/// skips a member with 0 or 10 digits, and trips on a leading zero (its
-/// `SET PX` refuses it).
+/// Reservation windows in ms: the hand-off takes 1 to 9 digits without a
+/// leading zero (`[1-9]%d*`, a `PX` its `SET` takes), and drops a member
+/// whose window is 0, has a leading zero or 10 digits.
 const WINDOWS: [&str; 10] = [
     "1",
     "2",
@@ -148,18 +150,7 @@ impl Generator {
         now: u64,
     ) -> Command {
         match self.rng.below(100) {
-            0..30 => {
-                let keys = self.contended(model, conn, now);
-                let member = self.queued_member(model, &keys[0], conn, now);
-                let args = vec![
-                    self.token(),
-                    self.ttl(),
-                    member,
-                    self.place(now),
-                    self.margin(),
-                ];
-                self.script((WAIT_ACQUIRE_SCRIPT, WAIT_ACQUIRE_SHA1), keys, args)
-            }
+            0..30 => self.waiting_acquire(conn, model, now),
             30..40 => {
                 let keys = self.contended(model, conn, now);
                 let db = self.conns[conn].db;
@@ -170,12 +161,13 @@ impl Generator {
                 let member = self.queued_member(model, &keys[0], conn, now);
                 self.script((LEAVE_SCRIPT, LEAVE_SHA1), keys, vec![member])
             }
-            50..58 => self.foreign_zadd(conn, now),
-            58..61 => {
+            50..57 => self.foreign_zadd(conn, now),
+            57..59 => {
                 let (queue, member) = (self.queue_key(), self.member(conn));
                 exact(&[b"ZREM", &queue, &member])
             }
-            61..73 => {
+            59..64 => self.fence_write(now),
+            64..73 => {
                 let queue = self.queue_key();
                 match self.rng.below(6) {
                     0 => exact(&[b"ZRANGE", &queue, b"0", b"-1"]),
@@ -214,6 +206,57 @@ impl Generator {
             _ => {
                 let channel = self.channel(conn);
                 exact(&[b"UNSUBSCRIBE", &channel])
+            }
+        }
+    }
+
+    /// An acquire that waits on one to three resources, often contended,
+    /// as a waiter of the model's queues or a new one: fenced in half of
+    /// those of a connection with fencing on (the client's), and now and
+    /// then elsewhere (refused by `EVALSHA` where it is not loaded).
+    fn waiting_acquire(&mut self, conn: usize, model: &Master, now: u64) -> Command {
+        let keys = self.contended(model, conn, now);
+        let member = self.queued_member(model, &keys[0], conn, now);
+        let fenced = self
+            .rng
+            .chance(if self.conns[conn].fencing { 50 } else { 10 });
+        // Now and then a TTL that no client sends, which `SET` refuses
+        // once the keys are free.
+        let ttl = if self.rng.chance(3) {
+            b"0".to_vec()
+        } else {
+            self.ttl()
+        };
+        let args = vec![self.token(), ttl, member, self.place(now), self.margin()];
+        if fenced {
+            let script = (FENCED_WAIT_ACQUIRE_SCRIPT, FENCED_WAIT_ACQUIRE_SHA1);
+            self.script(script, Generator::fenced(keys), args)
+        } else {
+            self.script((WAIT_ACQUIRE_SCRIPT, WAIT_ACQUIRE_SHA1), keys, args)
+        }
+    }
+
+    /// A write to the fence counter or the loss id, so that the fenced
+    /// acquires meet them present, missing, foreign and of another type:
+    /// both deleted (a master that lost them), a value the fence scripts
+    /// write there (a counter near 2^53, a loss id from the clock), a
+    /// foreign one, a list.
+    fn fence_write(&mut self, now: u64) -> Command {
+        let (counter, lost) = (FENCE_KEY.as_bytes(), FENCE_LOST_KEY.as_bytes());
+        let key = self.rng.pick(&[counter, lost]);
+        match self.rng.below(10) {
+            0..2 => exact(&[b"DEL", counter, lost]),
+            2 => exact(&[b"RPUSH", key, b"x"]),
+            3..7 if key == counter => {
+                let value =
+                    self.rng
+                        .pick(&[&b"1"[..], b"41", b"9007199254740990", b"9007199254740991"]);
+                exact(&[b"SET", key, value])
+            }
+            3..7 => exact(&[b"SET", key, now.to_string().as_bytes()]),
+            _ => {
+                let value = self.rng.pick(&super::FOREIGN);
+                exact(&[b"SET", key, value.as_bytes()])
             }
         }
     }
