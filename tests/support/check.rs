@@ -160,3 +160,53 @@ pub fn queued_on(cluster: &Cluster, resource: &[u8], n: i64) -> usize {
         .filter(|&i| integer(&cluster.command(i, &[b"ZCARD", &queue])) >= n)
         .count()
 }
+
+/// On how many of `nodes` the wait queue of `resource` holds a waiter:
+/// [`queued_on`] for the masters that answer (not a paused one).
+pub fn queued_at(cluster: &Cluster, nodes: &[usize], resource: &[u8]) -> usize {
+    let queue = [&b"redlock-mio:queue:"[..], resource].concat();
+    nodes
+        .iter()
+        .filter(|&&i| integer(&cluster.command(i, &[b"ZCARD", &queue])) >= 1)
+        .count()
+}
+
+/// Every command's `calls` in `INFO commandstats` of node `i`, by name
+/// (lower case), but `info`'s own: what the node ran, for a check that a
+/// call sent nothing (a snapshot before and one after must be equal).
+pub fn calls(cluster: &Cluster, i: usize) -> std::collections::BTreeMap<String, u64> {
+    let reply = cluster.command(i, &[b"INFO", b"commandstats"]);
+    let text = String::from_utf8_lossy(&reply);
+    text.lines()
+        .filter_map(|line| {
+            let (name, fields) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = fields
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("calls="))?
+                .parse()
+                .ok()?;
+            (name != "info").then(|| (name.to_owned(), calls))
+        })
+        .collect()
+}
+
+/// Each of `keys` that some master still has (escaped, the first bytes
+/// only), with those masters.
+pub fn left_on(cluster: &Cluster, keys: &[Vec<u8>]) -> Vec<(String, Vec<usize>)> {
+    keys.iter()
+        .filter_map(|key| {
+            let on: Vec<usize> = (0..cluster.len())
+                .filter(|&i| cluster.exists(i, key))
+                .collect();
+            (!on.is_empty()).then(|| (short(key), on))
+        })
+        .collect()
+}
+
+/// The first 48 bytes of `key`, escaped, and its length if it is longer.
+pub fn short(key: &[u8]) -> String {
+    match key.get(..48) {
+        Some(head) if key.len() > 48 => format!("{}... ({} bytes)", head.escape_ascii(), key.len()),
+        _ => key.escape_ascii().to_string(),
+    }
+}

@@ -95,3 +95,36 @@ pub fn fence_order(holdings: &[Holding]) -> Vec<(Holding, Holding)> {
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// Panics, naming `what` and up to ten pairs, if two holdings of a
+/// resource overlap or fences do not grow in the order holdings began
+/// (times since `origin`).
+pub fn assert_safe(holdings: &[Holding], origin: Instant, what: &str) {
+    let described = |pairs: Vec<(Holding, Holding)>| -> Vec<String> {
+        pairs
+            .iter()
+            .take(10)
+            .map(|(a, b)| {
+                format!(
+                    "resource {}: {}, then {}",
+                    a.resource,
+                    a.describe(origin),
+                    b.describe(origin)
+                )
+            })
+            .collect()
+    };
+    let overlapping = overlaps(holdings);
+    assert!(
+        overlapping.is_empty(),
+        "{what}: {} overlapping holdings: {:#?}",
+        overlapping.len(),
+        described(overlapping.clone())
+    );
+    let misordered = fence_order(holdings);
+    assert!(
+        misordered.is_empty(),
+        "{what}: fences not growing in the order holdings began: {:#?}",
+        described(misordered.clone())
+    );
+}
