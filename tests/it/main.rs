@@ -36,6 +36,7 @@ mod identity;
 mod keeper;
 mod local_yield;
 mod lock;
+mod matrix;
 mod multi;
 mod reserved;
 mod resp_conformance;
