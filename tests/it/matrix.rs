@@ -41,10 +41,10 @@
 //! by its cells one after the other (each cell on names of its own, so
 //! that what one leaves is seen by its own checkers); the cells are the
 //! rows of a table, and a failing one is named with its row. The default
-//! run is the whole product, nothing sampled: 90 rows per situation, of
-//! which 60 are skipped, each for a reason the summary prints (the async
-//! API has no several-resource or batch calls; the embedded client has
-//! one-lock calls only). `mixed_campaign` runs every mode at once on the
+//! run is the whole product, nothing sampled: 150 rows per situation, of
+//! which 90 run and 60 are skipped, each for a reason the summary prints
+//! (the async API has no several-resource or batch calls; the embedded
+//! client has one-lock calls only). `mixed_campaign` runs every mode at once on the
 //! same masters (see `campaign`).
 //!
 //! ```text
