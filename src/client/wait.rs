@@ -53,6 +53,8 @@ pub(super) struct Wait {
     /// A master may hold an entry of it (see [`note`](Self::note)): the
     /// wait leaves the queues when it ends.
     pub(super) queued: bool,
+    /// An attempt of it was refused or failed somewhere.
+    contended: bool,
 }
 
 impl Wait {
@@ -79,18 +81,27 @@ impl Wait {
 
     /// After an attempt whose round ended as `round`: whether a master may
     /// hold an entry of it. One that granted took its entries off, and
-    /// one that the command never reached (it lagged behind) has none;
-    /// one still to answer when the round was decided is taken to grant
-    /// too, as it does when nobody else waits (should it refuse, its entry
-    /// reaches the head of its queue and is handed a reservation that
-    /// nobody claims: that master's key is reserved for one window, and
-    /// the entry is gone).
+    /// one that the command never reached (it lagged behind) has none. One
+    /// still to answer when the round was decided may have refused it (and
+    /// queued it) once the wait has met contention; before that, as on
+    /// the uncontended path, it is taken to grant too, so that a lock won
+    /// at the first attempt sends nothing more. (Should such a master
+    /// refuse, its entry reaches the head of its queue and is handed a
+    /// reservation that nobody claims: that master's key is reserved for
+    /// one window, and the entry is gone.)
     pub(super) fn note(&mut self, round: &Round) {
         let reached = round.reached();
-        self.queued = round.nodes().iter().enumerate().any(|(node, state)| {
+        let (mut refused, mut pending) = (false, false);
+        for (node, state) in round.nodes().iter().enumerate() {
             let sent = node >= 64 || reached >> node & 1 == 1;
-            sent && !matches!(state, NodeState::Ok | NodeState::Pending)
-        });
+            match state {
+                NodeState::Ok => {}
+                NodeState::Pending => pending |= sent,
+                _ => refused |= sent,
+            }
+        }
+        self.queued = refused || (self.contended && pending);
+        self.contended |= refused;
     }
 }
 
@@ -125,6 +136,7 @@ impl Wait {
             place,
             margin_ms: margin.as_millis() as u64,
             queued: false,
+            contended: false,
         })
     }
 
