@@ -42,7 +42,13 @@
 //!    lost its data), all are started, without waiting, from one value:
 //!    the largest clock (`TIME`, in microseconds) that any of the N
 //!    masters reported in that read (or a counter, if one was larger),
-//!    never each from its own clock.
+//!    never each from its own clock. A read is not one moment, so a start
+//!    trusts only losses the client knew when its read began: a read that
+//!    reports a loss first seen in it is made once more, and the start
+//!    happens only if that second read reports the same losses. (Without
+//!    this, a master that lost its data while the read was under way,
+//!    after another client had started the counters and raised a fence
+//!    there, would be started again below that fence.)
 //!
 //!    A master started from the clocks keeps its loss id beside the counter
 //!    until it raises a fence (the raise deletes it): its counter takes
@@ -61,9 +67,19 @@
 //!
 //! # What it guarantees
 //!
-//! If holding `B` of a resource began after holding `A` of it (both
-//! fenced), then `fence(B) > fence(A)`, as long as the assumptions below
-//! hold. "Began" means: the client got the lock, after the raise.
+//! If the acquire of holding `B` of a resource started after holding `A`
+//! of it had ended (released, or its validity over; both fenced), then
+//! `fence(B) > fence(A)`, as long as the assumptions below hold. That is
+//! what a store needs: a holder that comes back after its lock ran out
+//! carries a fence below that of every holder that came after it.
+//!
+//! While no master loses its data, holdings of a resource do not overlap,
+//! and the order of their fences is also the order in which they began (a
+//! holding begins when the client gets the lock, after the raise). A
+//! master that loses its data can, as in plain Redlock, let a second
+//! holding begin while the first is still valid elsewhere (the restart
+//! guard is the remedy); the fences of two such holdings follow the order
+//! in which their acquires started, not the order in which they began.
 //!
 //! # Assumptions
 //!
@@ -165,12 +181,12 @@
 //!   a clock start still marked sets the larger of the two: that master
 //!   too lies in no raise quorum, so any value will do.
 //!
-//! Now let `B` begin after `A`, with `f(A)` issued with raise quorum `R`.
+//! Now let `B`'s acquire start after `A` ended, with `f(A)` issued with
+//! raise quorum `R`.
 //! `B`'s acquire was granted by a quorum `K` of masters in sync (each at
 //! the moment it ran `B`'s script); take `m` in `K ∩ R`. `A`'s raise
-//! succeeded on `m`, so `A`'s key was there then; `B`'s `SET NX`
-//! succeeded on `m`, so `A`'s key was gone: `A`'s raise on `m` came first,
-//! and left its counter `>= f(A)`. When `B`'s script ran there, either `m`
+//! succeeded on `m` before `A` began, so before `B`'s acquire started: it
+//! came first, and left `m`'s counter `>= f(A)`. When `B`'s script ran there, either `m`
 //! had kept its data since (its counter is still `>= f(A)`), or it had lost
 //! it and been put back in sync in between, which by the second case above
 //! gave it at least `f(A)`. Its `INCR` made it `> f(A)`, and `f(B)`, the

@@ -43,8 +43,8 @@
 //!   once, until an operator sets the counters (see
 //!   [`fencing`](crate::fencing)).
 //! - The first fenced use of a new deployment needs every master to
-//!   answer; a start that reached only some of them is finished by a later
-//!   read.
+//!   answer, twice (a start from the clocks is confirmed by a second read);
+//!   a start that reached only some of them is finished by a later read.
 //! - The embedded client does not fence
 //!   ([`ConfigError::NotEmbeddable`](crate::ConfigError::NotEmbeddable)):
 //!   a fenced acquire is several rounds in a row.

@@ -63,6 +63,11 @@ impl FenceBook {
         }
     }
 
+    /// The loss id known of each master (0: none).
+    fn known_losses(&self) -> SmallVec<[u64; 8]> {
+        self.lost.iter().map(|slot| slot.map_or(0, |(id, _)| id)).collect()
+    }
+
     /// Whether a master has waited `wait` since its loss was first seen.
     fn any_due(&self, now: Instant, wait: Duration) -> bool {
         self.lost
@@ -130,6 +135,16 @@ fn sync_value(read: &Round) -> Option<(u64, bool)> {
     } else {
         None
     }
+}
+
+/// Whether every master of `read` (which found them all out of sync)
+/// reported a loss this client knew when the read began (`known`): only
+/// then may the read start the counters from the clocks.
+fn confirmed(read: &Round, known: &[u64]) -> bool {
+    (0..read.nodes().len()).all(|node| {
+        let lost = read.value(node);
+        lost != 0 && known.get(node) == Some(&lost)
+    })
 }
 
 /// The value a start from the clocks sets on every master, after a read
@@ -218,6 +233,12 @@ pub(super) struct FencedAcquire<'r> {
     wait: Duration,
     /// The read this attempt claimed: when, and the last read before it.
     claim: Option<(Instant, Option<Instant>)>,
+    /// The loss ids this client knew of each master (0: none) when the
+    /// read began: a start from the clocks needs every master to report
+    /// one of those (see `plan_sync`).
+    known: SmallVec<[u64; 8]>,
+    /// The read was made again, to confirm a start.
+    reread: bool,
     /// The sync round's loss ids (packed), value and mode.
     lost_ids: SmallVec<[u8; 128]>,
     sync_value: u64,
@@ -249,10 +270,11 @@ impl<'r> FencedAcquire<'r> {
         let longest = client.config.fencing.unwrap_or_default();
         let wait = longest.saturating_add(rules::drift(longest, client.config.drift_factor));
         let now = crate::clock::now();
-        let claim = client
-            .fences()
-            .claim_read(now, wait)
-            .map(|before| (now, before));
+        let (claim, known) = {
+            let mut fences = client.fences();
+            let claim = fences.claim_read(now, wait).map(|before| (now, before));
+            (claim, fences.known_losses())
+        };
         FencedAcquire {
             keys,
             many,
@@ -267,6 +289,8 @@ impl<'r> FencedAcquire<'r> {
             },
             wait,
             claim,
+            known,
+            reread: false,
             lost_ids: SmallVec::new(),
             sync_value: 0,
             sync_mode: SyncMode::Repair,
@@ -412,6 +436,18 @@ impl<'r> FencedAcquire<'r> {
         let Some((value, start)) = sync_value(&read.round) else {
             return;
         };
+        if start && !confirmed(&read.round, &self.known) {
+            // A read is not one moment: a master may have lost its data
+            // while the read was under way, after another client started
+            // the counters and raised a fence there. A start trusts only
+            // losses it knew when its read began; the read is made once
+            // more, knowing what this one reported.
+            self.known = fences.known_losses();
+            if !std::mem::replace(&mut self.reread, true) {
+                self.step = Step::Read;
+            }
+            return;
+        }
         let nodes = read.round.nodes();
         for (node, slot) in fences.lost.iter().enumerate() {
             if let (Some((id, seen)), Some(NodeState::Unsynced)) = (slot, nodes.get(node)) {
@@ -649,6 +685,29 @@ mod tests {
             .unwrap_or_default()
     }
 
+    /// A read is not one moment: a master that lost its data while the
+    /// read was under way (after another client had started the counters
+    /// and raised a fence there) reports a loss the client never saw.
+    /// Nothing starts from the clocks until a second read reports the
+    /// same losses; if it reports another one, nothing starts at all.
+    #[test]
+    fn a_start_from_the_clocks_waits_for_losses_it_knew_when_the_read_began() {
+        use Reply::UnsyncedRead;
+        let client = client();
+        let mut attempt = FencedAcquire::new(&client, [&b"a"[..]], false, 10_000, None);
+        let read = |lost: [u64; 3]| -> Ends {
+            smallvec![ended(
+                Op::FenceRead,
+                lost.map(|lost| UnsyncedRead { lost, clock: 500 })
+            )]
+        };
+        attempt.handle(&client, read([7, 8, 9]));
+        assert_eq!(ops(&attempt), [Op::FenceRead], "read again, not started");
+        // Master 2 lost its data again in the meantime: a new loss.
+        attempt.handle(&client, read([7, 8, 10]));
+        assert_eq!(ops(&attempt), [Op::Acquire], "no start, no third read");
+    }
+
     #[test]
     fn a_first_attempt_reads_starts_the_counters_acquires_and_raises() {
         use Reply::{Count, Ok as Done, Refused, UnsyncedRead};
@@ -656,27 +715,32 @@ mod tests {
         let keys: [&[u8]; 2] = [b"a", b"b"];
         let mut attempt = FencedAcquire::new(&client, keys, false, 10_000, None);
         assert_eq!(ops(&attempt), [Op::FenceRead]);
-        // A new deployment: every master answers, none in sync.
-        attempt.handle(
-            &client,
+        // A new deployment: every master answers, none in sync, each with
+        // a loss this client did not know when the read began: the read
+        // is made again before anything starts.
+        let all_lost = |clocks: [u64; 3]| {
             smallvec![ended(
                 Op::FenceRead,
                 [
                     UnsyncedRead {
                         lost: 7,
-                        clock: 300
+                        clock: clocks[0]
                     },
                     UnsyncedRead {
                         lost: 8,
-                        clock: 500
+                        clock: clocks[1]
                     },
                     UnsyncedRead {
                         lost: 9,
-                        clock: 400
+                        clock: clocks[2]
                     },
                 ]
-            )],
-        );
+            )]
+        };
+        attempt.handle(&client, all_lost([300, 500, 400]));
+        assert_eq!(ops(&attempt), [Op::FenceRead], "a second read");
+        // The same losses again: known, the start is confirmed.
+        attempt.handle(&client, all_lost([300, 500, 400]));
         let next = attempt.next().expect("a sync");
         // Every master, at once, from the largest clock.
         let mut ids = Vec::new();

@@ -77,9 +77,10 @@ pub use crate::commands::TOKEN_LEN;
 /// - With [`Builder::fencing`], an acquire attempt (a batch's too) runs
 ///   its rounds one after another, each within a request timeout: the
 ///   acquire and the raise, and before them, when due (on first use, and
-///   after a master lost its counter), a read and a sync of the counters.
-///   Each attempt above counts up to four request timeouts, two when no
-///   read is due; `lock_until` still returns by its deadline.
+///   after a master lost its counter), a read and a sync of the counters
+///   (two reads when the counters start from the clocks). Each attempt
+///   above counts up to five request timeouts, two when no read is due;
+///   `lock_until` still returns by its deadline.
 ///
 /// # Threads and processes
 ///
