@@ -1,0 +1,150 @@
+//! The library's scripts (`src/scripts.rs`) as steps on one master, each
+//! atomic as a Lua script is, with the reply already classified as
+//! `commands::classify` does. Only what the model can reach is kept: the
+//! `FOREIGNKEY` checks guard against values nobody writes here, and a
+//! lock here has one key.
+
+use crate::config::{ClockStart, N};
+use crate::state::{Key, Master, Node, Request, Token, loss_id};
+
+/// The SHA-1s of the scripts as the model transcribes them; a test
+/// checks them against the library's, so that a change of a script
+/// cannot go unnoticed here.
+pub const TRANSCRIBED: [(&str, &str); 5] = [
+    ("FENCED_ACQUIRE", "c565053341d28d86c5dd6777a2fd6a53ab23aac6"),
+    ("RAISE", "5e31fe373f41dba10fd9655b32f63c1d71097407"),
+    ("FENCE_READ", "85dbcb521bcf6946bbcbf7ee5711fca7f23c3755"),
+    ("FENCE_SYNC", "e7eb612d01abf6d2da6913abebdfb55835592cf6"),
+    ("RELEASE", "b70c2384248f88e6b75b9f89241a180f856ad852"),
+];
+
+/// Where a script runs: the master (and its index), its `TIME` in
+/// microseconds, and the rule of a start from the clocks.
+pub(crate) struct Site<'a> {
+    pub(crate) master: &'a mut Master,
+    pub(crate) index: usize,
+    pub(crate) time: u64,
+    pub(crate) clock_start: ClockStart,
+}
+
+impl Site<'_> {
+    /// Runs `request`; its classified reply (none for a release, which no
+    /// round waits for here).
+    pub(crate) fn run(&mut self, request: Request) -> Option<Node> {
+        match request {
+            Request::Read => Some(self.read()),
+            Request::Sync { value, start, ids } => Some(self.sync(value, start, &ids)),
+            Request::Acquire { token, expires } => Some(self.acquire(token, expires)),
+            Request::Raise { token, fence } => Some(self.raise(token, fence)),
+            Request::Release { token } => {
+                self.release(token);
+                None
+            }
+        }
+    }
+
+    /// `FENCED_ACQUIRE_SCRIPT`: where the key does not exist, sets it
+    /// (`PX ttl`: it may expire from `expires` on), then `INCR`s the
+    /// counter and replies with it; with no counter, replies minus the
+    /// loss id (set if absent).
+    fn acquire(&mut self, token: Token, expires: u8) -> Node {
+        let m = &mut *self.master;
+        if m.key.is_some() {
+            return Node::Refused;
+        }
+        let counter = m.counter;
+        m.key = Some(Key { token, expires });
+        if let Some(c) = counter {
+            m.counter = Some(c + 1);
+            return Node::Ok(c + 1);
+        }
+        let id = *m.lost.get_or_insert(loss_id(self.index, m.losses));
+        Node::Unsynced {
+            lost: id,
+            clock: 0,
+            time: 0,
+        }
+    }
+
+    /// `RAISE_SCRIPT`: where the key holds the token, raises the counter
+    /// to at least the fence and deletes the loss id; `-1` (no counter)
+    /// is `Unsynced(0)`.
+    fn raise(&mut self, token: Token, fence: u64) -> Node {
+        let m = &mut *self.master;
+        if m.key.map(|k| k.token) != Some(token) {
+            return Node::Refused;
+        }
+        let Some(counter) = m.counter else {
+            return Node::Unsynced {
+                lost: 0,
+                clock: 0,
+                time: 0,
+            };
+        };
+        m.lost = None;
+        if counter < fence {
+            m.counter = Some(fence);
+        }
+        Node::Ok(0)
+    }
+
+    /// `FENCE_READ_SCRIPT`: the counter if it exists without a loss id;
+    /// else `"<loss id> <TIME> <counter or 0>"` (the loss id set if
+    /// absent), which `read_unsynced` classifies with the larger of the
+    /// clock and the counter.
+    fn read(&mut self) -> Node {
+        let m = &mut *self.master;
+        if let (Some(c), None) = (m.counter, m.lost) {
+            return Node::Ok(c);
+        }
+        m.time_reads += 1;
+        let id = *m.lost.get_or_insert(loss_id(self.index, m.losses));
+        Node::Unsynced {
+            lost: id,
+            clock: self.time.max(m.counter.unwrap_or(0)),
+            time: self.time,
+        }
+    }
+
+    /// `FENCE_SYNC_SCRIPT`: 1 if the counter exists without a loss id;
+    /// else, if the loss id is one of `ids`, sets the counter to the
+    /// larger of `value` and itself, deletes the loss id unless `start`,
+    /// and replies 1; else 0. (With [`ClockStart::Own`], the rule before
+    /// the fix, `value` is this master's `TIME`.)
+    fn sync(&mut self, value: u64, start: bool, ids: &[u64; N]) -> Node {
+        let m = &mut *self.master;
+        let Some(lost) = m.lost else {
+            // No loss id: in sync if the counter exists, else nothing
+            // can match (`ARGV[i] == false` never holds).
+            return if m.counter.is_some() {
+                Node::Ok(0)
+            } else {
+                Node::Refused
+            };
+        };
+        if !ids.contains(&lost) {
+            return Node::Refused;
+        }
+        let value = if start && self.clock_start == ClockStart::Own {
+            m.time_reads += 1;
+            self.time
+        } else {
+            value
+        };
+        if m.counter.is_none_or(|c| c < value) {
+            m.counter = Some(value);
+        }
+        if !start {
+            m.lost = None;
+        }
+        Node::Ok(0)
+    }
+
+    /// `RELEASE_SCRIPT`: deletes the key if it holds the token.
+    fn release(&mut self, token: Token) {
+        let m = &mut *self.master;
+        if m.key.map(|k| k.token) == Some(token) {
+            m.key = None;
+        }
+    }
+}
