@@ -148,3 +148,176 @@ impl Site<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Each script against what `src/scripts.rs` says it does (as
+    //! `tests/fencing.rs` checks the real ones on a real server).
+
+    use super::Site;
+    use crate::config::{ClockStart, N};
+    use crate::state::{Key, Master, Node, Request, Token, loss_id};
+
+    const A: Token = Token {
+        client: 0,
+        attempt: 1,
+    };
+    const B: Token = Token {
+        client: 1,
+        attempt: 1,
+    };
+    const TIME: u64 = 5_000;
+
+    fn empty() -> Master {
+        Master {
+            key: None,
+            counter: None,
+            lost: None,
+            offset: 0,
+            losses: 0,
+            steps: 0,
+            time_reads: 0,
+        }
+    }
+
+    fn run(master: &mut Master, request: Request) -> Option<Node> {
+        Site {
+            master,
+            index: 1,
+            time: TIME,
+            clock_start: ClockStart::Largest,
+        }
+        .run(request)
+    }
+
+    fn acquire(token: Token) -> Request {
+        Request::Acquire { token, expires: 3 }
+    }
+
+    fn sync(value: u64, start: bool, id: u64) -> Request {
+        let mut ids = [0; N];
+        ids[0] = id;
+        Request::Sync { value, start, ids }
+    }
+
+    #[test]
+    fn an_acquire_sets_the_key_and_counts_or_names_the_loss() {
+        let mut m = empty();
+        let id = loss_id(1, 0);
+        let unsynced = Node::Unsynced {
+            lost: id,
+            clock: 0,
+            time: 0,
+        };
+        assert_eq!(run(&mut m, acquire(A)), Some(unsynced));
+        assert_eq!(
+            m.key,
+            Some(Key {
+                token: A,
+                expires: 3
+            })
+        );
+        assert_eq!((m.counter, m.lost), (None, Some(id)));
+        // Held: refused, nothing changes.
+        let before = m;
+        assert_eq!(run(&mut m, acquire(B)), Some(Node::Refused));
+        assert_eq!(m, before);
+        // With a counter: INCR, and the loss id is left alone.
+        m.key = None;
+        m.counter = Some(7);
+        assert_eq!(run(&mut m, acquire(B)), Some(Node::Ok(8)));
+        assert_eq!((m.counter, m.lost), (Some(8), Some(id)));
+    }
+
+    #[test]
+    fn a_raise_needs_the_token_and_a_counter_and_deletes_the_loss_id() {
+        let mut m = empty();
+        m.key = Some(Key {
+            token: A,
+            expires: 3,
+        });
+        assert_eq!(
+            run(&mut m, Request::Raise { token: B, fence: 9 }),
+            Some(Node::Refused)
+        );
+        let no_counter = Node::Unsynced {
+            lost: 0,
+            clock: 0,
+            time: 0,
+        };
+        assert_eq!(
+            run(&mut m, Request::Raise { token: A, fence: 9 }),
+            Some(no_counter)
+        );
+        m.counter = Some(4);
+        m.lost = Some(loss_id(1, 0));
+        assert_eq!(
+            run(&mut m, Request::Raise { token: A, fence: 9 }),
+            Some(Node::Ok(0))
+        );
+        assert_eq!((m.counter, m.lost), (Some(9), None));
+        // Never lowers.
+        assert_eq!(
+            run(&mut m, Request::Raise { token: A, fence: 2 }),
+            Some(Node::Ok(0))
+        );
+        assert_eq!(m.counter, Some(9));
+    }
+
+    #[test]
+    fn a_read_counts_in_sync_and_reports_the_clock_otherwise() {
+        let mut m = empty();
+        let id = loss_id(1, 0);
+        let missing = Node::Unsynced {
+            lost: id,
+            clock: TIME,
+            time: TIME,
+        };
+        assert_eq!(run(&mut m, Request::Read), Some(missing));
+        assert_eq!(m.lost, Some(id));
+        // A clock start not raised since: the larger of clock and counter.
+        m.counter = Some(TIME + 10);
+        let started = Node::Unsynced {
+            lost: id,
+            clock: TIME + 10,
+            time: TIME,
+        };
+        assert_eq!(run(&mut m, Request::Read), Some(started));
+        m.lost = None;
+        assert_eq!(run(&mut m, Request::Read), Some(Node::Ok(TIME + 10)));
+    }
+
+    #[test]
+    fn a_sync_repairs_only_the_loss_it_names() {
+        let mut m = empty();
+        let id = loss_id(1, 0);
+        m.lost = Some(id);
+        assert_eq!(
+            run(&mut m, sync(50, false, loss_id(1, 1))),
+            Some(Node::Refused)
+        );
+        assert_eq!(m.counter, None);
+        // A start keeps the loss id beside the counter.
+        assert_eq!(run(&mut m, sync(50, true, id)), Some(Node::Ok(0)));
+        assert_eq!((m.counter, m.lost), (Some(50), Some(id)));
+        // A repair takes the larger value and deletes it.
+        assert_eq!(run(&mut m, sync(40, false, id)), Some(Node::Ok(0)));
+        assert_eq!((m.counter, m.lost), (Some(50), None));
+        // In sync: done, whatever the ids.
+        assert_eq!(run(&mut m, sync(90, false, 0)), Some(Node::Ok(0)));
+        assert_eq!(m.counter, Some(50));
+    }
+
+    #[test]
+    fn a_release_deletes_only_its_own_key() {
+        let mut m = empty();
+        m.key = Some(Key {
+            token: A,
+            expires: 3,
+        });
+        assert_eq!(run(&mut m, Request::Release { token: B }), None);
+        assert!(m.key.is_some());
+        assert_eq!(run(&mut m, Request::Release { token: A }), None);
+        assert!(m.key.is_none());
+    }
+}
