@@ -142,7 +142,10 @@ fn hash(state: &State, r: &Renaming) -> u64 {
     for new in 0..usize::from(state.client_count) {
         let c = &state.clients[r.old_client[new]];
         client(&mut h, c, r);
-        h.mix(c.after);
+        h.mix(c.after | u64::from(c.reread) << 63);
+        for &old in &r.old_master {
+            h.mix(r.loss(c.known[old]));
+        }
     }
     // The wire by connection in the new order; each connection's requests
     // in the order sent.

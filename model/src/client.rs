@@ -3,7 +3,7 @@
 //! the rounds' decisions as `rules::Round` takes them. Each function names
 //! the library's function it follows.
 
-use crate::config::{ClockStart, Config, N, Q};
+use crate::config::{ClockStart, Config, N, Q, StartRule};
 use crate::log::Log;
 use crate::state::{Book, Decision, Issued, Node, Op, Phase, Request, Round, State, Token};
 
@@ -147,15 +147,26 @@ pub(crate) fn begin(state: &mut State, c: usize, config: &Config, log: &mut Log)
     let now = state.now;
     let client = &mut state.clients[c];
     client.attempts += 1;
+    client.reread = false;
     if client.book.claim_read(now, config) {
-        client.phase = Phase::Read;
-        client.round = Some(Round::new(Op::Read, now));
         log.note(|| format!("c{c} starts attempt {} with a read", client.attempts));
-        state.send(c as u8, Request::Read, true);
+        read(state, c, config);
     } else {
         log.note(|| format!("c{c} starts attempt {}", client.attempts));
         acquire(state, c, config, log);
     }
+}
+
+/// The read round of client `c`'s attempt (`Step::Read`).
+fn read(state: &mut State, c: usize, config: &Config) {
+    let now = state.now;
+    let client = &mut state.clients[c];
+    client.phase = Phase::Read;
+    client.round = Some(Round::new(Op::Read, now));
+    if config.start == StartRule::Confirmed {
+        client.known = client.book.lost.map(|slot| slot.map_or(0, |(id, _)| id));
+    }
+    state.send(c as u8, Request::Read, true);
 }
 
 /// The acquire round of client `c`'s attempt (`Step::Acquire`).
@@ -287,6 +298,18 @@ fn plan_sync(
     let Some((value, start)) = sync_value(read, pick, config.clock_start) else {
         return false;
     };
+    if start {
+        match start_rule(state, c, read, config) {
+            Some(true) => {}
+            Some(false) => return false,
+            None => {
+                log.note(|| format!("c{c} reads again to confirm the start"));
+                self::read(state, c, config);
+                return true;
+            }
+        }
+    }
+    let book = &state.clients[c].book;
     let mut ids = [0; N];
     let mut n = 0;
     for (node, slot) in book.lost.iter().enumerate() {
@@ -310,6 +333,36 @@ fn plan_sync(
     });
     state.send(c as u8, Request::Sync { value, start, ids }, true);
     true
+}
+
+/// Whether client `c` starts the counters after `read` found every master
+/// out of sync: by the library's rule, yes; by a rule to try, perhaps
+/// not (`None`: not yet, read again).
+fn start_rule(state: &mut State, c: usize, read: &Round, config: &Config) -> Option<bool> {
+    let client = &mut state.clients[c];
+    match config.start {
+        StartRule::Direct => Some(true),
+        StartRule::Confirmed => {
+            let confirmed = (0..N).all(|n| {
+                matches!(read.nodes[n], Node::Unsynced { lost, .. } if lost != 0 && lost == client.known[n])
+            });
+            if confirmed {
+                Some(true)
+            } else if client.reread {
+                Some(false)
+            } else {
+                client.reread = true;
+                None
+            }
+        }
+        StartRule::Waited => Some(
+            client
+                .book
+                .lost
+                .iter()
+                .all(|slot| slot.is_some_and(|(_, seen)| due(seen, read.started, config.wait))),
+        ),
+    }
 }
 
 /// `sync_value`: the largest count of a quorum in sync, or, when every

@@ -70,6 +70,24 @@ impl fmt::Display for ClockStart {
     }
 }
 
+/// When a read that found every master out of sync starts the counters
+/// from the clocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StartRule {
+    /// At once: the library's rule (`plan_sync`).
+    Direct,
+    /// A rule the library does not have, to try: only if every master
+    /// reported the loss id this client already knew of it when the read
+    /// began; else the client reads once more at once (the second read
+    /// began after the first ended, so some moment lies between every
+    /// master's two answers, when none was in sync).
+    Confirmed,
+    /// A rule the library does not have, to try: only once every loss
+    /// was first seen the wait (longest TTL and drift) before the read
+    /// began, as a repair waits.
+    Waited,
+}
+
 /// Which holdings a new holding's fence must be above.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Order {
@@ -128,6 +146,8 @@ pub struct Config {
     pub offsets: [i64; N],
     /// How a start from the clocks picks its value.
     pub clock_start: ClockStart,
+    /// When a start from the clocks is made.
+    pub start: StartRule,
     /// Which holdings a new fence must be above.
     pub order: Order,
     /// Whether invariant (I) of the proof is checked besides the fence
@@ -159,9 +179,10 @@ impl Default for Config {
             lost_replies: false,
             offsets: [FAST_TICKS, 0, 0],
             clock_start: ClockStart::Largest,
+            start: StartRule::Direct,
             order: Order::Began,
             invariant: true,
-            reduce: true,
+            reduce: false,
         }
     }
 }
@@ -194,7 +215,7 @@ impl fmt::Display for Config {
             f,
             "{N} masters (offsets {:?} ticks), {} clients x {} attempts, {} losses per master, \
              ticks 0..={}, validity {}, wait {}, read every {}, {} clock steps per master{}, \
-             atomic reads {}, timeouts {}, resets {}, lost replies {}, clock start: {}, {}",
+             atomic reads {}, timeouts {}, resets {}, lost replies {}, clock start: {} ({:?}), {}",
             self.offsets,
             self.clients,
             self.attempts,
@@ -210,6 +231,7 @@ impl fmt::Display for Config {
             on(self.resets),
             on(self.lost_replies),
             self.clock_start,
+            self.start,
             if self.reduce {
                 "partial-order reduction"
             } else {

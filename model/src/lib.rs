@@ -93,12 +93,15 @@
 //! # The search
 //!
 //! Breadth first, with a visited set of 64-bit fingerprints of the states'
-//! classes under renaming ([`search()`]). By default it takes a stubborn set
-//! of the enabled steps where it finds a smaller one (partial-order
-//! reduction, `reduce.rs`): that keeps every violation of the fence order
-//! reachable, but checks invariant (I) and the counters only on the states
-//! it visits, and a violation may need more steps; `Config::reduce = false`
-//! (`--full`) searches every interleaving.
+//! classes under renaming ([`search()`]), over every interleaving. With
+//! [`Config::reduce`] (`--reduce`) it takes a stubborn set of the enabled
+//! steps where it finds a smaller one (partial-order reduction,
+//! `reduce.rs`): that keeps every violation of the fence order reachable,
+//! but checks invariant (I) and the counters only on the states it visits,
+//! and a violation may need more steps. It pays where time-outs and time
+//! multiply the interleavings of one client's round (a quarter of the
+//! states for one client with time passing), not where two clients' rounds
+//! share the masters.
 //!
 //! # Running it
 //!

@@ -3,12 +3,12 @@
 
 use std::process::ExitCode;
 
-use redlock_mio_model::config::Order;
+use redlock_mio_model::config::{Order, StartRule};
 use redlock_mio_model::{ClockStart, Config, search};
 
 const USAGE: &str = "usage: redlock-mio-model [--depth D] [--clients C] [--attempts A] \
 [--restarts R] [--ticks T] [--validity V] [--wait W] [--read-every E] [--steps S] [--step-back] \
-[--atomic-reads] [--no-timeouts] [--resets] [--lost-replies] [--offsets O0,O1,O2] [--clock-start largest|one|own] [--order began|ended] [--fences-only] [--full]
+[--atomic-reads] [--no-timeouts] [--resets] [--lost-replies] [--offsets O0,O1,O2] [--clock-start largest|one|own] [--start direct|confirmed|waited] [--order began|ended] [--fences-only] [--reduce]
 
 Searches every state reachable in up to D steps (default 40) and prints how many
 states each depth added; exits 1 with a trace if an invariant breaks.";
@@ -76,7 +76,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<(Config, usize
             "--step-back" => config.step_back = true,
             "--resets" => config.resets = true,
             "--lost-replies" => config.lost_replies = true,
-            "--full" => config.reduce = false,
+            "--reduce" => config.reduce = true,
             "--fences-only" => config.invariant = false,
             "--order" => {
                 config.order = match value()?.as_str() {
@@ -93,6 +93,14 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Option<(Config, usize
                 config.offsets = offsets
                     .try_into()
                     .map_err(|_| format!("--offsets needs 3 values, got {text}"))?;
+            }
+            "--start" => {
+                config.start = match value()?.as_str() {
+                    "direct" => StartRule::Direct,
+                    "confirmed" => StartRule::Confirmed,
+                    "waited" => StartRule::Waited,
+                    other => return Err(format!("unknown start rule {other}")),
+                }
             }
             "--clock-start" => {
                 let name = value()?;

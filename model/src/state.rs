@@ -228,6 +228,11 @@ pub struct Client {
     pub phase: Phase,
     /// The round of `phase`, if it runs one.
     pub round: Option<Round>,
+    /// The loss ids this client knew of each master when its read round
+    /// began (0: none), for [`StartRule::Confirmed`](crate::config::StartRule::Confirmed).
+    pub known: [u64; N],
+    /// Whether this attempt read again to confirm a start.
+    pub reread: bool,
     /// The largest fence of the holdings that had ended (released, or
     /// past their validity) when this client's acquire round began; 0 if
     /// none (ghost state, for [`Order::Ended`](crate::config::Order::Ended)).
@@ -277,6 +282,8 @@ impl State {
             attempts: 0,
             phase: Phase::Idle,
             round: None,
+            known: [0; N],
+            reread: false,
             after: 0,
         };
         State {

@@ -27,7 +27,6 @@ fn ci(clock_start: ClockStart) -> Config {
     Config {
         atomic_reads: true,
         timeouts: false,
-        reduce: false,
         clock_start,
         ..Config::default()
     }
