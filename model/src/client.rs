@@ -329,7 +329,12 @@ fn plan_sync(
     client.round = Some(Round::new(Op::Sync, now));
     log.note(|| {
         let mode = if start { "start" } else { "repair" };
-        format!("c{c} sends FENCE_SYNC {mode} to {value} for loss ids {ids:?}")
+        let to = if start && config.clock_start == ClockStart::Own {
+            "each master's own TIME".to_string()
+        } else {
+            value.to_string()
+        };
+        format!("c{c} sends FENCE_SYNC {mode} to {to} for loss ids {ids:?}")
     });
     state.send(c as u8, Request::Sync { value, start, ids }, true);
     true
