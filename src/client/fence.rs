@@ -65,7 +65,10 @@ impl FenceBook {
 
     /// The loss id known of each master (0: none).
     fn known_losses(&self) -> SmallVec<[u64; 8]> {
-        self.lost.iter().map(|slot| slot.map_or(0, |(id, _)| id)).collect()
+        self.lost
+            .iter()
+            .map(|slot| slot.map_or(0, |(id, _)| id))
+            .collect()
     }
 
     /// Whether a master has waited `wait` since its loss was first seen.
