@@ -153,6 +153,14 @@ impl LinkConfig {
         self.max_requests() + self.reserve()
     }
 
+    /// Room allocated for requests: the most a connection holds, and the
+    /// `SUBSCRIBE` a handshake adds once `HELLO` succeeded, behind the
+    /// steps but before the commands held back for it (which were counted
+    /// against the limits without it).
+    fn queue_room(&self) -> usize {
+        self.capacity() + usize::from(self.wake.is_some())
+    }
+
     /// The most unwritten bytes a release that must reach this master may
     /// find and still be queued: the limit and the reserve's share.
     fn max_unwritten_reserved(&self) -> usize {
@@ -399,7 +407,7 @@ impl Link {
             start: 0,
             end: 0,
             decoder: Decoder::with_limits(REPLY_LIMITS),
-            pending: VecDeque::with_capacity(config.capacity()),
+            pending: VecDeque::with_capacity(config.queue_room()),
             steps: Vec::with_capacity(4),
             skip: Skip::No,
             backoff: config.backoff_min,
