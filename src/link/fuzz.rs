@@ -4,23 +4,41 @@
 //!
 //! The input is a little program: a first byte picks the configuration
 //! (`AUTH`, `SELECT`, `INFO`, the restart guard, the fence scripts, the
-//! rounds in flight), then each step is an opcode byte and its operands:
-//! queue a command, hand the link server bytes, answer the handshake
-//! correctly (so that the fuzzer gets past it at once, then mutates what
-//! follows), let time pass, write, end a round, reconnect. Whatever the
-//! input, after every step:
+//! rounds in flight, a wake channel), then each step is an opcode byte and
+//! its operands: queue a command, hand the link server bytes, send it a
+//! push (a wake-up, on this client's channel or another, well formed or
+//! not), answer the handshake correctly (so that the fuzzer gets past it at
+//! once, then mutates what follows; `HELLO` and `SUBSCRIBE` may be refused,
+//! and wake-ups slipped between the replies), let time pass, write, end a
+//! round, reconnect. Whatever the input, after every step:
 //!
 //! - nothing panics, and every failure is a typed [`NodeError`], after
 //!   which the link is closed as the driver closes it;
 //! - every outcome goes to a live round, for the operation queued under
 //!   that id, at most once, with the time passed in (a reply is matched to
 //!   exactly one request);
+//! - every wake-up was carried by a message on this client's channel, with
+//!   that waiter id (and delay), each message telling at most once: found
+//!   in the bytes the server sent, in order;
 //! - the buffers never grow past what [`Link::new`] allocated (the read
 //!   buffer never changes size), and the requests held stay within the
 //!   link's capacity (its limit, and the reserve that releases which must
 //!   reach the master may use);
 //! - the unsolicited bytes stay within their budget, and a ready link
-//!   holds nothing back.
+//!   holds nothing back;
+//! - the subscription is asked only after `HELLO` succeeded, answered after
+//!   the handshake's other steps and before any command, and only while
+//!   the link is not ready.
+//!
+//! When the harness crafts the server's bytes itself (a push, the
+//! handshake's replies) and the link is at the start of a frame, it knows
+//! what they mean and checks exactly that: the wake-ups, one per message on
+//! this client's channel and none for the rest; that a push answers no
+//! request and leaves the queue as it was (but the subscription it
+//! confirms); that pushes count against the budget byte for byte and fail
+//! the link exactly when they exceed it; that a refused `HELLO` or
+//! `SUBSCRIBE` never fails the link, and that a handshake answered in full
+//! leaves it ready, subscribed or not as the answers said.
 //!
 //! Compiled for the crate's tests, which replay the committed seeds
 //! (`fuzz/seeds/session/`, `fuzz/regressions/session/`), and with the
@@ -29,9 +47,12 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::{Expect, Link, LinkConfig, READ_BUFFER, Sink, State, UNSOLICITED_BUDGET};
-use crate::commands::{Command, Keys, Outcome, Step, TOKEN_LEN};
+use super::{Expect, Link, LinkConfig, READ_BUFFER, Sink, Skip, State, UNSOLICITED_BUDGET};
+use crate::commands::{Command, Keys, Outcome, Step, TOKEN_LEN, WakeChannel, wake_channel};
 use crate::rules::{NodeError, Op};
+use frames::{CHANNEL, Fate, Is, Piece, backing, foresee};
+
+mod frames;
 
 /// What a run saw, so that a replay can tell that its seeds reach the
 /// interesting states (and is not vacuous).
@@ -47,6 +68,12 @@ pub struct Seen {
     pub replays: u64,
     /// Commands refused because the link lags.
     pub lagging: u64,
+    /// Wake-ups handed to the sink.
+    pub wakes: u64,
+    /// Subscriptions to the wake channel that the harness confirmed.
+    pub subscriptions: u64,
+    /// Refusals of `HELLO` or `SUBSCRIBE` that the harness sent.
+    pub refusals: u64,
 }
 
 /// Runs the program `data` (see the module docs), panicking when an
@@ -62,10 +89,10 @@ pub fn session(data: &[u8]) -> Seen {
         backoff_max: Duration::from_millis(80),
         identify: setup & 1 != 0,
         fencing: setup & 2 != 0,
-        in_flight: 1 + usize::from(setup >> 5),
+        in_flight: 1 + usize::from((setup >> 5) & 3),
         guard: (setup & 4 != 0).then_some((Duration::from_secs(10), [b'm'; 31])),
         longest_ttl: (setup & 6 != 0).then_some(10_000),
-        wake: None,
+        wake: (setup & 128 != 0).then(|| wake_channel(CHANNEL)),
     };
     let password = (setup & 8 != 0).then_some("secret");
     let db = u32::from(setup & 16 != 0);
@@ -79,6 +106,9 @@ pub fn session(data: &[u8]) -> Seen {
         next_id: 1,
         queued: HashMap::new(),
         live: HashMap::new(),
+        stream: Vec::new(),
+        backed: 0,
+        woken: Vec::new(),
         seen: Seen::default(),
     };
     let capacities = run.capacities();
@@ -88,12 +118,14 @@ pub fn session(data: &[u8]) -> Seen {
         let op = input.byte();
         match op % 8 {
             0 => run.queue(&mut input),
+            1 if op & 8 != 0 => run.push(&mut input),
             1 => {
                 let len = usize::from(input.byte()) * 4 + usize::from(input.byte() % 4);
                 let bytes = input.take(len);
-                run.read(bytes);
+                // A failure is checked by the invariants, whatever it is.
+                let _ = run.read(bytes);
             }
-            2 => run.answer_handshake(&mut input),
+            2 => run.answer_handshake(op, &mut input),
             3 => {
                 let step = u64::from(input.byte());
                 let unit = if op & 8 != 0 { 10 } else { 1 };
@@ -117,6 +149,8 @@ pub fn session(data: &[u8]) -> Seen {
                 run.reconnect();
             }
         }
+        run.seen.wakes += run.woken.len() as u64;
+        run.woken.clear();
         run.check(&capacities);
     }
     run.seen
@@ -156,6 +190,9 @@ struct Capacities {
     pending: usize,
 }
 
+/// A wake-up as the sink received it: the waiter's id, and its delay.
+type Wake = (u64, Option<Duration>);
+
 struct Run {
     link: Link,
     t0: Instant,
@@ -167,15 +204,27 @@ struct Run {
     queued: HashMap<u64, Op>,
     /// Rounds still in progress, and whether their outcome came.
     live: HashMap<u64, bool>,
+    /// The bytes the server sent on this connection, which every wake-up
+    /// must be found in.
+    stream: Vec<u8>,
+    /// Where in `stream` the message of the last wake-up ended.
+    backed: usize,
+    /// The wake-ups of the current step.
+    woken: Vec<Wake>,
     seen: Seen,
 }
 
-/// The outcomes of one read, checked against what was queued.
+/// The outcomes and wake-ups of one read, checked against what was queued
+/// and what the server sent.
 struct Checker<'a> {
     queued: &'a HashMap<u64, Op>,
     live: &'a mut HashMap<u64, bool>,
     now: Instant,
     outcomes: u64,
+    channel: Option<WakeChannel>,
+    stream: &'a [u8],
+    backed: &'a mut usize,
+    woken: &'a mut Vec<Wake>,
 }
 
 impl Sink for Checker<'_> {
@@ -202,6 +251,21 @@ impl Sink for Checker<'_> {
         *answered = true;
         self.outcomes += 1;
     }
+
+    fn on_wake(&mut self, id: u64, later: Option<Duration>, now: Instant) {
+        assert_eq!(now, self.now, "a wake-up timed otherwise than the read");
+        let Some(channel) = self.channel else {
+            panic!("wake-up {id} on a link without a wake channel");
+        };
+        let Some(end) = backing(&self.stream[*self.backed..], &channel, id, later) else {
+            panic!(
+                "wake-up {id} ({later:?}) that no message on the channel carried since {}",
+                self.backed
+            );
+        };
+        *self.backed += end;
+        self.woken.push((id, later));
+    }
 }
 
 /// The 20-byte token of every command.
@@ -225,6 +289,8 @@ impl Run {
             return;
         }
         self.link.start(None, self.password, self.db, self.now);
+        self.stream.clear();
+        self.backed = 0;
     }
 
     /// Closes the link after `error`, as the driver does.
@@ -271,33 +337,41 @@ impl Run {
         }
     }
 
-    fn read(&mut self, mut bytes: &[u8]) {
+    /// Hands the link `bytes` from the server, as much at a time as its
+    /// read buffer takes. `Err`: it failed on them, and is closed.
+    fn read(&mut self, mut bytes: &[u8]) -> Result<(), NodeError> {
         if self.link.is_connecting() {
             self.link.connected(self.now);
         }
         if self.link.is_down() {
-            return;
+            return Ok(());
         }
         let out_before = self.link.out.len() - self.link.written;
         let handshakes_before = self.seen.handshakes;
+        let channel = self.link.config.wake;
         while !bytes.is_empty() {
             let buf = match self.link.read_buf() {
                 Ok(buf) => buf,
-                Err(error) => return self.fail(error),
+                Err(error) => return self.failed(error),
             };
             let n = buf.len().min(bytes.len());
             buf[..n].copy_from_slice(&bytes[..n]);
+            self.stream.extend_from_slice(&bytes[..n]);
             bytes = &bytes[n..];
             let mut checker = Checker {
                 queued: &self.queued,
                 live: &mut self.live,
                 now: self.now,
                 outcomes: 0,
+                channel,
+                stream: &self.stream,
+                backed: &mut self.backed,
+                woken: &mut self.woken,
             };
             let handled = self.link.handle_read(n, self.now, &mut checker);
             self.seen.outcomes += checker.outcomes;
             if let Err(error) = handled {
-                return self.fail(error);
+                return self.failed(error);
             }
             if self.link.is_ready() && self.link.fresh {
                 self.seen.handshakes += 1;
@@ -314,45 +388,178 @@ impl Run {
         {
             self.seen.replays += 1;
         }
+        Ok(())
+    }
+
+    /// Closes the link that failed on what it read with `error`.
+    fn failed(&mut self, error: NodeError) -> Result<(), NodeError> {
+        self.fail(error.clone());
+        Err(error)
+    }
+
+    /// Whether the link reads the next byte the server sends as the start
+    /// of a frame: up, with nothing half read.
+    fn at_frame_start(&self) -> bool {
+        let link = &self.link;
+        !link.is_down() && link.start == link.end && link.decoder.is_idle() && link.skip == Skip::No
+    }
+
+    /// Sends the crafted `pieces`, in chunks of `chunk` bytes (all at once
+    /// for 0). If the link read them from the start of a frame, checks
+    /// that it did what they mean ([`foresee`]), and returns what became
+    /// of it.
+    fn play(&mut self, pieces: &[Piece], chunk: usize) -> Option<Fate> {
+        let exact = self.at_frame_start();
+        let unsolicited = self.link.unsolicited;
+        let woken = self.woken.len();
+        let bytes: Vec<u8> = pieces.iter().flat_map(|p| &p.bytes).copied().collect();
+        let size = if chunk == 0 { bytes.len() } else { chunk };
+        let mut result = Ok(());
+        for part in bytes.chunks(size.max(1)) {
+            result = self.read(part);
+            if result.is_err() {
+                break;
+            }
+        }
+        if !exact {
+            return None;
+        }
+        let fate = result.as_ref().map_or_else(Fate::of, |()| Fate::Lives);
+        let (wakes, expected) = foresee(pieces, unsolicited);
+        assert_eq!(fate, expected, "the link read crafted frames: {result:?}");
+        let got = &self.woken[woken..];
+        assert!(
+            got.len() == wakes.len()
+                && got
+                    .iter()
+                    .zip(&wakes)
+                    .all(|(&(id, later), &(want, allowed))| id == want && allowed.allows(later)),
+            "wake-ups {got:?}, where the messages said {wakes:?}"
+        );
+        if fate == Fate::Lives {
+            assert!(self.at_frame_start(), "whole frames left one half read");
+        }
+        Some(fate)
+    }
+
+    /// Sends the push that the operands describe ([`Run::craft`]), in one
+    /// copy or more, in chunks; read from the start of a frame, it must
+    /// answer no request, and leave the requests waiting as they were (but
+    /// the subscription it may confirm).
+    fn push(&mut self, input: &mut Input<'_>) {
+        let [form, id, ms, copies, chunk] = [(); 5].map(|()| input.byte());
+        let id = self.pick_id(form & 32 != 0, id);
+        let one = frames::craft(form, id, ms, self.link.config.wake.is_some());
+        let mut pieces = vec![one; 1 + usize::from(copies)];
+        let subscribing = self.link.expects(Step::Subscribe);
+        for (i, piece) in pieces.iter_mut().enumerate() {
+            if let Is::Push { confirms, .. } = &mut piece.is {
+                *confirms &= subscribing && i == 0;
+            }
+        }
+        let confirmed = usize::from(matches!(pieces[0].is, Is::Push { confirms: true, .. }));
+        let pending = self.link.pending.len();
+        let outcomes = self.seen.outcomes;
+        let Some(fate) = self.play(&pieces, usize::from(chunk)) else {
+            return;
+        };
+        assert_eq!(self.seen.outcomes, outcomes, "a push answered a request");
+        if fate == Fate::Lives {
+            assert_eq!(
+                self.link.pending.len() + confirmed,
+                pending,
+                "a push changed the requests waiting"
+            );
+            self.seen.subscriptions += confirmed as u64;
+        }
+    }
+
+    /// A waiter's id: a live round's (the `pick`th), or any (small ones,
+    /// the largest, and spread between).
+    fn pick_id(&self, live: bool, pick: u8) -> u64 {
+        match self
+            .live_ids()
+            .get(usize::from(pick) % self.live.len().max(1))
+        {
+            Some(&id) if live => id,
+            _ => match pick {
+                0..128 => u64::from(pick),
+                255 => u64::MAX,
+                pick => u64::from(pick).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+            },
+        }
+    }
+
+    /// The ids of the rounds in progress, in order.
+    fn live_ids(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self.live.keys().copied().collect();
+        ids.sort_unstable();
+        ids
     }
 
     /// Connects, and hands the link the right replies to the handshake
-    /// steps it waits for (the `INFO` text and the marker from the input).
-    fn answer_handshake(&mut self, input: &mut Input<'_>) {
+    /// steps it waits for (the `INFO` text and the marker from the input),
+    /// then the confirmation of `SUBSCRIBE` if `HELLO` succeeded (the
+    /// subscription is answered after the other steps). Flags of `op`: 8
+    /// refuses `HELLO`, 16 refuses `SUBSCRIBE`, 32 sends a wake-up after
+    /// each reply. Read from the start of a frame, the answers must leave
+    /// the link ready (or refused as a replica or a cluster node, as the
+    /// `INFO` text says), and subscribed unless a refusal said otherwise.
+    fn answer_handshake(&mut self, op: u8, input: &mut Input<'_>) {
         if self.link.is_down() {
             self.reconnect();
         }
         let flavour = input.byte();
-        let mut replies = Vec::new();
-        for pending in &self.link.pending {
-            let Expect::Step(step) = pending.expect else {
-                break;
-            };
-            match step {
-                Step::Auth | Step::Select => replies.extend_from_slice(b"+OK\r\n"),
-                Step::Identify => {
-                    let run_id = char::from(b'a' + flavour % 6);
-                    let role = if flavour & 64 != 0 { "slave" } else { "master" };
-                    let uptime = u64::from(flavour >> 3);
-                    let text = format!(
-                        "# Server\r\nrun_id:{}\r\nuptime_in_seconds:{uptime}\r\n\r\n\
-                         # Replication\r\nrole:{role}\r\n\r\n# Cluster\r\ncluster_enabled:{}\r\n",
-                        run_id.to_string().repeat(40),
-                        u8::from(flavour & 128 != 0),
-                    );
-                    bulk(&mut replies, text.as_bytes());
-                }
-                Step::Marker if flavour & 32 != 0 => replies.extend_from_slice(b"_\r\n"),
-                Step::Marker => bulk(&mut replies, &[b'm'; 32]),
-                script => {
-                    let sha = script.script().map_or("", |(_, sha)| sha);
-                    bulk(&mut replies, sha.as_bytes());
-                }
+        let (refuse_hello, refuse_subscribe) = (op & 8 != 0, op & 16 != 0);
+        let steps: Vec<Step> = (self.link.pending.iter())
+            .map_while(|pending| match pending.expect {
+                Expect::Step(step) => Some(step),
+                Expect::Command(_) => None,
+            })
+            .collect();
+        let hello = steps.contains(&Step::Hello);
+        // After HELLO 3, INFO answers with a verbatim string.
+        let resp3 = self.link.wakes && !(hello && refuse_hello);
+        let wakes = self.link.config.wake.is_some();
+        let mut pieces = Vec::new();
+        for (n, &step) in (1..).zip(&steps) {
+            pieces.push(match step {
+                Step::Hello => frames::hello(refuse_hello.then_some(flavour)),
+                Step::Subscribe => frames::subscription(refuse_subscribe),
+                step => frames::step_reply(step, flavour, resp3),
+            });
+            if op & 32 != 0 {
+                let ms = (n % 2 == 1).then_some(n * 10);
+                pieces.push(frames::message(n, ms, wakes));
             }
         }
-        self.read(&replies);
+        let subscription_asked = hello && !refuse_hello;
+        if subscription_asked {
+            pieces.push(frames::subscription(refuse_subscribe));
+        }
+        if pieces.is_empty() || self.play(&pieces, 0) != Some(Fate::Lives) {
+            return;
+        }
+        assert!(
+            self.link.is_ready(),
+            "a handshake answered in full left the link waiting"
+        );
+        let subscribing = subscription_asked || steps.contains(&Step::Subscribe);
+        let refused =
+            [(hello, refuse_hello), (subscribing, refuse_subscribe)].map(|(asked, no)| asked && no);
+        if hello || subscribing {
+            assert_eq!(
+                self.link.wakes,
+                refused == [false; 2],
+                "the link's wake-ups after these refusals of HELLO and SUBSCRIBE: {refused:?}"
+            );
+        }
+        if refused != [false; 2] {
+            self.seen.refusals += 1;
+        } else if subscribing {
+            self.seen.subscriptions += 1;
+        }
     }
-
     fn advance(&mut self, by: Duration) {
         self.now = self.now.checked_add(by).unwrap_or(self.now);
         if let Err(error) = self.link.check_timers(self.now) {
@@ -372,8 +579,7 @@ impl Run {
     }
 
     fn end_round(&mut self, pick: usize) {
-        let mut ids: Vec<u64> = self.live.keys().copied().collect();
-        ids.sort_unstable();
+        let ids = self.live_ids();
         if let Some(&id) = ids.get(pick % ids.len().max(1)) {
             self.live.remove(&id);
         }
@@ -398,14 +604,27 @@ impl Run {
         assert_eq!(&self.capacities(), at_first, "a buffer grew");
         assert!(link.pending.len() <= link.config.capacity());
         assert!(self.now >= self.t0);
+        if link.config.wake.is_none() {
+            assert!(!link.wakes, "wake-ups on a link without a channel");
+        }
+        let is = |step| move |p: &super::Pending| matches!(p.expect, Expect::Step(s) if s == step);
+        if let Some(at) = link.pending.iter().position(is(Step::Subscribe)) {
+            assert!(link.wakes, "a subscription asked after a refusal");
+            assert_ne!(
+                link.state,
+                State::Ready,
+                "a ready link waits for its subscription"
+            );
+            assert!(
+                !link.pending.iter().any(is(Step::Hello)),
+                "a subscription asked before HELLO was answered"
+            );
+            assert!(
+                (link.pending.iter().skip(at + 1)).all(|p| matches!(p.expect, Expect::Command(_))),
+                "a step answered after the subscription"
+            );
+        }
     }
-}
-
-/// `text` as a RESP bulk string, appended to `out`.
-fn bulk(out: &mut Vec<u8>, text: &[u8]) {
-    out.extend_from_slice(format!("${}\r\n", text.len()).as_bytes());
-    out.extend_from_slice(text);
-    out.extend_from_slice(b"\r\n");
 }
 
 #[cfg(test)]
@@ -418,7 +637,8 @@ mod tests {
 
     /// Every seed and regression of the `session` fuzz target passes, and
     /// together they reach the states worth mutating from: outcomes,
-    /// completed handshakes, failures, `NOSCRIPT` replays, a lagging link.
+    /// completed handshakes, failures, `NOSCRIPT` replays, a lagging link,
+    /// wake-ups, subscriptions confirmed and refused (or `HELLO` refused).
     #[test]
     fn session_corpus() {
         let files = crate::fuzz_inputs("session");
@@ -432,13 +652,19 @@ mod tests {
             all.failures += seen.failures;
             all.replays += seen.replays;
             all.lagging += seen.lagging;
+            all.wakes += seen.wakes;
+            all.subscriptions += seen.subscriptions;
+            all.refusals += seen.refusals;
         }
         assert!(
             all.outcomes > 0
                 && all.handshakes > 0
                 && all.failures > 0
                 && all.replays > 0
-                && all.lagging > 0,
+                && all.lagging > 0
+                && all.wakes > 0
+                && all.subscriptions > 0
+                && all.refusals > 0,
             "the seeds miss a state: {all:?}"
         );
     }
@@ -446,7 +672,13 @@ mod tests {
     /// The empty program and a few degenerate ones run.
     #[test]
     fn degenerate_programs() {
-        for data in [&b""[..], &[0xff], &[0, 1, 255, 255], &[7; 64]] {
+        for data in [
+            &b""[..],
+            &[0xff],
+            &[0, 1, 255, 255],
+            &[7; 64],
+            &[0x80, 9, 0x0f],
+        ] {
             session(data);
         }
     }
