@@ -101,9 +101,11 @@ pub(crate) struct Driver {
 /// one, whose caller is gone), for the client's statistics.
 pub(crate) type OnOrphanEnd = Box<dyn FnMut(&Round) + Send>;
 
-/// Room for an encoded command, allocated at build (a larger one, say a
-/// batch's or a script's, grows it once).
-const ENCODED_CAPACITY: usize = 512;
+/// Room for an encoded command, allocated at build: enough for the
+/// commands sent with their script's text (a failed acquire's release, a
+/// wait's leave) on the names a `Lock` keeps inline; a larger one (a
+/// batch's, many long names) grows it once.
+const ENCODED_CAPACITY: usize = 2048;
 
 impl Driver {
     /// A driver for `addrs` with room for `config.in_flight` rounds in

@@ -113,11 +113,34 @@ impl Drop for TempDir {
     }
 }
 
-/// A port the kernel reports free on 127.0.0.1, not yet handed out by this
-/// process. Another process may still take it before `redis-server` binds
-/// it; the caller retries then.
+/// The first port of the bands test processes take their ports from,
+/// below the kernel's ephemeral range (32768 and up on Linux), which the
+/// proxies, fake servers and clients bind from.
+const BANDS_START: u16 = 20_000;
+/// Ports in one process's band.
+const BAND: u16 = 40;
+/// Bands, one per process id modulo this (up to port 32 000).
+const BANDS: u32 = 300;
+
+/// A port free on 127.0.0.1, not yet handed out by this process: first
+/// from this process's band, then one the kernel picks. nextest runs each
+/// test in a process of its own, and a test that kills a node restarts it
+/// on the same port later: a port of its own band is one that another
+/// test process, taking its own band's, does not pick meanwhile (the
+/// kernel's picks never fall in a band), so the clients of the killed
+/// node never reach another test's server there. Another process may
+/// still take a port before `redis-server` binds it; the caller retries
+/// then.
 pub(super) fn free_port() -> u16 {
     static HANDED_OUT: Mutex<Vec<u16>> = Mutex::new(Vec::new());
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(PoisonError::into_inner);
+    let first = BANDS_START + (std::process::id() % BANDS) as u16 * BAND;
+    for port in first..first + BAND {
+        if !handed_out.contains(&port) && TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+            handed_out.push(port);
+            return port;
+        }
+    }
     for _ in 0..100 {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .unwrap_or_else(|e| panic!("cannot bind 127.0.0.1:0 to pick a free port: {e}"));
@@ -126,7 +149,6 @@ pub(super) fn free_port() -> u16 {
             .unwrap_or_else(|e| panic!("cannot read the port of a bound listener: {e}"))
             .port();
         drop(listener);
-        let mut handed_out = HANDED_OUT.lock().unwrap_or_else(PoisonError::into_inner);
         if !handed_out.contains(&port) {
             handed_out.push(port);
             return port;
