@@ -16,6 +16,8 @@
 mod conn;
 mod core;
 mod engine;
+#[cfg(feature = "sim")]
+pub(crate) mod sim;
 #[cfg(feature = "tls")]
 mod tls;
 
