@@ -426,6 +426,16 @@ impl Client {
         self.core.orphan(id);
     }
 
+    /// `held`'s guard is dropped (the async front end's `AsyncLockGuard`):
+    /// the lock is expired, and its release goes out without anyone
+    /// waiting for it, followed until every master has answered if a slot
+    /// is free (returns whether one was), else only queued.
+    pub fn drop_guard(&mut self, held: &mut Held, now: Instant) -> bool {
+        held.valid_until = held.valid_until.min(now);
+        let release = Command::release(Keys::One(&held.resource), &held.token).reaching(held.reach);
+        self.core.release_orphan(&release, now)
+    }
+
     /// A slot in the table of waits for a call that waits, which began to
     /// wait at `place` (microseconds of the client's wall clock), if
     /// releases tell this client's waiters and the table has room.

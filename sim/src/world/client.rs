@@ -123,20 +123,33 @@ impl World {
     pub(crate) fn settle(&mut self, c: usize) {
         let now = self.local(c);
         self.clients[c].client.handle_handshakes(now);
-        let mut woken = std::mem::take(&mut self.clients[c].woken);
+        // Until nothing more happens: callers whose rounds are decided run
+        // (and may start others); the sockets follow (a socket that cannot
+        // be opened decides rounds too).
         for _ in 0..64 {
-            woken.clear();
-            self.clients[c].client.wake(|caller| woken.push(caller));
-            if woken.is_empty() {
+            if self.wake_tasks(c) {
+                continue;
+            }
+            self.sync_sockets(c);
+            if !self.wake_tasks(c) {
                 break;
             }
-            for &k in &woken {
-                self.task_woken(c, k as usize);
-            }
         }
-        self.clients[c].woken = woken;
-        self.sync_sockets(c);
         self.arm_timer(c);
+    }
+
+    /// Runs client `c`'s callers that its core wakes; whether there were
+    /// any.
+    fn wake_tasks(&mut self, c: usize) -> bool {
+        let mut woken = std::mem::take(&mut self.clients[c].woken);
+        woken.clear();
+        self.clients[c].client.wake(|caller| woken.push(caller));
+        for &k in &woken {
+            self.task_woken(c, k as usize);
+        }
+        let any = !woken.is_empty();
+        self.clients[c].woken = woken;
+        any
     }
 
     /// Opens and closes client `c`'s sockets as its sessions need, and
@@ -150,6 +163,14 @@ impl World {
                 }
             }
             if let Some(start) = want {
+                if self.clients[c].socks[i].is_none() && self.rng.chance(0.01) {
+                    // A socket that cannot even be opened.
+                    let now = self.local(c);
+                    let error = NodeError::Connect(ErrorKind::AddrNotAvailable);
+                    self.note(|| format!("client {c}: no socket to master {i}"));
+                    self.clients[c].client.handle_unopened(i, error, now);
+                    continue;
+                }
                 if self.clients[c].socks[i].is_none() {
                     let conn = self.net.open(c, i, start);
                     self.clients[c].socks[i] = Some(conn);

@@ -164,7 +164,7 @@ impl World {
             return;
         }
         let conn = open[self.rng.index(open.len())];
-        let m = self.net.conns[conn].master;
+        let m = self.params.proc_of[self.net.conns[conn].master];
         if let Some(model) = self.net.conns[conn].model.take() {
             self.masters[m].model.close(model);
         }
@@ -180,8 +180,8 @@ impl World {
     /// one master to every client.
     fn partition(&mut self, until: u64) {
         if self.rng.chance(0.5) {
-            let m = self.rng.index(self.masters.len());
-            self.note(|| format!("master {m} is cut off until {:.6}", secs(until)));
+            let m = self.rng.index(self.params.masters);
+            self.note(|| format!("master address {m} is cut off until {:.6}", secs(until)));
             for row in &mut self.net.cut_until {
                 row[m] = row[m].max(until);
             }
@@ -193,7 +193,7 @@ impl World {
                     secs(until)
                 )
             });
-            for m in 0..self.masters.len() {
+            for m in 0..self.params.masters {
                 if self.rng.chance(0.5) {
                     let cut = &mut self.net.cut_until[c][m];
                     *cut = (*cut).max(until);

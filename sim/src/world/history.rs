@@ -27,8 +27,10 @@ pub(crate) struct Holding {
 pub(crate) struct History {
     pub(crate) holdings: Vec<Holding>,
     /// When each master lost data (a `FLUSHALL`, a restart without its
-    /// data or from an older snapshot), by master.
+    /// data or from an older snapshot), by master process.
     pub(crate) losses: Vec<Vec<u64>>,
+    /// The master process each address names (grants are by address).
+    proc_of: Vec<usize>,
     /// Calls that took longer than their bound.
     pub(crate) slow_calls: Vec<String>,
     /// Anything else a check found wrong as it happened.
@@ -36,11 +38,26 @@ pub(crate) struct History {
 }
 
 impl History {
-    pub(crate) fn new(masters: usize) -> History {
+    pub(crate) fn new(proc_of: Vec<usize>) -> History {
+        let procs = proc_of.iter().max().map_or(0, |&p| p + 1);
         History {
-            losses: vec![Vec::new(); masters],
+            losses: vec![Vec::new(); procs],
+            proc_of,
             ..History::default()
         }
+    }
+
+    /// The master processes of the addresses in `grants`.
+    fn procs(&self, grants: u64) -> u64 {
+        (0..self.proc_of.len().min(64))
+            .filter(|a| grants >> a & 1 == 1)
+            .fold(0, |mask, a| mask | 1 << self.proc_of[a])
+    }
+
+    /// Whether `grants` counts one master process twice (through two of
+    /// its addresses).
+    pub(crate) fn counts_twice(&self, grants: u64) -> bool {
+        self.procs(grants).count_ones() < grants.count_ones()
     }
 
     /// Whether master `m` lost data between `from` and `to`.
@@ -83,7 +100,7 @@ impl History {
     /// between the rounds (outside what the lock assumes).
     fn excused(&self, a: &Holding, b: &Holding) -> bool {
         let (from, to) = (a.t0.min(b.t0), a.from.max(b.from));
-        let common = a.grants & b.grants;
+        let common = self.procs(a.grants) & self.procs(b.grants);
         (0..64)
             .filter(|m| common >> m & 1 == 1)
             .all(|m| self.lost(m, from, to))
@@ -131,7 +148,7 @@ mod tests {
     #[test]
     fn overlapping_holders_are_found_unless_their_common_masters_lost_data() {
         let names = vec!["r".to_owned()];
-        let mut history = History::new(3);
+        let mut history = History::new(vec![0, 1, 2]);
         history.holdings = vec![held(1, 0, 100, 0b011), held(2, 50, 150, 0b110)];
         assert_eq!(history.overlaps(&names).len(), 1);
         history.losses[1].push(40);

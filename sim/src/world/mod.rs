@@ -138,10 +138,10 @@ impl World {
         let params = Params::draw(&mut rng.fork(), options.regression);
         let base = Instant::now();
         let mut setup = rng.fork();
-        let masters: Vec<MasterProc> = (0..params.masters)
+        let masters: Vec<MasterProc> = (0..params.procs)
             .map(|m| {
                 let mut model = Master::new(setup.next_u64(), params.master_epochs[m]);
-                if options.regression == Regression::DoubleGrants && m < params.masters / 2 + 1 {
+                if options.regression == Regression::DoubleGrants && m < params.procs / 2 + 1 {
                     model = model.with_double_grants();
                 }
                 MasterProc::new(model, params.master_clock(m))
@@ -160,7 +160,7 @@ impl World {
             t: 0,
             queue: BinaryHeap::new(),
             seq: 0,
-            history: History::new(params.masters),
+            history: History::new(params.proc_of.clone()),
             rng,
             params,
             net,

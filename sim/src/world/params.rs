@@ -48,7 +48,14 @@ pub(crate) struct Weights {
 /// One world's shape (see the module docs).
 #[derive(Debug, Clone)]
 pub(crate) struct Params {
+    /// The masters' addresses the clients are given.
     pub(crate) masters: usize,
+    /// The master processes: one per address, but that the last address
+    /// may name a process another address names too (a server listed
+    /// twice, which the clients must refuse on one of them).
+    pub(crate) procs: usize,
+    /// The process each address names.
+    pub(crate) proc_of: Vec<usize>,
     pub(crate) clients: usize,
     /// Callers per client, each running calls one after another.
     pub(crate) tasks: usize,
@@ -83,7 +90,7 @@ pub(crate) struct Params {
 
 impl Params {
     pub(crate) fn draw(rng: &mut Rng, regression: Regression) -> Params {
-        let masters = [1, 3, 3, 5, 5, 4][rng.index(6)];
+        let procs = [1, 3, 3, 5, 5, 4][rng.index(6)];
         let clients = rng.range(2, 5) as usize;
         let tasks = rng.range(1, 3) as usize;
         let request_ms = [10, 20, 30, 50][rng.index(4)];
@@ -106,12 +113,20 @@ impl Params {
             retry_count: rng.range(1, 5) as u32,
             retry_delay: Duration::from_millis(rng.range(request_ms, 8 * request_ms)),
             retry_jitter: Duration::from_millis(rng.range(0, request_ms)),
-            in_flight: 32,
+            // Small tables too, so that slots run out and come back.
+            in_flight: [2, 4, 32][rng.index(3)],
             // The builder refuses the guard without it.
             identify: guard || rng.chance(0.9),
             wake: rng.chance(0.85),
             restart_guard: guard.then_some(longest),
         };
+        // A server listed twice, which identification refuses.
+        let twice = settings.identify && procs >= 2 && rng.chance(0.2);
+        let mut proc_of: Vec<usize> = (0..procs).collect();
+        if twice {
+            proc_of.push(rng.index(procs));
+        }
+        let masters = proc_of.len();
         let resources = resources(rng);
         let reserved = vec![
             b"redlock-mio:orders".to_vec(),
@@ -128,7 +143,7 @@ impl Params {
         };
         // The rates differ by less than the drift factor: 0.3% each way.
         let rate = |rng: &mut Rng| rng.range(0, 6000) as i64 - 3000;
-        let mut master_ppm: Vec<i64> = (0..masters).map(|_| rate(rng)).collect();
+        let mut master_ppm: Vec<i64> = (0..procs).map(|_| rate(rng)).collect();
         let mut client_ppm: Vec<i64> = (0..clients).map(|_| rate(rng)).collect();
         match regression {
             Regression::FastMaster => master_ppm[0] = 50_000,
@@ -146,7 +161,7 @@ impl Params {
             }
             _ => {}
         }
-        let master_epochs = (0..masters)
+        let master_epochs = (0..procs)
             .map(|_| 1_700_000_000_000_000 + rng.below(1 << 40))
             .collect();
         let calm_odds = rng.range(1, 4);
@@ -156,6 +171,8 @@ impl Params {
         }
         Params {
             masters,
+            procs,
+            proc_of,
             clients,
             tasks,
             settings,
@@ -263,7 +280,8 @@ impl Params {
     pub(crate) fn describe(&self) -> String {
         let s = &self.settings;
         format!(
-            "{} masters, {} clients x {} callers, request timeout {:?}, TTLs {:?}, guard {:?}, wake {}, identify {}, {:.1}s of faults",
+            "{} masters ({} addresses), {} clients x {} callers, request timeout {:?}, TTLs {:?}, guard {:?}, wake {}, identify {}, {:.1}s of faults",
+            self.procs,
             self.masters,
             self.clients,
             self.tasks,

@@ -79,7 +79,10 @@ enum Choice {
     Release,
     Extend,
     Keep,
+    /// Never releases it (a holder that crashed).
     Forget,
+    /// Drops its guard: the release goes out, nobody waits for it.
+    DropGuard,
 }
 
 /// A lock held, and the stretch of its validity the client counts on now.
@@ -363,6 +366,7 @@ impl World {
         if let Some(wait) = call.wait.take() {
             self.clients[c].client.end_wait(wait, name, now);
         }
+        self.check_counted_once(c, round.as_ref());
         self.check_call(c, "acquire", &call);
         let clock = &self.clients[c].clock;
         self.locks += 1;
@@ -439,9 +443,15 @@ impl World {
 
     /// `call` ends without a lock.
     fn call_failed(&mut self, c: usize, k: usize, call: Box<Call>, error: &Error) {
-        let _ = error;
         self.outcome.refused += 1;
         self.end_call(c, k, call);
+        if let Error::Busy { .. } = error {
+            // The table of rounds was full: the front end would have
+            // waited for a slot; this caller tries again a request timeout
+            // later (it does not spin).
+            let rt = self.params.settings.request_timeout.as_nanos() as u64;
+            self.task_timer_at(c, k, self.t + rt);
+        }
     }
 
     /// `call` ends: checked against its bound, its wait left.
@@ -468,6 +478,20 @@ impl World {
             client.end_wait(wait, name, now);
         }
         self.think(c, k, self.params.think_mean);
+    }
+
+    /// Checks that `round` counted no master twice (a server listed under
+    /// two addresses votes once).
+    fn check_counted_once(&mut self, c: usize, round: Option<&Round>) {
+        let Some(round) = round else {
+            return;
+        };
+        if self.history.counts_twice(grants(round)) {
+            self.history.errors.push(format!(
+                "client {c}: a round counted a master twice: {:?}",
+                round.nodes()
+            ));
+        }
     }
 
     /// Checks that `call` returned within its documented bound.
@@ -513,10 +537,11 @@ impl World {
         let r = self.clients[c].rng.unit();
         let (choice, drop) = match r {
             _ if self.calm => (Choice::Release, false),
-            r if r < 0.5 => (Choice::Release, false),
-            r if r < 0.75 => (Choice::Extend, false),
-            r if r < 0.85 => (Choice::Keep, false),
-            r if r < 0.92 => (Choice::Forget, false),
+            r if r < 0.45 => (Choice::Release, false),
+            r if r < 0.7 => (Choice::Extend, false),
+            r if r < 0.8 => (Choice::Keep, false),
+            r if r < 0.87 => (Choice::Forget, false),
+            r if r < 0.92 => (Choice::DropGuard, false),
             r if r < 0.96 => (Choice::Release, true),
             _ => (Choice::Extend, true),
         };
@@ -524,6 +549,16 @@ impl World {
             Choice::Keep => self.keep_holding(c, k, lock),
             Choice::Forget => {
                 self.history.holdings.push(lock.holding);
+                self.think(c, k, self.params.think_mean);
+            }
+            Choice::DropGuard => {
+                let mut lock = lock;
+                let now = self.local(c);
+                lock.holding.until = lock.holding.until.min(self.t);
+                self.history.holdings.push(lock.holding);
+                if self.clients[c].client.drop_guard(&mut lock.held, now) {
+                    self.clients[c].rounds += 1;
+                }
                 self.think(c, k, self.params.think_mean);
             }
             Choice::Extend => self.extend(c, k, lock, drop),

@@ -43,7 +43,7 @@ impl World {
             if syn {
                 0
             } else {
-                self.masters[k.master].paused_until
+                self.masters[self.params.proc_of[k.master]].paused_until
             }
         } else {
             self.clients[k.client].paused_until
@@ -72,7 +72,7 @@ impl World {
 
     /// `seg` reaches the master's end of `conn`.
     fn at_master(&mut self, conn: usize, seg: Up) {
-        let m = self.net.conns[conn].master;
+        let m = self.params.proc_of[self.net.conns[conn].master];
         if self.net.conns[conn].dead {
             return;
         }
@@ -101,7 +101,7 @@ impl World {
     /// writes back the replies, and the pushes they caused to every
     /// connection that listens.
     fn serve(&mut self, conn: usize, data: &[u8]) {
-        let m = self.net.conns[conn].master;
+        let m = self.params.proc_of[self.net.conns[conn].master];
         let now_us = self.masters[m].clock.now_us(self.t);
         let Some(model) = self.net.conns[conn].model.as_mut() else {
             return;
