@@ -64,10 +64,57 @@ pub struct Settings {
     pub restart_guard: Option<Duration>,
 }
 
+/// What a call names: one resource, or several acquired all or nothing
+/// (`try_lock_all`, `lock_all`), checked as the front end checks them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Names {
+    bytes: Vec<u8>,
+    many: bool,
+}
+
+impl Names {
+    /// One resource, if the front end takes it.
+    pub fn one(resource: &[u8]) -> Result<Names, Error> {
+        check_resource(resource)?;
+        Ok(Names {
+            bytes: resource.to_vec(),
+            many: false,
+        })
+    }
+
+    /// Several resources, all or nothing, if the front end takes them.
+    pub fn all(resources: &[&[u8]]) -> Result<Names, Error> {
+        if resources.is_empty() || resources.len() > commands::MAX_KEYS {
+            return Err(Error::InvalidResources {
+                count: resources.len(),
+            });
+        }
+        let mut bytes = Vec::new();
+        for resource in resources {
+            check_resource(resource)?;
+            commands::pack_key(&mut bytes, resource);
+        }
+        Ok(Names { bytes, many: true })
+    }
+
+    /// The resources, in the order given.
+    pub fn resources(&self) -> Vec<&[u8]> {
+        if self.many {
+            commands::unpack_keys(&self.bytes).collect()
+        } else {
+            vec![&self.bytes]
+        }
+    }
+
+    fn keys(&self) -> Keys<&[u8]> {
+        Keys::new(&self.bytes, self.many)
+    }
+}
+
 /// One acquisition: what the front end's [`Lock`](crate::Lock) keeps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Held {
-    resource: Vec<u8>,
+    names: Names,
     token: [u8; TOKEN_LEN],
     valid_until: Instant,
     extensions: u32,
@@ -75,9 +122,9 @@ pub struct Held {
 }
 
 impl Held {
-    /// The resource.
-    pub fn resource(&self) -> &[u8] {
-        &self.resource
+    /// What it holds.
+    pub fn names(&self) -> &Names {
+        &self.names
     }
 
     /// The token.
@@ -271,21 +318,20 @@ impl Client {
 
     // The calls.
 
-    /// Starts an acquire of `resource` by `token` for `ttl` (an attempt
-    /// of `wait`'s call, if given), cut short at `cap`: its round's id,
-    /// or the error the front end returns before sending anything.
+    /// Starts an acquire of `names` by `token` for `ttl` (an attempt of
+    /// `wait`'s call, if given), cut short at `cap`: its round's id, or the
+    /// error the front end returns before sending anything.
     pub fn begin_acquire(
         &mut self,
-        resource: &[u8],
+        names: &Names,
         token: &[u8; TOKEN_LEN],
         ttl: Duration,
         wait: Option<&mut Wait>,
         cap: Option<Instant>,
         now: Instant,
     ) -> Result<u64, Error> {
-        check_resource(resource)?;
         let ttl_ms = self.check_ttl(ttl)?;
-        let keys = Keys::One(resource);
+        let keys = names.keys();
         match wait {
             Some(wait) => {
                 self.core.arm_wait(wait.id);
@@ -297,14 +343,14 @@ impl Client {
         }
     }
 
-    /// Ends the acquire round `id` of `resource` by `token` (an attempt of
+    /// Ends the acquire round `id` of `names` by `token` (an attempt of
     /// `wait`'s call, if given), at `now`: the lock, or the error after
     /// which its release is queued on every master; with, for an attempt
     /// that waits, when the keys that refused it expire.
     pub fn end_acquire(
         &mut self,
         id: u64,
-        resource: &[u8],
+        names: &Names,
         token: &[u8; TOKEN_LEN],
         wait: Option<&mut Wait>,
         now: Instant,
@@ -319,7 +365,7 @@ impl Client {
         let error = match round.decision() {
             Some(Decision::Quorum { .. }) => {
                 let held = Held {
-                    resource: resource.to_vec(),
+                    names: names.clone(),
                     token: *token,
                     valid_until: round.valid_until(),
                     extensions: 0,
@@ -331,25 +377,19 @@ impl Client {
             Some(Decision::NoQuorum) | None => acquire_refused(report(&round)),
         };
         // Released on every master, also those that seemed to fail.
-        let release = Command::release(Keys::One(resource), token)
+        let release = Command::release(names.keys(), token)
             .with_script()
             .reaching(round.reached());
         self.core.queue(&release, now);
         (Err(error), free_in.flatten())
     }
 
-    /// The caller of acquire round `id` of `resource` by `token` is gone
+    /// The caller of acquire round `id` of `names` by `token` is gone
     /// (a dropped future): its release follows it on every master, as
     /// the async front end does.
-    pub fn drop_acquire(
-        &mut self,
-        id: u64,
-        resource: &[u8],
-        token: &[u8; TOKEN_LEN],
-        now: Instant,
-    ) {
+    pub fn drop_acquire(&mut self, id: u64, names: &Names, token: &[u8; TOKEN_LEN], now: Instant) {
         let reach = self.core.round(id).map_or(u64::MAX, Round::reached);
-        let release = Command::release(Keys::One(resource), token)
+        let release = Command::release(names.keys(), token)
             .with_script()
             .reaching(reach);
         self.core.release_after(id, &release, now);
@@ -362,7 +402,7 @@ impl Client {
         if now >= held.valid_until {
             return Err(Error::Expired);
         }
-        let command = Command::extend(Keys::One(&held.resource), &held.token, ttl_ms);
+        let command = Command::extend(held.names.keys(), &held.token, ttl_ms);
         self.submit(&command, None, now)
     }
 
@@ -390,7 +430,7 @@ impl Client {
 
     /// Starts the release of `held`: its round's id.
     pub fn begin_release(&mut self, held: &Held, now: Instant) -> Result<u64, Error> {
-        let command = Command::release(Keys::One(&held.resource), &held.token).reaching(held.reach);
+        let command = Command::release(held.names.keys(), &held.token).reaching(held.reach);
         self.submit(&command, None, now)
     }
 
@@ -432,7 +472,7 @@ impl Client {
     /// is free (returns whether one was), else only queued.
     pub fn drop_guard(&mut self, held: &mut Held, now: Instant) -> bool {
         held.valid_until = held.valid_until.min(now);
-        let release = Command::release(Keys::One(&held.resource), &held.token).reaching(held.reach);
+        let release = Command::release(held.names.keys(), &held.token).reaching(held.reach);
         self.core.release_orphan(&release, now)
     }
 
@@ -465,11 +505,11 @@ impl Client {
         })
     }
 
-    /// Ends `wait`'s call on `resource`: leaves the queues if it may be
+    /// Ends `wait`'s call on `names`: leaves the queues if it may be
     /// queued somewhere (without waiting), and frees its slot.
-    pub fn end_wait(&mut self, wait: Wait, resource: &[u8], now: Instant) {
+    pub fn end_wait(&mut self, wait: Wait, names: &Names, now: Instant) {
         if wait.queued {
-            let leave = Command::leave(Keys::One(resource), wait.member()).with_script();
+            let leave = Command::leave(names.keys(), wait.member()).with_script();
             self.core.queue(&leave, now);
         }
         self.core.end_wait(wait.id);

@@ -372,7 +372,11 @@ pub fn simulate(options: Options) -> Outcome {
     World::new(options).run()
 }
 
-/// Bytes as text: printable ASCII as is, the rest escaped.
+/// Bytes as text: printable ASCII as is, the rest escaped; a long name
+/// cut short.
 pub(crate) fn show(bytes: &[u8]) -> String {
+    if bytes.len() > 48 {
+        return format!("{}... ({} bytes)", bytes[..40].escape_ascii(), bytes.len());
+    }
     bytes.escape_ascii().to_string()
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use redlock_mio::Error;
 use redlock_mio::rules::{NodeState, Round};
-use redlock_mio::sim::{Held, Next, Pursuit, Wait};
+use redlock_mio::sim::{Held, Names, Next, Pursuit, Wait};
 
 use super::history::Holding;
 use super::{Ev, World};
@@ -60,7 +60,9 @@ enum Kind {
 
 /// An acquire call.
 struct Call {
-    res: usize,
+    /// The resources, by index, and as the front end names them.
+    res: Vec<usize>,
+    names: Names,
     ttl: Duration,
     kind: Kind,
     token: [u8; 20],
@@ -85,8 +87,10 @@ enum Choice {
     DropGuard,
 }
 
-/// A lock held, and the stretch of its validity the client counts on now.
+/// A lock held, and the stretch of its validity the client counts on now
+/// (for each of its resources).
 struct Lock {
+    res: Vec<usize>,
     held: Held,
     holding: Holding,
 }
@@ -246,11 +250,28 @@ impl World {
         let ttl = p.ttls[rng.index(p.ttls.len())];
         if rng.chance(0.03) {
             let name = p.reserved[rng.index(p.reserved.len())].clone();
-            self.refused_before_sending(c, &name, ttl, now);
+            let other = p.resources[rng.index(p.resources.len())].clone();
+            self.refused_before_sending(c, &name, &other);
             self.think(c, k, self.params.think_mean);
             return;
         }
-        let res = rng.index(p.resources.len());
+        let mut res = vec![rng.index(p.resources.len())];
+        if p.resources.len() > 1 && rng.chance(0.15) {
+            // All or nothing over two (or more) of them.
+            let more = (res[0] + 1 + rng.index(p.resources.len() - 1)) % p.resources.len();
+            res.push(more);
+        }
+        let list: Vec<&[u8]> = res.iter().map(|&r| p.resources[r].as_slice()).collect();
+        let names = match list.len() {
+            1 => Names::one(list[0]),
+            _ => Names::all(&list),
+        };
+        let Ok(names) = names else {
+            self.history
+                .errors
+                .push(format!("the front end refused {list:?}"));
+            return self.think(c, k, self.params.think_mean);
+        };
         let kind = match rng.below(5) {
             0 | 1 => Kind::Try,
             2 | 3 => Kind::Lock,
@@ -271,6 +292,7 @@ impl World {
         };
         let call = Call {
             res,
+            names,
             ttl,
             kind,
             token: [0; 20],
@@ -284,17 +306,16 @@ impl World {
         self.attempt(c, k, Box::new(call));
     }
 
-    /// A name in the crate's key space: refused before anything is sent.
-    fn refused_before_sending(&mut self, c: usize, name: &[u8], ttl: Duration, now: Instant) {
-        let client = &mut self.clients[c].client;
-        let before = client.in_flight();
-        let result = client.begin_acquire(name, &[7; 20], ttl, None, None, now);
-        let sent = client.in_flight() != before;
-        if !matches!(result, Err(Error::ReservedResource)) || sent {
-            self.history.errors.push(format!(
-                "an acquire of {} was not refused before sending: {result:?}",
-                super::show(name)
-            ));
+    /// A name in the crate's key space, alone or beside `other`: refused
+    /// before anything is sent.
+    fn refused_before_sending(&mut self, c: usize, name: &[u8], other: &[u8]) {
+        for names in [Names::one(name), Names::all(&[other, name])] {
+            if !matches!(names, Err(Error::ReservedResource)) {
+                self.history.errors.push(format!(
+                    "client {c}: {} was not refused before sending: {names:?}",
+                    super::show(name)
+                ));
+            }
         }
     }
 
@@ -308,18 +329,24 @@ impl World {
             Kind::Until(deadline) => Some(deadline),
             _ => None,
         };
-        let name = &self.params.resources[call.res];
         let client = &mut self.clients[c].client;
-        match client.begin_acquire(name, &call.token, call.ttl, call.wait.as_mut(), cap, now) {
+        match client.begin_acquire(
+            &call.names,
+            &call.token,
+            call.ttl,
+            call.wait.as_mut(),
+            cap,
+            now,
+        ) {
             Ok(id) => {
                 client.set_waiter(id, k as u64);
                 self.clients[c].rounds += 1;
                 call.round = Some(id);
                 self.note(|| {
                     format!(
-                        "client {c} task {k}: acquire {:?} round {id:x} of {} token {:02x}{:02x}.. ttl {:?}",
+                        "client {c} task {k}: acquire {:?} round {id:x} of {:?} token {:02x}{:02x}.. ttl {:?}",
                         call.kind,
-                        super::show(&self.params.resources[call.res]),
+                        call.res,
                         call.token[0],
                         call.token[1],
                         call.ttl
@@ -344,9 +371,9 @@ impl World {
         };
         let now = self.local(c);
         let round = self.clients[c].client.round(id).cloned();
-        let name = &self.params.resources[call.res];
         let client = &mut self.clients[c].client;
-        let (result, free_in) = client.end_acquire(id, name, &call.token, call.wait.as_mut(), now);
+        let (result, free_in) =
+            client.end_acquire(id, &call.names, &call.token, call.wait.as_mut(), now);
         self.note(|| {
             format!(
                 "client {c} task {k}: round {id:x} ended {:?} as {:?}: {}",
@@ -364,14 +391,14 @@ impl World {
         };
         self.outcome.acquired += 1;
         if let Some(wait) = call.wait.take() {
-            self.clients[c].client.end_wait(wait, name, now);
+            self.clients[c].client.end_wait(wait, &call.names, now);
         }
         self.check_counted_once(c, round.as_ref());
         self.check_call(c, "acquire", &call);
         let clock = &self.clients[c].clock;
         self.locks += 1;
         let holding = Holding {
-            resource: call.res,
+            resource: call.res[0],
             client: c,
             lock: self.locks,
             from: self.t,
@@ -379,7 +406,11 @@ impl World {
             grants: round.as_ref().map_or(0, grants),
             t0: round.map_or(self.t, |r| clock.global(r.started())),
         };
-        let lock = Box::new(Lock { held, holding });
+        let lock = Box::new(Lock {
+            res: call.res,
+            held,
+            holding,
+        });
         self.keep_holding(c, k, lock);
     }
 
@@ -459,8 +490,7 @@ impl World {
         self.check_call(c, "acquire", &call);
         if let Some(wait) = call.wait.take() {
             let now = self.local(c);
-            let name = &self.params.resources[call.res];
-            self.clients[c].client.end_wait(wait, name, now);
+            self.clients[c].client.end_wait(wait, &call.names, now);
         }
         self.think(c, k, self.params.think_mean);
     }
@@ -469,13 +499,12 @@ impl World {
     /// release follows the round, and its wait leaves the queues.
     fn drop_call(&mut self, c: usize, k: usize, mut call: Box<Call>) {
         let now = self.local(c);
-        let name = &self.params.resources[call.res];
         let client = &mut self.clients[c].client;
         if let Some(id) = call.round.take() {
-            client.drop_acquire(id, name, &call.token, now);
+            client.drop_acquire(id, &call.names, &call.token, now);
         }
         if let Some(wait) = call.wait.take() {
-            client.end_wait(wait, name, now);
+            client.end_wait(wait, &call.names, now);
         }
         self.think(c, k, self.params.think_mean);
     }
@@ -548,14 +577,14 @@ impl World {
         match choice {
             Choice::Keep => self.keep_holding(c, k, lock),
             Choice::Forget => {
-                self.history.holdings.push(lock.holding);
+                self.record(&lock);
                 self.think(c, k, self.params.think_mean);
             }
             Choice::DropGuard => {
                 let mut lock = lock;
                 let now = self.local(c);
                 lock.holding.until = lock.holding.until.min(self.t);
-                self.history.holdings.push(lock.holding);
+                self.record(&lock);
                 if self.clients[c].client.drop_guard(&mut lock.held, now) {
                     self.clients[c].rounds += 1;
                 }
@@ -586,7 +615,7 @@ impl World {
         let now = self.local(c);
         lock.holding.until = lock.holding.until.min(self.t);
         self.note(|| format!("client {c} task {k}: releases lock {}", lock.holding.lock));
-        self.history.holdings.push(lock.holding);
+        self.record(&lock);
         match self.clients[c].client.begin_release(&lock.held, now) {
             Ok(id) => {
                 self.clients[c].client.set_waiter(id, k as u64);
@@ -637,14 +666,14 @@ impl World {
         let until = clock.global(lock.held.valid_until());
         match (result, round) {
             (Ok(()), Some(round)) => {
-                let mut before = lock.holding;
-                before.until = before.until.min(self.t);
-                self.history.holdings.push(before);
+                let t0 = clock.global(round.started());
+                lock.holding.until = lock.holding.until.min(self.t);
+                self.record(&lock);
                 lock.holding = Holding {
                     from: self.t,
                     until,
                     grants: grants(&round),
-                    t0: clock.global(round.started()),
+                    t0,
                     ..lock.holding
                 };
             }
@@ -668,15 +697,29 @@ impl World {
         self.think(c, k, self.params.think_mean);
     }
 
+    /// The stretch of `lock`'s validity counted on so far goes to the
+    /// history.
+    fn record(&mut self, lock: &Lock) {
+        record(&mut self.history, lock);
+    }
+
     /// At the end: the holdings still counted on go to the history.
     pub(crate) fn close_holdings(&mut self, c: usize) {
         for task in &self.clients[c].tasks {
-            match &task.state {
-                State::Hold(lock) | State::Extend(lock, _) => {
-                    self.history.holdings.push(lock.holding);
-                }
-                _ => {}
+            if let State::Hold(lock) | State::Extend(lock, _) = &task.state {
+                record(&mut self.history, lock);
             }
         }
+    }
+}
+
+/// The stretch of `lock`'s validity counted on so far goes to `history`,
+/// for each of its resources.
+fn record(history: &mut super::history::History, lock: &Lock) {
+    for &resource in &lock.res {
+        history.holdings.push(Holding {
+            resource,
+            ..lock.holding
+        });
     }
 }

@@ -113,8 +113,8 @@ impl World {
             format!(
                 "master {m} (clock {}) from client {c} on {conn}: {} -> {}",
                 now_us / 1000,
-                super::show(data),
-                super::show(&out)
+                data.escape_ascii(),
+                out.escape_ascii()
             )
         });
         if !out.is_empty() {
