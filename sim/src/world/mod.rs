@@ -346,6 +346,19 @@ impl World {
         ];
         let mut found = Vec::new();
         for (m, master) in self.masters.iter().enumerate() {
+            // The crate's space holds nothing but its own keys (a lock's
+            // name there is refused before anything is sent).
+            let now_us = master.clock.now_us(self.t);
+            for (key, _) in master.model.keys(0, now_us) {
+                let ours = permanent.iter().any(|p| key == p.as_bytes())
+                    || key.starts_with(b"redlock-mio:queue:");
+                if key.starts_with(redlock_mio::RESERVED_PREFIX.as_bytes()) && !ours {
+                    found.push(format!(
+                        "master {m} holds {} in the crate's space",
+                        show(key)
+                    ));
+                }
+            }
             let bound = master.clock.global_len(self.params.leftover_bound());
             let later = self.t + bound.as_nanos() as u64 + master.stepped_back;
             let now_us = master.clock.now_us(later);
