@@ -21,8 +21,9 @@
 //!   [`handle_read`](Core::handle_read);
 //! - a socket that fails is [`handle_failure`](Core::handle_failure);
 //! - the time is [`handle_timeout`](Core::handle_timeout), due by
-//!   [`next_timer`](Core::next_timer); completed handshakes are compared
-//!   by [`handle_handshakes`](Core::handle_handshakes).
+//!   [`next_timer`](Core::next_timer); after reads,
+//!   [`handle_handshakes`](Core::handle_handshakes) tells the waits of
+//!   reconnects.
 //!
 //! After each call that may start or fail a session, the owner of the
 //! sockets looks again at [`socket`](Core::socket) and
@@ -217,7 +218,9 @@ impl<W> Core<W> {
     /// `n` bytes were read from master `i` into [`read_buf`](Self::read_buf)
     /// at `now`: the outcomes of the rounds in flight go to them, the
     /// wake-ups to the waits. An error means the socket must be closed
-    /// ([`handle_failure`](Self::handle_failure)).
+    /// ([`handle_failure`](Self::handle_failure)): among them
+    /// [`NodeError::SameServer`] for a handshake that completed here with
+    /// the `run_id` of another ready master.
     pub(crate) fn handle_read(
         &mut self,
         i: usize,
@@ -229,7 +232,31 @@ impl<W> Core<W> {
             waits: &mut self.waits,
             node: i,
         };
-        self.nodes[i].link.handle_read(n, now, &mut sink)
+        self.nodes[i].link.handle_read(n, now, &mut sink)?;
+        self.check_twin(i)
+    }
+
+    /// Compares the `run_id` of master `i`'s handshake, if one just
+    /// completed, with the other ready masters': a server reached through
+    /// a second address is refused there, so that it never votes twice.
+    /// This happens before the socket writes anything more: the commands
+    /// the session held back for its handshake never reach the server a
+    /// second time (an extend of a round already over, overtaking a newer
+    /// one sent through the first address, would shorten the key).
+    fn check_twin(&mut self, i: usize) -> Result<(), NodeError> {
+        let Some(run_id) = self.nodes[i].link.take_fresh_run_id() else {
+            return Ok(());
+        };
+        let twin = self.nodes.iter().enumerate().position(|(j, other)| {
+            j != i && other.link.is_ready() && other.link.sighting().run_id() == Some(&run_id)
+        });
+        match twin {
+            Some(other) => Err(NodeError::SameServer {
+                other,
+                address: self.nodes[other].addr.to_string().into(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Master `i`'s socket failed after `error` (or the core failed it):
@@ -264,32 +291,17 @@ impl<W> Core<W> {
             .min()
     }
 
-    /// After reads, at `now`: compares the `run_id` of each handshake just
-    /// completed with the other ready masters'. A server reached through a
-    /// second address is refused there ([`NodeError::SameServer`]), so
-    /// that it never votes twice. A session that came back after a drop
-    /// wakes every wait (wake-ups published meanwhile are lost).
-    pub(crate) fn handle_handshakes(&mut self, now: Instant) {
-        for i in 0..self.nodes.len() {
-            if self.nodes[i].link.take_reconnected() {
+    /// After reads: a session that came back after a drop wakes every
+    /// wait (wake-ups published meanwhile are lost), and a master the
+    /// restart guard just quarantined is told of (with `tracing`).
+    pub(crate) fn handle_handshakes(&mut self) {
+        for node in &mut self.nodes {
+            if node.link.take_reconnected() {
                 self.waits.handle_reconnect();
             }
             #[cfg(feature = "tracing")]
-            if let Some(suspicion) = self.nodes[i].link.take_suspicion() {
-                tracing::warn!(master = %self.nodes[i].addr, ?suspicion, "master quarantined");
-            }
-            let Some(run_id) = self.nodes[i].link.take_fresh_run_id() else {
-                continue;
-            };
-            let twin = self.nodes.iter().enumerate().position(|(j, other)| {
-                j != i && other.link.is_ready() && other.link.sighting().run_id() == Some(&run_id)
-            });
-            if let Some(other) = twin {
-                let error = NodeError::SameServer {
-                    other,
-                    address: self.nodes[other].addr.to_string().into(),
-                };
-                self.handle_failure(i, error, now);
+            if let Some(suspicion) = node.link.take_suspicion() {
+                tracing::warn!(master = %node.addr, ?suspicion, "master quarantined");
             }
         }
     }
@@ -626,6 +638,9 @@ impl<W> Core<W> {
         self.waits.take_waiter(id);
     }
 }
+
+#[cfg(test)]
+mod tests;
 
 /// Marks late the session of each master that let `round` time out.
 fn note_late(nodes: &mut [Node], round: &Round) {

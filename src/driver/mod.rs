@@ -420,9 +420,10 @@ impl Driver {
         }
     }
 
-    /// After the events of a poll: compares the identities of masters that
-    /// just completed a handshake, and goes on reading the connections
-    /// left with a backlog by their read budget.
+    /// After the events of a poll: tells the waits of reconnects, and goes
+    /// on reading the connections left with a backlog by their read
+    /// budget. (A server reached through a second address is refused as
+    /// its handshake completes, in [`Core::handle_read`].)
     pub(crate) fn after_events(&mut self) {
         self.check_identities();
         for i in 0..self.conns.len() {
@@ -443,12 +444,10 @@ impl Driver {
         self.sync_node(i, now);
     }
 
-    /// Refuses, on its second address, a server reached through two (see
+    /// After reads: reconnects and quarantines (see
     /// [`Core::handle_handshakes`]).
     fn check_identities(&mut self) {
-        let now = crate::clock::now();
-        self.core.handle_handshakes(now);
-        self.sync(now);
+        self.core.handle_handshakes();
     }
 
     /// Brings every connection in line with the core, at `now` (see

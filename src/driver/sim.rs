@@ -273,9 +273,9 @@ impl Client {
         self.core.handle_timeout(now);
     }
 
-    /// After reads: compares the identities of the handshakes completed.
-    pub fn handle_handshakes(&mut self, now: Instant) {
-        self.core.handle_handshakes(now);
+    /// After reads: tells the waits of reconnects.
+    pub fn handle_handshakes(&mut self) {
+        self.core.handle_handshakes();
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) is next due.

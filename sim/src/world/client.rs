@@ -121,8 +121,7 @@ impl World {
     /// After an event of client `c`: identities, wake-ups of its callers,
     /// its sockets, its writes and its timer.
     pub(crate) fn settle(&mut self, c: usize) {
-        let now = self.local(c);
-        self.clients[c].client.handle_handshakes(now);
+        self.clients[c].client.handle_handshakes();
         // Until nothing more happens: callers whose rounds are decided run
         // (and may start others); the sockets follow (a socket that cannot
         // be opened decides rounds too).
