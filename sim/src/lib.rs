@@ -165,7 +165,9 @@
 //! pauses of clients and masters, crashes and restarts (empty, or from an
 //! older snapshot; with the restart guard, or delayed past the longest
 //! TTL, or neither, which counts as a loss), connections reset,
-//! partitions, `FLUSHALL` (a loss), steps back of a master's clock, and
+//! partitions (what they held gets through at its sender's next
+//! retransmission once they heal, from sockets the client has closed
+//! too), `FLUSHALL` (a loss), steps back of a master's clock, and
 //! other clients' writes (foreign holders, junk and strangers in the wait
 //! queues, keys of the wrong type, wake-ups nobody sent, `SCRIPT FLUSH`).
 //!

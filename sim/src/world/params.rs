@@ -265,7 +265,10 @@ impl Params {
     pub(crate) fn calm_limit(&self) -> u64 {
         let s = &self.settings;
         let calls = (s.request_timeout + s.retry_delay + s.retry_jitter) * (s.retry_count + 2);
-        (calls + self.longest() * 6 + s.connect_timeout * 2 + s.backoff_max * 2).as_nanos() as u64
+        let calls = calls + self.longest() * 6 + s.connect_timeout * 2 + s.backoff_max * 2;
+        // And the retransmissions of what a partition held, which back
+        // off to about twice the partition's length.
+        calls.as_nanos() as u64 + 2 * self.duration
     }
 
     /// The longest a call of `attempts` attempts may take, by the

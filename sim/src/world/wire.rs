@@ -33,13 +33,20 @@ impl World {
     }
 
     /// Until when `conn`'s segments toward the master (`up`) or the client
-    /// are held up now: a partition, a paused master (which reads
+    /// are held up now: a partition (then until the sender's next
+    /// retransmission after it heals), a paused master (which reads
     /// nothing, though its host accepts connects), a paused client.
     fn held_until(&self, conn: usize, up: bool) -> u64 {
         let k = &self.net.conns[conn];
-        let cut = self.net.cut(conn, self.t).unwrap_or(0);
+        let syn = matches!(k.up.segs.front(), Some((_, Up::Syn)));
+        let cut = match self.net.cut(conn, self.t) {
+            Some(heal) => {
+                let sent = if up { k.up.front() } else { k.down.front() };
+                retransmission(sent.unwrap_or(self.t), heal, syn && up)
+            }
+            None => 0,
+        };
         let paused = if up {
-            let syn = matches!(k.up.segs.front(), Some((_, Up::Syn)));
             if syn {
                 0
             } else {
@@ -195,4 +202,21 @@ impl World {
             Down::Reset => self.client_fail(c, i, World::reset_error()),
         }
     }
+}
+
+/// When a segment first due at `sent` and lost to a partition until `heal`
+/// gets through: at its sender's first retransmission after `heal`, the
+/// timeout doubling from 200 ms (1 s for a connect), as TCP's does. A
+/// socket the client has closed meanwhile still retransmits what it had
+/// written: late, it may reach the server after what a newer connection
+/// sent.
+fn retransmission(sent: u64, heal: u64, connect: bool) -> u64 {
+    const MAX: u64 = 120_000_000_000;
+    let mut timeout: u64 = if connect { 1_000_000_000 } else { 200_000_000 };
+    let mut at = sent + timeout;
+    while at < heal && timeout < MAX {
+        timeout *= 2;
+        at += timeout;
+    }
+    at.max(heal)
 }
