@@ -268,6 +268,15 @@ pub mod fuzzing {
     pub use crate::flights::fuzz::{FlightsSeen, flights};
     pub use crate::link::fuzz::{Seen, session};
 }
+/// A client for a deterministic simulator: the driver's sans-IO core with
+/// the front ends' checks and turns, driven with bytes and the time
+/// passed in, for the `redlock-mio-sim` crate (feature `sim`; not a stable
+/// API).
+#[cfg(feature = "sim")]
+#[doc(hidden)]
+pub mod sim {
+    pub use crate::driver::sim::{Client, Held, Names, Next, Pursuit, Settings, Wait};
+}
 /// The rustls version this crate uses, to build a
 /// [`Builder::tls_config`](crate::Builder::tls_config) (feature `tls`).
 #[cfg(feature = "tls")]

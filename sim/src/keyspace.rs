@@ -184,6 +184,15 @@ impl Keyspace {
         }
     }
 
+    /// Every key live at `now`, in order, with its expiry time (ms; `None`
+    /// for none), without deleting an expired one (for inspection).
+    pub(crate) fn live_keys(&self, now: Now) -> impl Iterator<Item = (&[u8], Option<i64>)> {
+        self.entries
+            .iter()
+            .filter(move |(_, entry)| entry.expires_at.is_none_or(|at| now.ms() <= at))
+            .map(|(key, entry)| (key.as_slice(), entry.expires_at))
+    }
+
     /// Deletes every key (`FLUSHALL`).
     pub(crate) fn clear(&mut self) {
         self.entries.clear();

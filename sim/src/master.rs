@@ -116,6 +116,14 @@ impl Master {
         self
     }
 
+    /// The same master with a deliberate fault, for proving that a
+    /// simulation's checkers catch a master that grants a lock twice:
+    /// `SET ... NX` sets the key even when it exists.
+    pub fn with_double_grants(mut self) -> Master {
+        self.server.double_grants = true;
+        self
+    }
+
     /// A new connection.
     pub fn connect(&mut self) -> Conn {
         Conn {
@@ -255,6 +263,17 @@ impl Master {
         }
     }
 
+    /// Every key of database `db` live at `now_us`, in order, with when it
+    /// expires (ms on the master's clock; `None` for never), without
+    /// touching the master.
+    pub fn keys(&self, db: usize, now_us: u64) -> Vec<(&[u8], Option<i64>)> {
+        self.server
+            .dbs
+            .get(db)
+            .map(|d| d.live_keys(Now(now_us)).collect())
+            .unwrap_or_default()
+    }
+
     /// The members of the sorted set `key` holds in database `db` at
     /// `now_us` (a wait queue), in order, with their scores, without
     /// touching the master: empty if the key is missing, expired, or of
@@ -293,13 +312,7 @@ impl Conn {
 /// digits of SplitMix64.
 fn run_id(seed: u64, generation: u64) -> String {
     let mut state = seed ^ generation.wrapping_mul(0xA076_1D64_78BD_642F);
-    let mut next = || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    };
+    let mut next = || crate::splitmix64(&mut state);
     let (a, b, c) = (next(), next(), next());
     format!("{a:016x}{b:016x}{:08x}", c >> 32)
 }

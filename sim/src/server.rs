@@ -26,6 +26,9 @@ pub(crate) struct Server {
     pub(crate) last_client: u64,
     /// Who listens to which channels, and what was published to them.
     pub(crate) pubsub: PubSub,
+    /// A deliberate fault: `SET NX` sets a key that exists (see
+    /// [`Master::with_double_grants`](crate::Master::with_double_grants)).
+    pub(crate) double_grants: bool,
 }
 
 impl Server {
@@ -39,6 +42,7 @@ impl Server {
             password,
             last_client: 0,
             pubsub: PubSub::default(),
+            double_grants: false,
         }
     }
 

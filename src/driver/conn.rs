@@ -1,11 +1,11 @@
 //! One connection to one master: the socket side. The protocol (handshake,
-//! requests, replies, timers) is the [`Link`]'s; this file connects,
-//! registers with the poller, writes what the link asks and reads into it.
+//! requests, replies, timers) is the master's session in the [`Core`],
+//! which decides when a socket is needed; this file opens it, registers it
+//! with the poller, writes what the core has to send and reads into it.
 
 use std::io::{self, Read, Write};
 #[cfg(feature = "tls")]
 use std::sync::Arc;
-use std::time::Instant;
 
 use mio::event::{Event, Source};
 use mio::net::TcpStream;
@@ -13,11 +13,11 @@ use mio::net::TcpStream;
 use mio::net::UnixStream;
 use mio::{Interest, Registry, Token as MioToken};
 
+use super::core::Core;
 #[cfg(feature = "tls")]
 use super::tls::{TlsFailure, TlsStream};
 use crate::addr::{Endpoint, ServerAddr};
-use crate::commands::Command;
-use crate::link::{Link, LinkConfig, READ_BUFFER, Sink};
+use crate::link::READ_BUFFER;
 use crate::rules::NodeError;
 
 /// The TLS client configuration shared by the connections, if any.
@@ -122,14 +122,18 @@ impl Stream {
     }
 }
 
+/// The socket of one master, if it has one, and its place with the poller.
 pub(crate) struct Conn {
+    /// The master's index: its poller token, less the driver's base.
     index: usize,
-    addr: ServerAddr,
+    /// Its poller token.
+    token: MioToken,
     /// The TLS configuration, for `rediss://` masters.
     #[cfg(feature = "tls")]
     tls: Option<Arc<rustls::ClientConfig>>,
-    stream: Option<Stream>,
-    link: Link,
+    /// The socket, and the start of the master's session it belongs to
+    /// (see [`Core::socket`]).
+    stream: Option<(Stream, u64)>,
     /// The last read stopped at [`READ_BUDGET`] with more data possibly
     /// waiting: under edge-triggered readiness no new event will say so,
     /// so the driver calls [`read_more`](Self::read_more).
@@ -143,57 +147,48 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    pub(crate) fn new(
-        index: usize,
-        addr: ServerAddr,
-        config: LinkConfig,
-        tls: &TlsConfig,
-        now: Instant,
-    ) -> Conn {
+    /// The socket side of master `index`, registered under `token` once
+    /// it has a socket.
+    pub(crate) fn new(index: usize, token: usize, tls: &TlsConfig) -> Conn {
         #[cfg(not(feature = "tls"))]
         let () = *tls;
         Conn {
             index,
-            addr,
+            token: MioToken(token),
             #[cfg(feature = "tls")]
             tls: tls.clone(),
             stream: None,
-            link: Link::new(config, now),
             backlog: false,
             writable: false,
         }
     }
 
-    pub(crate) fn addr(&self) -> &ServerAddr {
-        &self.addr
+    /// The start of the master's session the socket belongs to, if there
+    /// is one.
+    pub(crate) fn start(&self) -> Option<u64> {
+        self.stream.as_ref().map(|(_, start)| *start)
     }
 
-    /// The protocol state.
-    pub(crate) fn link(&self) -> &Link {
-        &self.link
-    }
-
-    /// The protocol state, to tell it of a round that timed out on it.
-    pub(crate) fn link_mut(&mut self) -> &mut Link {
-        &mut self.link
-    }
-
-    /// Starts a non-blocking connect, with the handshake queued behind it.
-    /// A connect that fails at once leaves the connection down, with its
-    /// back-off doubled like any other failure.
-    pub(crate) fn connect(&mut self, registry: &Registry, now: Instant) -> Result<(), NodeError> {
-        let stream = match self.addr.endpoint() {
+    /// Opens a non-blocking socket to `addr` for start `start` of the
+    /// master's session (whose handshake waits for it to connect).
+    pub(crate) fn open(
+        &mut self,
+        registry: &Registry,
+        addr: &ServerAddr,
+        start: u64,
+    ) -> Result<(), NodeError> {
+        let stream = match addr.endpoint() {
             #[cfg(feature = "tls")]
-            Endpoint::Tcp(addr) if self.addr.is_tls() => {
-                let name = self.addr.tls_name().unwrap_or_default();
+            Endpoint::Tcp(socket) if addr.is_tls() => {
+                let name = addr.tls_name().unwrap_or_default();
                 match &self.tls {
-                    Some(config) => TcpStream::connect(*addr).and_then(|tcp| {
+                    Some(config) => TcpStream::connect(*socket).and_then(|tcp| {
                         TlsStream::new(tcp, config.clone(), name).map(|s| Stream::Tls(Box::new(s)))
                     }),
                     None => Err(io::Error::other(TlsFailure("no TLS configuration".into()))),
                 }
             }
-            Endpoint::Tcp(addr) => TcpStream::connect(*addr).map(Stream::Tcp),
+            Endpoint::Tcp(socket) => TcpStream::connect(*socket).map(Stream::Tcp),
             #[cfg(unix)]
             Endpoint::Unix(path) => UnixStream::connect(path).map(Stream::Unix),
             // Not reached: `ServerAddr::parse` refuses `unix://` off Unix.
@@ -207,105 +202,69 @@ impl Conn {
             registry
                 .register(
                     stream.source(),
-                    MioToken(self.index),
+                    self.token,
                     Interest::READABLE | Interest::WRITABLE,
                 )
                 .map(|()| stream)
         });
         #[cfg(feature = "tracing")]
-        tracing::debug!(master = %self.addr, "connecting");
+        tracing::debug!(master = %addr, "connecting");
         #[cfg(feature = "metrics")]
-        metrics::counter!("redlock_connects_total", "master" => self.addr.to_string()).increment(1);
+        metrics::counter!("redlock_connects_total", "master" => addr.to_string()).increment(1);
         match registered {
             Ok(stream) => {
-                self.stream = Some(stream);
+                self.stream = Some((stream, start));
                 self.backlog = false;
                 self.writable = true;
-                self.link
-                    .start(self.addr.user(), self.addr.password(), self.addr.db(), now);
                 Ok(())
             }
             Err(e) => {
                 let error = tls_error(&e).unwrap_or(NodeError::Connect(e.kind()));
-                self.close(registry, error.clone(), now);
+                dropped(addr, &error);
                 Err(error)
             }
         }
     }
 
-    /// Drops the socket and everything in flight after `error` (see
-    /// [`Link::close`]).
-    pub(crate) fn close(&mut self, registry: &Registry, error: NodeError, now: Instant) {
-        if let Some(mut stream) = self.stream.take() {
-            // Deregistering a socket that is about to close cannot fail in a
-            // way that matters: closing removes it from the poll set anyway.
-            let _ = registry.deregister(stream.source());
-        }
-        #[cfg(feature = "tracing")]
-        match error {
-            NodeError::Closed | NodeError::Io(_) | NodeError::Disconnected => {
-                tracing::debug!(master = %self.addr, %error, "connection dropped");
-            }
-            _ => tracing::warn!(master = %self.addr, %error, "connection dropped"),
-        }
+    /// Drops the socket to `addr`, if there is one: the master's session
+    /// went down after `error`.
+    pub(crate) fn close(&mut self, registry: &Registry, addr: &ServerAddr, error: &NodeError) {
+        let Some((mut stream, _)) = self.stream.take() else {
+            return;
+        };
+        // Deregistering a socket that is about to close cannot fail in a
+        // way that matters: closing removes it from the poll set anyway.
+        let _ = registry.deregister(stream.source());
+        dropped(addr, error);
         self.backlog = false;
-        self.link.close(error, now);
     }
 
-    /// Queues `command`, encoded as `bytes`, for `round`, connecting first
-    /// if the connection is down and its back-off has expired. Nothing is
-    /// written yet. On error
-    /// the connection is down (closed, if it was up), except for
-    /// [`NodeError::Lagging`]: then only this command was refused (never a
-    /// release that `must_reach` this master: see `Link::queue`).
-    pub(crate) fn send(
+    /// Writes what the core has to send to this master until done or the
+    /// socket would block; in the latter case the socket is registered for
+    /// writable events until it takes the rest.
+    pub(crate) fn flush<W>(
         &mut self,
         registry: &Registry,
-        command: &Command<'_>,
-        bytes: &[u8],
-        round: u64,
-        must_reach: bool,
-        now: Instant,
+        core: &mut Core<W>,
     ) -> Result<(), NodeError> {
-        if self.link.is_down() {
-            if !self.link.may_send(now) {
-                // Say why it is down (a refused handshake, say), not just that.
-                return Err(self.link.down_reason());
-            }
-            self.connect(registry, now)?;
-        }
-        if let Err(error) = self.link.queue(command, bytes, round, must_reach, now) {
-            // A lagging master keeps its connection, and what it holds.
-            if error != NodeError::Lagging {
-                self.close(registry, error.clone(), now);
-            }
-            return Err(error);
-        }
-        Ok(())
-    }
-
-    /// Writes what the link has to send until done or the socket would
-    /// block; in the latter case the socket is registered for writable
-    /// events until it takes the rest.
-    pub(crate) fn flush(&mut self, registry: &Registry) -> Result<(), NodeError> {
-        let Some(stream) = self.stream.as_mut() else {
+        let Some((stream, _)) = self.stream.as_mut() else {
             return Ok(());
         };
         stream.flush_pending().map_err(|e| io_error(&e))?;
         let blocked = loop {
-            let bytes = self.link.transmit();
+            let bytes = core.transmit(self.index);
             if bytes.is_empty() {
                 break false;
             }
             match stream.write(bytes) {
                 Ok(0) => return Err(NodeError::Io(io::ErrorKind::WriteZero)),
-                Ok(n) => self.link.advance(n),
+                Ok(n) => core.advance(self.index, n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break true,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(io_error(&e)),
             }
         };
-        let want = blocked || self.link.is_connecting() || stream.is_tls();
+        let want = blocked || core.is_connecting(self.index) || stream.is_tls();
         if want != self.writable {
             let interest = if want {
                 Interest::READABLE | Interest::WRITABLE
@@ -313,7 +272,7 @@ impl Conn {
                 Interest::READABLE
             };
             registry
-                .reregister(stream.source(), MioToken(self.index), interest)
+                .reregister(stream.source(), self.token, interest)
                 .map_err(|e| io_error(&e))?;
             self.writable = want;
         }
@@ -327,48 +286,47 @@ impl Conn {
     }
 
     /// Handles readiness: completes a connect, writes, and reads the
-    /// replies that arrived (up to [`READ_BUDGET`] bytes), passing the
-    /// outcomes of the live rounds' commands to `sink` with the time
-    /// they were read. Replies to other rounds are matched and dropped.
-    pub(crate) fn handle_event(
+    /// replies that arrived (up to [`READ_BUDGET`] bytes) into the core,
+    /// with the time they were read.
+    pub(crate) fn handle_event<W>(
         &mut self,
         event: &Event,
         registry: &Registry,
-        sink: &mut dyn Sink,
+        core: &mut Core<W>,
     ) -> Result<(), NodeError> {
-        if self.link.is_connecting() {
-            let Some(stream) = self.stream.as_mut() else {
+        if core.is_connecting(self.index) {
+            let Some((stream, _)) = self.stream.as_mut() else {
                 return Ok(());
             };
             match stream.connected() {
-                Ok(true) => self.link.connected(crate::clock::now()),
+                Ok(true) => core.handle_connected(self.index, crate::clock::now()),
                 Ok(false) => return Ok(()),
                 Err(e) => return Err(tls_error(&e).unwrap_or(NodeError::Connect(e.kind()))),
             }
         }
-        self.flush(registry)?;
+        self.flush(registry, core)?;
         if event.is_readable() || event.is_read_closed() || event.is_error() {
             // A FIN or an error that came with this event is not seen by a
             // short read: then read on to the end.
             let short_ok = !(event.is_read_closed() || event.is_error());
-            self.read(sink, short_ok)?;
+            self.read(core, short_ok)?;
             // Reading may have finished the handshake or answered a
             // NOSCRIPT: write what that queued.
-            self.flush(registry)?;
+            self.flush(registry, core)?;
         }
         Ok(())
     }
 
     /// Goes on reading after a read that stopped at its budget, as
     /// [`handle_event`](Self::handle_event) does for a readable event.
-    pub(crate) fn read_more(
+    pub(crate) fn read_more<W>(
         &mut self,
         registry: &Registry,
-        sink: &mut dyn Sink,
+        core: &mut Core<W>,
     ) -> Result<(), NodeError> {
         self.backlog = false;
-        self.read(sink, false)?;
-        self.flush(registry)
+        self.read(core, false)?;
+        self.flush(registry, core)
     }
 
     /// Whether a short read proves the socket drained: true for plain TCP
@@ -377,7 +335,7 @@ impl Conn {
     fn reads_drain(&self) -> bool {
         match &self.stream {
             #[cfg(feature = "tls")]
-            Some(Stream::Tls(_)) => false,
+            Some((Stream::Tls(_), _)) => false,
             _ => true,
         }
     }
@@ -385,28 +343,30 @@ impl Conn {
     /// Reads until the socket would block or [`READ_BUDGET`] bytes were
     /// read. The time is taken after each read, so that a decision never
     /// uses a time from before its reply arrived.
-    fn read(&mut self, sink: &mut dyn Sink, short_ok: bool) -> Result<(), NodeError> {
+    fn read<W>(&mut self, core: &mut Core<W>, short_ok: bool) -> Result<(), NodeError> {
         let mut budget = READ_BUDGET;
+        let i = self.index;
         loop {
             if budget == 0 {
                 self.backlog = true;
                 return Ok(());
             }
-            let Some(stream) = self.stream.as_mut() else {
+            let drains = self.reads_drain();
+            let Some((stream, _)) = self.stream.as_mut() else {
                 return Ok(());
             };
-            let buf = self.link.read_buf()?;
+            let buf = core.read_buf(i)?;
             let buf_len = buf.len();
             match stream.read(buf) {
                 Ok(0) => {
-                    self.link.handle_read(0, crate::clock::now(), sink)?;
+                    core.handle_read(i, 0, crate::clock::now())?;
                     return Err(NodeError::Closed);
                 }
                 Ok(n) => {
                     budget = budget.saturating_sub(n);
                     let short = n < buf_len;
-                    self.link.handle_read(n, crate::clock::now(), sink)?;
-                    if short && short_ok && self.reads_drain() {
+                    core.handle_read(i, n, crate::clock::now())?;
+                    if short && short_ok && drains {
                         // A stream socket's read returns all it has, up to
                         // the buffer: a short read emptied the receive
                         // queue. Under edge-triggered readiness (epoll
@@ -427,6 +387,20 @@ impl Conn {
             }
         }
     }
+}
+
+/// Tells that the connection to `addr` was dropped after `error` (with
+/// the `tracing` feature).
+fn dropped(addr: &ServerAddr, error: &NodeError) {
+    #[cfg(feature = "tracing")]
+    match error {
+        NodeError::Closed | NodeError::Io(_) | NodeError::Disconnected => {
+            tracing::debug!(master = %addr, %error, "connection dropped");
+        }
+        _ => tracing::warn!(master = %addr, %error, "connection dropped"),
+    }
+    #[cfg(not(feature = "tracing"))]
+    let _ = (addr, error);
 }
 
 /// The node error for a failed read or write: a TLS failure as such.

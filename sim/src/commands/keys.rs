@@ -85,6 +85,7 @@ pub(super) fn set(c: &mut Ctx<'_>) -> Reply {
         Ok(at) => at,
         Err(reply) => return reply,
     };
+    let double_grants = c.server.double_grants;
     let db = c.server.db(c.session);
     let key = &c.words[1];
     let old = match db.string(key, c.now) {
@@ -99,7 +100,8 @@ pub(super) fn set(c: &mut Ctx<'_>) -> Reply {
     } else {
         Reply::OK
     };
-    if (options.nx && found) || (options.xx && !found) {
+    let nx_refuses = found && !double_grants;
+    if (options.nx && nx_refuses) || (options.xx && !found) {
         return if options.get { reply } else { Reply::Null };
     }
     let value = Value::Str(c.words[2].clone());

@@ -1,0 +1,255 @@
+//! The faults: pauses of clients and masters, crashes and restarts,
+//! connections reset, partitions, `FLUSHALL`, a master's clock stepped
+//! back, and the other clients' writes.
+
+use redlock_mio::resp::{Arg, encode_command};
+
+use super::history::secs;
+use super::masters::foreign_write;
+use super::net::Down;
+use super::{Ev, World};
+
+impl World {
+    /// The next fault, drawn by the weights.
+    pub(crate) fn fault(&mut self) {
+        let w = self.params.weights;
+        let total = w.client_pause
+            + w.master_pause
+            + w.crash
+            + w.reset
+            + w.partition
+            + w.flushall
+            + w.step_back;
+        let mut pick = self.rng.below(total);
+        let longest = self.params.longest().as_nanos() as u64;
+        let rt = self.params.settings.request_timeout.as_nanos() as u64;
+        for (weight, fault) in [
+            (w.client_pause, 0),
+            (w.master_pause, 1),
+            (w.crash, 2),
+            (w.reset, 3),
+            (w.partition, 4),
+            (w.flushall, 5),
+            (w.step_back, 6),
+        ] {
+            if pick >= weight {
+                pick -= weight;
+                continue;
+            }
+            match fault {
+                0 => {
+                    let c = self.rng.index(self.clients.len());
+                    let mean = 2 * rt + self.rng.below(longest);
+                    let until = self.fault_end(mean);
+                    self.note(|| format!("client {c} pauses until {:.6}", secs(until)));
+                    self.pause_client(c, until);
+                }
+                1 => {
+                    let m = self.rng.index(self.masters.len());
+                    let mean = 2 * rt + self.rng.below(longest);
+                    let until = self.fault_end(mean).max(self.masters[m].paused_until);
+                    self.note(|| format!("master {m} pauses until {:.6}", secs(until)));
+                    self.masters[m].paused_until = until;
+                }
+                2 => {
+                    let m = self.rng.index(self.masters.len());
+                    self.crash(m);
+                }
+                3 => self.reset_one(),
+                4 => {
+                    let mean = 3 * rt + self.rng.below(longest);
+                    let until = self.fault_end(mean);
+                    self.partition(until);
+                }
+                5 => {
+                    let m = self.rng.index(self.masters.len());
+                    if self.command(m, &[b"FLUSHALL"]) {
+                        self.note(|| format!("master {m}: FLUSHALL"));
+                        self.history.losses[m].push(self.t);
+                    }
+                }
+                _ => {
+                    let m = self.rng.index(self.masters.len());
+                    let back = self.rng.range(1, 50_000);
+                    self.note(|| format!("master {m}'s clock steps back {back} us"));
+                    self.masters[m].clock.step(-(back as i64));
+                    self.masters[m].stepped_back += back * 1000;
+                }
+            }
+            return;
+        }
+    }
+
+    /// When a fault of mean length `mean` that starts now ends: never
+    /// after the faults do.
+    fn fault_end(&mut self, mean: u64) -> u64 {
+        let d = self.rng.exp(mean);
+        (self.t + d).min(self.params.duration)
+    }
+
+    /// Client `c` stops until `until`: its events wait, its clock runs on.
+    fn pause_client(&mut self, c: usize, until: u64) {
+        let until = until.max(self.clients[c].paused_until);
+        let from = self.t.max(self.clients[c].paused_until);
+        self.clients[c].paused_until = until;
+        self.clients[c].pauses.push((from, until));
+    }
+
+    /// Master `m`'s process dies: its connections end (a FIN or a reset
+    /// each, after what it wrote before), and it restarts later, empty or
+    /// from one of its older snapshots.
+    fn crash(&mut self, m: usize) {
+        if self.masters[m].down {
+            return;
+        }
+        let conns = std::mem::take(&mut self.masters[m].conns);
+        for conn in conns {
+            let k = &mut self.net.conns[conn];
+            k.dead = true;
+            k.model = None;
+            k.up.clear();
+            let end = if self.rng.chance(0.5) {
+                Down::Fin
+            } else {
+                Down::Reset
+            };
+            self.send_down(conn, end);
+        }
+        let master = &mut self.masters[m];
+        master.down = true;
+        master.writer = None;
+        let d = self.params.restart_delay(&mut self.rng);
+        self.note(|| format!("master {m} crashes, restarts in {:.6}s", secs(d)));
+        self.at(self.t + d, Ev::Restart { master: m });
+    }
+
+    /// Master `m` starts again: empty, or from an older snapshot.
+    pub(crate) fn restart(&mut self, m: usize) {
+        if !self.masters[m].down {
+            return;
+        }
+        let now_us = self.masters[m].clock.now_us(self.t);
+        let master = &mut self.masters[m];
+        let from = if master.snapshots.is_empty() || self.rng.chance(0.4) {
+            None
+        } else {
+            Some(self.rng.index(master.snapshots.len()))
+        };
+        match from {
+            Some(k) => {
+                let snapshot = master.snapshots[k].1.clone();
+                master.model.restore(&snapshot, now_us);
+            }
+            None => master.model.restart(now_us),
+        }
+        master.down = false;
+        self.note(|| format!("master {m} restarts from snapshot {from:?}"));
+        // Without the restart guard, only a restart delayed past the
+        // longest TTL keeps what the lock assumes; the guard quarantines
+        // a master that restarted, whatever it came back with.
+        let guarded = self.params.settings.restart_guard.is_some();
+        if !guarded && !self.params.delayed_restarts {
+            self.history.losses[m].push(self.t);
+        }
+    }
+
+    /// One connection, open at both ends, is reset: both ends learn.
+    fn reset_one(&mut self) {
+        let open: Vec<usize> = self
+            .masters
+            .iter()
+            .flat_map(|m| m.conns.iter().copied())
+            .collect();
+        if open.is_empty() {
+            return;
+        }
+        let conn = open[self.rng.index(open.len())];
+        let m = self.params.proc_of[self.net.conns[conn].master];
+        if let Some(model) = self.net.conns[conn].model.take() {
+            self.masters[m].model.close(model);
+        }
+        self.masters[m].conns.retain(|&k| k != conn);
+        let k = &mut self.net.conns[conn];
+        k.dead = true;
+        k.up.clear();
+        self.note(|| format!("connection {conn} to master {m} is reset"));
+        self.send_down(conn, Down::Reset);
+    }
+
+    /// Cuts, until `until`, the paths of one client to some masters, or of
+    /// one master to every client.
+    fn partition(&mut self, until: u64) {
+        if self.rng.chance(0.5) {
+            let m = self.rng.index(self.params.masters);
+            self.note(|| format!("master address {m} is cut off until {:.6}", secs(until)));
+            for row in &mut self.net.cut_until {
+                row[m] = row[m].max(until);
+            }
+        } else {
+            let c = self.rng.index(self.clients.len());
+            self.note(|| {
+                format!(
+                    "client {c} is cut off from some masters until {:.6}",
+                    secs(until)
+                )
+            });
+            for m in 0..self.params.masters {
+                if self.rng.chance(0.5) {
+                    let cut = &mut self.net.cut_until[c][m];
+                    *cut = (*cut).max(until);
+                }
+            }
+        }
+    }
+
+    /// The other clients write to a master that runs.
+    pub(crate) fn foreign_write(&mut self) {
+        let m = self.rng.index(self.masters.len());
+        let channels: Vec<Vec<u8>> = self.clients.iter().map(|c| c.channel.clone()).collect();
+        let max_ttl = self.params.longest().as_millis() as u64;
+        let mut commands = foreign_write(&mut self.rng, &self.params.resources, &channels, max_ttl);
+        if self.params.regression == super::Regression::ForeignLeak {
+            commands.push(vec![b"SET".to_vec(), b"other:leak".to_vec(), b"v".to_vec()]);
+        }
+        for words in commands {
+            if words[0] == b"RPUSH" && !words[1].starts_with(b"redlock-mio:") {
+                // Never where a lock's key is.
+                let now_us = self.masters[m].clock.now_us(self.t);
+                if self.masters[m].model.get(0, &words[1], now_us).is_some() {
+                    return;
+                }
+            }
+            let words: Vec<&[u8]> = words.iter().map(Vec::as_slice).collect();
+            self.note(|| {
+                format!(
+                    "master {m}: a foreign {:?}",
+                    words.iter().map(|w| super::show(w)).collect::<Vec<_>>()
+                )
+            });
+            self.command(m, &words);
+        }
+    }
+
+    /// Master `m`, if it runs, runs `words` from the other clients'
+    /// connection, and writes the pushes it caused; whether it ran.
+    fn command(&mut self, m: usize, words: &[&[u8]]) -> bool {
+        if !self.masters[m].runs(self.t) {
+            return false;
+        }
+        let args: Vec<Arg<'_>> = words.iter().map(|w| Arg::Bytes(w)).collect();
+        let mut request = Vec::new();
+        encode_command(&mut request, &args);
+        let now_us = self.masters[m].clock.now_us(self.t);
+        let mut out = Vec::new();
+        let master = &mut self.masters[m];
+        let mut conn = master
+            .writer
+            .take()
+            .unwrap_or_else(|| master.model.connect());
+        if master.model.handle(&mut conn, &request, now_us, &mut out) == crate::ConnState::Open {
+            master.writer = Some(conn);
+        }
+        self.deliver_pushes(m);
+        true
+    }
+}

@@ -1,0 +1,395 @@
+//! The deterministic simulator: K clients, each the library's real core
+//! (its sessions, rounds, waits, rules and scripts' commands) with a
+//! clock of its own, against M simulated [`Master`]s over a simulated
+//! network, all in one thread and driven by one seed.
+//!
+//! The world keeps a global time in nanoseconds and a queue of events.
+//! Clients run workloads ([`task`]): acquires that try once and that
+//! wait (the front end's `Pursuit` deciding between attempts), holding,
+//! extends, releases, calls dropped half-way, on a few resources (binary
+//! names among them) and on names in the crate's key space, which must be
+//! refused before anything is sent. Faults: network delay and spikes,
+//! writes cut in pieces, connections reset, partitions, pauses of clients
+//! and masters, master crashes and restarts (empty, or from an older
+//! snapshot), `FLUSHALL`, steps back of a master's clock, and other
+//! clients' writes (foreign holders, junk in the wait queues, keys of the
+//! wrong type, wake-ups nobody sent, `SCRIPT FLUSH`).
+//!
+//! The checkers ([`history`]) run over the whole history: no two holders
+//! of a resource within their validities (each as its client computed it,
+//! mapped to global time through that client's clock) unless every master
+//! that granted both lost its data in between; every call returns within
+//! its documented bound; and once the clients are quiet, nothing but the
+//! crate's permanent keys is left on any master after the longest TTL and
+//! the wait queue's margin.
+
+mod client;
+mod clock;
+mod faults;
+mod history;
+mod masters;
+mod net;
+mod params;
+mod rng;
+mod task;
+mod wire;
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::{Duration, Instant};
+
+use crate::Master;
+
+use client::ClientProc;
+use history::History;
+use masters::MasterProc;
+use net::Net;
+use params::Params;
+pub use params::Regression;
+use rng::Rng;
+
+/// What to simulate.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Decides everything else.
+    pub seed: u64,
+    /// A deliberate fault, to prove that the checkers catch it.
+    pub regression: Regression,
+    /// Print what happens (the faults, every request and reply, every
+    /// call's rounds), to follow one seed.
+    pub trace: bool,
+}
+
+/// What one simulation did and found.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    /// The seed, which replays it exactly.
+    pub seed: u64,
+    /// What the checkers found wrong; empty when all held.
+    pub violations: Vec<String>,
+    /// Rounds the clients started.
+    pub rounds: u64,
+    /// Locks won, and acquires that failed.
+    pub acquired: u64,
+    /// Acquires that failed (contended, unavailable, too slow, ...).
+    pub refused: u64,
+    /// Simulated time, in nanoseconds.
+    pub simulated: u64,
+    /// Events handled.
+    pub events: u64,
+    /// The shape of the world, for messages.
+    pub shape: String,
+}
+
+/// Events at one instant after which the world is stuck (a busy loop).
+const SAME_TIME_LIMIT: u32 = 100_000;
+
+/// Something that happens at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Ev {
+    /// Deliver what is due on a connection, toward the master (`up`) or
+    /// the client.
+    Pump { conn: usize, up: bool },
+    /// A client's socket takes the rest of a write it cut short.
+    Writable { conn: usize },
+    /// A client's core timers are due.
+    ClientTimer { client: usize },
+    /// A task's own timer (`timer` tells a stale one).
+    Task {
+        client: usize,
+        task: usize,
+        timer: u64,
+    },
+    /// The next fault.
+    Fault,
+    /// The other clients write.
+    Writer,
+    /// A master's snapshot is taken.
+    Snapshot { master: usize },
+    /// A crashed master starts again.
+    Restart { master: usize },
+    /// The end of the faults: heal everything, and let the clients finish.
+    Calm,
+}
+
+/// The world (see the module docs).
+pub(crate) struct World {
+    /// Global time, ns.
+    t: u64,
+    queue: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    seq: u64,
+    rng: Rng,
+    params: Params,
+    net: Net,
+    masters: Vec<MasterProc>,
+    clients: Vec<ClientProc>,
+    history: History,
+    /// The faults are over: no new calls, no new faults.
+    calm: bool,
+    /// Locks handed out so far: each acquisition's id.
+    locks: u64,
+    outcome: Outcome,
+    trace: bool,
+}
+
+impl World {
+    fn new(options: Options) -> World {
+        let mut rng = Rng::new(options.seed);
+        let params = Params::draw(&mut rng.fork(), options.regression);
+        let base = Instant::now();
+        let mut setup = rng.fork();
+        let masters: Vec<MasterProc> = (0..params.procs)
+            .map(|m| {
+                let mut model = Master::new(setup.next_u64(), params.master_epochs[m]);
+                if options.regression == Regression::DoubleGrants && m < params.procs / 2 + 1 {
+                    model = model.with_double_grants();
+                }
+                MasterProc::new(model, params.master_clock(m))
+            })
+            .collect();
+        let clients = (0..params.clients)
+            .map(|c| ClientProc::new(c, &params, base, &mut setup))
+            .collect();
+        let net = Net::new(params.timing.clone(), params.clients, params.masters);
+        let outcome = Outcome {
+            seed: options.seed,
+            shape: params.describe(),
+            ..Outcome::default()
+        };
+        World {
+            t: 0,
+            queue: BinaryHeap::new(),
+            seq: 0,
+            history: History::new(params.proc_of.clone()),
+            rng,
+            params,
+            net,
+            masters,
+            clients,
+            calm: false,
+            locks: 0,
+            outcome,
+            trace: options.trace,
+        }
+    }
+
+    /// Prints `what` happened now, when tracing.
+    pub(crate) fn note(&self, what: impl FnOnce() -> String) {
+        if self.trace {
+            println!("{:>12.6} {}", history::secs(self.t), what());
+        }
+    }
+
+    /// Schedules `ev` at `at` (never before now).
+    fn at(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Reverse((at.max(self.t), self.seq, ev)));
+    }
+
+    /// Runs the world: the faults until the end of its time, then calm
+    /// until the clients are quiet; then the checks.
+    fn run(mut self) -> Outcome {
+        for c in 0..self.clients.len() {
+            self.start_client(c);
+        }
+        let first = self.params.fault_gap(&mut self.rng);
+        self.at(first, Ev::Fault);
+        let gap = self.params.writer_gap(&mut self.rng);
+        self.at(gap, Ev::Writer);
+        for m in 0..self.masters.len() {
+            let gap = self.params.snapshot_gap(&mut self.rng);
+            self.at(gap, Ev::Snapshot { master: m });
+        }
+        self.at(self.params.duration, Ev::Calm);
+        let give_up = self.params.duration + self.params.calm_limit();
+        let mut quiet_since = None;
+        let mut same_time = 0u32;
+        while let Some(Reverse((at, _, ev))) = self.queue.pop() {
+            same_time = if at == self.t { same_time + 1 } else { 0 };
+            if same_time > SAME_TIME_LIMIT {
+                self.history.errors.push(format!(
+                    "no progress: {SAME_TIME_LIMIT} events at {:.9}s, the last {ev:?}",
+                    history::secs(self.t)
+                ));
+                break;
+            }
+            self.t = at;
+            self.outcome.events += 1;
+            self.handle(ev);
+            if self.calm {
+                if self.is_quiet() {
+                    let since = *quiet_since.get_or_insert(self.t);
+                    if self.t >= since + self.params.settle() {
+                        break;
+                    }
+                } else {
+                    quiet_since = None;
+                }
+                if self.t > give_up {
+                    let busy = self.busy_report();
+                    self.history.errors.push(format!(
+                        "not quiet {:.3}s after the faults ended: {busy}",
+                        history::secs(self.t - self.params.duration)
+                    ));
+                    break;
+                }
+            }
+        }
+        self.finish()
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Pump { conn, up: true } => self.pump_up(conn),
+            Ev::Pump { conn, up: false } => self.pump_down(conn),
+            Ev::Writable { conn } => self.writable(conn),
+            Ev::ClientTimer { client } => self.client_timer(client),
+            Ev::Task {
+                client,
+                task,
+                timer,
+            } => self.task_timer(client, task, timer),
+            Ev::Fault => {
+                if !self.calm {
+                    self.fault();
+                    let gap = self.params.fault_gap(&mut self.rng);
+                    self.at(self.t + gap, Ev::Fault);
+                }
+            }
+            Ev::Writer => {
+                if !self.calm {
+                    self.foreign_write();
+                    let gap = self.params.writer_gap(&mut self.rng);
+                    self.at(self.t + gap, Ev::Writer);
+                }
+            }
+            Ev::Snapshot { master } => {
+                let m = &mut self.masters[master];
+                if !m.down {
+                    let snapshot = m.model.snapshot();
+                    m.snapshots.push((self.t, snapshot));
+                    if m.snapshots.len() > 4 {
+                        m.snapshots.remove(0);
+                    }
+                }
+                if !self.calm {
+                    let gap = self.params.snapshot_gap(&mut self.rng);
+                    self.at(self.t + gap, Ev::Snapshot { master });
+                }
+            }
+            Ev::Restart { master } => self.restart(master),
+            Ev::Calm => self.calm_down(),
+        }
+    }
+
+    /// The faults end (every pause and partition ended with them, and a
+    /// crashed master comes back at its time): the tasks make no new
+    /// calls.
+    fn calm_down(&mut self) {
+        self.calm = true;
+        self.note(|| "calm".to_owned());
+    }
+
+    /// Whether every task is idle, no round is in flight and nothing is
+    /// on the wire.
+    fn is_quiet(&self) -> bool {
+        self.clients.iter().all(ClientProc::is_quiet)
+            && self
+                .net
+                .conns
+                .iter()
+                .all(|c| c.up.segs.is_empty() && c.down.segs.is_empty())
+    }
+
+    fn busy_report(&self) -> String {
+        let mut parts = Vec::new();
+        for (c, client) in self.clients.iter().enumerate() {
+            if !client.is_quiet() {
+                parts.push(format!("client {c}: {}", client.busy()));
+            }
+        }
+        let on_wire = self
+            .net
+            .conns
+            .iter()
+            .filter(|c| !c.up.segs.is_empty() || !c.down.segs.is_empty())
+            .count();
+        parts.push(format!("{on_wire} connections with bytes on the wire"));
+        parts.join("; ")
+    }
+
+    /// The checks, once the clients are quiet.
+    fn finish(mut self) -> Outcome {
+        for c in 0..self.clients.len() {
+            self.close_holdings(c);
+        }
+        let names: Vec<String> = self.params.resources.iter().map(|r| show(r)).collect();
+        let mut violations = self.history.overlaps(&names);
+        violations.append(&mut self.history.slow_calls);
+        violations.append(&mut self.history.errors);
+        violations.extend(self.leftovers());
+        self.outcome.violations = violations;
+        self.outcome.simulated = self.t;
+        self.outcome.rounds = self.clients.iter().map(|c| c.rounds).sum();
+        self.outcome
+    }
+
+    /// What is left on the masters past its bound: once quiet at `t`, the
+    /// crate leaves nothing but its permanent keys after the longest TTL
+    /// and the wait queue's margin (on each master's own clock).
+    fn leftovers(&self) -> Vec<String> {
+        let permanent = [
+            redlock_mio::MARKER_KEY,
+            redlock_mio::LONGEST_TTL_KEY,
+            redlock_mio::FENCE_KEY,
+            redlock_mio::FENCE_LOST_KEY,
+        ];
+        let mut found = Vec::new();
+        for (m, master) in self.masters.iter().enumerate() {
+            // The crate's space holds nothing but its own keys (a lock's
+            // name there is refused before anything is sent).
+            let now_us = master.clock.now_us(self.t);
+            for (key, _) in master.model.keys(0, now_us) {
+                let ours = permanent.iter().any(|p| key == p.as_bytes())
+                    || key.starts_with(b"redlock-mio:queue:");
+                if key.starts_with(redlock_mio::RESERVED_PREFIX.as_bytes()) && !ours {
+                    found.push(format!(
+                        "master {m} holds {} in the crate's space",
+                        show(key)
+                    ));
+                }
+            }
+            let bound = master.clock.global_len(self.params.leftover_bound());
+            let later = self.t + bound.as_nanos() as u64 + master.stepped_back;
+            let now_us = master.clock.now_us(later);
+            for db in 0..16 {
+                for (key, expires) in master.model.keys(db, now_us) {
+                    if db == 0 && permanent.iter().any(|p| key == p.as_bytes()) {
+                        continue;
+                    }
+                    found.push(format!(
+                        "master {m} db {db} still holds {} (expiry {expires:?} ms, clock {} ms) {:.3}s after the clients went quiet",
+                        show(key),
+                        now_us / 1000,
+                        Duration::from_nanos(later - self.t).as_secs_f64()
+                    ));
+                }
+            }
+        }
+        found
+    }
+}
+
+/// Runs one simulation.
+pub fn simulate(options: Options) -> Outcome {
+    World::new(options).run()
+}
+
+/// Bytes as text: printable ASCII as is, the rest escaped; a long name
+/// cut short.
+pub(crate) fn show(bytes: &[u8]) -> String {
+    if bytes.len() > 48 {
+        return format!("{}... ({} bytes)", bytes[..40].escape_ascii(), bytes.len());
+    }
+    bytes.escape_ascii().to_string()
+}

@@ -1,0 +1,314 @@
+//! The shape of one world, drawn from its seed: how many masters, clients
+//! and callers, the clients' settings, the TTLs and resources, the
+//! network's timing, the clocks, and how often each fault comes.
+
+use std::time::Duration;
+
+use redlock_mio::sim::Settings;
+
+use super::clock::MasterClock;
+use super::net::Timing;
+use super::rng::Rng;
+
+const MS: u64 = 1_000_000;
+
+/// A deliberate fault, to prove that the checkers catch what they check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Regression {
+    /// None: the library as it is.
+    #[default]
+    None,
+    /// The clients' copy of the drift factor is 0 (the validity ignores
+    /// the clocks' rates, but for the 2 ms minimum).
+    NoDrift,
+    /// A quorum of masters grants `SET NX` on a key that exists.
+    DoubleGrants,
+    /// One master's clock runs 5% fast: outside what the lock assumes,
+    /// which the checkers must see.
+    FastMaster,
+    /// The clients' request timeout is three times the one their calls'
+    /// bounds are checked against.
+    LongRounds,
+    /// The other clients write a key that never expires.
+    ForeignLeak,
+}
+
+/// How often each fault comes, relative to the others.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Weights {
+    pub(crate) client_pause: u64,
+    pub(crate) master_pause: u64,
+    pub(crate) crash: u64,
+    pub(crate) reset: u64,
+    pub(crate) partition: u64,
+    pub(crate) flushall: u64,
+    pub(crate) step_back: u64,
+}
+
+/// One world's shape (see the module docs).
+#[derive(Debug, Clone)]
+pub(crate) struct Params {
+    /// The masters' addresses the clients are given.
+    pub(crate) masters: usize,
+    /// The master processes: one per address, but that the last address
+    /// may name a process another address names too (a server listed
+    /// twice, which the clients must refuse on one of them).
+    pub(crate) procs: usize,
+    /// The process each address names.
+    pub(crate) proc_of: Vec<usize>,
+    pub(crate) clients: usize,
+    /// Callers per client, each running calls one after another.
+    pub(crate) tasks: usize,
+    pub(crate) settings: Settings,
+    /// The clients' own settings, where a regression makes them differ
+    /// from `settings` (what the checkers hold them to).
+    pub(crate) client_settings: Settings,
+    pub(crate) regression: Regression,
+    /// The TTLs the calls choose from; the last is the longest.
+    pub(crate) ttls: Vec<Duration>,
+    /// The resources the calls contend for.
+    pub(crate) resources: Vec<Vec<u8>>,
+    /// Names in the crate's key space, which must be refused.
+    pub(crate) reserved: Vec<Vec<u8>>,
+    pub(crate) timing: Timing,
+    pub(crate) master_epochs: Vec<u64>,
+    pub(crate) master_ppm: Vec<i64>,
+    pub(crate) client_ppm: Vec<i64>,
+    /// How long the faults go on, ns.
+    pub(crate) duration: u64,
+    /// Mean time between faults, between foreign writes, between a
+    /// master's snapshots; the mean pause between a task's calls.
+    fault_mean: u64,
+    writer_mean: u64,
+    snapshot_mean: u64,
+    pub(crate) think_mean: u64,
+    pub(crate) weights: Weights,
+    /// A crashed master restarts only after the longest TTL (the
+    /// operators' remedy without the restart guard): no loss then.
+    pub(crate) delayed_restarts: bool,
+}
+
+impl Params {
+    pub(crate) fn draw(rng: &mut Rng, regression: Regression) -> Params {
+        let procs = [1, 3, 3, 5, 5, 4][rng.index(6)];
+        let clients = rng.range(2, 5) as usize;
+        let tasks = rng.range(1, 3) as usize;
+        let request_ms = [10, 20, 30, 50][rng.index(4)];
+        let request_timeout = Duration::from_millis(request_ms);
+        let ttls: Vec<Duration> = [3, 6, 15, 40]
+            .iter()
+            .map(|k| Duration::from_millis(request_ms * k + rng.below(request_ms)))
+            .collect();
+        let longest = *ttls.last().unwrap_or(&request_timeout);
+        let guard = rng.chance(0.6);
+        let settings = Settings {
+            request_timeout,
+            connect_timeout: Duration::from_millis(rng.range(request_ms * 2, 500)),
+            backoff_max: Duration::from_millis(rng.range(20, 400)),
+            drift_factor: if regression == Regression::NoDrift {
+                0.0
+            } else {
+                0.01
+            },
+            retry_count: rng.range(1, 5) as u32,
+            retry_delay: Duration::from_millis(rng.range(request_ms, 8 * request_ms)),
+            retry_jitter: Duration::from_millis(rng.range(0, request_ms)),
+            // Small tables too, so that slots run out and come back.
+            in_flight: [2, 4, 32][rng.index(3)],
+            // The builder refuses the guard without it.
+            identify: guard || rng.chance(0.9),
+            wake: rng.chance(0.85),
+            restart_guard: guard.then_some(longest),
+        };
+        // A server listed twice, which identification refuses.
+        let twice = settings.identify && procs >= 2 && rng.chance(0.2);
+        let mut proc_of: Vec<usize> = (0..procs).collect();
+        if twice {
+            proc_of.push(rng.index(procs));
+        }
+        let masters = proc_of.len();
+        let resources = resources(rng);
+        let reserved = vec![
+            b"redlock-mio:orders".to_vec(),
+            format!("{}{}", redlock_mio::RESERVED_PREFIX, "queue:orders").into_bytes(),
+        ];
+        let base = (0..clients)
+            .map(|_| (0..masters).map(|_| rng.range(30_000, 1_500_000)).collect())
+            .collect();
+        let timing = Timing {
+            base,
+            jitter: rng.range(10_000, 300_000),
+            spike: (rng.unit() * 0.02, request_ms * MS / rng.range(1, 4)),
+            split: rng.unit() * 0.3,
+        };
+        // The rates differ by less than the drift factor: 0.3% each way.
+        let rate = |rng: &mut Rng| rng.range(0, 6000) as i64 - 3000;
+        let mut master_ppm: Vec<i64> = (0..procs).map(|_| rate(rng)).collect();
+        let mut client_ppm: Vec<i64> = (0..clients).map(|_| rate(rng)).collect();
+        match regression {
+            Regression::FastMaster => master_ppm[0] = 50_000,
+            // The rates as far apart as the drift factor lets them be:
+            // without it, a validity outlasts the keys.
+            Regression::NoDrift => {
+                master_ppm.fill(3000);
+                client_ppm.fill(-3000);
+            }
+            // Now and then the same edge with the drift factor, which must
+            // hold there.
+            _ if rng.chance(0.2) => {
+                master_ppm.fill(3000);
+                client_ppm.fill(-3000);
+            }
+            _ => {}
+        }
+        let master_epochs = (0..procs)
+            .map(|_| 1_700_000_000_000_000 + rng.below(1 << 40))
+            .collect();
+        let calm_odds = rng.range(1, 4);
+        let mut client_settings = settings;
+        if regression == Regression::LongRounds {
+            client_settings.request_timeout *= 3;
+        }
+        Params {
+            masters,
+            procs,
+            proc_of,
+            clients,
+            tasks,
+            settings,
+            client_settings,
+            regression,
+            ttls,
+            resources,
+            reserved,
+            timing,
+            master_epochs,
+            master_ppm,
+            client_ppm,
+            duration: rng.range(2_000, 8_000) * MS,
+            fault_mean: rng.range(20, 300) * MS * calm_odds,
+            writer_mean: rng.range(5, 100) * MS,
+            snapshot_mean: rng.range(50, 1000) * MS,
+            think_mean: rng.range(0, request_ms) * MS,
+            weights: Weights {
+                client_pause: rng.range(0, 4),
+                master_pause: rng.range(0, 4),
+                crash: rng.range(0, 3),
+                reset: rng.range(0, 4),
+                partition: rng.range(0, 4),
+                flushall: rng.range(0, 1),
+                step_back: rng.range(0, 2),
+            },
+            delayed_restarts: !guard && rng.chance(0.7),
+        }
+    }
+
+    /// The longest TTL a call uses.
+    pub(crate) fn longest(&self) -> Duration {
+        self.ttls.last().copied().unwrap_or_default()
+    }
+
+    /// Master `m`'s clock.
+    pub(crate) fn master_clock(&self, m: usize) -> MasterClock {
+        MasterClock::new(self.master_epochs[m], self.master_ppm[m])
+    }
+
+    pub(crate) fn fault_gap(&self, rng: &mut Rng) -> u64 {
+        rng.exp(self.fault_mean) + 1
+    }
+
+    pub(crate) fn writer_gap(&self, rng: &mut Rng) -> u64 {
+        rng.exp(self.writer_mean) + 1
+    }
+
+    pub(crate) fn snapshot_gap(&self, rng: &mut Rng) -> u64 {
+        rng.exp(self.snapshot_mean) + 1
+    }
+
+    /// How long a crashed master stays down: past the longest TTL with
+    /// delayed restarts.
+    pub(crate) fn restart_delay(&self, rng: &mut Rng) -> u64 {
+        let longest = self.longest().as_nanos() as u64;
+        if self.delayed_restarts {
+            longest + longest / 20 + 5 * MS + rng.exp(longest).min(2 * longest)
+        } else {
+            rng.exp(longest / 2 + 1).min(longest)
+        }
+    }
+
+    /// A waiter's reservation window, as the front end has it.
+    fn window(&self) -> Duration {
+        (self.settings.request_timeout * 4)
+            .clamp(Duration::from_millis(50), Duration::from_secs(10))
+    }
+
+    /// How long a wait queue outlives the keys that block it.
+    fn margin(&self) -> Duration {
+        let s = &self.settings;
+        self.window() + s.retry_delay + s.retry_jitter + s.request_timeout
+    }
+
+    /// How long after the clients are quiet the crate's keys may still be
+    /// there: the longest TTL (of a lock, a foreign holder that blocks a
+    /// queue) and the queue's margin, and the 1 ms of expiry precision.
+    pub(crate) fn leftover_bound(&self) -> Duration {
+        self.longest() + self.margin() + Duration::from_millis(2)
+    }
+
+    /// How long the world must stay quiet to count as quiet.
+    pub(crate) fn settle(&self) -> u64 {
+        4 * self.settings.request_timeout.as_nanos() as u64
+    }
+
+    /// How long after the faults the clients may take to be quiet: the
+    /// longest call and a reconnect.
+    pub(crate) fn calm_limit(&self) -> u64 {
+        let s = &self.settings;
+        let calls = (s.request_timeout + s.retry_delay + s.retry_jitter) * (s.retry_count + 2);
+        let calls = calls + self.longest() * 6 + s.connect_timeout * 2 + s.backoff_max * 2;
+        // And the retransmissions of what a partition held, which back
+        // off to about twice the partition's length.
+        calls.as_nanos() as u64 + 2 * self.duration
+    }
+
+    /// The longest a call of `attempts` attempts may take, by the
+    /// documentation: each attempt a request timeout, and a retry delay
+    /// between two.
+    pub(crate) fn call_bound(&self, attempts: u32) -> Duration {
+        let s = &self.settings;
+        s.request_timeout * attempts + (s.retry_delay + s.retry_jitter) * attempts.saturating_sub(1)
+    }
+
+    /// The world in a line, for messages.
+    pub(crate) fn describe(&self) -> String {
+        let s = &self.settings;
+        format!(
+            "{} masters ({} addresses), {} clients x {} callers, request timeout {:?}, TTLs {:?}, guard {:?}, wake {}, identify {}, {:.1}s of faults",
+            self.procs,
+            self.masters,
+            self.clients,
+            self.tasks,
+            s.request_timeout,
+            self.ttls,
+            s.restart_guard,
+            s.wake,
+            s.identify,
+            self.duration as f64 / 1e9
+        )
+    }
+}
+
+/// The resources: few, to contend; some binary, one long.
+fn resources(rng: &mut Rng) -> Vec<Vec<u8>> {
+    let mut names = vec![b"orders:42".to_vec(), b"bin\x00\r\n\xff*1\r\n".to_vec()];
+    if rng.chance(0.5) {
+        names.push(b"jobs/nightly".to_vec());
+    }
+    if rng.chance(0.3) {
+        names.push(vec![b'x'; 200]);
+    }
+    if rng.chance(0.3) {
+        names.truncate(1);
+    }
+    names
+}

@@ -1,0 +1,150 @@
+//! The deterministic simulator (`redlock_mio_sim::simulate`): the
+//! client's real core against simulated masters, a seed deciding
+//! everything; the checkers must hold on every seed.
+//!
+//! - `cargo test -p redlock-mio-sim --test simulate`: the short form,
+//!   seeds `0, 1, 2, ...` for 15 s of CPU, and the proof that the
+//!   checkers catch deliberate regressions.
+//! - `SIM_SECS=600 cargo test --release -p redlock-mio-sim --test simulate
+//!   -- --nocapture`: a long campaign from a seed drawn from the clock
+//!   (printed); `SIM_BASE=<seed>` starts it from a given one.
+//! - `SIM_SEED=<seed>`: that seed alone, which replays it exactly.
+//!
+//! A failure prints the seed, the world's shape and what was found.
+
+use std::time::Duration;
+
+use redlock_mio_sim::{Options, Outcome, Regression, simulate};
+
+fn env_u64(name: &str) -> Option<u64> {
+    let text = std::env::var(name).ok()?;
+    Some(
+        text.parse()
+            .unwrap_or_else(|_| panic!("{name}={text:?} is not a number")),
+    )
+}
+
+/// CPU time of this thread (each test runs on a thread of its own).
+fn cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write to.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+fn report(outcome: &Outcome) -> String {
+    format!(
+        "seed {} ({}): {} rounds, {} acquired, {} refused, {:.2}s simulated, {} events\n  replay: SIM_SEED={} cargo test -p redlock-mio-sim --test simulate -- --nocapture\n  {}",
+        outcome.seed,
+        outcome.shape,
+        outcome.rounds,
+        outcome.acquired,
+        outcome.refused,
+        outcome.simulated as f64 / 1e9,
+        outcome.events,
+        outcome.seed,
+        outcome
+            .violations
+            .iter()
+            .take(8)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n  ")
+    )
+}
+
+#[test]
+fn every_seed_keeps_every_guarantee() {
+    let trace = std::env::var_os("SIM_TRACE").is_some();
+    let options = |seed| Options {
+        seed,
+        regression: Regression::None,
+        trace,
+    };
+    if let Some(seed) = env_u64("SIM_SEED") {
+        let outcome = simulate(options(seed));
+        println!("{}", report(&outcome));
+        assert!(outcome.violations.is_empty(), "{}", report(&outcome));
+        return;
+    }
+    let long = env_u64("SIM_SECS");
+    let budget = Duration::from_secs(long.unwrap_or(15));
+    let base = env_u64("SIM_BASE").unwrap_or_else(|| {
+        if long.is_some() {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        } else {
+            0
+        }
+    });
+    println!("seeds from {base}");
+    let start = cpu();
+    let (mut seeds, mut rounds, mut simulated) = (0u64, 0u64, 0u64);
+    let mut failures = Vec::new();
+    while cpu() - start < budget {
+        let outcome = simulate(options(base.wrapping_add(seeds)));
+        seeds += 1;
+        rounds += outcome.rounds;
+        simulated += outcome.simulated;
+        if !outcome.violations.is_empty() {
+            println!("FAILED {}", report(&outcome));
+            failures.push(report(&outcome));
+            if failures.len() >= 3 {
+                break;
+            }
+        }
+    }
+    let spent = (cpu() - start).as_secs_f64();
+    println!(
+        "{seeds} seeds, {rounds} rounds, {:.1}s simulated in {spent:.1}s of CPU: {:.0} rounds per CPU-minute",
+        simulated as f64 / 1e9,
+        rounds as f64 / spent * 60.0
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The checkers can fail: each deliberate regression is caught, with the
+/// seed that shows it, within a minute of CPU.
+#[test]
+fn the_checkers_catch_deliberate_regressions() {
+    if env_u64("SIM_SEED").is_some() || env_u64("SIM_SECS").is_some() {
+        return;
+    }
+    for regression in [
+        Regression::DoubleGrants,
+        Regression::NoDrift,
+        Regression::FastMaster,
+        Regression::LongRounds,
+        Regression::ForeignLeak,
+    ] {
+        let start = cpu();
+        let mut seed = 0;
+        let caught = loop {
+            let outcome = simulate(Options {
+                seed,
+                regression,
+                trace: false,
+            });
+            if !outcome.violations.is_empty() {
+                break Some(outcome);
+            }
+            if cpu() - start > Duration::from_secs(60) {
+                break None;
+            }
+            seed += 1;
+        };
+        let outcome =
+            caught.unwrap_or_else(|| panic!("{regression:?} was not caught in {seed} seeds"));
+        println!(
+            "{regression:?} caught in {:.1}s of CPU, seed {} ({} seeds): {}",
+            (cpu() - start).as_secs_f64(),
+            outcome.seed,
+            seed + 1,
+            outcome.violations[0]
+        );
+    }
+}

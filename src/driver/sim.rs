@@ -1,0 +1,708 @@
+//! A client for a deterministic simulator (feature `sim`; not a stable
+//! API): the driver's [`Core`] with the settings, checks and turns of the
+//! front ends, single-threaded and free of sockets and of the clock.
+//!
+//! The simulator owns the sockets (simulated ones) and the time: it moves
+//! bytes between them and the client as the `mio` driver does
+//! ([`Client::socket`], [`Client::transmit`], [`Client::handle_read`], ...)
+//! and runs the calls as the blocking front end does, each as a pair: a
+//! `begin_*` that starts the call's round, and, once the round is decided,
+//! an `end_*` that makes of it what the front end makes of it (a [`Held`]
+//! lock with its validity, an [`Error`], the release of a failed acquire).
+//! A caller that waits for a contended lock takes a [`Wait`] and is driven
+//! between attempts by a [`Pursuit`], the front end's own decisions.
+//!
+//! What the front ends do around the core is mirrored here, for the rules
+//! they follow (`client/mod.rs`, `client/rounds.rs`, `client/wait.rs`,
+//! `client/builder.rs`): the checks of a resource and a TTL, the rounds'
+//! TTL and drift, the release after a failed acquire, the validity after
+//! each outcome (the table in [`Lock`](crate::Lock)'s docs), the errors'
+//! kinds, a waiter's queue member and margin. A change there is made here
+//! too; the simulator's checkers hold whatever is here to the guarantees.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use super::core::Core;
+use crate::addr::ServerAddr;
+use crate::commands::{self, Command, Keys, WakeChannel};
+use crate::error::Error;
+use crate::link::LinkConfig;
+use crate::rules::wait::Terms;
+use crate::rules::{self, Decision, NodeError, NodeState, Report, Round};
+use crate::{MAX_RESOURCE_LEN, MAX_TTL, TOKEN_LEN};
+
+/// Room for a queue member: `<window ms>|<wait id>|<channel>`.
+const MEMBER: usize = 80;
+
+/// A client's settings: those of [`Builder`](crate::Builder), which the
+/// front end turns into the sessions' and the rounds' as [`Client::new`]
+/// does.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// How long a round waits for the masters.
+    pub request_timeout: Duration,
+    /// How long a connect and its handshake may take.
+    pub connect_timeout: Duration,
+    /// The longest back-off between reconnects.
+    pub backoff_max: Duration,
+    /// The clock drift allowed, a fraction of the TTL.
+    pub drift_factor: f64,
+    /// Attempts of a call that waits, after the first.
+    pub retry_count: u32,
+    /// The retry delay and its jitter.
+    pub retry_delay: Duration,
+    /// How far a retry delay strays from `retry_delay`, either way.
+    pub retry_jitter: Duration,
+    /// The most rounds in flight at once.
+    pub in_flight: usize,
+    /// Ask each server who it is at the handshake.
+    pub identify: bool,
+    /// Releases tell the waiters they hand a lock to.
+    pub wake: bool,
+    /// The restart guard's longest TTL, if it is on.
+    pub restart_guard: Option<Duration>,
+}
+
+/// What a call names: one resource, or several acquired all or nothing
+/// (`try_lock_all`, `lock_all`), checked as the front end checks them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Names {
+    bytes: Vec<u8>,
+    many: bool,
+}
+
+impl Names {
+    /// One resource, if the front end takes it.
+    pub fn one(resource: &[u8]) -> Result<Names, Error> {
+        check_resource(resource)?;
+        Ok(Names {
+            bytes: resource.to_vec(),
+            many: false,
+        })
+    }
+
+    /// Several resources, all or nothing, if the front end takes them.
+    pub fn all(resources: &[&[u8]]) -> Result<Names, Error> {
+        if resources.is_empty() || resources.len() > commands::MAX_KEYS {
+            return Err(Error::InvalidResources {
+                count: resources.len(),
+            });
+        }
+        let mut bytes = Vec::new();
+        for resource in resources {
+            check_resource(resource)?;
+            commands::pack_key(&mut bytes, resource);
+        }
+        Ok(Names { bytes, many: true })
+    }
+
+    /// The resources, in the order given.
+    pub fn resources(&self) -> Vec<&[u8]> {
+        if self.many {
+            commands::unpack_keys(&self.bytes).collect()
+        } else {
+            vec![&self.bytes]
+        }
+    }
+
+    fn keys(&self) -> Keys<&[u8]> {
+        Keys::new(&self.bytes, self.many)
+    }
+}
+
+/// One acquisition: what the front end's [`Lock`](crate::Lock) keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    names: Names,
+    token: [u8; TOKEN_LEN],
+    valid_until: Instant,
+    extensions: u32,
+    reach: u64,
+}
+
+impl Held {
+    /// What it holds.
+    pub fn names(&self) -> &Names {
+        &self.names
+    }
+
+    /// The token.
+    pub fn token(&self) -> &[u8; TOKEN_LEN] {
+        &self.token
+    }
+
+    /// Until when the lock may be trusted, on the client's clock.
+    pub fn valid_until(&self) -> Instant {
+        self.valid_until
+    }
+
+    /// How many times it was extended.
+    pub fn extensions(&self) -> u32 {
+        self.extensions
+    }
+}
+
+/// A call's place in the client's table of waits and in the masters'
+/// queues, as the front end's.
+#[derive(Debug, Clone)]
+pub struct Wait {
+    id: u64,
+    member: [u8; MEMBER],
+    member_len: usize,
+    place: u64,
+    margin_ms: u64,
+    queued: bool,
+}
+
+impl Wait {
+    fn member(&self) -> &[u8] {
+        &self.member[..self.member_len]
+    }
+}
+
+/// What a waiting caller does after a failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Stop: the call returns the last attempt's error.
+    Stop,
+    /// Wait until told, or until this instant, then attempt again.
+    Until(Instant),
+}
+
+/// The attempts of one call that waits for a lock: the front end's
+/// decisions between them (`rules::wait::Pursuit`).
+#[derive(Debug, Clone, Copy)]
+pub struct Pursuit(rules::wait::Pursuit);
+
+/// A client: the driver's core, waited for by callers named by `u64`s
+/// (see the module docs).
+pub struct Client {
+    core: Core<u64>,
+    settings: Settings,
+    wake: Option<WakeChannel>,
+    n: usize,
+}
+
+impl Client {
+    /// A client of the masters at `addrs`, with `settings`, named `id`
+    /// (its wake channel and restart-guard marker), at `now`; every
+    /// session is down and may connect at once.
+    pub fn new(addrs: &[ServerAddr], settings: Settings, id: u64, now: Instant) -> Client {
+        let wake = settings.wake.then(|| commands::wake_channel(id));
+        let config = LinkConfig {
+            request_timeout: settings.request_timeout,
+            connect_timeout: settings.connect_timeout,
+            // As the builder's: twice the request timeout, at least 1 s.
+            stall_timeout: (settings.request_timeout * 2).max(Duration::from_secs(1)),
+            backoff_min: Duration::from_millis(10).min(settings.backoff_max),
+            backoff_max: settings.backoff_max,
+            identify: settings.identify,
+            fencing: false,
+            in_flight: settings.in_flight,
+            guard: settings.restart_guard.map(|ttl| {
+                let guard = ttl.saturating_add(rules::drift(ttl, settings.drift_factor));
+                (guard, marker(id))
+            }),
+            longest_ttl: settings.restart_guard.map(|ttl| ttl.as_millis() as u64),
+            wake,
+        };
+        Client {
+            core: Core::new(addrs, config, now),
+            settings,
+            wake,
+            n: addrs.len(),
+        }
+    }
+
+    // The sockets, as the driver moves bytes (see `Core`).
+
+    /// Which start of master `i`'s session needs a socket now.
+    pub fn socket(&self, i: usize) -> Option<u64> {
+        self.core.socket(i)
+    }
+
+    /// The socket of master `i`'s current start could not be opened.
+    pub fn handle_unopened(&mut self, i: usize, error: NodeError, now: Instant) {
+        self.core.handle_unopened(i, error, now);
+    }
+
+    /// Whether master `i`'s session waits for its socket to connect.
+    pub fn is_connecting(&self, i: usize) -> bool {
+        self.core.is_connecting(i)
+    }
+
+    /// Master `i`'s socket connected.
+    pub fn handle_connected(&mut self, i: usize, now: Instant) {
+        self.core.handle_connected(i, now);
+    }
+
+    /// Whether master `i`'s bytes are due to be written now (once).
+    pub fn take_write_due(&mut self, i: usize) -> bool {
+        self.core.take_write_due(i)
+    }
+
+    /// The bytes to write to master `i` now.
+    pub fn transmit(&self, i: usize) -> &[u8] {
+        self.core.transmit(i)
+    }
+
+    /// `n` bytes of [`transmit`](Self::transmit) were written to master `i`.
+    pub fn advance(&mut self, i: usize, n: usize) {
+        self.core.advance(i, n);
+    }
+
+    /// Where the next bytes read from master `i` go.
+    pub fn read_buf(&mut self, i: usize) -> Result<&mut [u8], NodeError> {
+        self.core.read_buf(i)
+    }
+
+    /// `n` bytes were read from master `i` at `now`; an error means the
+    /// socket must be closed ([`handle_failure`](Self::handle_failure)).
+    pub fn handle_read(&mut self, i: usize, n: usize, now: Instant) -> Result<(), NodeError> {
+        self.core.handle_read(i, n, now)
+    }
+
+    /// Master `i`'s socket failed after `error`.
+    pub fn handle_failure(&mut self, i: usize, error: NodeError, now: Instant) {
+        self.core.handle_failure(i, error, now);
+    }
+
+    /// The time is `now`: timers and deadlines.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.core.handle_timeout(now);
+    }
+
+    /// After reads: tells the waits of reconnects.
+    pub fn handle_handshakes(&mut self) {
+        self.core.handle_handshakes();
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) is next due.
+    pub fn next_timer(&self) -> Option<Instant> {
+        self.core.next_timer()
+    }
+
+    /// Starts every session that is down (as a client does at build).
+    pub fn connect(&mut self, now: Instant) {
+        self.core.connect(now);
+    }
+
+    /// Hands `wake` the callers whose rounds are decided or whose waits
+    /// were told, and ends the orphaned rounds no master is left to
+    /// answer.
+    pub fn wake(&mut self, wake: impl FnMut(u64)) {
+        self.core.wake_decided(wake);
+        self.core.reap();
+    }
+
+    /// Has `caller` woken when round `id` is decided.
+    pub fn set_waiter(&mut self, id: u64, caller: u64) {
+        self.core.set_waiter(id, caller);
+    }
+
+    /// Whether round `id` is decided (or over).
+    pub fn is_decided(&self, id: u64) -> bool {
+        self.core.decided(&[id])
+    }
+
+    /// Round `id`, while it is in flight.
+    pub fn round(&self, id: u64) -> Option<&Round> {
+        self.core.round(id)
+    }
+
+    /// Rounds in flight, orphaned ones included.
+    pub fn in_flight(&self) -> usize {
+        self.core.in_flight()
+    }
+
+    // The calls.
+
+    /// Starts an acquire of `names` by `token` for `ttl` (an attempt of
+    /// `wait`'s call, if given), cut short at `cap`: its round's id, or the
+    /// error the front end returns before sending anything.
+    pub fn begin_acquire(
+        &mut self,
+        names: &Names,
+        token: &[u8; TOKEN_LEN],
+        ttl: Duration,
+        wait: Option<&mut Wait>,
+        cap: Option<Instant>,
+        now: Instant,
+    ) -> Result<u64, Error> {
+        let ttl_ms = self.check_ttl(ttl)?;
+        let keys = names.keys();
+        match wait {
+            Some(wait) => {
+                self.core.arm_wait(wait.id);
+                wait.queued = true;
+                let queue = (wait.member(), wait.place, wait.margin_ms);
+                self.submit(&Command::wait_acquire(keys, token, ttl_ms, queue), cap, now)
+            }
+            None => self.submit(&Command::acquire(keys, token, ttl_ms), cap, now),
+        }
+    }
+
+    /// Ends the acquire round `id` of `names` by `token` (an attempt of
+    /// `wait`'s call, if given), at `now`: the lock, or the error after
+    /// which its release is queued on every master; with, for an attempt
+    /// that waits, when the keys that refused it expire.
+    pub fn end_acquire(
+        &mut self,
+        id: u64,
+        names: &Names,
+        token: &[u8; TOKEN_LEN],
+        wait: Option<&mut Wait>,
+        now: Instant,
+    ) -> (Result<Held, Error>, Option<Duration>) {
+        let Some(round) = self.take(id) else {
+            return (Err(self.busy()), None);
+        };
+        let free_in = wait.map(|wait| {
+            note(wait, &round);
+            rules::free_in(&round)
+        });
+        let error = match round.decision() {
+            Some(Decision::Quorum { .. }) => {
+                let held = Held {
+                    names: names.clone(),
+                    token: *token,
+                    valid_until: round.valid_until(),
+                    extensions: 0,
+                    reach: round.reached(),
+                };
+                return (Ok(held), free_in.flatten());
+            }
+            Some(Decision::TooSlow) => Error::TooSlow(report(&round)),
+            Some(Decision::NoQuorum) | None => acquire_refused(report(&round)),
+        };
+        // Released on every master, also those that seemed to fail.
+        let release = Command::release(names.keys(), token)
+            .with_script()
+            .reaching(round.reached());
+        self.core.queue(&release, now);
+        (Err(error), free_in.flatten())
+    }
+
+    /// The caller of acquire round `id` of `names` by `token` is gone
+    /// (a dropped future): its release follows it on every master, as
+    /// the async front end does.
+    pub fn drop_acquire(&mut self, id: u64, names: &Names, token: &[u8; TOKEN_LEN], now: Instant) {
+        let reach = self.core.round(id).map_or(u64::MAX, Round::reached);
+        let release = Command::release(names.keys(), token)
+            .with_script()
+            .reaching(reach);
+        self.core.release_after(id, &release, now);
+    }
+
+    /// Starts an extend of `held` to `ttl`: its round's id, or the error
+    /// the front end returns before sending anything.
+    pub fn begin_extend(&mut self, held: &Held, ttl: Duration, now: Instant) -> Result<u64, Error> {
+        let ttl_ms = self.check_ttl(ttl)?;
+        if now >= held.valid_until {
+            return Err(Error::Expired);
+        }
+        let command = Command::extend(held.names.keys(), &held.token, ttl_ms);
+        self.submit(&command, None, now)
+    }
+
+    /// Ends the extend round `id` of `held`: its validity as the table in
+    /// [`Lock`](crate::Lock)'s docs says.
+    pub fn end_extend(&mut self, id: u64, held: &mut Held) -> Result<(), Error> {
+        let Some(round) = self.take(id) else {
+            return Err(self.busy());
+        };
+        let result = match round.decision() {
+            Some(Decision::Quorum { .. }) => Ok(()),
+            Some(Decision::TooSlow) => Err(Error::TooSlow(report(&round))),
+            Some(Decision::NoQuorum) | None => Err(no_quorum(report(&round), Error::NotHeld)),
+        };
+        match &result {
+            Ok(()) => {
+                held.valid_until = round.valid_until();
+                held.extensions += 1;
+            }
+            Err(Error::NotHeld(_)) => held.valid_until = held.valid_until.min(round.started()),
+            Err(_) => held.valid_until = held.valid_until.min(round.valid_until()),
+        }
+        result
+    }
+
+    /// Starts the release of `held`: its round's id.
+    pub fn begin_release(&mut self, held: &Held, now: Instant) -> Result<u64, Error> {
+        let command = Command::release(held.names.keys(), &held.token).reaching(held.reach);
+        self.submit(&command, None, now)
+    }
+
+    /// Ends the release round `id` of `held`: expired, whatever the
+    /// outcome.
+    pub fn end_release(&mut self, id: u64, held: &mut Held) -> Result<(), Error> {
+        let Some(round) = self.take(id) else {
+            return Err(self.busy());
+        };
+        held.valid_until = held.valid_until.min(round.started());
+        match round.decision() {
+            Some(Decision::Quorum { .. }) => Ok(()),
+            _ => Err(no_quorum(report(&round), Error::NotHeld)),
+        }
+    }
+
+    /// The caller of extend round `id` of `held`, begun at `begun` with
+    /// `ttl`, is gone (a dropped future): the round ends now, and the lock
+    /// keeps no more than that extend could have granted, as the async
+    /// front end has it.
+    pub fn drop_extend(&mut self, id: u64, held: &mut Held, ttl: Duration, begun: Instant) {
+        let whole = Duration::from_millis(ttl.as_millis() as u64);
+        let keep = whole.saturating_sub(rules::drift(whole, self.settings.drift_factor));
+        held.valid_until = held.valid_until.min(crate::clock::after(begun, keep));
+        self.core.abandon(&[id]);
+    }
+
+    /// The caller of release round `id` of `held`, begun at `begun`, is
+    /// gone: the lock is expired, and the round goes on until every master
+    /// has answered it, as the async front end has it.
+    pub fn drop_release(&mut self, id: u64, held: &mut Held, begun: Instant) {
+        held.valid_until = held.valid_until.min(begun);
+        self.core.orphan(id);
+    }
+
+    /// `held`'s guard is dropped (the async front end's `AsyncLockGuard`):
+    /// the lock is expired, and its release goes out without anyone
+    /// waiting for it, followed until every master has answered if a slot
+    /// is free (returns whether one was), else only queued.
+    pub fn drop_guard(&mut self, held: &mut Held, now: Instant) -> bool {
+        held.valid_until = held.valid_until.min(now);
+        let release = Command::release(held.names.keys(), &held.token).reaching(held.reach);
+        self.core.release_orphan(&release, now)
+    }
+
+    /// A slot in the table of waits for a call that waits, which began to
+    /// wait at `place` (microseconds of the client's wall clock), if
+    /// releases tell this client's waiters and the table has room.
+    pub fn begin_wait(&mut self, place: u64) -> Option<Wait> {
+        let channel = self.wake?;
+        let id = self.core.begin_wait()?;
+        let s = &self.settings;
+        let window =
+            (s.request_timeout * 4).clamp(Duration::from_millis(50), Duration::from_secs(10));
+        let mut member = [0; MEMBER];
+        let mut out = &mut member[..];
+        let written =
+            write!(out, "{}|{id}|", window.as_millis()).and_then(|()| out.write_all(&channel));
+        let member_len = MEMBER - out.len();
+        if written.is_err() {
+            self.core.end_wait(id);
+            return None;
+        }
+        let margin = window + s.retry_delay + s.retry_jitter + s.request_timeout;
+        Some(Wait {
+            id,
+            member,
+            member_len,
+            place,
+            margin_ms: margin.as_millis() as u64,
+            queued: false,
+        })
+    }
+
+    /// Ends `wait`'s call on `names`: leaves the queues if it may be
+    /// queued somewhere (without waiting), and frees its slot.
+    pub fn end_wait(&mut self, wait: Wait, names: &Names, now: Instant) {
+        if wait.queued {
+            let leave = Command::leave(names.keys(), wait.member()).with_script();
+            self.core.queue(&leave, now);
+        }
+        self.core.end_wait(wait.id);
+    }
+
+    /// Whether a quorum of masters told `wait` since its last attempt.
+    pub fn is_told(&self, wait: &Wait) -> bool {
+        self.core.is_told(wait.id)
+    }
+
+    /// When a master told `wait` to try, should nobody hand it the lock
+    /// before.
+    pub fn hinted(&self, wait: &Wait) -> Option<Instant> {
+        self.core.hinted(wait.id)
+    }
+
+    /// Has `caller` woken when `wait` is told (or its time to try comes).
+    pub fn set_wait_waiter(&mut self, wait: &Wait, caller: u64) {
+        self.core.set_wait_waiter(wait.id, caller);
+    }
+
+    /// Takes `wait`'s caller back.
+    pub fn take_wait_waiter(&mut self, wait: &Wait) {
+        self.core.take_wait_waiter(wait.id);
+    }
+
+    /// The pursuit of a call that waits: `lock` (the configured retries)
+    /// without a deadline, `lock_until` with one.
+    pub fn pursuit(&self, deadline: Option<Instant>) -> Pursuit {
+        let terms = match deadline {
+            Some(deadline) => Terms::Deadline(deadline),
+            None => Terms::Retries(self.settings.retry_count),
+        };
+        Pursuit(rules::wait::Pursuit::new(
+            terms,
+            self.settings.request_timeout,
+        ))
+    }
+
+    /// After an attempt that failed with `error` at `now`: what `pursuit`
+    /// does next. `free_in`: what [`end_acquire`](Self::end_acquire) said;
+    /// `delay_unit` and `jitter_unit`: random numbers in `[0, 1)` for the
+    /// retry delay and the jitter on an expiry.
+    pub fn next(
+        &self,
+        pursuit: &mut Pursuit,
+        error: &Error,
+        free_in: Option<Duration>,
+        (delay_unit, jitter_unit): (f64, f64),
+        now: Instant,
+    ) -> Next {
+        let s = &self.settings;
+        let delay = rules::retry_delay(s.retry_delay, s.retry_jitter, delay_unit);
+        match pursuit
+            .0
+            .after_failure(error.is_retryable(), free_in, delay, jitter_unit, now)
+        {
+            rules::wait::Next::Stop => Next::Stop,
+            rules::wait::Next::Until(at) => Next::Until(at),
+        }
+    }
+
+    /// `pursuit`'s caller was told before its wait's end, at `now`: may it
+    /// attempt now?
+    pub fn may_attempt(&self, pursuit: &Pursuit, now: Instant) -> bool {
+        pursuit.0.may_attempt(now)
+    }
+
+    /// The deadline of `pursuit`'s call, if it has one.
+    pub fn deadline(&self, pursuit: &Pursuit) -> Option<Instant> {
+        pursuit.0.deadline()
+    }
+
+    /// Starts one round of `command`, waiting at most the request timeout
+    /// and never past `cap`, its command due to be written at once.
+    fn submit(
+        &mut self,
+        command: &Command<'_>,
+        cap: Option<Instant>,
+        now: Instant,
+    ) -> Result<u64, Error> {
+        let s = self.settings;
+        let timeout = match cap {
+            Some(cap) => s.request_timeout.min(cap.saturating_duration_since(now)),
+            None => s.request_timeout,
+        };
+        let n = self.n;
+        let restart = |round: &mut Round, command: &Command<'_>, now: Instant| {
+            let ttl = Duration::from_millis(command.grant_ttl_ms().unwrap_or(0));
+            let drift = rules::drift(ttl, s.drift_factor);
+            round.restart(command.op(), n, ttl, drift, timeout, now);
+        };
+        let mut ids: smallvec::SmallVec<[u64; 1]> = smallvec::SmallVec::new();
+        self.core
+            .submit(std::slice::from_ref(command), restart, &mut ids, true, now);
+        ids.first().copied().ok_or_else(|| self.busy())
+    }
+
+    /// Round `id` as it ended, its slot freed.
+    fn take(&mut self, id: u64) -> Option<Round> {
+        let round = self.core.round(id).cloned();
+        self.core.finish(&[id]);
+        round
+    }
+
+    fn busy(&self) -> Error {
+        Error::Busy {
+            limit: self.settings.in_flight,
+        }
+    }
+
+    /// The front end's check of a TTL; the TTL in milliseconds.
+    fn check_ttl(&self, ttl: Duration) -> Result<u64, Error> {
+        let invalid = |reason| Err(Error::InvalidTtl { ttl, reason });
+        if ttl > MAX_TTL {
+            return invalid("longer than MAX_TTL (2^31 - 1 ms)");
+        }
+        let ttl_ms = ttl.as_millis() as u64;
+        if ttl_ms == 0 {
+            return invalid("shorter than 1 ms");
+        }
+        let whole = Duration::from_millis(ttl_ms);
+        let s = &self.settings;
+        if whole <= s.request_timeout {
+            return invalid("not longer than the request timeout");
+        }
+        let drift = rules::drift(whole, s.drift_factor);
+        if rules::validity(whole, s.request_timeout, drift).is_none() {
+            return invalid("no validity would be left after the request timeout and drift");
+        }
+        if s.restart_guard.is_some_and(|longest| ttl > longest) {
+            return invalid(
+                "longer than the longest TTL given to Builder::restart_guard or fencing",
+            );
+        }
+        Ok(ttl_ms)
+    }
+}
+
+/// The front end's check of a resource name.
+fn check_resource(resource: &[u8]) -> Result<(), Error> {
+    if resource.is_empty() || resource.len() > MAX_RESOURCE_LEN {
+        return Err(Error::InvalidResource {
+            len: resource.len(),
+        });
+    }
+    if resource.starts_with(commands::RESERVED_PREFIX.as_bytes()) {
+        return Err(Error::ReservedResource);
+    }
+    Ok(())
+}
+
+/// After an attempt that waits, whose round ended as `round`: whether a
+/// master may hold an entry of it (as the front end's `Wait::note`).
+fn note(wait: &mut Wait, round: &Round) {
+    let reached = round.reached();
+    wait.queued = round.nodes().iter().enumerate().any(|(node, state)| {
+        let sent = node >= 64 || reached >> node & 1 == 1;
+        sent && !matches!(state, NodeState::Ok | NodeState::Pending)
+    });
+}
+
+fn report(round: &Round) -> Box<Report> {
+    Box::new(round.report())
+}
+
+/// The error for a round without a quorum, as the front end's.
+fn no_quorum(report: Box<Report>, other: fn(Box<Report>) -> Error) -> Error {
+    let n = report.nodes().len();
+    if report.misconfigured() > n - report.quorum() {
+        Error::Misconfigured(report)
+    } else if report.unreachable() + report.quarantined() > n - report.quorum() {
+        Error::Unavailable(report)
+    } else {
+        other(report)
+    }
+}
+
+/// The error for an acquire round without a quorum, as the front end's.
+fn acquire_refused(report: Box<Report>) -> Error {
+    let unsynced = report.unsynced() > 0
+        && (report.ok() + report.unsynced() >= report.quorum() || report.refused() == 0);
+    match no_quorum(report, Error::Contended) {
+        Error::Contended(report) if unsynced => Error::Unfenced(report),
+        error => error,
+    }
+}
+
+/// The restart guard's marker of client `id`: `client:` and 24 hex digits.
+fn marker(id: u64) -> [u8; 31] {
+    let mut marker = [b'0'; 31];
+    marker[..7].copy_from_slice(rules::identity::CLIENT_MARKER);
+    let digits = format!("{id:024x}");
+    marker[7..].copy_from_slice(&digits.as_bytes()[..24]);
+    marker
+}
