@@ -36,10 +36,12 @@
 //!   Only rates matter: the wall clocks may disagree by any amount.
 //!
 //! A lock never claims more than the masters granted. A failed extend caps
-//! its validity at what that round would have granted (the masters that
-//! applied it expire the key at the new TTL); an extend that finds the
-//! token gone, and every unlock, expire it. The table is in
-//! [`Lock`](crate::Lock)'s docs.
+//! its validity at what that round would have granted; an extend that
+//! finds the token gone, and every unlock, expire it. An extend never
+//! shortens a key on a master (`PEXPIRE … GT`): one delayed in the network,
+//! on a connection the client gave up, cannot cut a newer one short, and a
+//! lock extended to a shorter TTL claims less than the masters hold. The
+//! table is in [`Lock`](crate::Lock)'s docs.
 //!
 //! # A pause can outlive a lock
 //!

@@ -42,11 +42,15 @@ pub const RELEASE_SCRIPT: &str = concat!(
 /// SHA1 of [`RELEASE_SCRIPT`], as `SCRIPT LOAD` returns it.
 pub const RELEASE_SHA1: &str = "f0f8ffd4fe6d2db58c217734ee25ac9df7bd90b6";
 
-/// Compare-and-`PEXPIRE`: extends the key only if it still holds our token.
-pub const EXTEND_SCRIPT: &str = r#"if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end"#;
+/// Compare-and-`PEXPIRE`: extends the key only if it still holds our
+/// token, and never shortens it (`GT`): an extend delayed in the network,
+/// on a connection the client gave up, cannot cut short a newer one. `1`
+/// if the key holds the token (extended, or already expiring later), else
+/// `0`.
+pub const EXTEND_SCRIPT: &str = r#"if redis.call("get",KEYS[1]) == ARGV[1] then redis.call("pexpire",KEYS[1],ARGV[2],"GT") return 1 else return 0 end"#;
 
 /// SHA1 of [`EXTEND_SCRIPT`], as `SCRIPT LOAD` returns it.
-pub const EXTEND_SHA1: &str = "36e94d1c6e02fcefaa7ee5d79eee614dbac55f10";
+pub const EXTEND_SHA1: &str = "be538061265fde47686941b96d37e9137cbd0e7b";
 
 /// All or nothing over several keys: sets every key (`PX ARGV[2]`) to the
 /// token `ARGV[1]` if none of them exists, else none.
@@ -64,10 +68,10 @@ pub const RELEASE_MANY_SCRIPT: &str = concat!(
 pub const RELEASE_MANY_SHA1: &str = "2208d08faafbfae44044d5b303316c13b211aedc";
 
 /// Extends every key to `ARGV[2]` ms if all still hold the token `ARGV[1]`,
-/// else none.
-pub const EXTEND_MANY_SCRIPT: &str = r#"for i=1,#KEYS do if redis.call("get",KEYS[i])~=ARGV[1] then return 0 end end for i=1,#KEYS do redis.call("pexpire",KEYS[i],ARGV[2]) end return 1"#;
+/// else none; never shortens one (`GT`, as [`EXTEND_SCRIPT`]).
+pub const EXTEND_MANY_SCRIPT: &str = r#"for i=1,#KEYS do if redis.call("get",KEYS[i])~=ARGV[1] then return 0 end end for i=1,#KEYS do redis.call("pexpire",KEYS[i],ARGV[2],"GT") end return 1"#;
 /// SHA1 of [`EXTEND_MANY_SCRIPT`].
-pub const EXTEND_MANY_SHA1: &str = "625585dd655db49164a0d3f383c152341a6e2375";
+pub const EXTEND_MANY_SHA1: &str = "ecb5ec01e784d64adb41d90430ba5d6c1ef17d5e";
 
 /// Fenced acquire, all or nothing over `KEYS[3..]`: sets every key to the
 /// token `ARGV[1]` (`PX ARGV[2]`) if none exists, else returns nil. Then

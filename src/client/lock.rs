@@ -51,8 +51,8 @@ pub(super) const INLINE_RESOURCE: usize = 64;
 /// | after | valid until |
 /// |---|---|
 /// | an acquire that succeeded | `t0 + ttl - drift` |
-/// | an [`extend`](Redlock::extend) that succeeded | `t0 + ttl - drift` of the extend round (shorter than before if the new TTL is) |
-/// | an extend that was sent and failed ([`Error::Unavailable`], [`Error::TooSlow`], [`Error::Io`]) | `min(before, t0 + ttl - drift)`: masters that applied it expire the key at the new TTL |
+/// | an [`extend`](Redlock::extend) that succeeded | `t0 + ttl - drift` of the extend round (shorter than before if the new TTL is, though the masters keep the later expiry: an extend never shortens a key) |
+/// | an extend that was sent and failed ([`Error::Unavailable`], [`Error::TooSlow`], [`Error::Io`]) | `min(before, t0 + ttl - drift)`: what the masters that applied it grant |
 /// | an extend that found the token gone on a quorum ([`Error::NotHeld`]) | expired |
 /// | an extend refused before anything was sent ([`Error::Expired`], [`Error::ExtensionLimit`], [`Error::InvalidTtl`]) | unchanged |
 /// | an [`unlock`](Redlock::unlock), whatever its outcome | expired |
@@ -186,7 +186,8 @@ impl Lock {
         self.extensions += 1;
     }
 
-    /// Masters may have shortened the key to end at `until`.
+    /// An extend that may have reached masters granted no more than
+    /// `until`: the lock claims no more.
     pub(super) fn cap(&mut self, until: Instant) {
         self.valid_until = self.valid_until.min(until);
     }

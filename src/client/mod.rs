@@ -384,10 +384,12 @@ impl Redlock {
     /// Extends `lock` to `ttl` from now, if its token still owns the
     /// resource on a quorum. Returns within one request timeout.
     ///
-    /// Masters apply the new TTL whatever the round's outcome, so the lock
-    /// never claims more than `t0 + ttl - drift` of this round afterwards:
-    /// see the table in [`Lock`]'s docs for its validity after each
-    /// outcome.
+    /// Masters that hold the token apply the new TTL whatever the round's
+    /// outcome, unless the key already expires later there (an extend
+    /// never shortens a key: a delayed one, on a connection the client
+    /// gave up, cannot cut a newer one short), so the lock never claims
+    /// more than `t0 + ttl - drift` of this round afterwards: see the table
+    /// in [`Lock`]'s docs for its validity after each outcome.
     ///
     /// # Errors
     ///

@@ -22,12 +22,13 @@ pub(super) fn release(s: &mut Call<'_>) -> Outcome {
 }
 
 /// [`EXTEND_SCRIPT`](redlock_mio::scripts::EXTEND_SCRIPT):
-/// `if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("pexpire",KEYS[1],ARGV[2]) else return 0 end`
+/// `if redis.call("get",KEYS[1]) == ARGV[1] then redis.call("pexpire",KEYS[1],ARGV[2],"GT") return 1 else return 0 end`
 pub(super) fn extend(s: &mut Call<'_>) -> Outcome {
     let (key, token) = (s.key(0)?, s.arg(0)?);
     if is_string(&s.call("get", &[key])?, token) {
         let ttl = s.arg(1)?;
-        s.call("pexpire", &[key, ttl])
+        s.call("pexpire", &[key, ttl, b"GT"])?;
+        Ok(Reply::Integer(1))
     } else {
         Ok(Reply::Integer(0))
     }
@@ -70,7 +71,7 @@ pub(super) fn release_many(s: &mut Call<'_>) -> Outcome {
 
 /// [`EXTEND_MANY_SCRIPT`](redlock_mio::scripts::EXTEND_MANY_SCRIPT):
 /// `for i=1,#KEYS do if redis.call("get",KEYS[i])~=ARGV[1] then return 0 end end`
-/// `for i=1,#KEYS do redis.call("pexpire",KEYS[i],ARGV[2]) end return 1`
+/// `for i=1,#KEYS do redis.call("pexpire",KEYS[i],ARGV[2],"GT") end return 1`
 pub(super) fn extend_many(s: &mut Call<'_>) -> Outcome {
     let keys = s.keys_from(0);
     for key in keys {
@@ -81,7 +82,7 @@ pub(super) fn extend_many(s: &mut Call<'_>) -> Outcome {
     }
     for key in keys {
         let ttl = s.arg(1)?;
-        s.call("pexpire", &[key, ttl])?;
+        s.call("pexpire", &[key, ttl, b"GT"])?;
     }
     Ok(Reply::Integer(1))
 }
