@@ -318,3 +318,19 @@ fn a_full_link_of_the_largest_inline_commands_grows_nothing() {
         "a buffer grew"
     );
 }
+
+/// What a link allocates at build is what its limits need, not much more:
+/// a read buffer for one reply at the decoder's limit (with its header),
+/// an argument arena of well under 256 bytes per request it may hold.
+#[test]
+fn a_link_allocates_what_its_limits_need() {
+    let link = Link::new(config(), Instant::now());
+    assert!(link.input.len() > REPLY_LIMIT && link.input.len() < 2 * REPLY_LIMIT);
+    let requests = link.config.capacity();
+    assert!(
+        link.replay.capacity() < 256 * requests,
+        "{}",
+        link.replay.capacity()
+    );
+    assert!(link.pending.capacity() >= requests);
+}
