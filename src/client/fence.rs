@@ -640,7 +640,7 @@ mod tests {
     use super::{FencedAcquire, Step};
     use crate::client::observe::RoundSpan;
     use crate::client::rounds::Ends;
-    use crate::client::{Redlock, RoundEnd};
+    use crate::client::{Lock, Redlock, RoundEnd};
     use crate::commands::{self, Command, Keys, SyncMode};
     use crate::error::Error;
     use crate::rules::{self, Decision, Op, Reply, Round};
@@ -659,17 +659,24 @@ mod tests {
     }
 
     /// How a round of `op` ended in which master `i` gave `replies[i]`.
-    fn ended(op: Op, replies: [Reply; 3]) -> Result<RoundEnd, Error> {
+    fn ended(op: Op, replies: impl AsRef<[Reply]>) -> Result<RoundEnd, Error> {
+        ended_on(op, replies.as_ref().len(), replies.as_ref())
+    }
+
+    /// How a round of `op` over `n` masters ended in which master `i` gave
+    /// `replies[i]`, and the others timed out.
+    fn ended_on(op: Op, n: usize, replies: &[Reply]) -> Result<RoundEnd, Error> {
         let now = crate::clock::now();
         let ttl = match op {
             Op::Acquire => Duration::from_secs(10),
             _ => Duration::ZERO,
         };
         let timeout = Duration::from_secs(1);
-        let mut round = Round::new(op, 3, ttl, rules::drift(ttl, 0.01), timeout, now);
-        for (node, reply) in replies.into_iter().enumerate() {
-            round.handle_reply(node, reply, now);
+        let mut round = Round::new(op, n, ttl, rules::drift(ttl, 0.01), timeout, now);
+        for (node, reply) in replies.iter().enumerate() {
+            round.handle_reply(node, *reply, now);
         }
+        round.handle_timeout(now + timeout);
         Ok(RoundEnd {
             result: Ok(round.decision().unwrap_or(Decision::NoQuorum)),
             started: round.started(),
@@ -838,5 +845,221 @@ mod tests {
         let results = attempt.finish(&client);
         assert!(matches!(results[0], Err(Error::Unfenced(_))), "{results:?}");
         assert_eq!(client.stats().unfenced, 1);
+    }
+    /// A client with fencing whose book has read the counters `ago`, and
+    /// in which master `node` lost its counter (loss id 5) `lost_ago`.
+    fn with_loss(ago: Duration, node: usize, lost_ago: Duration) -> Redlock {
+        let client = client();
+        let now = crate::clock::now();
+        let mut fences = client.fences();
+        fences.last_read = Some(now - ago);
+        fences.lost[node] = Some((5, now - lost_ago));
+        drop(fences);
+        client
+    }
+
+    /// Reads repeat only while a loss has waited the longest TTL (and its
+    /// drift) and the last read is a second old.
+    #[test]
+    fn a_read_is_due_for_a_loss_that_waited_long_enough() {
+        let long = Duration::from_secs(20);
+        let key: [&[u8]; 1] = [b"r"];
+        let nothing_lost = client();
+        nothing_lost.fences().last_read = Some(crate::clock::now() - long);
+        let attempt = FencedAcquire::new(&nothing_lost, key, false, 10_000, None);
+        assert_eq!(attempt.step, Step::Acquire, "nothing to put back");
+        let fresh = with_loss(long, 1, Duration::from_secs(1));
+        let attempt = FencedAcquire::new(&fresh, key, false, 10_000, None);
+        assert_eq!(attempt.step, Step::Acquire, "the loss has not waited");
+        let waited = with_loss(long, 1, long);
+        let attempt = FencedAcquire::new(&waited, key, false, 10_000, None);
+        assert_eq!(attempt.step, Step::Read);
+    }
+
+    /// A read plans a sync of the losses that waited since before it
+    /// began, to the largest counter of the quorum in sync; a sync notes in
+    /// sync the masters that did it, and only them.
+    #[test]
+    fn a_sync_repairs_the_losses_that_waited_and_notes_them() {
+        use Reply::{Count, Ok as Done, Refused, Unsynced};
+        let long = Duration::from_secs(20);
+        let client = with_loss(long, 2, long);
+        let mut attempt = FencedAcquire::new(&client, [&b"r"[..]], false, 10_000, None);
+        attempt.handle(
+            &client,
+            smallvec![ended(Op::FenceRead, [Count(40), Count(38), Unsynced(5)])],
+        );
+        let next = attempt.next().expect("a sync");
+        let mut ids = Vec::new();
+        commands::pack_key(&mut ids, b"5");
+        assert_eq!(
+            next.commands[..],
+            [Command::fence_sync(&ids, SyncMode::Repair, 40)]
+        );
+        drop(next);
+        attempt.handle(
+            &client,
+            smallvec![ended(Op::FenceSync, [Refused, Done, Refused])],
+        );
+        let lost: Vec<bool> = client.fences().lost.iter().map(Option::is_some).collect();
+        assert_eq!(lost, [false, false, true], "not repaired there");
+    }
+
+    /// A read the poller failed (its round may hold anything) plans
+    /// nothing, and is given back.
+    #[test]
+    fn a_read_whose_round_failed_is_given_back() {
+        use Reply::UnsyncedRead;
+        let client = client();
+        let mut attempt = FencedAcquire::new(&client, [&b"r"[..]], false, 10_000, None);
+        let mut read = ended(
+            Op::FenceRead,
+            [UnsyncedRead {
+                lost: 7,
+                clock: 300,
+            }; 3],
+        )
+        .expect("ended");
+        read.result = Err(std::io::ErrorKind::Other);
+        attempt.handle(&client, smallvec![Ok(read)]);
+        assert_eq!(attempt.step, Step::Acquire, "no sync");
+        assert_eq!(client.fences().last_read, None);
+    }
+
+    /// A fenced acquire's count from a master says it is in sync; a plain
+    /// `OK` (a raise's) says nothing of its counter.
+    #[test]
+    fn only_a_count_notes_a_master_in_sync() {
+        use Reply::{Count, Ok as Done, Refused};
+        let long = Duration::from_secs(20);
+        let client = with_loss(long, 0, long);
+        client.fences().lost[1] = Some((6, crate::clock::now()));
+        client.fences().last_read = Some(crate::clock::now());
+        let mut attempt = FencedAcquire::new(&client, [&b"r"[..]], false, 10_000, None);
+        attempt.handle(
+            &client,
+            smallvec![ended(Op::Acquire, [Refused, Count(3), Count(3)])],
+        );
+        attempt.handle(&client, smallvec![ended(Op::Fence, [Done, Done, Done])]);
+        let lost: Vec<bool> = client.fences().lost.iter().map(Option::is_some).collect();
+        assert_eq!(lost, [true, false, false]);
+    }
+
+    /// A start from the clocks stays below 2^53, which Lua's numbers hold
+    /// exactly.
+    #[test]
+    fn a_clock_start_stays_below_2_pow_53() {
+        use Reply::UnsyncedRead;
+        let read = |top: u64| {
+            let round = ended(
+                Op::FenceRead,
+                [
+                    UnsyncedRead { lost: 1, clock: 5 },
+                    UnsyncedRead {
+                        lost: 2,
+                        clock: top,
+                    },
+                    UnsyncedRead { lost: 3, clock: 7 },
+                ],
+            );
+            super::sync_value(&round.expect("ended").round)
+        };
+        assert_eq!(read((1 << 53) - 1), Some(((1 << 53) - 1, true)));
+        assert_eq!(read(1 << 53), None);
+        assert_eq!(read(u64::MAX), None);
+    }
+
+    /// The lock of an attempt on `masters` masters (all granting) whose
+    /// raise ends `late` after the lock's validity (`None`: in time), with
+    /// master `i` giving `raise[i]` (the others time out).
+    fn raised(masters: usize, raise: &[Reply], late: Option<Duration>) -> Result<Lock, Error> {
+        let addresses = (1..=masters).map(|port| format!("redis://127.0.0.1:{port}"));
+        let client = Redlock::builder(addresses)
+            .fencing(Duration::from_secs(10))
+            .build()
+            .expect("build");
+        client.fences().last_read = Some(crate::clock::now());
+        let mut attempt = FencedAcquire::new(&client, [&b"r"[..]], false, 10_000, None);
+        let acquire = ended(Op::Acquire, vec![Reply::Count(3); masters]);
+        let valid_until = acquire.as_ref().expect("ended").valid_until;
+        attempt.handle(&client, smallvec![acquire]);
+        let mut end = ended_on(Op::Fence, masters, raise).expect("ended");
+        if let Some(late) = late {
+            end.ended = valid_until + late;
+        }
+        attempt.handle(&client, smallvec![Ok(end)]);
+        attempt.finish(&client).remove(0)
+    }
+
+    /// A raise is good only if a quorum raised before the lock's validity
+    /// ran out; one that missed a quorum finds the masters unavailable if
+    /// more failed than could (with a quorum left), else the lock unfenced.
+    #[test]
+    fn a_raise_too_late_or_without_a_quorum_fails_the_lock() {
+        use Reply::{Ok as Done, Refused};
+        assert!(raised(3, &[Done; 3], None).is_ok());
+        for late in [Duration::ZERO, Duration::from_millis(1)] {
+            let lock = raised(3, &[Done; 3], Some(late));
+            assert!(matches!(lock, Err(Error::TooSlow(_))), "{lock:?}");
+        }
+        // Five masters: a quorum of three, two may fail.
+        let lock = raised(5, &[Done, Done, Refused], None);
+        assert!(matches!(lock, Err(Error::Unfenced(_))), "{lock:?}");
+        let lock = raised(5, &[Done, Done], None);
+        assert!(matches!(lock, Err(Error::Unavailable(_))), "{lock:?}");
+    }
+
+    /// A caller that waits sends the fenced acquire that waits.
+    #[test]
+    fn a_waiting_attempt_queues_its_caller() {
+        let client = client();
+        client.fences().last_read = Some(crate::clock::now());
+        let queue = (&b"50|1|redlock-mio:wake:00000000000000aa"[..], 7, 900);
+        let attempt = FencedAcquire::new(&client, [&b"r"[..]], false, 10_000, None).waiting(queue);
+        let next = attempt.next().expect("the acquire");
+        assert_eq!(
+            next.commands[..],
+            [Command::fenced_wait_acquire(
+                Keys::One(b"r"),
+                &attempt.tokens[0],
+                10_000,
+                queue
+            )]
+        );
+    }
+
+    /// Given up during its raise, an attempt releases each lock it won,
+    /// followed to the end; given up before, it has nothing to release.
+    #[test]
+    fn an_attempt_given_up_during_its_raise_releases_what_it_won() {
+        use Reply::{Count, Refused};
+        let client = client();
+        client.fences().last_read = Some(crate::clock::now());
+        let keys: [&[u8]; 2] = [b"a", b"b"];
+        let mut attempt = FencedAcquire::new(&client, keys, false, 10_000, None);
+        attempt.abandon(&client);
+        assert_eq!(client.stats().drop_releases, 0, "nothing won yet");
+        attempt.handle(
+            &client,
+            smallvec![
+                ended(Op::Acquire, [Count(3), Count(3), Count(3)]),
+                ended(Op::Acquire, [Refused, Refused, Refused]),
+            ],
+        );
+        attempt.abandon(&client);
+        assert_eq!(client.stats().drop_releases, 1);
+    }
+
+    /// Run for real against masters that refuse every connection: one
+    /// result per lock, each the failure of its rounds.
+    #[test]
+    fn an_attempt_run_on_masters_that_are_down_fails_each_lock() {
+        let client = client();
+        let keys: [&[u8]; 2] = [b"a", b"b"];
+        let results = client.fenced_attempt(keys, false, 10_000, None);
+        assert_eq!(results.len(), 2);
+        for result in &results {
+            assert!(matches!(result, Err(Error::Unavailable(_))), "{result:?}");
+        }
     }
 }

@@ -372,3 +372,117 @@ fn a_command_split_and_joined_is_the_same_command() {
         );
     }
 }
+
+#[test]
+fn replies_to_several_keys_and_to_a_leave() {
+    use Outcome::*;
+    let many = |token: &Token<'_>| classify_as(Op::Acquire, true, false, token);
+    assert_eq!(many(&Token::Integer(1)), Reply(super::Reply::Ok));
+    assert_eq!(many(&Token::Integer(0)), Reply(super::Reply::Refused));
+    assert_eq!(many(&Token::Null(NullKind::Bulk)), Unexpected);
+    assert_eq!(many(&Token::Simple(b"OK")), Unexpected);
+    assert_eq!(classify_one(Op::Acquire, &Token::Integer(0)), Unexpected);
+    let leave = |token: &Token<'_>| classify_as(Op::Leave, false, false, token);
+    assert_eq!(leave(&Token::Integer(1)), Reply(super::Reply::Ok));
+    assert_eq!(leave(&Token::Integer(0)), Unexpected);
+}
+
+/// An acquire that waits answers `+OK`, or `+WAIT <ms>` with the blocking
+/// key's `PTTL` (`-1`: none); the fenced one counts instead of `+OK`.
+#[test]
+fn replies_to_an_acquire_that_waits() {
+    use Outcome::*;
+    let queue = (&b"50|1|redlock-mio:wake:00000000000000aa"[..], 7, 900);
+    let plain = Command::wait_acquire(Keys::One(b"r"), b"t", 500, queue);
+    let fenced = Command::fenced_wait_acquire(Keys::One(b"r"), b"t", 500, queue);
+    let queued = |ms| Reply(super::Reply::Queued { expires_in_ms: ms });
+    for command in [plain, fenced] {
+        let reply = |token: &Token<'_>| classify(&command.split().0, token);
+        assert_eq!(reply(&Token::Simple(b"WAIT 250")), queued(Some(250)));
+        assert_eq!(reply(&Token::Simple(b"WAIT 0")), queued(Some(0)));
+        assert_eq!(reply(&Token::Simple(b"WAIT -1")), queued(None));
+        for odd in [
+            &b"WAIT x"[..],
+            b"WAIT ",
+            b"WAIT -2",
+            b"OKAY",
+            b"QUEUED",
+            b"",
+        ] {
+            assert_eq!(reply(&Token::Simple(odd)), Unexpected, "{odd:?}");
+        }
+        assert_eq!(reply(&Token::Error(b"NOSCRIPT x")), NoScript);
+    }
+    let plain = |token: &Token<'_>| classify(&plain.split().0, token);
+    assert_eq!(plain(&Token::Simple(b"OK")), Reply(super::Reply::Ok));
+    assert_eq!(plain(&Token::Integer(3)), Unexpected);
+    let fenced = |token: &Token<'_>| classify(&fenced.split().0, token);
+    assert_eq!(fenced(&Token::Integer(3)), Reply(super::Reply::Count(3)));
+    assert_eq!(
+        fenced(&Token::Integer(-9)),
+        Reply(super::Reply::Unsynced(9))
+    );
+}
+
+#[test]
+fn a_wake_channel_names_its_id_in_hex() {
+    assert_eq!(
+        &wake_channel(0x0123_4567_89ab_cdef),
+        b"redlock-mio:wake:0123456789abcdef"
+    );
+    assert_eq!(&wake_channel(0xa), b"redlock-mio:wake:000000000000000a");
+}
+
+#[test]
+fn hello_is_answered_by_a_map() {
+    assert_eq!(handshake_ok(Step::Hello, &Token::Map(3)), Ok(true));
+    assert_eq!(handshake_ok(Step::Hello, &Token::Simple(b"OK")), Ok(false));
+    assert_eq!(handshake_ok(Step::Auth, &Token::Map(3)), Ok(false));
+}
+
+/// What the driver asks of a command: which masters a release must reach,
+/// the bytes of its keys, how long it grants, how to undo it, and whether
+/// it goes out as `EVAL`.
+#[test]
+fn what_a_command_tells_the_driver() {
+    let keys = Keys::One(&b"abc"[..]);
+    let release = Command::release(keys, b"t").reaching(0b1010);
+    let reached: Vec<usize> = (0..70).filter(|&n| release.must_reach(n)).collect();
+    assert_eq!(reached, [1, 3]);
+    let everywhere = Command::release(keys, b"t").reaching(u64::MAX);
+    assert!(everywhere.must_reach(63) && !everywhere.must_reach(64));
+    assert!(!Command::acquire(keys, b"t", 500).must_reach(0));
+
+    let queue = (&b"m"[..], 1, 2);
+    let packed = Keys::Packed(&b"\0\x01a\0\x02bc"[..]);
+    for (command, len, ttl) in [
+        (Command::acquire(keys, b"t", 500), 3, Some(500)),
+        (Command::extend(keys, b"t", 600), 3, Some(600)),
+        (Command::wait_acquire(keys, b"t", 700, queue), 3, Some(700)),
+        (Command::acquire(packed, b"t", 800), 7, Some(800)),
+        (Command::release(keys, b"t"), 3, None),
+        (Command::raise(keys, b"t", 9), 3, None),
+        (Command::leave(keys, b"m"), 3, None),
+        (Command::fence_read(), 0, None),
+    ] {
+        assert_eq!(command.resource_len(), len, "{command:?}");
+        assert_eq!(command.grant_ttl_ms(), ttl, "{command:?}");
+    }
+
+    for acquire in [
+        Command::acquire(keys, b"t", 500),
+        Command::wait_acquire(keys, b"t", 500, queue),
+    ] {
+        assert_eq!(
+            acquire.undo(),
+            Some(Command::release(keys, b"t").with_script())
+        );
+    }
+    assert_eq!(Command::release(keys, b"t").undo(), None);
+    assert_eq!(Command::extend(keys, b"t", 500).undo(), None);
+
+    let release = Command::release(keys, b"t");
+    assert!(!release.split().0.is_eval());
+    assert!(release.with_script().split().0.is_eval());
+    assert!(release.split().0.with_script().is_eval());
+}

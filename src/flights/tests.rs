@@ -272,3 +272,41 @@ fn a_release_takes_its_acquires_slot_until_every_node_is_done() {
     assert_eq!((flights.len(), flights.orphans()), (0, 0));
     assert!(flights.begin().is_some(), "the slot is free again");
 }
+
+/// The release that takes a dropped acquire's slot has an id of its own,
+/// and so has every round after it in that slot: a late reply to either
+/// never reaches a round that came later.
+#[test]
+fn a_passed_slot_never_gives_an_id_twice() {
+    let t0 = Instant::now();
+    let mut flights = Flights::new(1, 3);
+    let acquire = start(&mut flights, t0, 50 * MS);
+    let release = flights.pass_to_release(acquire).expect("in flight");
+    flights.update(release, |round| {
+        round.restart(Op::Release, 3, TTL, MS, 50 * MS, t0)
+    });
+    for node in 0..3 {
+        flights.deliver(release, node, Outcome::Reply(Reply::Ok), t0 + MS);
+    }
+    assert_eq!(flights.reap(|_| {}), 1);
+    let next = start(&mut flights, t0 + 2 * MS, 50 * MS);
+    assert!(next != acquire && next != release, "{next:x}");
+    decide(&mut flights, release, Reply::Ok, t0 + 3 * MS);
+    decide(&mut flights, acquire, Reply::Ok, t0 + 3 * MS);
+    assert_eq!(flights.round(next).and_then(Round::decision), None);
+}
+
+/// A slot freed before its round was decided is not looked at by the
+/// timer: its round's deadline passing lists nothing as decided.
+#[test]
+fn a_freed_slot_is_not_timed_out() {
+    let t0 = Instant::now();
+    let mut flights = Flights::new(2, 3);
+    let ended = start(&mut flights, t0, 10 * MS);
+    let live = start(&mut flights, t0, 50 * MS);
+    flights.finish(ended);
+    flights.handle_timeout(t0 + 20 * MS);
+    assert!(flights.decided.is_empty(), "{:?}", flights.decided);
+    flights.handle_timeout(t0 + 50 * MS);
+    assert_eq!(flights.decided, [live]);
+}

@@ -348,6 +348,93 @@ mod tests {
         assert_eq!((waits.hinted(id), waits.next_hint()), (None, None));
     }
 
+    /// An id that left its slot is no wait any more, whatever the slot's
+    /// next wait is told or was told to try at.
+    #[test]
+    fn an_ended_waits_id_asks_nothing_of_its_slots_next_wait() {
+        let t0 = std::time::Instant::now();
+        let mut waits: Waits<&str> = Waits::new(1, 3);
+        let old = waits.begin().unwrap_or(0);
+        waits.handle_hint(old, t0);
+        waits.end(old);
+        let new = waits.begin().unwrap_or(0);
+        waits.handle_hint(new, t0);
+        assert!(waits.is_told(old), "nothing to wait for");
+        assert!(!waits.is_told(new));
+        assert_eq!(waits.hinted(old), None);
+        assert_eq!(waits.hinted(new), Some(t0));
+        assert!(waits.is_told(0), "the id no wait has");
+    }
+
+    /// A master's later time to try at replaces an earlier one; a wait
+    /// whose waiter was taken back has nobody to wake at its time.
+    #[test]
+    fn times_to_try_at_keep_the_latest_and_need_a_waiter() {
+        let t0 = std::time::Instant::now();
+        let ms = std::time::Duration::from_millis;
+        let mut waits: Waits<&str> = Waits::new(1, 3);
+        let id = waits.begin().unwrap_or(0);
+        waits.handle_hint(id, t0 + ms(150));
+        waits.handle_hint(id, t0 + ms(200));
+        assert_eq!(waits.hinted(id), Some(t0 + ms(200)));
+        assert_eq!(waits.next_hint(), None, "nobody to wake");
+        waits.set_waiter(id, "caller");
+        assert_eq!(waits.next_hint(), Some(t0 + ms(200)));
+        assert_eq!(waits.take_waiter(id), Some("caller"));
+        assert_eq!(waits.take_waiter(id), None);
+        assert_eq!(waits.next_hint(), None);
+        waits.handle_timeout(t0 + ms(200));
+        waits.handle_wake(id, 0);
+        waits.handle_wake(id, 1);
+        let mut woken = Vec::new();
+        waits.wake_told(|w| woken.push(w));
+        assert!(woken.is_empty(), "the waiter was taken back");
+    }
+
+    /// The thread that takes the poller over is the waiter of a wait not
+    /// told yet, never one a quorum told (it is about to be woken).
+    #[test]
+    fn only_an_untold_waits_waiter_takes_over() {
+        let mut waits: Waits<&str> = Waits::new(4, 3);
+        let told = waits.begin().unwrap_or(0);
+        let untold = waits.begin().unwrap_or(0);
+        waits.set_waiter(told, "told");
+        waits.set_waiter(untold, "untold");
+        waits.handle_wake(told, 0);
+        waits.handle_wake(told, 2);
+        waits.handle_wake(untold, 1);
+        assert!(waits.any_waiter(|w| *w == "told"));
+        assert_eq!(waits.take_untold_waiter(|w| *w == "nobody"), None);
+        assert_eq!(waits.take_untold_waiter(|_| true), Some("untold"));
+        assert_eq!(waits.take_untold_waiter(|_| true), None);
+        assert!(!waits.any_waiter(|w| *w == "untold"));
+        assert!(waits.any_waiter(|_| true), "the told one stays");
+        // Told by all three: still told, never untold.
+        waits.handle_wake(told, 1);
+        assert_eq!(waits.take_untold_waiter(|_| true), None);
+    }
+
+    /// The count of waits given a time to try at follows them as they are
+    /// armed and ended: once none is left, the timer checks look at no
+    /// slot.
+    #[test]
+    fn the_hinted_count_follows_the_waits() {
+        let t0 = std::time::Instant::now();
+        let mut waits: Waits<()> = Waits::new(3, 3);
+        let ids = [(); 3].map(|()| waits.begin().unwrap_or(0));
+        for id in ids {
+            waits.handle_hint(id, t0);
+        }
+        waits.handle_hint(ids[0], t0);
+        assert_eq!(waits.hinted, 3, "each wait once");
+        waits.end(ids[0]);
+        waits.arm(ids[1]);
+        assert_eq!(waits.hinted, 1);
+        waits.end(ids[1]);
+        waits.end(ids[2]);
+        assert_eq!(waits.hinted, 0);
+    }
+
     #[test]
     fn the_table_is_bounded_and_slots_come_back() {
         let mut waits: Waits<()> = Waits::new(2, 3);

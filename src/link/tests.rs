@@ -11,6 +11,7 @@ use crate::rules::{NodeError, Op, Reply};
 use crate::scripts::{EXTEND_SCRIPT, EXTEND_SHA1, RELEASE_SCRIPT, RELEASE_SHA1};
 
 mod dropped;
+mod limits;
 mod wake;
 
 const MS: Duration = Duration::from_millis(1);
@@ -159,7 +160,12 @@ fn scripts() -> String {
 
 /// A link through connect and handshake at `t0`.
 fn ready(t0: Instant) -> Link {
-    let mut link = Link::new(config(), t0);
+    ready_with(config(), t0)
+}
+
+/// A link of `config` through connect and handshake at `t0`.
+fn ready_with(config: LinkConfig, t0: Instant) -> Link {
+    let mut link = Link::new(config, t0);
     link.start(None, None, 0, t0);
     link.connected(t0);
     let handshake = take(&mut link);

@@ -449,3 +449,163 @@ fn a_round_reached_every_node_but_those_that_skipped_it_as_lagging() {
     // Node 3 failed after its command may have gone out: it stays in.
     assert_eq!(round.reached(), 0b11101);
 }
+
+#[test]
+fn each_op_names_itself_and_heads_its_report() {
+    let names = [
+        (Op::Acquire, "acquire"),
+        (Op::Extend, "extend"),
+        (Op::Release, "release"),
+        (Op::Fence, "fence"),
+        (Op::FenceRead, "fence read"),
+        (Op::FenceSync, "fence sync"),
+        (Op::Leave, "leave"),
+    ];
+    let t0 = Instant::now();
+    for (op, name) in names {
+        assert_eq!(op.name(), name);
+        let round = Round::new(op, 3, TTL, drift(TTL, 0.01), TIMEOUT, t0);
+        let text = round.report().to_string();
+        assert!(text.starts_with(&format!("{name} on 3 nodes")), "{text}");
+    }
+}
+
+#[test]
+fn a_server_error_debugs_as_its_escaped_text() {
+    let error = ServerError::new(b"ERR bad\r\n\"x\"");
+    assert_eq!(format!("{error:?}"), r#"ServerError("ERR bad\r\n"x"")"#);
+    assert_eq!(format!("{error}"), "ERR bad\\r\\n\"x\"");
+}
+
+/// Which node errors say the setup is wrong: a lock command refused for
+/// the configuration, any handshake refused with `ERR` or a configuration
+/// error, never a master that is merely busy or gone.
+#[test]
+fn node_errors_that_are_configuration_errors() {
+    let server = |message: &[u8]| NodeError::Server(ServerError::new(message));
+    let handshake = |message: &[u8]| NodeError::Handshake(ServerError::new(message));
+    for error in [
+        server(b"NOPERM User u has no permissions to run the 'evalsha' command"),
+        server(b"READONLY You can't write against a read only replica."),
+        handshake(b"ERR DB index is out of range"),
+        handshake(b"WRONGPASS invalid username-password pair"),
+        NodeError::Replica,
+        NodeError::ClusterMode,
+        NodeError::ForeignKey("redlock-mio:fence"),
+        NodeError::Tls("unknown issuer".into()),
+    ] {
+        assert!(error.is_configuration(), "{error}");
+    }
+    for error in [
+        server(b"ERR unknown command"),
+        server(b"LOADING Redis is loading the dataset in memory"),
+        handshake(b"LOADING Redis is loading the dataset in memory"),
+        handshake(b"BUSY Redis is busy running a script."),
+        NodeError::Closed,
+        NodeError::Stalled,
+        NodeError::Io(io::ErrorKind::BrokenPipe),
+    ] {
+        assert!(!error.is_configuration(), "{error}");
+    }
+}
+
+#[test]
+fn a_report_names_its_masters_and_counts_the_misconfigured() {
+    let t0 = Instant::now();
+    let mut round = acquire(4, t0);
+    round.handle_failure(
+        0,
+        NodeError::Server(ServerError::new(b"NOPERM no permissions")),
+        t0 + MS,
+    );
+    round.handle_failure(1, NodeError::Replica, t0 + MS);
+    round.handle_failure(2, NodeError::Closed, t0 + MS);
+    let report = round.report();
+    assert_eq!(report.misconfigured(), 2);
+    assert_eq!(report.masters(), None);
+    assert_eq!(acquire(4, t0).report().misconfigured(), 0);
+    let names: Vec<String> = ["a:1", "b:2", "c:3", "d:4"].map(String::from).into();
+    let named = report.clone().with_masters(names.clone().into());
+    assert_eq!(named.masters(), Some(&names[..]));
+    let text = named.to_string();
+    assert!(text.contains("a:1: server error: NOPERM"), "{text}");
+    assert!(text.contains("d:4: not waited for"), "{text}");
+    // Names are used only if there is one per node.
+    let short = report.with_masters(names[..3].to_vec().into());
+    assert_eq!(short.masters(), None);
+    assert!(short.to_string().contains("#3 not waited for"), "{short}");
+}
+
+/// A refused acquire that waits keeps when the key that blocked it
+/// expires, to the millisecond; any other answer keeps none.
+#[test]
+fn a_queued_refusal_keeps_when_its_blocking_key_expires() {
+    let t0 = Instant::now();
+    let mut round = acquire(7, t0);
+    round.handle_reply(
+        0,
+        Reply::Queued {
+            expires_in_ms: Some(900),
+        },
+        t0,
+    );
+    round.handle_reply(
+        1,
+        Reply::Queued {
+            expires_in_ms: None,
+        },
+        t0,
+    );
+    round.handle_reply(2, Reply::Refused, t0);
+    round.handle_reply(
+        3,
+        Reply::Queued {
+            expires_in_ms: Some(0),
+        },
+        t0,
+    );
+    round.handle_reply(4, Reply::Count(5), t0);
+    round.handle_reply(5, Reply::Unsynced(8), t0);
+    assert_eq!(round.nodes()[0], NodeState::Refused);
+    assert_eq!(round.expires_in(0), Some(900 * MS));
+    assert_eq!(round.expires_in(1), None, "a key without TTL");
+    assert_eq!(round.expires_in(2), None, "a refusal that does not tell");
+    assert_eq!(round.expires_in(3), Some(Duration::ZERO));
+    assert_eq!(round.expires_in(4), None, "a count is no expiry");
+    assert_eq!(round.expires_in(5), None, "a loss id is no expiry");
+    assert_eq!(round.expires_in(6), None, "no answer yet");
+    assert_eq!(round.expires_in(99), None);
+}
+
+#[test]
+fn plain_grants_carry_no_count() {
+    let t0 = Instant::now();
+    let mut round = acquire(3, t0);
+    round.handle_reply(0, Reply::Ok, t0);
+    round.handle_reply(1, Reply::Ok, t0);
+    assert!(matches!(round.decision(), Some(Decision::Quorum { .. })));
+    assert_eq!(round.max_count(), None);
+    round.handle_reply(2, Reply::Count(7), t0);
+    assert_eq!(round.max_count(), Some(7), "counted after the decision");
+}
+
+/// How many times a master was found suspect: once per handshake that
+/// found it so, none for one that found nothing.
+#[test]
+fn a_sighting_counts_its_suspicions() {
+    use super::identity::{Info, Sighting};
+    let t0 = Instant::now();
+    let guard = Some(TTL);
+    let info = |c: u8| Info {
+        run_id: Some([c; 40]),
+        uptime: Some(Duration::from_secs(3600)),
+        ..Info::default()
+    };
+    let mut sighting = Sighting::default();
+    sighting.handle_handshake(Some(&info(b'a')), None, b"m", None, guard, t0);
+    sighting.handle_handshake(Some(&info(b'a')), None, b"m", None, guard, t0);
+    assert_eq!(sighting.suspicions(), 0);
+    sighting.handle_handshake(Some(&info(b'b')), None, b"m", None, guard, t0);
+    sighting.handle_handshake(Some(&info(b'c')), None, b"m", None, guard, t0);
+    assert_eq!(sighting.suspicions(), 2);
+}

@@ -156,3 +156,165 @@ impl Pursuit {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::{Next, Pursuit, Terms, free_in};
+    use crate::rules::{NodeError, Op, Reply, Round};
+
+    const MS: Duration = Duration::from_millis(1);
+    const TIMEOUT: Duration = Duration::from_millis(100);
+
+    /// An acquire that waits over `n` masters, answered as `replies` say
+    /// (`None`: no answer yet).
+    fn answered(replies: &[Option<Reply>], t0: Instant) -> Round {
+        let ttl = Duration::from_secs(10);
+        let mut round = Round::new(Op::Acquire, replies.len(), ttl, 2 * MS, TIMEOUT, t0);
+        for (node, reply) in replies.iter().enumerate() {
+            if let Some(reply) = reply {
+                round.handle_reply(node, *reply, t0);
+            }
+        }
+        round
+    }
+
+    fn queued(ms: u64) -> Option<Reply> {
+        Some(Reply::Queued {
+            expires_in_ms: Some(ms),
+        })
+    }
+
+    #[test]
+    fn free_once_enough_blocking_keys_expired_for_a_quorum() {
+        let t0 = Instant::now();
+        // Three of five refuse: one of them must let go.
+        let round = answered(
+            &[
+                queued(900),
+                Some(Reply::Ok),
+                queued(300),
+                Some(Reply::Ok),
+                queued(600),
+            ],
+            t0,
+        );
+        assert_eq!(free_in(&round), Some(300 * MS));
+        // All five: three must.
+        let all = answered(
+            &[
+                queued(900),
+                queued(100),
+                queued(300),
+                queued(700),
+                queued(600),
+            ],
+            t0,
+        );
+        assert_eq!(free_in(&all), Some(600 * MS));
+        // A key without TTL never lets go: the others must.
+        let forever = Some(Reply::Queued {
+            expires_in_ms: None,
+        });
+        let round = answered(&[forever, queued(500), queued(200)], t0);
+        assert_eq!(free_in(&round), Some(500 * MS));
+        let round = answered(&[forever, forever, queued(200)], t0);
+        assert_eq!(free_in(&round), None, "no quorum ever frees");
+    }
+
+    #[test]
+    fn not_free_in_anything_when_refusals_are_not_what_kept_the_quorum_away() {
+        let t0 = Instant::now();
+        // One refusal of three, the rest unanswered: a quorum is still
+        // possible without that key.
+        let round = answered(&[queued(500), None, None], t0);
+        assert_eq!(free_in(&round), None);
+        // One refusal and a failure: the failure, not the key, kept it.
+        let mut round = answered(&[queued(500), Some(Reply::Ok), None], t0);
+        round.handle_failure(2, NodeError::Closed, t0);
+        assert_eq!(free_in(&round), None);
+        assert_eq!(free_in(&answered(&[], t0)), None);
+    }
+
+    #[test]
+    fn retries_stop_when_spent_and_wait_at_most_the_retry_delay() {
+        let now = Instant::now();
+        let delay = 100 * MS;
+        let mut pursuit = Pursuit::new(Terms::Retries(2), TIMEOUT);
+        assert_eq!(pursuit.deadline(), None);
+        assert!(pursuit.may_attempt(now));
+        // A key that expires sooner: its expiry, a margin and the jitter.
+        assert_eq!(
+            pursuit.after_failure(true, Some(30 * MS), delay, 0.5, now),
+            Next::Until(now + 30 * MS + MS + MS / 2)
+        );
+        // One that expires later: the retry delay.
+        assert_eq!(
+            pursuit.after_failure(true, Some(500 * MS), delay, 0.5, now),
+            Next::Until(now + delay)
+        );
+        assert_eq!(
+            pursuit.after_failure(true, None, delay, 0.5, now),
+            Next::Stop,
+            "two retries spent"
+        );
+        let mut pursuit = Pursuit::new(Terms::Retries(5), TIMEOUT);
+        assert_eq!(
+            pursuit.after_failure(false, None, delay, 0.5, now),
+            Next::Stop,
+            "an error that cannot pass"
+        );
+        // The jitter's draw is clamped to [0, 1].
+        assert_eq!(
+            pursuit.after_failure(true, Some(30 * MS), delay, 7.0, now),
+            Next::Until(now + 32 * MS)
+        );
+        assert_eq!(
+            pursuit.after_failure(true, Some(30 * MS), delay, -1.0, now),
+            Next::Until(now + 31 * MS)
+        );
+    }
+
+    #[test]
+    fn a_deadline_waits_for_the_expiry_up_to_the_last_start_that_fits() {
+        let now = Instant::now();
+        let deadline = now + Duration::from_secs(1);
+        let latest = deadline - TIMEOUT;
+        let mut pursuit = Pursuit::new(Terms::Deadline(deadline), TIMEOUT);
+        assert_eq!(pursuit.deadline(), Some(deadline));
+        // No expiry known: the retry delay.
+        assert_eq!(
+            pursuit.after_failure(true, None, 50 * MS, 0.0, now),
+            Next::Until(now + 50 * MS)
+        );
+        // A known expiry, however far past the retry delay.
+        assert_eq!(
+            pursuit.after_failure(true, Some(400 * MS), 50 * MS, 0.0, now),
+            Next::Until(now + 401 * MS)
+        );
+        // Never past the last start that leaves a whole request timeout.
+        assert_eq!(
+            pursuit.after_failure(true, Some(5_000 * MS), 50 * MS, 0.0, now),
+            Next::Until(latest)
+        );
+        assert_eq!(
+            pursuit.after_failure(true, None, 50 * MS, 0.0, latest - MS),
+            Next::Until(latest)
+        );
+        assert_eq!(
+            pursuit.after_failure(true, None, 50 * MS, 0.0, latest),
+            Next::Stop
+        );
+        assert_eq!(
+            pursuit.after_failure(false, None, 50 * MS, 0.0, now),
+            Next::Stop
+        );
+        // Told early: an attempt may start while it fits before the deadline.
+        assert!(pursuit.may_attempt(latest));
+        assert!(!pursuit.may_attempt(latest + MS));
+        // A deadline closer than a request timeout to the clock's origin.
+        let mut never = Pursuit::new(Terms::Deadline(now), Duration::MAX);
+        assert_eq!(never.after_failure(true, None, MS, 0.0, now), Next::Stop);
+    }
+}

@@ -177,21 +177,22 @@ fn a_refused_hello_leaves_a_resp2_session_that_never_subscribes() {
     assert!(!take(&mut link).contains("SUBSCRIBE"));
 }
 
-#[test]
-fn a_refused_subscribe_is_not_fatal() {
-    let t0 = Instant::now();
+/// A session whose `HELLO` and `SCRIPT LOAD`s were answered: its
+/// `SUBSCRIBE` is on its way, the handshake waits for it.
+fn subscribing(t0: Instant, seen: &mut Seen) -> Link {
     let mut link = Link::new(wake_config(), t0);
     link.start(None, None, 0, t0);
     link.connected(t0);
     take(&mut link);
+    feed(&mut link, &[hello(), wake_scripts()].concat(), t0, seen).expect("steps");
+    link
+}
+
+#[test]
+fn a_refused_subscribe_is_not_fatal() {
+    let t0 = Instant::now();
     let mut seen = Seen::default();
-    feed(
-        &mut link,
-        &[hello(), wake_scripts()].concat(),
-        t0,
-        &mut seen,
-    )
-    .expect("steps");
+    let mut link = subscribing(t0, &mut seen);
     assert!(take(&mut link).contains("SUBSCRIBE"));
     let refused = b"-NOPERM this user has no permissions to access one of the channels\r\n";
     feed(&mut link, refused, t0, &mut seen).expect("not fatal");
@@ -249,4 +250,35 @@ fn a_flood_of_wake_ups_between_two_replies_drops_the_connection() {
         feed(&mut link, &flood, t0, &mut seen),
         Err(NodeError::Unsolicited)
     );
+}
+
+/// Only a `subscribe` push on the client's channel with its count, while
+/// the handshake waits for it, confirms the subscription: one whose count
+/// is an aggregate does not, nor does a confirmation nobody waits for
+/// (it would take the place of a command's reply).
+#[test]
+fn only_the_awaited_subscribe_push_confirms() {
+    let t0 = Instant::now();
+    let mut seen = Seen::default();
+    let mut link = subscribing(t0, &mut seen);
+    let confirm = |count: &[u8]| {
+        [
+            b">3\r\n".to_vec(),
+            bulk(b"subscribe"),
+            bulk(&channel()),
+            count.to_vec(),
+        ]
+        .concat()
+    };
+    feed(&mut link, &confirm(b"*0\r\n"), t0, &mut seen).expect("skipped");
+    assert!(!link.is_ready(), "an aggregate is no count");
+    feed(&mut link, &confirm(b":1\r\n"), t0, &mut seen).expect("subscribed");
+    assert!(link.is_ready());
+    let acquire = command(Op::Acquire, 30_000);
+    link.queue(&acquire, &crate::link::encoded(&acquire), 1, false, t0)
+        .expect("queued");
+    take(&mut link);
+    let late = [confirm(b":1\r\n"), b"+OK\r\n".to_vec()].concat();
+    feed(&mut link, &late, t0, &mut seen).expect("the reply matched");
+    assert_eq!(seen.replies, [(Op::Acquire, Outcome::Reply(Reply::Ok))]);
 }
