@@ -376,3 +376,61 @@ fn a_blocking_key_that_outlives_any_ttl_is_reported_not_a_protocol_error() {
         "no master failed or reconnected: {stats:?}"
     );
 }
+
+/// The value of the resource's key on master `i`, if it is a reservation
+/// for a waiter (`reserved <member>`).
+fn reservation(cluster: &Cluster, i: usize) -> Option<String> {
+    cluster
+        .get(i, RESOURCE)
+        .filter(|value| value.starts_with(b"reserved "))
+        .map(|value| String::from_utf8_lossy(&value).into_owned())
+}
+
+/// A release never reserves the lock for a waiter nobody hears (its
+/// client is gone): the entry is dropped and the key is free at once,
+/// however long the entry's window.
+#[test]
+fn a_waiter_nobody_hears_is_dropped_and_never_reserved_for() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    let gone: &[u8] = b"999999999|7|redlock-mio:wake:00000000000000dd";
+    for i in 0..3 {
+        cluster.command(i, &[b"ZADD", QUEUE, b"1", gone]);
+    }
+    holder.unlock(&mut held).expect("released");
+    for i in 0..3 {
+        assert_eq!(reservation(&cluster, i), None, "master {i}");
+    }
+    let other = waiter(&cluster);
+    other
+        .try_lock(RESOURCE, Duration::from_secs(30))
+        .expect("free at once");
+}
+
+/// A waiter that gives up leaves the queues before anything its client
+/// sends next: the client's own release, right after, finds nobody to
+/// hand the lock to.
+#[test]
+fn a_waiter_that_gives_up_is_never_handed_the_lock() {
+    let cluster = Cluster::start(3);
+    let client = waiter(&cluster);
+    let mut held = client
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    // The client waits for its own lock (another token), is queued on
+    // every master, and gives up.
+    let result = client.lock_until(
+        RESOURCE,
+        Duration::from_secs(30),
+        Instant::now() + Duration::from_secs(3),
+    );
+    assert!(matches!(result, Err(Error::Contended(_))), "{result:?}");
+    // The leave went out first on the same connections.
+    client.unlock(&mut held).expect("released");
+    for i in 0..3 {
+        assert_eq!(reservation(&cluster, i), None, "master {i}");
+    }
+}
