@@ -7,12 +7,13 @@
 //! number of steps, each class of states that differ only by the names of
 //! masters or clients once, and checks on every step:
 //!
-//! - **fences grow** ([`Order::Began`](config::Order::Began)): a holding
-//!   that begins gets a fence above every fence handed out before it
-//!   (holdings begin in the order of the steps that hand them out, so no
-//!   fence is handed out twice either, whether or not the holdings
-//!   overlap); or, with [`Order::Ended`](config::Order::Ended), above the
+//! - **fences grow** ([`Order::Ended`], the guarantee of
+//!   `src/fencing.rs` and the default): a holding gets a fence above the
 //!   fences of the holdings that had ended before its acquire round began;
+//!   or, with [`Order::Began`], above every fence handed out before it
+//!   began (holdings begin in the order of the steps that hand them out,
+//!   so no fence is handed out twice either, whether or not the holdings
+//!   overlap), which a data loss can break;
 //! - **invariant (I)** of the proof: every master of a fence's raise quorum
 //!   that has a counter has one at least that fence;
 //! - **counters never go back** (nor vanish) on a master that kept its
