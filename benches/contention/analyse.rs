@@ -3,6 +3,7 @@
 
 use hdrhistogram::Histogram;
 
+use super::cpu::Cpu;
 use super::drive::{Acquisition, PATIENCE, Run};
 
 /// What a cell measured.
@@ -27,6 +28,11 @@ pub(crate) struct Figures {
     pub(crate) erred: bool,
     /// Two holders overlapped, by the witness or by the timeline.
     pub(crate) violated: bool,
+    /// The CPU the cell took, the drain included.
+    pub(crate) cpu: Cpu,
+    /// Acquisitions over the whole cell, drain included: what the CPU
+    /// bought.
+    pub(crate) acquired: usize,
 }
 
 pub(crate) fn histogram() -> Histogram<u64> {
@@ -78,6 +84,8 @@ pub(crate) fn figures(run: &Run) -> Figures {
         errors,
         erred,
         violated: run.violated || overlap,
+        cpu: run.cpu,
+        acquired: all.len(),
     }
 }
 

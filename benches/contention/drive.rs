@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 
+use super::cpu::{self, Cpu};
 use super::variants::{Counter, SharedClient, TTL, Worker, attempts};
 
 /// How long an acquire may wait: far beyond any fair wait, so that a
@@ -242,6 +243,8 @@ pub(crate) struct Run {
     pub(crate) window: (u64, u64),
     pub(crate) attempts: u64,
     pub(crate) violated: bool,
+    /// The CPU the run took, the drain included.
+    pub(crate) cpu: Cpu,
 }
 
 /// Sleeps for `run`, or until a violation stops the cell; the window.
@@ -265,6 +268,7 @@ pub(crate) fn clients(mut workers: Vec<Box<dyn Worker>>, run: Duration, think: D
     let shared = Shared::new(think);
     let barrier = Barrier::new(workers.len() + 1);
     let before = attempts(&counters);
+    let cpu_before = cpu::now();
     let (outcomes, window) = thread::scope(|s| {
         let handles: Vec<_> = workers
             .iter_mut()
@@ -290,6 +294,7 @@ pub(crate) fn clients(mut workers: Vec<Box<dyn Worker>>, run: Duration, think: D
         window,
         attempts: attempts(&counters).saturating_sub(before),
         violated: shared.violated(),
+        cpu: cpu::now().since(cpu_before),
     }
 }
 
@@ -304,6 +309,7 @@ pub(crate) fn tasks(
     let counters = [client.counter()];
     let shared = Shared::new(THINK);
     let before = attempts(&counters);
+    let cpu_before = cpu::now();
     let handles = client.spawn(rt, callers, &shared);
     let window = measure_window(&shared, run);
     let outcomes = rt
@@ -316,5 +322,6 @@ pub(crate) fn tasks(
         window,
         attempts: attempts(&counters).saturating_sub(before),
         violated: shared.violated(),
+        cpu: cpu::now().since(cpu_before),
     }
 }

@@ -34,6 +34,7 @@ mod support;
 
 mod analyse;
 mod args;
+mod cpu;
 mod crash;
 mod drive;
 #[path = "../markdown.rs"]
@@ -83,7 +84,7 @@ fn capacity_slice(capacity: &mut Capacity, urls: &[String], probe: &Arc<Probe>, 
             figures.errors
         );
     }
-    capacity.add(figures.rate, &figures.wait);
+    capacity.add(figures.rate, &figures.wait, figures.cpu, figures.acquired);
 }
 
 /// Runs `cell` for `variant`.
@@ -116,6 +117,7 @@ fn main() -> ExitCode {
     };
     let began = Instant::now();
     let cluster = Cluster::start(MASTERS);
+    cpu::watch_masters(cluster.nodes().iter().filter_map(|n| n.pid()).collect());
     if args.pin {
         match pin::split(cluster.nodes().iter().filter_map(|n| n.pid())) {
             Ok(done) => println!("{done}"),

@@ -8,6 +8,7 @@ use hdrhistogram::Histogram;
 
 use super::analyse::{Figures, histogram};
 use super::args::Cell;
+use super::cpu::Cpu;
 use super::crash::{Trial, WAITERS};
 use super::markdown::{command, thousands};
 use super::variants::Variant;
@@ -22,6 +23,9 @@ pub(crate) struct Capacity {
     rates: Vec<f64>,
     /// The uncontended acquires of every slice, ns.
     acquire: Histogram<u64>,
+    /// The CPU of every slice, and the acquisitions it bought.
+    cpu: Cpu,
+    acquired: usize,
 }
 
 impl Capacity {
@@ -31,13 +35,18 @@ impl Capacity {
             variant,
             rates: Vec::new(),
             acquire: histogram(),
+            cpu: Cpu::default(),
+            acquired: 0,
         }
     }
 
-    /// Adds a slice that ran at `rate` with these acquires.
-    pub(crate) fn add(&mut self, rate: f64, acquire: &Histogram<u64>) {
+    /// Adds a slice that ran at `rate` with these acquires, taking `cpu`
+    /// for `acquired` acquisitions.
+    pub(crate) fn add(&mut self, rate: f64, acquire: &Histogram<u64>, cpu: Cpu, acquired: usize) {
         self.rates.push(rate);
         let _ = self.acquire.add(acquire);
+        self.cpu.add(cpu);
+        self.acquired += acquired;
     }
 
     /// The median of the slices' rates.
@@ -104,12 +113,13 @@ impl Row {
             },
             format!("{:.1}", f.attempts_per),
             format!("{:.3}", f.jain),
+            f.cpu.per(f.acquired),
             errors,
         ]
     }
 }
 
-const HEADINGS: [&str; 14] = [
+const HEADINGS: [&str; 15] = [
     "callers",
     "variant",
     "acquisitions/s",
@@ -123,6 +133,7 @@ const HEADINGS: [&str; 14] = [
     "to a waiter",
     "attempts / acquisition",
     "Jain",
+    "CPU µs / acquisition, client + masters",
     "errors",
 ];
 
@@ -142,13 +153,13 @@ pub(crate) fn ms(ns: f64) -> String {
 pub(crate) fn header() -> String {
     let short = [
         "callers", "variant", "acq/s", "×cap", "wait50", "wait99", "fair", "99/fair", "hand50",
-        "hand99", "waiter", "att/acq", "Jain", "errors",
+        "hand99", "waiter", "att/acq", "Jain", "cpu µs", "errors",
     ];
     line(&short.map(str::to_owned))
 }
 
 fn line(cells: &[String]) -> String {
-    let widths = [10, 23, 6, 5, 7, 7, 6, 7, 7, 7, 6, 7, 5, 0];
+    let widths = [10, 23, 6, 5, 7, 7, 6, 7, 7, 7, 6, 7, 5, 11, 0];
     let mut out = String::new();
     for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
         if i < 2 {
@@ -173,13 +184,14 @@ pub(crate) fn capacities_line(capacities: &[Capacity]) -> String {
             let low = c.rates.iter().copied().fold(f64::INFINITY, f64::min);
             let high = c.rates.iter().copied().fold(0.0, f64::max);
             format!(
-                "{} {} acquisitions/s (median of {} slices, from {} to {}; uncontended acquire p50 {} ms)",
+                "{} {} acquisitions/s (median of {} slices, from {} to {}; uncontended acquire p50 {} ms; CPU per acquisition {} µs, client + masters)",
                 c.library,
                 thousands(c.rate()),
                 c.rates.len(),
                 thousands(low),
                 thousands(high),
-                ms(c.acquire.value_at_quantile(0.5) as f64)
+                ms(c.acquire.value_at_quantile(0.5) as f64),
+                c.cpu.per(c.acquired)
             )
         })
         .collect();
