@@ -19,8 +19,8 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use super::{Lock, Redlock};
-use crate::clock::after;
 use crate::error::Error;
+use crate::rules::keep::{Action, Extension, Schedule, Verdict};
 
 /// How a kept lock stands.
 ///
@@ -648,10 +648,7 @@ impl Redlock {
             let _ = self.unlock(&mut lock);
             return Err(error);
         }
-        let period = options
-            .period
-            .unwrap_or(options.ttl / 3)
-            .max(Duration::from_millis(1));
+        let period = Schedule::period(options.ttl, options.period);
         let started = crate::clock::now();
         let hold_until = options.max_hold.and_then(|d| started.checked_add(d));
         let shared = Arc::new(Shared::new(lock.valid_until_here()));
@@ -681,7 +678,9 @@ impl Redlock {
     }
 }
 
-/// The keeper thread's work.
+/// The keeper thread's work: a thin driver of the lock's [`Schedule`],
+/// which takes every decision. It reads the clock, waits, sends the lock's
+/// commands and reports the standings the schedule gives.
 struct Job {
     client: Redlock,
     lock: Lock,
@@ -705,74 +704,52 @@ impl Job {
         }
         let shared = Arc::clone(&self.shared);
         let _done = Done(&shared);
-        self.extend_until_asked();
-        self.release()
+        let mut schedule = Schedule::new(
+            self.period,
+            self.hold_until,
+            self.lock.valid_until_here(),
+            crate::clock::now(),
+        );
+        self.extend_until_asked(&mut schedule);
+        self.release(&mut schedule)
     }
 
-    /// Extends on schedule until the holder asks for the release.
-    fn extend_until_asked(&mut self) {
-        let mut next = after(crate::clock::now(), self.period);
-        loop {
-            let lost = self.shared.standing() == Standing::Lost;
-            // Once lost, only a release (or the holder's departure) is left.
-            let wake = if lost {
-                None
-            } else {
-                Some(next.min(self.lock.valid_until_here()))
-            };
-            if self.shared.wait_release(wake) {
-                return;
-            }
+    /// Extends when the schedule says, until the holder asks for the
+    /// release.
+    fn extend_until_asked(&mut self, schedule: &mut Schedule) {
+        while !self.shared.wait_release(schedule.poll_wake()) {
             let now = crate::clock::now();
-            if self.lock.is_expired() {
-                self.set(Standing::Lost);
-                continue;
-            }
-            if now < next || self.hold_until.is_some_and(|end| now >= end) {
-                // Woken for the validity's end, or past the hold limit:
-                // wait for the end without extending.
-                next = self.lock.valid_until_here();
-                continue;
-            }
-            next = match self.client.extend(&mut self.lock, self.ttl) {
-                Ok(()) => {
-                    self.set(Standing::Held);
-                    after(now, self.period)
-                }
-                Err(Error::NotHeld(_) | Error::Expired) => {
-                    self.set(Standing::Lost);
-                    now
-                }
-                Err(Error::ExtensionLimit { .. }) => self.lock.valid_until_here(),
-                Err(_) => {
-                    let standing = if self.lock.is_expired() {
-                        Standing::Lost
-                    } else {
-                        Standing::AtRisk
+            match schedule.handle_wake(now, self.lock.valid_until_here()) {
+                Action::Wait => {}
+                Action::Lost => self.set(Standing::Lost),
+                Action::Extend => {
+                    let outcome = match self.client.extend(&mut self.lock, self.ttl) {
+                        Ok(()) => Extension::Extended,
+                        Err(Error::NotHeld(_) | Error::Expired) => Extension::Gone,
+                        Err(Error::ExtensionLimit { .. }) => Extension::Limit,
+                        Err(_) => Extension::Failed,
                     };
-                    self.set(standing);
-                    after(now, self.period / 4)
+                    let now = crate::clock::now();
+                    if let Some(verdict) =
+                        schedule.handle_extended(outcome, now, self.lock.valid_until_here())
+                    {
+                        self.set(standing(verdict));
+                    }
                 }
-            };
+            }
         }
     }
 
     /// Releases the lock (after a loss too: a minority may still hold its
-    /// keys) and reports the end: [`Standing::Released`], unless the lock
-    /// was lost, before or as the release found.
-    fn release(&mut self) -> Result<(), Error> {
-        if self.lock.is_expired() {
-            // The validity ran out before the keeper's thread woke for it.
-            self.set(Standing::Lost);
+    /// keys) and reports the end the schedule gives.
+    fn release(&mut self, schedule: &mut Schedule) -> Result<(), Error> {
+        let now = crate::clock::now();
+        if let Some(verdict) = schedule.handle_release(now, self.lock.valid_until_here()) {
+            self.set(standing(verdict));
         }
         let result = self.client.unlock(&mut self.lock);
-        let end = match result {
-            // The token no longer owned the resource on a quorum: the lock
-            // was gone before its release.
-            Err(Error::NotHeld(_)) => Standing::Lost,
-            _ => Standing::Released,
-        };
-        self.set(end);
+        let gone = matches!(result, Err(Error::NotHeld(_)));
+        self.set(standing(schedule.handle_released(gone)));
         result
     }
 
@@ -782,5 +759,16 @@ impl Job {
             self.lock.valid_until_here(),
             self.on_change.as_ref(),
         );
+    }
+}
+
+/// The public standing of the schedule's verdict (the rules do not see
+/// the client's types).
+fn standing(verdict: Verdict) -> Standing {
+    match verdict {
+        Verdict::Held => Standing::Held,
+        Verdict::AtRisk => Standing::AtRisk,
+        Verdict::Lost => Standing::Lost,
+        Verdict::Released => Standing::Released,
     }
 }

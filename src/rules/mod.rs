@@ -25,6 +25,7 @@
 //! master did ([`NodeState`], [`NodeError`], [`ServerError`], [`Op`]).
 
 pub(crate) mod identity;
+pub(crate) mod keep;
 mod round;
 pub(crate) mod wait;
 
