@@ -25,8 +25,8 @@ use super::{Lock, Redlock, TOKEN_LEN};
 use crate::commands::{Command, Keys, WakeChannel};
 use crate::driver::Driver;
 use crate::error::Error;
-use crate::rules::wait::{Next, Pursuit, Terms};
-use crate::rules::{self, NodeState, Round};
+use crate::rules::wait::{Entries, Next, Pursuit, Terms};
+use crate::rules::{self, Round};
 
 /// Room for a queue member: `<window ms>|<wait id>|<channel>`.
 const MEMBER: usize = 80;
@@ -50,11 +50,9 @@ pub(super) struct Wait {
     place: u64,
     /// How long its queue entries outlive the keys that block it, in ms.
     margin_ms: u64,
-    /// A master may hold an entry of it (see [`note`](Self::note)): the
-    /// wait leaves the queues when it ends.
-    pub(super) queued: bool,
-    /// An attempt of it was refused or failed somewhere.
-    contended: bool,
+    /// Whether a master may hold an entry of it: the wait leaves the
+    /// queues when it ends.
+    pub(super) entries: Entries,
 }
 
 impl Wait {
@@ -77,31 +75,6 @@ impl Wait {
         ttl_ms: u64,
     ) -> Command<'a> {
         Command::wait_acquire(keys, token, ttl_ms, self.queue())
-    }
-
-    /// After an attempt whose round ended as `round`: whether a master may
-    /// hold an entry of it. One that granted took its entries off, and
-    /// one that the command never reached (it lagged behind) has none. One
-    /// still to answer when the round was decided may have refused it (and
-    /// queued it) once the wait has met contention; before that, as on
-    /// the uncontended path, it is taken to grant too, so that a lock won
-    /// at the first attempt sends nothing more. (Should such a master
-    /// refuse, its entry reaches the head of its queue and is handed a
-    /// reservation that nobody claims: that master's key is reserved for
-    /// one window, and the entry is gone.)
-    pub(super) fn note(&mut self, round: &Round) {
-        let reached = round.reached();
-        let (mut refused, mut pending) = (false, false);
-        for (node, state) in round.nodes().iter().enumerate() {
-            let sent = node >= 64 || reached >> node & 1 == 1;
-            match state {
-                NodeState::Ok => {}
-                NodeState::Pending => pending |= sent,
-                _ => refused |= sent,
-            }
-        }
-        self.queued = refused || (self.contended && pending);
-        self.contended |= refused;
     }
 }
 
@@ -135,8 +108,7 @@ impl Wait {
             member_len,
             place,
             margin_ms: margin.as_millis() as u64,
-            queued: false,
-            contended: false,
+            entries: Entries::default(),
         })
     }
 
@@ -144,7 +116,7 @@ impl Wait {
     /// may be queued somewhere (queued on `driver`, without waiting), and
     /// frees its slot.
     pub(super) fn end(self, driver: &mut Driver, keys: Keys<&[u8]>) {
-        if self.queued {
+        if self.entries.queued() {
             let leave = Command::leave(keys, self.member()).with_script();
             driver.queue(&leave, crate::clock::now());
         }
@@ -282,7 +254,7 @@ impl Redlock {
             .unwrap_or_else(|| Err(self.busy()));
         match waited {
             Some((round, free_in)) => {
-                wait.note(&round);
+                wait.entries.note(&round);
                 (result, free_in)
             }
             None => (result, None),
@@ -294,7 +266,7 @@ impl Redlock {
     /// otherwise (a call dropped meanwhile leaves its queues).
     pub(super) fn ready_attempt(&self, wait: &mut Wait) {
         self.arm(wait);
-        wait.queued = true;
+        wait.entries.attempting();
     }
 
     /// After an attempt of an acquire that waits, whose round ended with
@@ -311,7 +283,7 @@ impl Redlock {
             Ok(end) => end,
             Err(error) => return (Err(error), None),
         };
-        wait.note(&end.round);
+        wait.entries.note(&end.round);
         let free_in = rules::free_in(&end.round);
         (self.acquired(keys, token, &end), free_in)
     }

@@ -75,6 +75,55 @@ pub(crate) enum Next {
     Until(Instant),
 }
 
+/// Whether a waiter may have entries in the masters' queues, after its
+/// attempts: what decides if it must leave them when its call ends
+/// ([`LEAVE_SCRIPT`](crate::scripts::LEAVE_SCRIPT)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Entries {
+    /// A master may hold an entry of it.
+    queued: bool,
+    /// An attempt of it was refused or failed somewhere.
+    contended: bool,
+}
+
+impl Entries {
+    /// Whether a master may hold an entry: the call leaves the queues when
+    /// it ends.
+    pub(crate) fn queued(self) -> bool {
+        self.queued
+    }
+
+    /// An attempt is about to be sent: until its round says otherwise, any
+    /// master may queue the waiter (a call dropped meanwhile leaves).
+    pub(crate) fn attempting(&mut self) {
+        self.queued = true;
+    }
+
+    /// An attempt ended as `round`. A master that granted took the
+    /// waiter's entries off, and one that the command never reached (it
+    /// lagged behind) has none. One still to answer when the round was
+    /// decided may have refused it (and queued it) once the wait has met
+    /// contention; before that, as on the uncontended path, it is taken to
+    /// grant too, so that a lock won at the first attempt sends nothing
+    /// more. (Should such a master refuse, its entry reaches the head of
+    /// its queue and is handed a reservation that nobody claims: that
+    /// master's key is reserved for one window, and the entry is gone.)
+    pub(crate) fn note(&mut self, round: &Round) {
+        let reached = round.reached();
+        let (mut refused, mut pending) = (false, false);
+        for (node, state) in round.nodes().iter().enumerate() {
+            let sent = node >= 64 || reached >> node & 1 == 1;
+            match state {
+                NodeState::Ok => {}
+                NodeState::Pending => pending |= sent,
+                _ => refused |= sent,
+            }
+        }
+        self.queued = refused || (self.contended && pending);
+        self.contended |= refused;
+    }
+}
+
 /// The attempts of one call that waits for a lock (`lock`, `lock_until`,
 /// their async forms): after each failed attempt, whether and until when
 /// to wait.
@@ -161,7 +210,7 @@ impl Pursuit {
 mod tests {
     use std::time::{Duration, Instant};
 
-    use super::{Next, Pursuit, Terms, free_in};
+    use super::{Entries, Next, Pursuit, Terms, free_in};
     use crate::rules::{NodeError, Op, Reply, Round};
 
     const MS: Duration = Duration::from_millis(1);
@@ -235,6 +284,40 @@ mod tests {
         round.handle_failure(2, NodeError::Closed, t0);
         assert_eq!(free_in(&round), None);
         assert_eq!(free_in(&answered(&[], t0)), None);
+    }
+
+    #[test]
+    fn entries_are_left_where_a_master_refused_or_may_have_once_contended() {
+        let t0 = Instant::now();
+        let mut entries = Entries::default();
+        assert!(!entries.queued());
+        entries.attempting();
+        assert!(entries.queued(), "an attempt under way may queue anywhere");
+        // Won at the first attempt, one master still to answer: taken to
+        // grant, as on the uncontended path (nothing more is sent).
+        entries.note(&answered(&[Some(Reply::Ok), Some(Reply::Ok), None], t0));
+        assert!(!entries.queued());
+        // Refused on one master: queued there.
+        entries.note(&answered(&[queued(5), Some(Reply::Ok), None], t0));
+        assert!(entries.queued());
+        // Once contended, a master still to answer may have queued it.
+        entries.note(&answered(&[Some(Reply::Ok), Some(Reply::Ok), None], t0));
+        assert!(entries.queued());
+        // Every master answered and granted: they took the entries off.
+        entries.note(&answered(&[Some(Reply::Ok); 3], t0));
+        assert!(!entries.queued());
+        // A failure counts as a refusal: the command may have been run.
+        let mut round = answered(&[Some(Reply::Ok), Some(Reply::Ok), None], t0);
+        round.handle_failure(2, NodeError::Closed, t0);
+        let mut fresh = Entries::default();
+        fresh.note(&round);
+        assert!(fresh.queued());
+        // A master the command never reached (lagging) holds nothing.
+        let mut round = answered(&[Some(Reply::Ok), Some(Reply::Ok), None], t0);
+        round.handle_failure(2, NodeError::Lagging, t0);
+        let mut fresh = Entries::default();
+        fresh.note(&round);
+        assert!(!fresh.queued());
     }
 
     #[test]

@@ -209,7 +209,7 @@ impl Call {
         let id = base.start(&command, base.config.request_timeout.min(left), now)?;
         if let Some(wait) = &mut self.wait {
             // Counted as queued until its round says otherwise.
-            wait.queued = true;
+            wait.entries.attempting();
         }
         Ok(Stage::Attempt { id, token })
     }
@@ -224,7 +224,7 @@ impl Call {
         now: Instant,
     ) -> Stage {
         if let (Some(wait), Some(round)) = (&mut self.wait, round) {
-            wait.note(round);
+            wait.entries.note(round);
         }
         let free_in = round.and_then(rules::free_in);
         match base.acquired(self.keys(), token, round) {
