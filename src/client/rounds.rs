@@ -33,6 +33,22 @@ pub(crate) struct RoundEnd {
 /// How each round of a call ended, in the order of its commands.
 pub(crate) type Ends = SmallVec<[Result<RoundEnd, Error>; 1]>;
 
+impl RoundEnd {
+    /// How `round` ended, decided, its caller getting control back at
+    /// `ended`: a round of the simulator's client, which no poller runs.
+    #[cfg(feature = "sim")]
+    pub(crate) fn decided(round: Round, ended: Instant) -> RoundEnd {
+        RoundEnd {
+            result: Ok(round.decision().unwrap_or(Decision::NoQuorum)),
+            started: round.started(),
+            valid_until: round.valid_until(),
+            ended,
+            span: RoundSpan::new(round.op(), 0),
+            round,
+        }
+    }
+}
+
 /// A call's rounds as they ended (copied out of the engine's table).
 pub(super) type Rounds = SmallVec<[Option<Round>; 1]>;
 

@@ -119,6 +119,7 @@ impl Params {
             identify: guard || rng.chance(0.9),
             wake: rng.chance(0.85),
             restart_guard: guard.then_some(longest),
+            fencing: None,
         };
         // A server listed twice, which identification refuses.
         let twice = settings.identify && procs >= 2 && rng.chance(0.2);
