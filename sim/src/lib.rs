@@ -98,7 +98,9 @@
 //! [`Master::restart`] (the data set lost) and [`Master::restore`] (back
 //! from a [`Snapshot`] taken earlier, as from an old RDB file); both give a
 //! new run id, an empty script cache and close every connection, whose
-//! subscriptions go with it.
+//! subscriptions go with it. A master short of memory drops a key as its
+//! `maxmemory-policy` lets it: [`Master::evict`] ([`Eviction`]: keys with
+//! an expiry only, or any key).
 //!
 //! # What it leaves out
 //!
@@ -121,10 +123,12 @@
 //!   known script called with fewer keys or arguments than the client
 //!   sends is an error where Lua would go on with `nil`.
 //! - What a real server does on its own: background expiry (never
-//!   observable, since every access expires first), eviction, memory,
-//!   query-buffer and output-buffer limits (a listener that never reads
-//!   is never cut off), persistence other than the snapshots the caller
-//!   takes, replication, script timeouts (`BUSY`).
+//!   observable, since every access expires first), memory and eviction
+//!   (a key goes only when the caller says, [`Master::evict`], under the
+//!   `maxmemory-policy` it names), query-buffer and output-buffer limits
+//!   (a listener that never reads is never cut off), persistence other
+//!   than the snapshots the caller takes, replication, script timeouts
+//!   (`BUSY`).
 //!
 //! # How it is kept faithful
 //!
@@ -211,7 +215,7 @@ mod server;
 mod world;
 mod zset;
 
-pub use master::{Conn, ConnState, Master, PushOrder, Snapshot};
+pub use master::{Conn, ConnState, Eviction, Master, PushOrder, Snapshot};
 pub use reply::Protocol;
 pub use world::{Options, Outcome, Regression, simulate};
 
