@@ -416,12 +416,18 @@ impl Client {
             Some(Decision::TooSlow) => Error::TooSlow(report(&round)),
             Some(Decision::NoQuorum) | None => acquire_refused(report(&round)),
         };
-        // Released on every master, also those that seemed to fail.
-        let release = Command::release(names.keys(), token)
+        self.release_failed(names.keys(), token, &round, now);
+        (Err(error), free_in.flatten())
+    }
+
+    /// After a failed acquire of `keys` by `token`, whose round ended as
+    /// `round`: its release, queued on every master its command went out
+    /// to, also those that seemed to fail, without waiting.
+    fn release_failed(&mut self, keys: Keys<&[u8]>, token: &[u8], round: &Round, now: Instant) {
+        let release = Command::release(keys, token)
             .with_script()
             .reaching(round.reached());
         self.core.queue(&release, now);
-        (Err(error), free_in.flatten())
     }
 
     /// The caller of acquire round `id` of `names` by `token` is gone

@@ -347,88 +347,65 @@ impl World {
             Kind::Until(deadline) => Some(deadline),
             _ => None,
         };
-        if self.params.fenced[c] {
-            return self.attempt_fenced(c, k, call, cap);
-        }
+        let fenced = self.params.fenced[c];
         let client = &mut self.clients[c].client;
-        match client.begin_acquire(
-            &call.names,
-            &call.token,
-            call.ttl,
-            call.wait.as_mut(),
-            cap,
-            now,
-        ) {
-            Ok(id) => {
-                client.set_waiter(id, k as u64);
-                self.clients[c].rounds += 1;
-                call.round = Some(Flight::Plain(id));
-                self.note(|| {
-                    format!(
-                        "client {c} task {k}: acquire {:?} round {id:x} of {:?} token {:02x}{:02x}.. ttl {:?}",
-                        call.kind,
-                        call.res,
-                        call.token[0],
-                        call.token[1],
-                        call.ttl
-                    )
-                });
-                self.maybe_drop(c, k, 1);
-                self.put_state(c, k, State::Acquire(call));
-            }
-            Err(error) => self.call_failed(c, k, call, &error),
-        }
-    }
-
-    /// Now and then, the call in flight of task `k` is dropped half-way
-    /// through its `rounds` rounds, as a future may be.
-    fn maybe_drop(&mut self, c: usize, k: usize, rounds: u64) {
+        let (names, token, ttl, wait) = (&call.names, &call.token, call.ttl, call.wait.as_mut());
+        let begun = if fenced {
+            let begun = client.begin_fenced(names, token, ttl, wait, cap, now);
+            begun.map(|fenced| Flight::Fenced(Box::new(fenced)))
+        } else {
+            let begun = client.begin_acquire(names, token, ttl, wait, cap, now);
+            begun.map(Flight::Plain)
+        };
+        let flight = match begun {
+            Ok(flight) => flight,
+            Err(error) => return self.call_failed(c, k, call, &error),
+        };
+        self.note(|| {
+            format!(
+                "client {c} task {k}: acquire {:?} {} of {:?} token {:02x}{:02x}.. ttl {:?}",
+                call.kind,
+                match &flight {
+                    Flight::Plain(id) => format!("round {id:x}"),
+                    Flight::Fenced(_) => "fenced".to_owned(),
+                },
+                call.res,
+                call.token[0],
+                call.token[1],
+                call.ttl
+            )
+        });
+        call.round = Some(flight);
+        // Dropped half-way now and then, as a future may be (a fenced
+        // attempt runs up to five rounds, mostly two).
         if self.clients[c].rng.chance(0.03) {
             let rt = self.params.settings.request_timeout.as_nanos() as u64;
+            let rounds = if fenced { 3 } else { 1 };
             let at = self.t + self.clients[c].rng.below(rt * rounds);
             self.task_timer_at(c, k, at);
         }
+        self.in_flight(c, k, call);
     }
 
-    /// One fenced attempt of `call`, no round past `cap`.
-    fn attempt_fenced(&mut self, c: usize, k: usize, mut call: Box<Call>, cap: Option<Instant>) {
-        let now = self.local(c);
+    /// `call`'s attempt has started its rounds (a fenced one, those of its
+    /// next step), or, a fenced one, ended.
+    fn in_flight(&mut self, c: usize, k: usize, call: Box<Call>) {
         let client = &mut self.clients[c].client;
-        let begun = client.begin_fenced(
-            &call.names,
-            &call.token,
-            call.ttl,
-            call.wait.as_mut(),
-            cap,
-            now,
-        );
-        match begun {
-            Ok(fenced) => {
-                self.note(|| {
-                    format!(
-                        "client {c} task {k}: fenced acquire {:?} of {:?} token {:02x}{:02x}.. ttl {:?}",
-                        call.kind, call.res, call.token[0], call.token[1], call.ttl
-                    )
-                });
-                call.round = Some(Flight::Fenced(Box::new(fenced)));
-                self.maybe_drop(c, k, 3);
-                self.fenced_started(c, k, call);
+        let started = match &call.round {
+            Some(Flight::Plain(id)) => {
+                client.set_waiter(*id, k as u64);
+                1
             }
-            Err(error) => self.call_failed(c, k, call, &error),
-        }
-    }
-
-    /// `call`'s fenced attempt has started a step, or ended.
-    fn fenced_started(&mut self, c: usize, k: usize, call: Box<Call>) {
-        let Some(Flight::Fenced(fenced)) = &call.round else {
-            return;
+            Some(Flight::Fenced(fenced)) if fenced.rounds().is_empty() => {
+                return self.attempted(c, k, call);
+            }
+            Some(Flight::Fenced(fenced)) => {
+                client.set_fenced_waiter(fenced, k as u64);
+                fenced.rounds().len() as u64
+            }
+            None => return,
         };
-        let rounds = fenced.rounds();
-        if rounds.is_empty() {
-            return self.attempted(c, k, call);
-        }
-        self.clients[c].rounds += rounds.len() as u64;
-        self.clients[c].client.set_fenced_waiter(fenced, k as u64);
+        self.clients[c].rounds += started;
         self.put_state(c, k, State::Acquire(call));
     }
 
@@ -438,7 +415,7 @@ impl World {
         if let Some(Flight::Fenced(fenced)) = &mut call.round {
             self.clients[c].client.step_fenced(fenced, now);
         }
-        self.fenced_started(c, k, call);
+        self.in_flight(c, k, call);
     }
 
     /// `call`'s attempt is decided.

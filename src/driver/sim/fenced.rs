@@ -274,11 +274,7 @@ impl Host for &mut Client {
         end: &RoundEnd,
         error: Error,
     ) -> Error {
-        // Released on every master, also those that seemed to fail.
-        let release = Command::release(keys, token)
-            .with_script()
-            .reaching(end.round.reached());
-        self.core.queue(&release, self.now);
+        self.release_failed(keys, token, &end.round, self.now);
         error
     }
 
