@@ -196,13 +196,13 @@
 //! fence, whatever masters lost of their whole data sets; when no master
 //! lost anything, every holding that began later has), unless a master
 //! left fencing's assumptions in between (restarted from an older
-//! snapshot, which may bring back an old counter; its counter or loss id
-//! evicted; a start from the clocks after a clock stepped back); every
-//! call within its documented bound (five request timeouts per fenced
-//! attempt, and the time its client was paused); nothing but the crate's
-//! permanent keys left on any master once the clients are quiet, after
-//! the longest TTL and the wait queue's margin; no busy loop. Each is
-//! proved able to fail by a deliberate [`Regression`].
+//! snapshot that brought back an old counter or loss id; its counter or
+//! loss id evicted; a start from the clocks after a clock stepped back);
+//! every call within its documented bound (five request timeouts per
+//! fenced attempt, and the time its client was paused); nothing but the
+//! crate's permanent keys left on any master once the clients are quiet,
+//! after the longest TTL and the wait queue's margin; no busy loop. Each
+//! is proved able to fail by a deliberate [`Regression`].
 //! `tests/simulate.rs` runs the short form and says how to run a long
 //! campaign and replay a seed.
 //!

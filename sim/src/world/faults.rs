@@ -125,6 +125,7 @@ impl World {
             self.send_down(conn, end);
         }
         let master = &mut self.masters[m];
+        master.fence_keys = master.fence_keys(self.t);
         master.down = true;
         master.writer = None;
         let d = self.params.restart_delay(&mut self.rng);
@@ -148,9 +149,11 @@ impl World {
             Some(k) => {
                 let snapshot = master.snapshots[k].1.clone();
                 master.model.restore(&snapshot, now_us);
-                // An old counter may come back: outside what fencing
-                // assumes.
-                self.history.breaks[m].push(self.t);
+                // An old counter or loss id back, where the master had
+                // acknowledged another: outside what fencing assumes.
+                if master.fence_keys(self.t) != master.fence_keys {
+                    self.history.breaks[m].push(self.t);
+                }
             }
             None => master.model.restart(now_us),
         }

@@ -55,8 +55,9 @@ pub(crate) struct History {
     /// evicted), by master process: fencing puts it back in sync.
     pub(crate) wipes: Vec<Vec<u64>>,
     /// When each master left what fencing assumes (a restart from an
-    /// older snapshot, which may bring back an old counter; the counter or
-    /// its loss id evicted), by master process.
+    /// older snapshot that brought back another counter or loss id than
+    /// the master had when it crashed; the counter or its loss id
+    /// evicted), by master process.
     pub(crate) breaks: Vec<Vec<u64>>,
     /// When a master's clock stepped back.
     pub(crate) steps: Vec<u64>,
