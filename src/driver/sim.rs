@@ -180,6 +180,8 @@ pub struct Wait {
     place: u64,
     margin_ms: u64,
     queued: bool,
+    /// An attempt of it was refused or failed somewhere.
+    contended: bool,
 }
 
 impl Wait {
@@ -548,6 +550,7 @@ impl Client {
             place,
             margin_ms: margin.as_millis() as u64,
             queued: false,
+            contended: false,
         })
     }
 
@@ -721,13 +724,22 @@ fn check_resource(resource: &[u8]) -> Result<(), Error> {
 }
 
 /// After an attempt that waits, whose round ended as `round`: whether a
-/// master may hold an entry of it (as the front end's `Wait::note`).
+/// master may hold an entry of it (as the front end's `Wait::note`: one
+/// that refused or failed it, or, once the wait has met contention, one
+/// still to answer).
 fn note(wait: &mut Wait, round: &Round) {
     let reached = round.reached();
-    wait.queued = round.nodes().iter().enumerate().any(|(node, state)| {
+    let (mut refused, mut pending) = (false, false);
+    for (node, state) in round.nodes().iter().enumerate() {
         let sent = node >= 64 || reached >> node & 1 == 1;
-        sent && !matches!(state, NodeState::Ok | NodeState::Pending)
-    });
+        match state {
+            NodeState::Ok => {}
+            NodeState::Pending => pending |= sent,
+            _ => refused |= sent,
+        }
+    }
+    wait.queued = refused || (wait.contended && pending);
+    wait.contended |= refused;
 }
 
 fn report(round: &Round) -> Box<Report> {
