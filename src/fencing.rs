@@ -90,7 +90,9 @@
 //!   counter that still exists, and could then lower a fence. (A
 //!   `FLUSHALL` is a loss of the whole data set, and is detected.)
 //! - Counters are never evicted or changed by anyone else: `maxmemory`
-//!   with `noeviction` or a `volatile-*` policy (the counter has no TTL).
+//!   with `noeviction` (a `volatile-*` policy spares the counter, which has
+//!   no TTL, but not the locks' keys: see
+//!   [operations](crate::operations#persistence)).
 //! - `longest_ttl` given to [`Builder::fencing`](crate::Builder::fencing)
 //!   is at least the TTL of every fenced acquisition on these masters, and
 //!   the clocks of the client and the masters run at rates within the

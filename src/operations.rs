@@ -76,8 +76,15 @@
 //! | none | restart late | safe | safe |
 //! | `appendfsync everysec`, or RDB snapshots | restart late | safe | **not safe** |
 //!
-//! Memory: the crate's keys have no TTL and must never be evicted. Use
-//! `maxmemory-policy noeviction` or a `volatile-*` policy.
+//! Memory: a master must never evict what the client writes there. Use
+//! `maxmemory-policy noeviction`: a master out of memory then refuses the
+//! writes (an error; its grant does not count) instead of dropping a lock
+//! that someone holds. A `volatile-*` policy spares the crate's own keys,
+//! which have no TTL, but evicts the locks' keys and the wait queues,
+//! which have one: a lock's key evicted is a grant lost, as in a crash
+//! without persistence, which no restart guard sees, and enough of them
+//! let two clients hold the lock at once. An `allkeys-*` policy evicts
+//! the fence counters too.
 //!
 //! # The restart guard
 //!

@@ -193,6 +193,21 @@ impl Keyspace {
             .map(|(key, entry)| (key.as_slice(), entry.expires_at))
     }
 
+    /// Evicts the `pick`-th (modulo their number, in key order) of the
+    /// keys live at `now` that a server may evict, those with an expiry
+    /// only if `volatile`: the key, if there was one.
+    pub(crate) fn evict(&mut self, volatile: bool, pick: u64, now: Now) -> Option<Vec<u8>> {
+        let candidates = || {
+            self.live_keys(now)
+                .filter(|(_, expires)| !volatile || expires.is_some())
+        };
+        let n = candidates().count() as u64;
+        let (key, _) = candidates().nth(pick.checked_rem(n)? as usize)?;
+        let key = key.to_vec();
+        self.entries.remove(&key);
+        Some(key)
+    }
+
     /// Deletes every key (`FLUSHALL`).
     pub(crate) fn clear(&mut self) {
         self.entries.clear();

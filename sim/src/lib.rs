@@ -98,7 +98,9 @@
 //! [`Master::restart`] (the data set lost) and [`Master::restore`] (back
 //! from a [`Snapshot`] taken earlier, as from an old RDB file); both give a
 //! new run id, an empty script cache and close every connection, whose
-//! subscriptions go with it.
+//! subscriptions go with it. A master short of memory drops a key as its
+//! `maxmemory-policy` lets it: [`Master::evict`] ([`Eviction`]: keys with
+//! an expiry only, or any key).
 //!
 //! # What it leaves out
 //!
@@ -121,10 +123,12 @@
 //!   known script called with fewer keys or arguments than the client
 //!   sends is an error where Lua would go on with `nil`.
 //! - What a real server does on its own: background expiry (never
-//!   observable, since every access expires first), eviction, memory,
-//!   query-buffer and output-buffer limits (a listener that never reads
-//!   is never cut off), persistence other than the snapshots the caller
-//!   takes, replication, script timeouts (`BUSY`).
+//!   observable, since every access expires first), memory and eviction
+//!   (a key goes only when the caller says, [`Master::evict`], under the
+//!   `maxmemory-policy` it names), query-buffer and output-buffer limits
+//!   (a listener that never reads is never cut off), persistence other
+//!   than the snapshots the caller takes, replication, script timeouts
+//!   (`BUSY`).
 //!
 //! # How it is kept faithful
 //!
@@ -164,21 +168,38 @@
 //! waiting, with the front end's own pursuit between attempts), hold,
 //! extend, release, forget their locks and drop calls half-way, on a few
 //! resources (binary names among them), and ask for names in the crate's
-//! key space, which must be refused before anything is sent. The faults:
-//! pauses of clients and masters, crashes and restarts (empty, or from an
-//! older snapshot; with the restart guard, or delayed past the longest
-//! TTL, or neither, which counts as a loss), connections reset,
-//! partitions (what they held gets through at its sender's next
-//! retransmission once they heal, from sockets the client has closed
-//! too), `FLUSHALL` (a loss), steps back of a master's clock, and
-//! other clients' writes (foreign holders, junk and strangers in the wait
-//! queues, keys of the wrong type, wake-ups nobody sent, `SCRIPT FLUSH`).
+//! key space, which must be refused before anything is sent. All, some or
+//! none of a world's clients are fenced: each of their attempts, plain or
+//! waiting, is the front ends' own fenced machine (`client/fence.rs`: a
+//! read and a sync of the counters when due, the acquire, the raise), run
+//! step by step, so that what the checkers hold to the guarantees is the
+//! library's code and not a copy of it. The faults: pauses of clients and
+//! masters, crashes and restarts (empty, or from an older snapshot; with
+//! the restart guard, or delayed past the longest TTL, or neither, which
+//! counts as a loss), connections reset, partitions (what they held gets
+//! through at its sender's next retransmission once they heal, from
+//! sockets the client has closed too), `FLUSHALL` (a loss), steps back of
+//! a master's clock, evictions (in some worlds the masters evict under a
+//! `volatile-*` policy, keys with an expiry only, or an `allkeys-*` one,
+//! any key; the crate asks for `noeviction`, so a lock's key evicted
+//! counts as a loss, and a fence counter or loss id evicted leaves
+//! fencing's assumptions), and other clients' writes (foreign holders, junk
+//! and strangers in the wait queues, keys of the wrong type, wake-ups
+//! nobody sent, `SCRIPT FLUSH`).
 //!
 //! Then the checkers: no two holders of a resource within their
 //! validities (each as its client computed it from its round's start,
 //! mapped to global time through its clock), unless every master that
-//! granted both lost its data in between; every call within its
-//! documented bound (and the time its client was paused); nothing but the
+//! granted both lost its data in between; fences that grow in the order
+//! holdings of a resource began, as `redlock_mio::fencing` states it
+//! (a holding whose acquire started after another began has the larger
+//! fence, whatever masters lost of their whole data sets; when no master
+//! lost anything, every holding that began later has), unless a master
+//! left fencing's assumptions in between (restarted from an older
+//! snapshot that brought back an old counter or loss id; its counter or
+//! loss id evicted; a start from the clocks after a clock stepped back);
+//! every call within its documented bound (five request timeouts per
+//! fenced attempt, and the time its client was paused); nothing but the
 //! crate's permanent keys left on any master once the clients are quiet,
 //! after the longest TTL and the wait queue's margin; no busy loop. Each
 //! is proved able to fail by a deliberate [`Regression`].
@@ -211,7 +232,7 @@ mod server;
 mod world;
 mod zset;
 
-pub use master::{Conn, ConnState, Master, PushOrder, Snapshot};
+pub use master::{Conn, ConnState, Eviction, Master, PushOrder, Snapshot};
 pub use reply::Protocol;
 pub use world::{Options, Outcome, Regression, simulate};
 

@@ -80,6 +80,19 @@ pub enum ConnState {
     Closed,
 }
 
+/// Which keys a [`Master`] short of memory may evict
+/// ([`Master::evict`]): its `maxmemory-policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Eviction {
+    /// `volatile-lru`, `volatile-random` and the like: keys with an
+    /// expiry only (the locks' keys, the wait queues), never the crate's
+    /// permanent keys.
+    Volatile,
+    /// `allkeys-lru`, `allkeys-random` and the like: any key, the fence
+    /// counter and the restart guard's marker included.
+    AllKeys,
+}
+
 /// The data set of a [`Master`] at one moment ([`Master::snapshot`]),
 /// which a restart can come back with ([`Master::restore`]): what an RDB
 /// file keeps. Scripts are not in it, as they are not in an RDB file.
@@ -246,6 +259,26 @@ impl Master {
         Snapshot {
             dbs: self.server.dbs.clone(),
         }
+    }
+
+    /// A key of database `db` evicted at `now_us`, as a server short of
+    /// memory does under `policy`: the `pick`-th (modulo their number, in
+    /// key order) of the live keys `policy` may evict. The model keeps no
+    /// access times, so the least recently used and a random key are
+    /// alike to it: which one goes is the caller's draw. The key, if
+    /// there was one to evict.
+    pub fn evict(
+        &mut self,
+        db: usize,
+        policy: Eviction,
+        pick: u64,
+        now_us: u64,
+    ) -> Option<Vec<u8>> {
+        let volatile = policy == Eviction::Volatile;
+        self.server
+            .dbs
+            .get_mut(db)?
+            .evict(volatile, pick, Now(now_us))
     }
 
     /// The run id `INFO` gives: 40 hex digits, new at every start.

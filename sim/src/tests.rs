@@ -162,3 +162,29 @@ fn inline_commands_close_the_connection() {
     assert_eq!(state, ConnState::Closed);
     assert!(out.starts_with(b"-ERR Protocol error"));
 }
+
+/// An eviction takes only what the policy lets it: under a `volatile-*`
+/// policy the keys with an expiry, never the permanent ones; under an
+/// `allkeys-*` policy any key. Expired keys are not there to evict.
+#[test]
+fn an_eviction_takes_only_what_its_policy_lets_it() {
+    use crate::Eviction;
+    let mut client = Client::new(Master::new(1, T0));
+    client.send(T0, &[b"SET", b"redlock-mio:fence", b"42"]);
+    client.send(T0, &[b"SET", b"lock", b"tok", b"PX", b"100"]);
+    client.send(T0, &[b"SET", b"gone", b"x", b"PX", b"1"]);
+    let later = T0 + 2_000;
+    let master = &mut client.master;
+    for pick in 0..4 {
+        let mut copy = master.clone();
+        let evicted = copy.evict(0, Eviction::Volatile, pick, later);
+        assert_eq!(evicted.as_deref(), Some(&b"lock"[..]), "pick {pick}");
+        assert_eq!(copy.get(0, b"redlock-mio:fence", later), Some(&b"42"[..]));
+    }
+    let mut evicted = Vec::new();
+    while let Some(key) = master.evict(0, Eviction::AllKeys, 1, later) {
+        evicted.push(key);
+    }
+    assert_eq!(evicted, [b"redlock-mio:fence".to_vec(), b"lock".to_vec()]);
+    assert_eq!(master.evict(0, Eviction::Volatile, 0, later), None);
+}

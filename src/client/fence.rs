@@ -1,7 +1,8 @@
 //! Fenced acquisitions: their rounds (a read of the counters and a sync
 //! when due, the acquire, the raise) as a state machine free of I/O,
 //! [`FencedAcquire`], which the blocking driver here and the async one
-//! (`tasks`) both run; and putting masters that lost their fence counter
+//! (`tasks`) both run, as does the simulator's client (`driver::sim`,
+//! through [`Host`]); and putting masters that lost their fence counter
 //! back in sync. Why this is sound: [`crate::fencing`].
 //!
 //! Fenced acquires of one client need no turns: the masters serve many
@@ -13,6 +14,8 @@
 //! planned only for a loss first seen the whole wait before its read
 //! began, and the sync script repairs only the loss id it names.
 
+use std::borrow::Cow;
+use std::ops::DerefMut;
 use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
@@ -21,7 +24,7 @@ use super::rounds::{Ends, acquire_refused};
 use super::{Lock, Redlock, RoundEnd, TOKEN_LEN};
 use crate::commands::{self, Command, Keys, SyncMode};
 use crate::error::Error;
-use crate::rules::{self, Decision, NodeState, Op, Round};
+use crate::rules::{self, Decision, NodeState, Op, Report, Round};
 
 /// Reads are not repeated more often than this while a master waits to be
 /// put back in sync and cannot be yet.
@@ -29,7 +32,7 @@ const READ_EVERY: Duration = Duration::from_secs(1);
 
 /// What this client knows of the masters' fence counters.
 #[derive(Debug, Default)]
-pub(super) struct FenceBook {
+pub(crate) struct FenceBook {
     /// Per master: the loss id it reported when its counter was missing,
     /// and when this client first saw that id.
     lost: SmallVec<[Option<(u64, Instant)>; 8]>,
@@ -38,7 +41,7 @@ pub(super) struct FenceBook {
 }
 
 impl FenceBook {
-    pub(super) fn new(masters: usize) -> FenceBook {
+    pub(crate) fn new(masters: usize) -> FenceBook {
         FenceBook {
             lost: SmallVec::from_elem(None, masters),
             last_read: None,
@@ -113,6 +116,102 @@ impl FenceBook {
 
 fn due(seen: Instant, now: Instant, wait: Duration) -> bool {
     now.saturating_duration_since(seen) >= wait
+}
+
+/// What a [`FencedAcquire`] needs of the client that runs its rounds: the
+/// front ends' [`Redlock`] (as `&Redlock`), or the simulator's client, so
+/// that both run this one machine.
+pub(crate) trait Host {
+    /// A new token.
+    fn token(&mut self) -> [u8; TOKEN_LEN];
+    /// How long a lost counter waits before it is put back: the longest
+    /// TTL plus its drift.
+    fn fence_wait(&self) -> Duration;
+    /// The client's clock now.
+    fn now(&self) -> Instant;
+    /// What this client knows of the masters' counters.
+    fn fences(&mut self) -> impl DerefMut<Target = FenceBook>;
+    /// The error of a round that could not start.
+    fn busy(&self) -> Error;
+    /// The report of the round that ended with `end`.
+    fn report(&self, end: &RoundEnd) -> Box<Report>;
+    /// An acquire of `keys` by `token`, whose round ended with `end`,
+    /// failed with `error`: queues its release on every master without
+    /// waiting, counts the attempt, and returns the error.
+    fn not_acquired(
+        &mut self,
+        keys: Keys<&[u8]>,
+        token: &[u8],
+        end: &RoundEnd,
+        error: Error,
+    ) -> Error;
+    /// An acquire whose round ended with `end` won its lock (raised).
+    fn won(&mut self, end: &RoundEnd);
+}
+
+impl Host for &Redlock {
+    fn token(&mut self) -> [u8; TOKEN_LEN] {
+        self.tokens().token()
+    }
+
+    fn fence_wait(&self) -> Duration {
+        let longest = self.config.fencing.unwrap_or_default();
+        longest.saturating_add(rules::drift(longest, self.config.drift_factor))
+    }
+
+    fn now(&self) -> Instant {
+        crate::clock::now()
+    }
+
+    fn fences(&mut self) -> impl DerefMut<Target = FenceBook> {
+        Redlock::fences(self)
+    }
+
+    fn busy(&self) -> Error {
+        Redlock::busy(self)
+    }
+
+    fn report(&self, end: &RoundEnd) -> Box<Report> {
+        Redlock::report(self, end)
+    }
+
+    fn not_acquired(
+        &mut self,
+        keys: Keys<&[u8]>,
+        token: &[u8],
+        end: &RoundEnd,
+        error: Error,
+    ) -> Error {
+        Redlock::not_acquired(self, keys, token, end, error)
+    }
+
+    fn won(&mut self, end: &RoundEnd) {
+        self.tally(Op::Acquire, end, Ok(()));
+    }
+}
+
+/// Records what a round said of each master's counter; returns the
+/// largest count among the masters that did what was asked.
+fn note_fences(host: &mut impl Host, end: &RoundEnd) -> Option<u64> {
+    let (round, now) = (&end.round, end.ended);
+    let mut fences = host.fences();
+    for (node, state) in round.nodes().iter().enumerate() {
+        match state {
+            NodeState::Unsynced => fences.saw_lost(node, round.value(node), now),
+            NodeState::Ok if round.value(node) > 0 => fences.saw_synced(node),
+            _ => {}
+        }
+    }
+    round.max_count()
+}
+
+/// The next of `ends`, [`Error::Busy`] once they run out (the rounds that
+/// could not start).
+fn next_end(
+    ends: &mut impl Iterator<Item = Result<RoundEnd, Error>>,
+    host: &impl Host,
+) -> Result<RoundEnd, Error> {
+    ends.next().unwrap_or_else(|| Err(host.busy()))
 }
 
 /// Counters stay below 2^53, which Lua's numbers (doubles) hold exactly.
@@ -201,14 +300,14 @@ enum Slot {
 }
 
 /// The rounds a [`FencedAcquire`] runs next, all in the same tick.
-pub(super) struct Next<'a> {
+pub(crate) struct Next<'a> {
     /// One round per command.
-    pub(super) commands: SmallVec<[Command<'a>; 1]>,
+    pub(crate) commands: SmallVec<[Command<'a>; 1]>,
     /// No round runs past this.
-    pub(super) cap: Option<Instant>,
+    pub(crate) cap: Option<Instant>,
     /// The rounds are acquires: a caller that gives up on them while in
     /// flight queues each one's release behind it.
-    pub(super) release_on_drop: bool,
+    pub(crate) release_on_drop: bool,
 }
 
 /// A fenced acquire attempt of one or more locks (each its own lock: a
@@ -222,9 +321,13 @@ pub(super) struct Next<'a> {
 /// be put back) when due, then every lock's acquire in one tick, then the
 /// raise of every lock won in one tick. A lock whose acquire or raise
 /// fails has its release queued on every master, without waiting.
-pub(super) struct FencedAcquire<'r> {
+///
+/// The names (and a waiter's queue member) are borrowed by the front
+/// ends, which run an attempt within one call, and owned by the
+/// simulator, which keeps an attempt between its events.
+pub(crate) struct FencedAcquire<'r> {
     /// Each lock's name, or packed names (`many`).
-    keys: SmallVec<[&'r [u8]; 1]>,
+    keys: SmallVec<[Cow<'r, [u8]>; 1]>,
     many: bool,
     ttl_ms: u64,
     deadline: Option<Instant>,
@@ -248,31 +351,27 @@ pub(super) struct FencedAcquire<'r> {
     sync_mode: SyncMode,
     /// The caller waits: its queue member, place and margin (see
     /// [`Command::fenced_wait_acquire`]), for an attempt of one lock.
-    queue: Option<(&'r [u8], u64, u64)>,
+    queue: Option<(Cow<'r, [u8]>, u64, u64)>,
     /// How the acquire round ended for a caller that waits, and when the
     /// keys that refused it expire.
-    pub(super) waited: Option<(Round, Option<Duration>)>,
+    pub(crate) waited: Option<(Round, Option<Duration>)>,
 }
 
 impl<'r> FencedAcquire<'r> {
     /// An attempt to acquire each of `keys` for `ttl_ms`, no round running
     /// past `deadline`, by `client` (which has fencing on).
-    pub(super) fn new(
-        client: &Redlock,
-        keys: impl IntoIterator<Item = &'r [u8]>,
+    pub(crate) fn new<K: Into<Cow<'r, [u8]>>>(
+        mut client: impl Host,
+        keys: impl IntoIterator<Item = K>,
         many: bool,
         ttl_ms: u64,
         deadline: Option<Instant>,
     ) -> FencedAcquire<'r> {
-        let keys: SmallVec<[&'r [u8]; 1]> = keys.into_iter().collect();
-        let tokens = {
-            let mut source = client.tokens();
-            keys.iter().map(|_| source.token()).collect()
-        };
+        let keys: SmallVec<[Cow<'r, [u8]>; 1]> = keys.into_iter().map(Into::into).collect();
+        let tokens = keys.iter().map(|_| client.token()).collect();
         let slots = keys.iter().map(|_| Slot::Waiting).collect();
-        let longest = client.config.fencing.unwrap_or_default();
-        let wait = longest.saturating_add(rules::drift(longest, client.config.drift_factor));
-        let now = crate::clock::now();
+        let wait = client.fence_wait();
+        let now = client.now();
         let (claim, known) = {
             let mut fences = client.fences();
             let claim = fences.claim_read(now, wait).map(|before| (now, before));
@@ -304,15 +403,18 @@ impl<'r> FencedAcquire<'r> {
 
     /// The same attempt for a caller that waits: its acquire queues it
     /// where it is refused (see [`Command::fenced_wait_acquire`]).
-    pub(super) fn waiting(self, queue: (&'r [u8], u64, u64)) -> FencedAcquire<'r> {
+    pub(crate) fn waiting(
+        self,
+        (member, place, margin): (impl Into<Cow<'r, [u8]>>, u64, u64),
+    ) -> FencedAcquire<'r> {
         FencedAcquire {
-            queue: Some(queue),
+            queue: Some((member.into(), place, margin)),
             ..self
         }
     }
 
     /// The rounds to run next, or `None` once the attempt has ended.
-    pub(super) fn next(&self) -> Option<Next<'_>> {
+    pub(crate) fn next(&self) -> Option<Next<'_>> {
         let one = |command| Next {
             commands: SmallVec::from_buf([command]),
             cap: self.deadline,
@@ -352,29 +454,32 @@ impl<'r> FencedAcquire<'r> {
     }
 
     /// The keys of lock `i`.
-    fn keys(&self, i: usize) -> Keys<&'r [u8]> {
-        Keys::new(self.keys[i], self.many)
+    fn keys(&self, i: usize) -> Keys<&[u8]> {
+        Keys::new(&self.keys[i], self.many)
     }
 
     /// The acquire of lock `i`.
     fn acquire(&self, i: usize) -> Command<'_> {
-        match self.queue {
-            Some(queue) => {
-                Command::fenced_wait_acquire(self.keys(i), &self.tokens[i], self.ttl_ms, queue)
-            }
+        match &self.queue {
+            Some((member, place, margin)) => Command::fenced_wait_acquire(
+                self.keys(i),
+                &self.tokens[i],
+                self.ttl_ms,
+                (member, *place, *margin),
+            ),
             None => Command::fenced_acquire(self.keys(i), &self.tokens[i], self.ttl_ms),
         }
     }
 
     /// Takes how the rounds [`next`](Self::next) gave ended, in its order
     /// ([`Error::Busy`] for those that could not start).
-    pub(super) fn handle(&mut self, client: &Redlock, ends: Ends) {
+    pub(crate) fn handle(&mut self, mut client: impl Host, ends: Ends) {
+        let client = &mut client;
         let mut ends = ends.into_iter();
-        let mut end = || ends.next().unwrap_or_else(|| Err(client.busy()));
         match self.step {
             Step::Read => {
                 self.step = Step::Acquire;
-                match end() {
+                match next_end(&mut ends, client) {
                     Ok(read) if read.result.is_ok() => self.plan_sync(client, &read),
                     _ => {
                         if let Some((at, before)) = self.claim {
@@ -385,7 +490,7 @@ impl<'r> FencedAcquire<'r> {
             }
             Step::Sync => {
                 self.step = Step::Acquire;
-                if let Ok(sync) = end() {
+                if let Ok(sync) = next_end(&mut ends, client) {
                     if sync.result.is_ok() {
                         let mut fences = client.fences();
                         for (node, state) in sync.round.nodes().iter().enumerate() {
@@ -399,8 +504,8 @@ impl<'r> FencedAcquire<'r> {
             Step::Acquire => {
                 self.step = Step::Done;
                 for i in 0..self.slots.len() {
-                    let end = end();
-                    if let (Some(_), Ok(end)) = (self.queue, &end) {
+                    let end = next_end(&mut ends, client);
+                    if let (Some(_), Ok(end)) = (&self.queue, &end) {
                         self.waited = Some((end.round.clone(), rules::free_in(&end.round)));
                     }
                     let slot = self.acquired(client, i, end);
@@ -417,7 +522,10 @@ impl<'r> FencedAcquire<'r> {
                         Slot::Granted {
                             end: acquire,
                             fence,
-                        } => self.raised(client, i, acquire, fence, end()),
+                        } => {
+                            let end = next_end(&mut ends, client);
+                            self.raised(client, i, acquire, fence, end)
+                        }
                         other => other,
                     };
                 }
@@ -432,8 +540,8 @@ impl<'r> FencedAcquire<'r> {
     /// (plus drift) ago, or all of them when the counters start anew, set
     /// to [`sync_value`]. Best effort: what fails is tried again later, and
     /// a master out of sync only keeps its grants out of fences.
-    fn plan_sync(&mut self, client: &Redlock, read: &RoundEnd) {
-        client.note_fences(read);
+    fn plan_sync(&mut self, client: &mut impl Host, read: &RoundEnd) {
+        note_fences(client, read);
         let mut fences = client.fences();
         fences.last_read = Some(read.ended);
         let Some((value, start)) = sync_value(&read.round) else {
@@ -473,7 +581,7 @@ impl<'r> FencedAcquire<'r> {
     }
 
     /// After lock `i`'s acquire round.
-    fn acquired(&self, client: &Redlock, i: usize, end: Result<RoundEnd, Error>) -> Slot {
+    fn acquired(&self, client: &mut impl Host, i: usize, end: Result<RoundEnd, Error>) -> Slot {
         // Not started: nothing was sent.
         let end = match end {
             Ok(end) => end,
@@ -481,13 +589,13 @@ impl<'r> FencedAcquire<'r> {
         };
         let error = match end.result {
             // A quorum of grants in sync carries counts.
-            Ok(Decision::Quorum { .. }) => match client.note_fences(&end) {
+            Ok(Decision::Quorum { .. }) => match note_fences(client, &end) {
                 Some(fence) => return Slot::Granted { end, fence },
                 None => Error::Unfenced(client.report(&end)),
             },
             Ok(Decision::TooSlow) => Error::TooSlow(client.report(&end)),
             Ok(Decision::NoQuorum) => {
-                client.note_fences(&end);
+                note_fences(client, &end);
                 acquire_refused(client.report(&end))
             }
             // The script may have run before the poller failed.
@@ -506,7 +614,7 @@ impl<'r> FencedAcquire<'r> {
     /// raised its counter before the lock's validity ran out.
     fn raised(
         &self,
-        client: &Redlock,
+        client: &mut impl Host,
         i: usize,
         acquire: RoundEnd,
         fence: u64,
@@ -514,7 +622,7 @@ impl<'r> FencedAcquire<'r> {
     ) -> Slot {
         let valid_until = acquire.valid_until;
         let raised = end.and_then(|end| {
-            client.note_fences(&end);
+            note_fences(client, &end);
             match end.result {
                 Ok(Decision::Quorum { .. }) if end.ended < valid_until => Ok(()),
                 Ok(Decision::Quorum { .. } | Decision::TooSlow) => {
@@ -533,7 +641,7 @@ impl<'r> FencedAcquire<'r> {
         });
         Slot::Done(match raised {
             Ok(()) => {
-                client.tally(Op::Acquire, &acquire, Ok(()));
+                client.won(&acquire);
                 Ok(Lock::new(
                     self.keys(i),
                     self.tokens[i],
@@ -556,23 +664,35 @@ impl<'r> FencedAcquire<'r> {
         let counters = &client.counters;
         client.engine.abandon(|driver| {
             let now = crate::clock::now();
-            for (i, slot) in self.slots.iter().enumerate() {
-                if let Slot::Granted { end, .. } = slot {
-                    let release = Command::release(self.keys(i), &self.tokens[i])
-                        .with_script()
-                        .reaching(end.round.reached());
-                    // Followed until every master has answered, as a
-                    // dropped plain acquire's release is.
-                    if driver.release_orphan(&release, now) {
-                        counters.drop_release();
-                    }
+            for release in self.won() {
+                // Followed until every master has answered, as a dropped
+                // plain acquire's release is.
+                if driver.release_orphan(&release, now) {
+                    counters.drop_release();
                 }
             }
         });
     }
 
+    /// The releases of the locks won whose raise has yet to end (a lock
+    /// is in that state only while the attempt raises): what a caller
+    /// that gives up on the attempt now releases.
+    pub(crate) fn won(&self) -> impl Iterator<Item = Command<'_>> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, slot)| match slot {
+                Slot::Granted { end, .. } => Some(
+                    Command::release(self.keys(i), &self.tokens[i])
+                        .with_script()
+                        .reaching(end.round.reached()),
+                ),
+                _ => None,
+            })
+    }
+
     /// Each lock's result, in the order of the keys.
-    pub(super) fn finish(self, client: &Redlock) -> SmallVec<[Result<Lock, Error>; 1]> {
+    pub(crate) fn finish(self, client: impl Host) -> SmallVec<[Result<Lock, Error>; 1]> {
         self.slots
             .into_iter()
             .map(|slot| match slot {
@@ -611,21 +731,6 @@ impl Redlock {
             };
             attempt.handle(self, ends);
         }
-    }
-
-    /// Records what a round said of each master's counter; returns the
-    /// largest count among the masters that did what was asked.
-    fn note_fences(&self, end: &RoundEnd) -> Option<u64> {
-        let (round, now) = (&end.round, end.ended);
-        let mut fences = self.fences();
-        for (node, state) in round.nodes().iter().enumerate() {
-            match state {
-                NodeState::Unsynced => fences.saw_lost(node, round.value(node), now),
-                NodeState::Ok if round.value(node) > 0 => fences.saw_synced(node),
-                _ => {}
-            }
-        }
-        round.max_count()
     }
 }
 

@@ -135,12 +135,12 @@ impl Lock {
     }
 
     /// The masters the acquire went out to (see [`release`](Self::release)).
-    pub(super) fn reach(&self) -> u64 {
+    pub(crate) fn reach(&self) -> u64 {
         self.reach
     }
 
     /// What the commands carry: the name, or the packed names.
-    pub(super) fn keys(&self) -> Keys<&[u8]> {
+    pub(crate) fn keys(&self) -> Keys<&[u8]> {
         Keys::new(&self.resource, self.many)
     }
 

@@ -43,7 +43,11 @@ pub use stats::{MasterStats, Stats};
 pub use tasks::AsyncLockGuard;
 
 use builder::Config;
-use rounds::RoundEnd;
+#[cfg(feature = "sim")]
+pub(crate) use fence::{FenceBook, FencedAcquire, Host};
+#[cfg(feature = "sim")]
+pub(crate) use rounds::Ends;
+pub(crate) use rounds::RoundEnd;
 use stats::Counters;
 use token::TokenSource;
 

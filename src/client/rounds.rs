@@ -16,9 +16,9 @@ use crate::rules::{self, Decision, Op, Report, Round};
 use crate::sync::lock;
 
 /// How a round ended, with its timing, whether or not the driver failed.
-pub(super) struct RoundEnd {
+pub(crate) struct RoundEnd {
     /// The round as it ended: its nodes' states, for reports and counts.
-    pub(super) round: Round,
+    pub(crate) round: Round,
     /// The decision, or the poller's error.
     pub(super) result: Result<Decision, io::ErrorKind>,
     /// `t0` of the round.
@@ -31,7 +31,23 @@ pub(super) struct RoundEnd {
 }
 
 /// How each round of a call ended, in the order of its commands.
-pub(super) type Ends = SmallVec<[Result<RoundEnd, Error>; 1]>;
+pub(crate) type Ends = SmallVec<[Result<RoundEnd, Error>; 1]>;
+
+impl RoundEnd {
+    /// How `round` ended, decided, its caller getting control back at
+    /// `ended`: a round of the simulator's client, which no poller runs.
+    #[cfg(feature = "sim")]
+    pub(crate) fn decided(round: Round, ended: Instant) -> RoundEnd {
+        RoundEnd {
+            result: Ok(round.decision().unwrap_or(Decision::NoQuorum)),
+            started: round.started(),
+            valid_until: round.valid_until(),
+            ended,
+            span: RoundSpan::new(round.op(), 0),
+            round,
+        }
+    }
+}
 
 /// A call's rounds as they ended (copied out of the engine's table).
 pub(super) type Rounds = SmallVec<[Option<Round>; 1]>;

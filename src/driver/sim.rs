@@ -10,7 +10,10 @@
 //! an `end_*` that makes of it what the front end makes of it (a [`Held`]
 //! lock with its validity, an [`Error`], the release of a failed acquire).
 //! A caller that waits for a contended lock takes a [`Wait`] and is driven
-//! between attempts by a [`Pursuit`], the front end's own decisions.
+//! between attempts by a [`Pursuit`], the front end's own decisions. With
+//! [`Settings::fencing`], an acquire is a [`Fenced`]: the front ends' own
+//! state machine of its rounds (`client/fence.rs`), which this client runs
+//! step by step (`sim/fenced.rs`).
 //!
 //! What the front ends do around the core is mirrored here, for the rules
 //! they follow (`client/mod.rs`, `client/rounds.rs`, `client/wait.rs`,
@@ -20,11 +23,18 @@
 //! kinds, a waiter's queue member and margin. A change there is made here
 //! too; the simulator's checkers hold whatever is here to the guarantees.
 
+mod fenced;
+
 use std::io::Write;
 use std::time::{Duration, Instant};
 
+use smallvec::SmallVec;
+
+pub use fenced::Fenced;
+
 use super::core::Core;
 use crate::addr::ServerAddr;
+use crate::client::FenceBook;
 use crate::commands::{self, Command, Keys, WakeChannel};
 use crate::error::Error;
 use crate::link::LinkConfig;
@@ -62,6 +72,17 @@ pub struct Settings {
     pub wake: bool,
     /// The restart guard's longest TTL, if it is on.
     pub restart_guard: Option<Duration>,
+    /// Fencing's longest TTL, if it is on (the same as the guard's when
+    /// both are, as the builder requires).
+    pub fencing: Option<Duration>,
+}
+
+impl Settings {
+    /// The longest TTL the client accepts and keeps on the masters: the
+    /// restart guard's or fencing's, as the builder has it.
+    fn longest_ttl(&self) -> Option<Duration> {
+        self.restart_guard.or(self.fencing)
+    }
 }
 
 /// What a call names: one resource, or several acquired all or nothing
@@ -119,6 +140,7 @@ pub struct Held {
     valid_until: Instant,
     extensions: u32,
     reach: u64,
+    fence: Option<u64>,
 }
 
 impl Held {
@@ -141,6 +163,11 @@ impl Held {
     pub fn extensions(&self) -> u32 {
         self.extensions
     }
+
+    /// Its fence, if it was acquired with fencing.
+    pub fn fence(&self) -> Option<u64> {
+        self.fence
+    }
 }
 
 /// A call's place in the client's table of waits and in the masters'
@@ -153,6 +180,8 @@ pub struct Wait {
     place: u64,
     margin_ms: u64,
     queued: bool,
+    /// An attempt of it was refused or failed somewhere.
+    contended: bool,
 }
 
 impl Wait {
@@ -182,6 +211,14 @@ pub struct Client {
     settings: Settings,
     wake: Option<WakeChannel>,
     n: usize,
+    /// What it knows of the masters' fence counters, as the front end's.
+    fences: FenceBook,
+    /// The time of the call that runs a fenced acquire's step, and the
+    /// token it acquires with (see `fenced.rs`).
+    now: Instant,
+    token: [u8; TOKEN_LEN],
+    /// A deliberate fault: fenced acquires skip their raise.
+    skip_raises: bool,
 }
 
 impl Client {
@@ -198,13 +235,13 @@ impl Client {
             backoff_min: Duration::from_millis(10).min(settings.backoff_max),
             backoff_max: settings.backoff_max,
             identify: settings.identify,
-            fencing: false,
+            fencing: settings.fencing.is_some(),
             in_flight: settings.in_flight,
             guard: settings.restart_guard.map(|ttl| {
                 let guard = ttl.saturating_add(rules::drift(ttl, settings.drift_factor));
                 (guard, marker(id))
             }),
-            longest_ttl: settings.restart_guard.map(|ttl| ttl.as_millis() as u64),
+            longest_ttl: settings.longest_ttl().map(|ttl| ttl.as_millis() as u64),
             wake,
         };
         Client {
@@ -212,6 +249,10 @@ impl Client {
             settings,
             wake,
             n: addrs.len(),
+            fences: FenceBook::new(addrs.len()),
+            now,
+            token: [0; TOKEN_LEN],
+            skip_raises: false,
         }
     }
 
@@ -370,18 +411,25 @@ impl Client {
                     valid_until: round.valid_until(),
                     extensions: 0,
                     reach: round.reached(),
+                    fence: None,
                 };
                 return (Ok(held), free_in.flatten());
             }
             Some(Decision::TooSlow) => Error::TooSlow(report(&round)),
             Some(Decision::NoQuorum) | None => acquire_refused(report(&round)),
         };
-        // Released on every master, also those that seemed to fail.
-        let release = Command::release(names.keys(), token)
+        self.release_failed(names.keys(), token, &round, now);
+        (Err(error), free_in.flatten())
+    }
+
+    /// After a failed acquire of `keys` by `token`, whose round ended as
+    /// `round`: its release, queued on every master its command went out
+    /// to, also those that seemed to fail, without waiting.
+    fn release_failed(&mut self, keys: Keys<&[u8]>, token: &[u8], round: &Round, now: Instant) {
+        let release = Command::release(keys, token)
             .with_script()
             .reaching(round.reached());
         self.core.queue(&release, now);
-        (Err(error), free_in.flatten())
     }
 
     /// The caller of acquire round `id` of `names` by `token` is gone
@@ -502,6 +550,7 @@ impl Client {
             place,
             margin_ms: margin.as_millis() as u64,
             queued: false,
+            contended: false,
         })
     }
 
@@ -591,6 +640,21 @@ impl Client {
         cap: Option<Instant>,
         now: Instant,
     ) -> Result<u64, Error> {
+        let mut ids: SmallVec<[u64; 1]> = SmallVec::new();
+        self.submit_all(std::slice::from_ref(command), cap, &mut ids, now);
+        ids.first().copied().ok_or_else(|| self.busy())
+    }
+
+    /// Starts one round per command, as [`submit`](Self::submit) does,
+    /// as far as the table has room: the ids of those started go to
+    /// `ids`, in order.
+    fn submit_all(
+        &mut self,
+        commands: &[Command<'_>],
+        cap: Option<Instant>,
+        ids: &mut SmallVec<[u64; 1]>,
+        now: Instant,
+    ) {
         let s = self.settings;
         let timeout = match cap {
             Some(cap) => s.request_timeout.min(cap.saturating_duration_since(now)),
@@ -602,10 +666,7 @@ impl Client {
             let drift = rules::drift(ttl, s.drift_factor);
             round.restart(command.op(), n, ttl, drift, timeout, now);
         };
-        let mut ids: smallvec::SmallVec<[u64; 1]> = smallvec::SmallVec::new();
-        self.core
-            .submit(std::slice::from_ref(command), restart, &mut ids, true, now);
-        ids.first().copied().ok_or_else(|| self.busy())
+        self.core.submit(commands, restart, ids, true, now);
     }
 
     /// Round `id` as it ended, its slot freed.
@@ -640,7 +701,7 @@ impl Client {
         if rules::validity(whole, s.request_timeout, drift).is_none() {
             return invalid("no validity would be left after the request timeout and drift");
         }
-        if s.restart_guard.is_some_and(|longest| ttl > longest) {
+        if s.longest_ttl().is_some_and(|longest| ttl > longest) {
             return invalid(
                 "longer than the longest TTL given to Builder::restart_guard or fencing",
             );
@@ -663,13 +724,22 @@ fn check_resource(resource: &[u8]) -> Result<(), Error> {
 }
 
 /// After an attempt that waits, whose round ended as `round`: whether a
-/// master may hold an entry of it (as the front end's `Wait::note`).
+/// master may hold an entry of it (as the front end's `Wait::note`: one
+/// that refused or failed it, or, once the wait has met contention, one
+/// still to answer).
 fn note(wait: &mut Wait, round: &Round) {
     let reached = round.reached();
-    wait.queued = round.nodes().iter().enumerate().any(|(node, state)| {
+    let (mut refused, mut pending) = (false, false);
+    for (node, state) in round.nodes().iter().enumerate() {
         let sent = node >= 64 || reached >> node & 1 == 1;
-        sent && !matches!(state, NodeState::Ok | NodeState::Pending)
-    });
+        match state {
+            NodeState::Ok => {}
+            NodeState::Pending => pending |= sent,
+            _ => refused |= sent,
+        }
+    }
+    wait.queued = refused || (wait.contended && pending);
+    wait.contended |= refused;
 }
 
 fn report(round: &Round) -> Box<Report> {

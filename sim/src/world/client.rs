@@ -50,7 +50,10 @@ impl ClientProc {
             })
             .collect();
         let id = rng.next_u64();
-        let client = Client::new(&addrs, params.client_settings, id, clock.local(0));
+        let mut client = Client::new(&addrs, params.settings_of(c), id, clock.local(0));
+        if params.regression == super::Regression::NoRaise {
+            client.skip_raises();
+        }
         ClientProc {
             client,
             clock,

@@ -1,8 +1,9 @@
 //! The faults: pauses of clients and masters, crashes and restarts,
 //! connections reset, partitions, `FLUSHALL`, a master's clock stepped
-//! back, and the other clients' writes.
+//! back, evictions, and the other clients' writes.
 
 use redlock_mio::resp::{Arg, encode_command};
+use redlock_mio::{FENCE_KEY, FENCE_LOST_KEY};
 
 use super::history::secs;
 use super::masters::foreign_write;
@@ -19,7 +20,8 @@ impl World {
             + w.reset
             + w.partition
             + w.flushall
-            + w.step_back;
+            + w.step_back
+            + w.evict;
         let mut pick = self.rng.below(total);
         let longest = self.params.longest().as_nanos() as u64;
         let rt = self.params.settings.request_timeout.as_nanos() as u64;
@@ -31,6 +33,7 @@ impl World {
             (w.partition, 4),
             (w.flushall, 5),
             (w.step_back, 6),
+            (w.evict, 7),
         ] {
             if pick >= weight {
                 pick -= weight;
@@ -66,7 +69,12 @@ impl World {
                     if self.command(m, &[b"FLUSHALL"]) {
                         self.note(|| format!("master {m}: FLUSHALL"));
                         self.history.losses[m].push(self.t);
+                        self.history.wipes[m].push(self.t);
                     }
+                }
+                7 => {
+                    let m = self.rng.index(self.masters.len());
+                    self.evict(m);
                 }
                 _ => {
                     let m = self.rng.index(self.masters.len());
@@ -74,6 +82,7 @@ impl World {
                     self.note(|| format!("master {m}'s clock steps back {back} us"));
                     self.masters[m].clock.step(-(back as i64));
                     self.masters[m].stepped_back += back * 1000;
+                    self.history.steps.push(self.t);
                 }
             }
             return;
@@ -116,6 +125,7 @@ impl World {
             self.send_down(conn, end);
         }
         let master = &mut self.masters[m];
+        master.fence_keys = master.fence_keys(self.t);
         master.down = true;
         master.writer = None;
         let d = self.params.restart_delay(&mut self.rng);
@@ -139,10 +149,16 @@ impl World {
             Some(k) => {
                 let snapshot = master.snapshots[k].1.clone();
                 master.model.restore(&snapshot, now_us);
+                // An old counter or loss id back, where the master had
+                // acknowledged another: outside what fencing assumes.
+                if master.fence_keys(self.t) != master.fence_keys {
+                    self.history.breaks[m].push(self.t);
+                }
             }
             None => master.model.restart(now_us),
         }
         master.down = false;
+        self.history.wipes[m].push(self.t);
         self.note(|| format!("master {m} restarts from snapshot {from:?}"));
         // Without the restart guard, only a restart delayed past the
         // longest TTL keeps what the lock assumes; the guard quarantines
@@ -150,6 +166,34 @@ impl World {
         let guarded = self.params.settings.restart_guard.is_some();
         if !guarded && !self.params.delayed_restarts {
             self.history.losses[m].push(self.t);
+        }
+    }
+
+    /// Master `m`, short of memory, evicts one to three keys as its
+    /// `maxmemory-policy` lets it. A lock's key evicted is a grant lost,
+    /// as in a crash; the fence counter or its loss id evicted (only an
+    /// `allkeys` policy can) is outside what fencing assumes.
+    fn evict(&mut self, m: usize) {
+        let Some(policy) = self.params.eviction else {
+            return;
+        };
+        if !self.masters[m].runs(self.t) {
+            return;
+        }
+        let now_us = self.masters[m].clock.now_us(self.t);
+        for _ in 0..self.rng.range(1, 3) {
+            let pick = self.rng.next_u64();
+            let Some(key) = self.masters[m].model.evict(0, policy, pick, now_us) else {
+                return;
+            };
+            self.note(|| format!("master {m} evicts {}", super::show(&key)));
+            if self.params.resources.contains(&key) {
+                self.history.losses[m].push(self.t);
+            }
+            if key == FENCE_KEY.as_bytes() || key == FENCE_LOST_KEY.as_bytes() {
+                self.history.wipes[m].push(self.t);
+                self.history.breaks[m].push(self.t);
+            }
         }
     }
 

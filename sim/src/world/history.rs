@@ -1,7 +1,9 @@
 //! What happened, in global time, and the checkers run over it: no two
 //! holders of a resource within their validities (unless every master that
-//! granted both lost its data in between), every call within its bound,
-//! and (see the world) nothing left on the masters past its own bound.
+//! granted both lost its data in between), fences that grow in the order
+//! holdings began (where `crate::fencing` says they do), every call within
+//! its bound, and (see the world) nothing left on the masters past its own
+//! bound.
 
 use std::fmt::Write;
 
@@ -22,13 +24,43 @@ pub(crate) struct Holding {
     pub(crate) t0: u64,
 }
 
+/// One fenced holding: a lock won by a fenced acquire, from when it
+/// began, for each of its resources.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Fenced {
+    pub(crate) resource: usize,
+    pub(crate) client: usize,
+    pub(crate) lock: u64,
+    pub(crate) fence: u64,
+    /// When the client got the lock (after the raise).
+    pub(crate) began: u64,
+    /// When its acquire round started.
+    pub(crate) t0: u64,
+    /// The masters whose raise made the decision, bit `i` for master `i`.
+    pub(crate) raised: u64,
+}
+
 /// Everything the checkers look at.
 #[derive(Debug, Default)]
 pub(crate) struct History {
     pub(crate) holdings: Vec<Holding>,
-    /// When each master lost data (a `FLUSHALL`, a restart without its
-    /// data or from an older snapshot), by master process.
+    pub(crate) fenced: Vec<Fenced>,
+    /// When each master lost grants it had made, outside what the lock
+    /// assumes (a `FLUSHALL`, a restart without its data or from an older
+    /// snapshot that nothing guarded, a lock's key evicted), by master
+    /// process.
     pub(crate) losses: Vec<Vec<u64>>,
+    /// When each master lost its fence counter with its whole data set,
+    /// or its counter alone (every restart, a `FLUSHALL`, the counter
+    /// evicted), by master process: fencing puts it back in sync.
+    pub(crate) wipes: Vec<Vec<u64>>,
+    /// When each master left what fencing assumes (a restart from an
+    /// older snapshot that brought back another counter or loss id than
+    /// the master had when it crashed; the counter or its loss id
+    /// evicted), by master process.
+    pub(crate) breaks: Vec<Vec<u64>>,
+    /// When a master's clock stepped back.
+    pub(crate) steps: Vec<u64>,
     /// The master process each address names (grants are by address).
     proc_of: Vec<usize>,
     /// Calls that took longer than their bound.
@@ -42,6 +74,8 @@ impl History {
         let procs = proc_of.iter().max().map_or(0, |&p| p + 1);
         History {
             losses: vec![Vec::new(); procs],
+            wipes: vec![Vec::new(); procs],
+            breaks: vec![Vec::new(); procs],
             proc_of,
             ..History::default()
         }
@@ -62,7 +96,7 @@ impl History {
 
     /// Whether master `m` lost data between `from` and `to`.
     fn lost(&self, m: usize, from: u64, to: u64) -> bool {
-        self.losses[m].iter().any(|&at| from <= at && at <= to)
+        within(&self.losses[m], from, to)
     }
 
     /// Every pair of holdings of one resource by two locks that overlap in
@@ -105,6 +139,89 @@ impl History {
             .filter(|m| common >> m & 1 == 1)
             .all(|m| self.lost(m, from, to))
     }
+}
+
+impl History {
+    /// Every pair of fenced holdings of one resource in which the one that
+    /// began later has a fence no larger, where `crate::fencing` says it
+    /// is larger: described.
+    pub(crate) fn fence_order(&self, names: &[String]) -> Vec<String> {
+        let mut by_resource: Vec<Vec<&Fenced>> = vec![Vec::new(); names.len()];
+        for f in &self.fenced {
+            by_resource[f.resource].push(f);
+        }
+        let mut found = Vec::new();
+        for list in &mut by_resource {
+            list.sort_by_key(|f| (f.began, f.lock));
+            for (i, a) in list.iter().enumerate() {
+                for b in &list[i + 1..] {
+                    if b.fence > a.fence || b.began == a.began || self.fence_excused(a, b) {
+                        continue;
+                    }
+                    found.push(describe_fences(names, a, b));
+                    if found.len() >= 5 {
+                        return found;
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    /// Whether `b`, which began after `a`, may have a fence no larger
+    /// than `a`'s by `crate::fencing`. Its fence is larger when `b`'s
+    /// acquire started after `a` began (the proof there takes `a`'s raise
+    /// quorum, done before `a` began, to meet `b`'s quorum), whatever the
+    /// masters lost of their whole data sets; and, when no master lost
+    /// anything, whenever `b` began after `a`. Unless, between `a`'s
+    /// acquire and `b`'s beginning:
+    ///
+    /// - a master left what fencing assumes (an old counter restored, a
+    ///   counter or loss id evicted);
+    /// - every master that raised `a`'s fence lost its counter, which a
+    ///   start from the clocks needs, and a master's clock had stepped back
+    ///   (the start assumes it did not).
+    fn fence_excused(&self, a: &Fenced, b: &Fenced) -> bool {
+        let (from, to) = (a.t0.min(b.t0), b.began);
+        let procs = 0..self.breaks.len();
+        if procs.clone().any(|m| within(&self.breaks[m], from, to)) {
+            return true;
+        }
+        let raised = self.procs(a.raised);
+        let started = procs
+            .clone()
+            .filter(|m| raised >> m & 1 == 1)
+            .all(|m| within(&self.wipes[m], from, to));
+        if started && self.steps.iter().any(|&at| at <= to) {
+            return true;
+        }
+        b.t0 <= a.began
+            && procs
+                .clone()
+                .any(|m| within(&self.wipes[m], from, to) || self.lost(m, from, to))
+    }
+}
+
+/// Whether one of `times` falls between `from` and `to`.
+fn within(times: &[u64], from: u64, to: u64) -> bool {
+    times.iter().any(|&at| from <= at && at <= to)
+}
+
+fn describe_fences(names: &[String], a: &Fenced, b: &Fenced) -> String {
+    let mut text = format!("fences out of order on {}:", names[a.resource]);
+    for f in [a, b] {
+        let _ = write!(
+            text,
+            " [client {} lock {} fence {} began {:.6}s, acquire from {:.6}s, raised by {:b}]",
+            f.client,
+            f.lock,
+            f.fence,
+            secs(f.began),
+            secs(f.t0),
+            f.raised
+        );
+    }
+    text
 }
 
 fn describe(names: &[String], a: &Holding, b: &Holding) -> String {
@@ -155,5 +272,60 @@ mod tests {
         assert!(history.overlaps(&names).is_empty(), "master 1 lost the key");
         history.holdings.push(held(3, 100, 200, 0b111));
         assert_eq!(history.overlaps(&names).len(), 1, "3 overlaps 2 only");
+    }
+
+    /// Lock `lock`, fenced `fence`, its acquire from `t0`, began at
+    /// `began`, raised by every master of three.
+    fn fenced(lock: u64, fence: u64, t0: u64, began: u64) -> Fenced {
+        Fenced {
+            resource: 0,
+            client: 0,
+            lock,
+            fence,
+            began,
+            t0,
+            raised: 0b111,
+        }
+    }
+
+    /// A later holding's fence must be larger; a master that lost its
+    /// whole data set excuses only holdings whose acquires ran at once, and
+    /// a step back of a clock only when every master that raised the
+    /// first fence lost its counter; an old counter restored excuses
+    /// every pair around it.
+    #[test]
+    fn fences_out_of_order_are_found_unless_outside_the_assumptions() {
+        let names = vec!["r".to_owned()];
+        let mut history = History::new(vec![0, 1, 2]);
+        history.fenced = vec![fenced(1, 10, 0, 10), fenced(2, 10, 20, 30)];
+        assert_eq!(history.fence_order(&names).len(), 1, "equal fences");
+        history.fenced[1].fence = 11;
+        assert!(history.fence_order(&names).is_empty());
+
+        // B's acquire started after A began: no whole loss excuses it.
+        history.fenced[1].fence = 9;
+        history.wipes[0].push(15);
+        history.losses[1].push(15);
+        assert_eq!(history.fence_order(&names).len(), 1);
+        // B's acquire started before A began: a loss does.
+        history.fenced[1].t0 = 5;
+        assert!(history.fence_order(&names).is_empty());
+
+        // A start from the clocks after a step back, once every master
+        // that raised A's fence lost its counter.
+        history.fenced[1].t0 = 20;
+        history.steps.push(1);
+        assert_eq!(history.fence_order(&names).len(), 1, "two still count");
+        history.wipes[1].push(16);
+        history.wipes[2].push(17);
+        assert!(history.fence_order(&names).is_empty());
+        history.steps.clear();
+        assert_eq!(history.fence_order(&names).len(), 1, "no step back");
+
+        // An old counter restored between them.
+        history.breaks[2].push(25);
+        assert!(history.fence_order(&names).is_empty());
+        history.breaks[2][0] = 31;
+        assert_eq!(history.fence_order(&names).len(), 1, "after B began");
     }
 }

@@ -25,7 +25,12 @@ pub(crate) struct MasterProc {
     /// How far its clock was stepped back so far, ns: keys live that much
     /// longer.
     pub(crate) stepped_back: u64,
+    /// Its fence keys (the counter and the loss id) when it crashed.
+    pub(crate) fence_keys: FenceKeys,
 }
+
+/// A master's fence counter and loss id, as they are at one moment.
+pub(crate) type FenceKeys = [Option<Vec<u8>>; 2];
 
 impl MasterProc {
     pub(crate) fn new(model: Master, clock: MasterClock) -> MasterProc {
@@ -38,7 +43,18 @@ impl MasterProc {
             snapshots: Vec::new(),
             writer: None,
             stepped_back: 0,
+            fence_keys: [None, None],
         }
+    }
+
+    /// Its fence counter and loss id at global time `t`.
+    pub(crate) fn fence_keys(&self, t: u64) -> FenceKeys {
+        let now_us = self.clock.now_us(t);
+        [redlock_mio::FENCE_KEY, redlock_mio::FENCE_LOST_KEY].map(|key| {
+            self.model
+                .get(0, key.as_bytes(), now_us)
+                .map(<[u8]>::to_vec)
+        })
     }
 
     /// Whether it runs commands at `t`.

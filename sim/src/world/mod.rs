@@ -8,20 +8,28 @@
 //! wait (the front end's `Pursuit` deciding between attempts), holding,
 //! extends, releases, calls dropped half-way, on a few resources (binary
 //! names among them) and on names in the crate's key space, which must be
-//! refused before anything is sent. Faults: network delay and spikes,
-//! writes cut in pieces, connections reset, partitions, pauses of clients
-//! and masters, master crashes and restarts (empty, or from an older
-//! snapshot), `FLUSHALL`, steps back of a master's clock, and other
-//! clients' writes (foreign holders, junk in the wait queues, keys of the
-//! wrong type, wake-ups nobody sent, `SCRIPT FLUSH`).
+//! refused before anything is sent. All, some or none of a world's
+//! clients are fenced: their acquires, plain or waiting, are the front
+//! ends' own fenced machine (read and sync when due, acquire, raise).
+//! Faults: network delay and spikes, writes cut in pieces, connections
+//! reset, partitions, pauses of clients and masters, master crashes and
+//! restarts (empty, or from an older snapshot), `FLUSHALL`, steps back of
+//! a master's clock, evictions (under a `volatile-*` or an `allkeys-*`
+//! policy), and other clients' writes (foreign holders, junk in the wait
+//! queues, keys of the wrong type, wake-ups nobody sent, `SCRIPT
+//! FLUSH`).
 //!
 //! The checkers ([`history`]) run over the whole history: no two holders
 //! of a resource within their validities (each as its client computed it,
 //! mapped to global time through that client's clock) unless every master
-//! that granted both lost its data in between; every call returns within
-//! its documented bound; and once the clients are quiet, nothing but the
-//! crate's permanent keys is left on any master after the longest TTL and
-//! the wait queue's margin.
+//! that granted both lost its data in between (an eviction of a lock's key
+//! is such a loss); fences that grow in the order holdings began, where
+//! `redlock_mio::fencing` says they do (unless a master left its
+//! assumptions in between: an old counter restored, a counter evicted, a
+//! start from the clocks after a clock stepped back); every call returns
+//! within its documented bound; and once the clients are quiet, nothing
+//! but the crate's permanent keys is left on any master after the longest
+//! TTL and the wait queue's margin.
 
 mod client;
 mod clock;
@@ -73,6 +81,8 @@ pub struct Outcome {
     pub acquired: u64,
     /// Acquires that failed (contended, unavailable, too slow, ...).
     pub refused: u64,
+    /// Locks won by fenced acquires (of `acquired`).
+    pub fenced: u64,
     /// Simulated time, in nanoseconds.
     pub simulated: u64,
     /// Events handled.
@@ -325,6 +335,7 @@ impl World {
         }
         let names: Vec<String> = self.params.resources.iter().map(|r| show(r)).collect();
         let mut violations = self.history.overlaps(&names);
+        violations.extend(self.history.fence_order(&names));
         violations.append(&mut self.history.slow_calls);
         violations.append(&mut self.history.errors);
         violations.extend(self.leftovers());

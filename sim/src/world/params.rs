@@ -1,10 +1,13 @@
 //! The shape of one world, drawn from its seed: how many masters, clients
-//! and callers, the clients' settings, the TTLs and resources, the
-//! network's timing, the clocks, and how often each fault comes.
+//! and callers, the clients' settings (fenced or not), the TTLs and
+//! resources, the network's timing, the clocks, the masters' eviction
+//! policy, and how often each fault comes.
 
 use std::time::Duration;
 
 use redlock_mio::sim::Settings;
+
+use crate::Eviction;
 
 use super::clock::MasterClock;
 use super::net::Timing;
@@ -31,6 +34,10 @@ pub enum Regression {
     LongRounds,
     /// The other clients write a key that never expires.
     ForeignLeak,
+    /// Fenced acquires skip their raise (every client is fenced): a
+    /// fence no longer reaches a quorum, and a later holder can get a
+    /// smaller one.
+    NoRaise,
 }
 
 /// How often each fault comes, relative to the others.
@@ -43,6 +50,7 @@ pub(crate) struct Weights {
     pub(crate) partition: u64,
     pub(crate) flushall: u64,
     pub(crate) step_back: u64,
+    pub(crate) evict: u64,
 }
 
 /// One world's shape (see the module docs).
@@ -86,6 +94,10 @@ pub(crate) struct Params {
     /// A crashed master restarts only after the longest TTL (the
     /// operators' remedy without the restart guard): no loss then.
     pub(crate) delayed_restarts: bool,
+    /// Which clients are built with fencing (all, some or none).
+    pub(crate) fenced: Vec<bool>,
+    /// The masters' `maxmemory-policy`, if they evict at all.
+    pub(crate) eviction: Option<Eviction>,
 }
 
 impl Params {
@@ -119,6 +131,7 @@ impl Params {
             identify: guard || rng.chance(0.9),
             wake: rng.chance(0.85),
             restart_guard: guard.then_some(longest),
+            fencing: None,
         };
         // A server listed twice, which identification refuses.
         let twice = settings.identify && procs >= 2 && rng.chance(0.2);
@@ -169,6 +182,37 @@ impl Params {
         if regression == Regression::LongRounds {
             client_settings.request_timeout *= 3;
         }
+        let duration = rng.range(2_000, 8_000) * MS;
+        let fault_mean = rng.range(20, 300) * MS * calm_odds;
+        let writer_mean = rng.range(5, 100) * MS;
+        let snapshot_mean = rng.range(50, 1000) * MS;
+        let think_mean = rng.range(0, request_ms) * MS;
+        let mut weights = Weights {
+            client_pause: rng.range(0, 4),
+            master_pause: rng.range(0, 4),
+            crash: rng.range(0, 3),
+            reset: rng.range(0, 4),
+            partition: rng.range(0, 4),
+            flushall: rng.range(0, 1),
+            step_back: rng.range(0, 2),
+            evict: 0,
+        };
+        let delayed_restarts = !guard && rng.chance(0.7);
+        // (Drawn last: the worlds drawn before fencing and evictions keep
+        // their shape.)
+        let fence_odds = match regression {
+            Regression::NoRaise => 1.0,
+            _ => [0.0, 0.0, 0.5, 1.0][rng.index(4)],
+        };
+        let fenced = (0..clients).map(|_| rng.chance(fence_odds)).collect();
+        let eviction = match rng.below(8) {
+            0 => Some(Eviction::Volatile),
+            1 => Some(Eviction::AllKeys),
+            _ => None,
+        };
+        if eviction.is_some() {
+            weights.evict = rng.range(1, 4);
+        }
         Params {
             masters,
             procs,
@@ -185,21 +229,15 @@ impl Params {
             master_epochs,
             master_ppm,
             client_ppm,
-            duration: rng.range(2_000, 8_000) * MS,
-            fault_mean: rng.range(20, 300) * MS * calm_odds,
-            writer_mean: rng.range(5, 100) * MS,
-            snapshot_mean: rng.range(50, 1000) * MS,
-            think_mean: rng.range(0, request_ms) * MS,
-            weights: Weights {
-                client_pause: rng.range(0, 4),
-                master_pause: rng.range(0, 4),
-                crash: rng.range(0, 3),
-                reset: rng.range(0, 4),
-                partition: rng.range(0, 4),
-                flushall: rng.range(0, 1),
-                step_back: rng.range(0, 2),
-            },
-            delayed_restarts: !guard && rng.chance(0.7),
+            duration,
+            fault_mean,
+            writer_mean,
+            snapshot_mean,
+            think_mean,
+            weights,
+            delayed_restarts,
+            fenced,
+            eviction,
         }
     }
 
@@ -272,27 +310,40 @@ impl Params {
     }
 
     /// The longest a call of `attempts` attempts may take, by the
-    /// documentation: each attempt a request timeout, and a retry delay
-    /// between two.
-    pub(crate) fn call_bound(&self, attempts: u32) -> Duration {
+    /// documentation: each attempt a request timeout (five for a fenced
+    /// attempt: two reads, a sync, the acquire and the raise), and a retry
+    /// delay between two.
+    pub(crate) fn call_bound(&self, attempts: u32, fenced: bool) -> Duration {
         let s = &self.settings;
-        s.request_timeout * attempts + (s.retry_delay + s.retry_jitter) * attempts.saturating_sub(1)
+        let rounds = if fenced { 5 } else { 1 };
+        s.request_timeout * attempts * rounds
+            + (s.retry_delay + s.retry_jitter) * attempts.saturating_sub(1)
+    }
+
+    /// Client `c`'s settings: fenced with the longest TTL, if it is.
+    pub(crate) fn settings_of(&self, c: usize) -> Settings {
+        Settings {
+            fencing: self.fenced[c].then(|| self.longest()),
+            ..self.client_settings
+        }
     }
 
     /// The world in a line, for messages.
     pub(crate) fn describe(&self) -> String {
         let s = &self.settings;
         format!(
-            "{} masters ({} addresses), {} clients x {} callers, request timeout {:?}, TTLs {:?}, guard {:?}, wake {}, identify {}, {:.1}s of faults",
+            "{} masters ({} addresses), {} clients x {} callers ({} fenced), request timeout {:?}, TTLs {:?}, guard {:?}, wake {}, identify {}, eviction {:?}, {:.1}s of faults",
             self.procs,
             self.masters,
             self.clients,
             self.tasks,
+            self.fenced.iter().filter(|&&f| f).count(),
             s.request_timeout,
             self.ttls,
             s.restart_guard,
             s.wake,
             s.identify,
+            self.eviction,
             self.duration as f64 / 1e9
         )
     }

@@ -5,19 +5,20 @@
 //! front end's own; then it holds the lock, extends it, releases it,
 //! forgets it (a holder that crashed), or drops a call half-way (a future
 //! dropped). Now and then it asks for a name in the crate's key space,
-//! which must be refused before anything is sent.
+//! which must be refused before anything is sent. A fenced client's
+//! attempts are fenced acquires, the front ends' own machine of rounds.
 //!
 //! Each call is checked against its documented bound, and each lock's
 //! validity, as the client computed it, is recorded in global time for
-//! the mutual exclusion checker.
+//! the mutual exclusion checker, and its fence for the fence checker.
 
 use std::time::{Duration, Instant};
 
 use redlock_mio::Error;
 use redlock_mio::rules::{NodeState, Round};
-use redlock_mio::sim::{Held, Names, Next, Pursuit, Wait};
+use redlock_mio::sim::{Fenced, Held, Names, Next, Pursuit, Wait};
 
-use super::history::Holding;
+use super::history::{self, Holding};
 use super::{Ev, World};
 
 /// One caller.
@@ -58,6 +59,12 @@ enum Kind {
     Until(Instant),
 }
 
+/// An attempt in flight: its round, or a fenced acquire's rounds.
+enum Flight {
+    Plain(u64),
+    Fenced(Box<Fenced>),
+}
+
 /// An acquire call.
 struct Call {
     /// The resources, by index, and as the front end names them.
@@ -66,9 +73,9 @@ struct Call {
     ttl: Duration,
     kind: Kind,
     token: [u8; 20],
-    /// The attempt's round, while one is in flight; else the call waits
-    /// between attempts until `until`, unless told sooner.
-    round: Option<u64>,
+    /// The attempt in flight, if one is; else the call waits between
+    /// attempts until `until`, unless told sooner.
+    round: Option<Flight>,
     until: Instant,
     wait: Option<Wait>,
     pursuit: Option<Pursuit>,
@@ -209,10 +216,21 @@ impl World {
     /// was told.
     pub(crate) fn task_woken(&mut self, c: usize, k: usize) {
         match self.take_state(c, k) {
-            State::Acquire(call) => match call.round {
-                Some(id) if self.clients[c].client.is_decided(id) => self.attempted(c, k, call),
-                Some(id) => {
-                    self.clients[c].client.set_waiter(id, k as u64);
+            State::Acquire(call) => match &call.round {
+                Some(Flight::Plain(id)) if self.clients[c].client.is_decided(*id) => {
+                    self.attempted(c, k, call)
+                }
+                Some(Flight::Plain(id)) => {
+                    self.clients[c].client.set_waiter(*id, k as u64);
+                    self.put_state(c, k, State::Acquire(call));
+                }
+                Some(Flight::Fenced(fenced))
+                    if self.clients[c].client.is_fenced_decided(fenced) =>
+                {
+                    self.fenced_step(c, k, call)
+                }
+                Some(Flight::Fenced(fenced)) => {
+                    self.clients[c].client.set_fenced_waiter(fenced, k as u64);
                     self.put_state(c, k, State::Acquire(call));
                 }
                 None => self.between(c, k, call),
@@ -329,58 +347,106 @@ impl World {
             Kind::Until(deadline) => Some(deadline),
             _ => None,
         };
+        let fenced = self.params.fenced[c];
         let client = &mut self.clients[c].client;
-        match client.begin_acquire(
-            &call.names,
-            &call.token,
-            call.ttl,
-            call.wait.as_mut(),
-            cap,
-            now,
-        ) {
-            Ok(id) => {
-                client.set_waiter(id, k as u64);
-                self.clients[c].rounds += 1;
-                call.round = Some(id);
-                self.note(|| {
-                    format!(
-                        "client {c} task {k}: acquire {:?} round {id:x} of {:?} token {:02x}{:02x}.. ttl {:?}",
-                        call.kind,
-                        call.res,
-                        call.token[0],
-                        call.token[1],
-                        call.ttl
-                    )
-                });
-                if self.clients[c].rng.chance(0.03) {
-                    // Dropped half-way, as a future may be.
-                    let rt = self.params.settings.request_timeout.as_nanos() as u64;
-                    let at = self.t + self.clients[c].rng.below(rt);
-                    self.task_timer_at(c, k, at);
-                }
-                self.put_state(c, k, State::Acquire(call));
-            }
-            Err(error) => self.call_failed(c, k, call, &error),
+        let (names, token, ttl, wait) = (&call.names, &call.token, call.ttl, call.wait.as_mut());
+        let begun = if fenced {
+            let begun = client.begin_fenced(names, token, ttl, wait, cap, now);
+            begun.map(|fenced| Flight::Fenced(Box::new(fenced)))
+        } else {
+            let begun = client.begin_acquire(names, token, ttl, wait, cap, now);
+            begun.map(Flight::Plain)
+        };
+        let flight = match begun {
+            Ok(flight) => flight,
+            Err(error) => return self.call_failed(c, k, call, &error),
+        };
+        self.note(|| {
+            format!(
+                "client {c} task {k}: acquire {:?} {} of {:?} token {:02x}{:02x}.. ttl {:?}",
+                call.kind,
+                match &flight {
+                    Flight::Plain(id) => format!("round {id:x}"),
+                    Flight::Fenced(_) => "fenced".to_owned(),
+                },
+                call.res,
+                call.token[0],
+                call.token[1],
+                call.ttl
+            )
+        });
+        call.round = Some(flight);
+        // Dropped half-way now and then, as a future may be (a fenced
+        // attempt runs up to five rounds, mostly two).
+        if self.clients[c].rng.chance(0.03) {
+            let rt = self.params.settings.request_timeout.as_nanos() as u64;
+            let rounds = if fenced { 3 } else { 1 };
+            let at = self.t + self.clients[c].rng.below(rt * rounds);
+            self.task_timer_at(c, k, at);
         }
+        self.in_flight(c, k, call);
+    }
+
+    /// `call`'s attempt has started its rounds (a fenced one, those of its
+    /// next step), or, a fenced one, ended.
+    fn in_flight(&mut self, c: usize, k: usize, call: Box<Call>) {
+        let client = &mut self.clients[c].client;
+        let started = match &call.round {
+            Some(Flight::Plain(id)) => {
+                client.set_waiter(*id, k as u64);
+                1
+            }
+            Some(Flight::Fenced(fenced)) if fenced.rounds().is_empty() => {
+                return self.attempted(c, k, call);
+            }
+            Some(Flight::Fenced(fenced)) => {
+                client.set_fenced_waiter(fenced, k as u64);
+                fenced.rounds().len() as u64
+            }
+            None => return,
+        };
+        self.clients[c].rounds += started;
+        self.put_state(c, k, State::Acquire(call));
+    }
+
+    /// `call`'s fenced attempt's step is decided: the next one starts.
+    fn fenced_step(&mut self, c: usize, k: usize, mut call: Box<Call>) {
+        let now = self.local(c);
+        if let Some(Flight::Fenced(fenced)) = &mut call.round {
+            self.clients[c].client.step_fenced(fenced, now);
+        }
+        self.in_flight(c, k, call);
     }
 
     /// `call`'s attempt is decided.
     fn attempted(&mut self, c: usize, k: usize, mut call: Box<Call>) {
-        let Some(id) = call.round.take() else {
-            return;
-        };
         let now = self.local(c);
-        let round = self.clients[c].client.round(id).cloned();
         let client = &mut self.clients[c].client;
-        let (result, free_in) =
-            client.end_acquire(id, &call.names, &call.token, call.wait.as_mut(), now);
+        // The round (the acquire's, of a fenced attempt) and, for a
+        // fenced attempt, the masters that raised its fence.
+        let (id, round, (result, free_in), raised) = match call.round.take() {
+            Some(Flight::Plain(id)) => {
+                let round = client.round(id).cloned();
+                let ended =
+                    client.end_acquire(id, &call.names, &call.token, call.wait.as_mut(), now);
+                (Some(id), round, ended, None)
+            }
+            Some(Flight::Fenced(fenced)) => {
+                let round = fenced.acquire_round().cloned();
+                let raised = fenced.raise_round().map_or(0, grants);
+                let ended = client.end_fenced(*fenced, call.wait.as_mut());
+                (None, round, ended, Some(raised))
+            }
+            None => return,
+        };
         self.note(|| {
             format!(
-                "client {c} task {k}: round {id:x} ended {:?} as {:?}: {}",
+                "client {c} task {k}: {} ended {:?} as {:?}: {}",
+                id.map_or("fenced acquire".to_owned(), |id| format!("round {id:x}")),
                 round.as_ref().map(|r| r.nodes().to_vec()),
                 round.as_ref().and_then(Round::decision),
                 match &result {
-                    Ok(_) => "held".to_owned(),
+                    Ok(held) => format!("held, fence {:?}", held.fence()),
                     Err(e) => e.to_string(),
                 }
             )
@@ -406,6 +472,28 @@ impl World {
             grants: round.as_ref().map_or(0, grants),
             t0: round.map_or(self.t, |r| clock.global(r.started())),
         };
+        match (held.fence(), raised) {
+            (Some(fence), Some(raised)) => {
+                self.outcome.fenced += 1;
+                for &resource in &call.res {
+                    self.history.fenced.push(history::Fenced {
+                        resource,
+                        client: c,
+                        lock: holding.lock,
+                        fence,
+                        began: self.t,
+                        t0: holding.t0,
+                        raised,
+                    });
+                }
+            }
+            (None, None) => {}
+            _ => self.history.errors.push(format!(
+                "client {c}: lock {} fenced as it should not be: {:?}",
+                holding.lock,
+                held.fence()
+            )),
+        }
         let lock = Box::new(Lock {
             res: call.res,
             held,
@@ -500,8 +588,10 @@ impl World {
     fn drop_call(&mut self, c: usize, k: usize, mut call: Box<Call>) {
         let now = self.local(c);
         let client = &mut self.clients[c].client;
-        if let Some(id) = call.round.take() {
-            client.drop_acquire(id, &call.names, &call.token, now);
+        match call.round.take() {
+            Some(Flight::Plain(id)) => client.drop_acquire(id, &call.names, &call.token, now),
+            Some(Flight::Fenced(fenced)) => client.drop_fenced(*fenced, now),
+            None => {}
         }
         if let Some(wait) = call.wait.take() {
             client.end_wait(wait, &call.names, now);
@@ -526,8 +616,10 @@ impl World {
     /// Checks that `call` returned within its documented bound.
     fn check_call(&mut self, c: usize, what: &str, call: &Call) {
         let bound = match call.kind {
-            Kind::Try => self.params.call_bound(1),
-            Kind::Lock => self.params.call_bound(self.params.settings.retry_count + 1),
+            Kind::Try => self.params.call_bound(1, self.params.fenced[c]),
+            Kind::Lock => self
+                .params
+                .call_bound(self.params.settings.retry_count + 1, self.params.fenced[c]),
             Kind::Until(deadline) => deadline.saturating_duration_since(call.begun),
         };
         self.check_bound(c, what, call.begun, call.begun_g, bound);
@@ -660,7 +752,7 @@ impl World {
             "extend",
             pending.begun,
             pending.begun_g,
-            self.params.call_bound(1),
+            self.params.call_bound(1, false),
         );
         let clock = &self.clients[c].clock;
         let until = clock.global(lock.held.valid_until());
@@ -692,7 +784,7 @@ impl World {
             "release",
             pending.begun,
             pending.begun_g,
-            self.params.call_bound(1),
+            self.params.call_bound(1, false),
         );
         self.think(c, k, self.params.think_mean);
     }

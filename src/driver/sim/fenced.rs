@@ -1,0 +1,282 @@
+//! Fenced acquires for the simulator: the front ends' own state machine
+//! ([`FencedAcquire`]: a read and a sync of the counters when due, the
+//! acquire, the raise), its rounds run by the simulator's [`Client`] one
+//! step after another, between the simulator's events, where the blocking
+//! and async front ends run them within one call. What the machine needs
+//! of a client (tokens, its clock, what it knows of the counters, the
+//! release of a failed acquire) comes through [`Host`], as the front
+//! ends' does.
+
+use std::ops::DerefMut;
+use std::time::{Duration, Instant};
+
+use smallvec::SmallVec;
+
+use super::{Client, Held, Names, Wait, note};
+use crate::TOKEN_LEN;
+use crate::client::{Ends, FenceBook, FencedAcquire, Host, Lock, RoundEnd};
+use crate::commands::{Command, Keys};
+use crate::error::Error;
+use crate::rules::{self, Op, Reply, Report, Round};
+
+/// A fenced acquire under way (see the module docs): the attempt, the
+/// rounds of its step in flight, and copies of its acquire and raise
+/// rounds as they ended (for the simulator's checkers).
+pub struct Fenced {
+    attempt: FencedAcquire<'static>,
+    ids: SmallVec<[u64; 1]>,
+    acquire: Option<Round>,
+    raise: Option<Round>,
+}
+
+impl Fenced {
+    /// The rounds of its step in flight; empty once it has ended.
+    pub fn rounds(&self) -> &[u64] {
+        &self.ids
+    }
+
+    /// Its acquire round, once it ended.
+    pub fn acquire_round(&self) -> Option<&Round> {
+        self.acquire.as_ref()
+    }
+
+    /// Its raise round, once it ended.
+    pub fn raise_round(&self) -> Option<&Round> {
+        self.raise.as_ref()
+    }
+}
+
+impl Client {
+    /// A deliberate fault, to prove that a simulation's checkers catch
+    /// it: fenced acquires skip their raise, as though every master had
+    /// raised its counter to the fence.
+    pub fn skip_raises(&mut self) {
+        self.skip_raises = true;
+    }
+
+    /// Starts a fenced acquire of `names` by `token` for `ttl` (an attempt
+    /// of `wait`'s call, if given), no round running past `cap`: its first
+    /// rounds, or the error the front end returns before sending
+    /// anything. Once [`Fenced::rounds`] are decided,
+    /// [`step_fenced`](Self::step_fenced) moves it on.
+    pub fn begin_fenced(
+        &mut self,
+        names: &Names,
+        token: &[u8; TOKEN_LEN],
+        ttl: Duration,
+        wait: Option<&mut Wait>,
+        cap: Option<Instant>,
+        now: Instant,
+    ) -> Result<Fenced, Error> {
+        let ttl_ms = self.check_ttl(ttl)?;
+        (self.now, self.token) = (now, *token);
+        let keys = [names.bytes.clone()];
+        let mut attempt = FencedAcquire::new(&mut *self, keys, names.many, ttl_ms, cap);
+        if let Some(wait) = wait {
+            // As the front end's `ready_attempt`.
+            self.core.arm_wait(wait.id);
+            wait.queued = true;
+            attempt = attempt.waiting((wait.member().to_vec(), wait.place, wait.margin_ms));
+        }
+        let mut fenced = Fenced {
+            attempt,
+            ids: SmallVec::new(),
+            acquire: None,
+            raise: None,
+        };
+        self.run_step(&mut fenced, now);
+        Ok(fenced)
+    }
+
+    /// Whether the rounds of `fenced`'s step are decided.
+    pub fn is_fenced_decided(&self, fenced: &Fenced) -> bool {
+        self.core.decided(&fenced.ids)
+    }
+
+    /// Has `caller` woken when a round of `fenced`'s step is decided.
+    pub fn set_fenced_waiter(&mut self, fenced: &Fenced, caller: u64) {
+        for &id in &fenced.ids {
+            self.core.set_waiter(id, caller);
+        }
+    }
+
+    /// `fenced`'s step is decided, at `now`: the machine takes how its
+    /// rounds ended and starts the next step's. Returns whether the
+    /// attempt has ended ([`end_fenced`](Self::end_fenced) then).
+    pub fn step_fenced(&mut self, fenced: &mut Fenced, now: Instant) -> bool {
+        self.now = now;
+        let mut ends = Ends::new();
+        for id in std::mem::take(&mut fenced.ids) {
+            let Some(round) = self.take(id) else {
+                break;
+            };
+            fenced.keep(&round);
+            ends.push(Ok(RoundEnd::decided(round, now)));
+        }
+        fenced.attempt.handle(&mut *self, ends);
+        self.run_step(fenced, now);
+        fenced.ids.is_empty()
+    }
+
+    /// Ends `fenced` (an attempt of `wait`'s call, if given), which has
+    /// ended: the lock, or the error after which its release is queued on
+    /// every master; with, for an attempt that waits, when the keys that
+    /// refused it expire (as the front end's `fence_waited`).
+    pub fn end_fenced(
+        &mut self,
+        mut fenced: Fenced,
+        wait: Option<&mut Wait>,
+    ) -> (Result<Held, Error>, Option<Duration>) {
+        let waited = fenced.attempt.waited.take();
+        let result = fenced.attempt.finish(&mut *self).into_iter().next();
+        let result = result.unwrap_or_else(|| Err(self.busy()));
+        let free_in = match (wait, waited) {
+            (Some(wait), Some((round, free_in))) => {
+                note(wait, &round);
+                free_in
+            }
+            _ => None,
+        };
+        (result.map(held), free_in)
+    }
+
+    /// The caller of `fenced` is gone during a step (a dropped future), at
+    /// `now`, as the async front end has it: an acquire round's release
+    /// follows it on every master, another round ends now, and a lock won
+    /// whose raise is in flight is released, followed until every master
+    /// has answered.
+    pub fn drop_fenced(&mut self, fenced: Fenced, now: Instant) {
+        self.now = now;
+        let Some(next) = fenced.attempt.next() else {
+            return;
+        };
+        for (command, &id) in next.commands.iter().zip(&fenced.ids) {
+            match command.undo().filter(|_| next.release_on_drop) {
+                Some(undo) => {
+                    let reach = self.core.round(id).map_or(u64::MAX, Round::reached);
+                    self.core.release_after(id, &undo.reaching(reach), now);
+                }
+                None => self.core.abandon(&[id]),
+            }
+        }
+        for release in fenced.attempt.won() {
+            self.core.release_orphan(&release, now);
+        }
+    }
+
+    /// Starts the rounds of `fenced`'s next step, as the front ends run
+    /// them: a step none of whose rounds could start is ended at once
+    /// ([`Error::Busy`]), and the next one tried. With
+    /// [`skip_raises`](Self::skip_raises), a raise is not sent: every
+    /// master is taken to have raised.
+    fn run_step(&mut self, fenced: &mut Fenced, now: Instant) {
+        loop {
+            let Some(next) = fenced.attempt.next() else {
+                return;
+            };
+            let raise = next.commands.first().map(Command::op) == Some(Op::Fence);
+            let mut ends = Ends::new();
+            if self.skip_raises && raise {
+                for _ in &next.commands {
+                    let round = self.raised_everywhere(now);
+                    fenced.raise = Some(round.clone());
+                    ends.push(Ok(RoundEnd::decided(round, now)));
+                }
+            } else {
+                self.submit_all(&next.commands, next.cap, &mut fenced.ids, now);
+                if !fenced.ids.is_empty() {
+                    return;
+                }
+            }
+            drop(next);
+            fenced.attempt.handle(&mut *self, ends);
+        }
+    }
+
+    /// A raise round in which every master raised, at `now`.
+    fn raised_everywhere(&self, now: Instant) -> Round {
+        let timeout = self.settings.request_timeout;
+        let mut round = Round::new(
+            Op::Fence,
+            self.n,
+            Duration::ZERO,
+            Duration::ZERO,
+            timeout,
+            now,
+        );
+        for node in 0..self.n {
+            round.handle_reply(node, Reply::Ok, now);
+        }
+        round
+    }
+}
+
+impl Fenced {
+    /// Keeps a copy of `round` if it is the acquire's or the raise's.
+    fn keep(&mut self, round: &Round) {
+        match round.op() {
+            Op::Acquire => self.acquire = Some(round.clone()),
+            Op::Fence => self.raise = Some(round.clone()),
+            _ => {}
+        }
+    }
+}
+
+/// The lock a fenced acquire won, as the simulator keeps it.
+fn held(lock: Lock) -> Held {
+    let (bytes, many) = lock.keys().parts();
+    Held {
+        names: Names {
+            bytes: bytes.to_vec(),
+            many,
+        },
+        token: *lock.token(),
+        valid_until: lock.valid_until(),
+        extensions: 0,
+        reach: lock.reach(),
+        fence: lock.fence(),
+    }
+}
+
+/// The simulator's client as the machine's host, as the front ends'
+/// `Redlock` is: its token is the one the call was given, its clock the
+/// call's, and it counts nothing.
+impl Host for &mut Client {
+    fn token(&mut self) -> [u8; TOKEN_LEN] {
+        self.token
+    }
+
+    fn fence_wait(&self) -> Duration {
+        let longest = self.settings.fencing.unwrap_or_default();
+        longest.saturating_add(rules::drift(longest, self.settings.drift_factor))
+    }
+
+    fn now(&self) -> Instant {
+        self.now
+    }
+
+    fn fences(&mut self) -> impl DerefMut<Target = FenceBook> {
+        &mut self.fences
+    }
+
+    fn busy(&self) -> Error {
+        Client::busy(self)
+    }
+
+    fn report(&self, end: &RoundEnd) -> Box<Report> {
+        Box::new(end.round.report())
+    }
+
+    fn not_acquired(
+        &mut self,
+        keys: Keys<&[u8]>,
+        token: &[u8],
+        end: &RoundEnd,
+        error: Error,
+    ) -> Error {
+        self.release_failed(keys, token, &end.round, self.now);
+        error
+    }
+
+    fn won(&mut self, _end: &RoundEnd) {}
+}
