@@ -38,8 +38,8 @@ use crate::client::FenceBook;
 use crate::commands::{self, Command, Keys, WakeChannel};
 use crate::error::Error;
 use crate::link::LinkConfig;
-use crate::rules::wait::Terms;
-use crate::rules::{self, Decision, NodeError, NodeState, Report, Round};
+use crate::rules::wait::{Entries, Terms};
+use crate::rules::{self, Decision, NodeError, Report, Round};
 use crate::{MAX_RESOURCE_LEN, MAX_TTL, TOKEN_LEN};
 
 /// Room for a queue member: `<window ms>|<wait id>|<channel>`.
@@ -179,9 +179,8 @@ pub struct Wait {
     member_len: usize,
     place: u64,
     margin_ms: u64,
-    queued: bool,
-    /// An attempt of it was refused or failed somewhere.
-    contended: bool,
+    /// Whether a master may hold an entry of it.
+    entries: Entries,
 }
 
 impl Wait {
@@ -376,7 +375,7 @@ impl Client {
         match wait {
             Some(wait) => {
                 self.core.arm_wait(wait.id);
-                wait.queued = true;
+                wait.entries.attempting();
                 let queue = (wait.member(), wait.place, wait.margin_ms);
                 self.submit(&Command::wait_acquire(keys, token, ttl_ms, queue), cap, now)
             }
@@ -400,7 +399,7 @@ impl Client {
             return (Err(self.busy()), None);
         };
         let free_in = wait.map(|wait| {
-            note(wait, &round);
+            wait.entries.note(&round);
             rules::free_in(&round)
         });
         let error = match round.decision() {
@@ -549,15 +548,14 @@ impl Client {
             member_len,
             place,
             margin_ms: margin.as_millis() as u64,
-            queued: false,
-            contended: false,
+            entries: Entries::default(),
         })
     }
 
     /// Ends `wait`'s call on `names`: leaves the queues if it may be
     /// queued somewhere (without waiting), and frees its slot.
     pub fn end_wait(&mut self, wait: Wait, names: &Names, now: Instant) {
-        if wait.queued {
+        if wait.entries.queued() {
             let leave = Command::leave(names.keys(), wait.member()).with_script();
             self.core.queue(&leave, now);
         }
@@ -721,25 +719,6 @@ fn check_resource(resource: &[u8]) -> Result<(), Error> {
         return Err(Error::ReservedResource);
     }
     Ok(())
-}
-
-/// After an attempt that waits, whose round ended as `round`: whether a
-/// master may hold an entry of it (as the front end's `Wait::note`: one
-/// that refused or failed it, or, once the wait has met contention, one
-/// still to answer).
-fn note(wait: &mut Wait, round: &Round) {
-    let reached = round.reached();
-    let (mut refused, mut pending) = (false, false);
-    for (node, state) in round.nodes().iter().enumerate() {
-        let sent = node >= 64 || reached >> node & 1 == 1;
-        match state {
-            NodeState::Ok => {}
-            NodeState::Pending => pending |= sent,
-            _ => refused |= sent,
-        }
-    }
-    wait.queued = refused || (wait.contended && pending);
-    wait.contended |= refused;
 }
 
 fn report(round: &Round) -> Box<Report> {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use super::{Client, Held, Names, Wait, note};
+use super::{Client, Held, Names, Wait};
 use crate::TOKEN_LEN;
 use crate::client::{Ends, FenceBook, FencedAcquire, Host, Lock, RoundEnd};
 use crate::commands::{Command, Keys};
@@ -75,7 +75,7 @@ impl Client {
         if let Some(wait) = wait {
             // As the front end's `ready_attempt`.
             self.core.arm_wait(wait.id);
-            wait.queued = true;
+            wait.entries.attempting();
             attempt = attempt.waiting((wait.member().to_vec(), wait.place, wait.margin_ms));
         }
         let mut fenced = Fenced {
@@ -132,7 +132,7 @@ impl Client {
         let result = result.unwrap_or_else(|| Err(self.busy()));
         let free_in = match (wait, waited) {
             (Some(wait), Some((round, free_in))) => {
-                note(wait, &round);
+                wait.entries.note(&round);
                 free_in
             }
             _ => None,
