@@ -1,7 +1,7 @@
 //! Fenced acquisitions: their rounds (a read of the counters and a sync
 //! when due, the acquire, the raise) as a state machine free of I/O,
 //! [`FencedAcquire`], which the blocking driver here and the async one
-//! (`tasks`) both run, as does the simulator's client (`driver::sim`,
+//! (`tasks`) both run, as does the simulator's client (`client::sim`,
 //! through [`Host`]); and putting masters that lost their fence counter
 //! back in sync. Why this is sound: [`crate::fencing`].
 //!

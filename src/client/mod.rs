@@ -15,6 +15,8 @@ mod lock;
 mod observe;
 mod rounds;
 mod scoped;
+#[cfg(feature = "sim")]
+pub(crate) mod sim;
 mod stats;
 mod tasks;
 #[cfg(feature = "tls")]
@@ -43,10 +45,6 @@ pub use stats::{MasterStats, Stats};
 pub use tasks::AsyncLockGuard;
 
 use builder::Config;
-#[cfg(feature = "sim")]
-pub(crate) use fence::{FenceBook, FencedAcquire, Host};
-#[cfg(feature = "sim")]
-pub(crate) use rounds::Ends;
 pub(crate) use rounds::RoundEnd;
 use stats::Counters;
 use token::TokenSource;
@@ -508,6 +506,23 @@ impl Redlock {
 
 /// Checks a TTL against the configuration; the TTL in milliseconds.
 fn check_ttl(config: &builder::Config, ttl: Duration) -> Result<u64, Error> {
+    check_ttl_for(
+        ttl,
+        config.request_timeout,
+        config.drift_factor,
+        config.longest_ttl,
+    )
+}
+
+/// The check of a TTL for a client that waits `request_timeout` for the
+/// masters, allows `drift_factor` of clock drift and was given `longest`
+/// (restart guard or fencing): the TTL in whole milliseconds.
+pub(super) fn check_ttl_for(
+    ttl: Duration,
+    request_timeout: Duration,
+    drift_factor: f64,
+    longest: Option<Duration>,
+) -> Result<u64, Error> {
     let invalid = |reason| Err(Error::InvalidTtl { ttl, reason });
     if ttl > MAX_TTL {
         return invalid("longer than MAX_TTL (2^31 - 1 ms)");
@@ -517,14 +532,14 @@ fn check_ttl(config: &builder::Config, ttl: Duration) -> Result<u64, Error> {
         return invalid("shorter than 1 ms");
     }
     let whole = Duration::from_millis(ttl_ms);
-    if whole <= config.request_timeout {
+    if whole <= request_timeout {
         return invalid("not longer than the request timeout");
     }
-    let drift = rules::drift(whole, config.drift_factor);
-    if rules::validity(whole, config.request_timeout, drift).is_none() {
+    let drift = rules::drift(whole, drift_factor);
+    if rules::validity(whole, request_timeout, drift).is_none() {
         return invalid("no validity would be left after the request timeout and drift");
     }
-    if config.longest_ttl.is_some_and(|longest| ttl > longest) {
+    if longest.is_some_and(|longest| ttl > longest) {
         // Both rest on it: a longer lock (or extension) could outlive a
         // quarantine or a fence counter's repair.
         return invalid("longer than the longest TTL given to Builder::restart_guard or fencing");
@@ -532,7 +547,9 @@ fn check_ttl(config: &builder::Config, ttl: Duration) -> Result<u64, Error> {
     Ok(ttl_ms)
 }
 
-fn check_resource(resource: &[u8]) -> Result<(), Error> {
+/// The check of a resource name, before anything is sent: its length, and
+/// that it stays out of the crate's own key space.
+pub(super) fn check_resource(resource: &[u8]) -> Result<(), Error> {
     if resource.is_empty() || resource.len() > MAX_RESOURCE_LEN {
         return Err(Error::InvalidResource {
             len: resource.len(),

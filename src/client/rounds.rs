@@ -266,23 +266,19 @@ impl Redlock {
         token: [u8; TOKEN_LEN],
         end: &RoundEnd,
     ) -> Result<Lock, Error> {
-        let error = match end.result {
-            Ok(Decision::Quorum { .. }) => {
+        match acquire_result(end.result, || self.report(end)) {
+            Ok(()) => {
                 self.tally(Op::Acquire, end, Ok(()));
-                return Ok(Lock::new(
+                Ok(Lock::new(
                     keys,
                     token,
                     end.valid_until,
                     None,
                     end.round.reached(),
-                ));
+                ))
             }
-            Ok(Decision::TooSlow) => Error::TooSlow(self.report(end)),
-            Ok(Decision::NoQuorum) => acquire_refused(self.report(end)),
-            // The SET may have gone out before the poller failed.
-            Err(kind) => Error::Io(kind),
-        };
-        Err(self.not_acquired(keys, &token, end, error))
+            Err(error) => Err(self.not_acquired(keys, &token, end, error)),
+        }
     }
 
     /// An acquire of `keys` with `token`, its round ended with `end`,
@@ -312,12 +308,7 @@ impl Redlock {
     /// After an extend round of `lock`: its validity as the table in
     /// [`Lock`]'s docs says.
     pub(super) fn extended(&self, lock: &mut Lock, end: &RoundEnd) -> Result<(), Error> {
-        let result = match end.result {
-            Ok(Decision::Quorum { .. }) => Ok(()),
-            Ok(Decision::TooSlow) => Err(Error::TooSlow(self.report(end))),
-            Ok(Decision::NoQuorum) => Err(self.no_quorum(self.report(end), Error::NotHeld)),
-            Err(kind) => Err(Error::Io(kind)),
-        };
+        let result = extend_result(end.result, || self.report(end));
         match &result {
             Ok(()) => lock.renew(end.valid_until),
             // A quorum said the token is gone.
@@ -332,16 +323,60 @@ impl Redlock {
     /// After a release round of `lock`: expired, whatever the outcome.
     pub(super) fn unlocked(&self, lock: &mut Lock, end: &RoundEnd) -> Result<(), Error> {
         lock.expire(end.started);
-        let result = match end.result {
-            Ok(Decision::Quorum { .. }) => Ok(()),
-            Ok(Decision::TooSlow | Decision::NoQuorum) => {
-                Err(self.no_quorum(self.report(end), Error::NotHeld))
-            }
-            Err(kind) => Err(Error::Io(kind)),
-        };
+        let result = release_result(end.result, || self.report(end));
         self.tally(Op::Release, end, result.as_ref().map(|_| ()));
         result
     }
+}
+
+/// What an acquire round that ended with `decision` means: won, or the
+/// error (`report` gives the round's report, asked for errors only).
+pub(super) fn acquire_result(
+    decision: Result<Decision, io::ErrorKind>,
+    report: impl FnOnce() -> Box<Report>,
+) -> Result<(), Error> {
+    result_of(decision, report, Error::TooSlow, acquire_refused)
+}
+
+/// What an extend round that ended with `decision` means (the lock's
+/// validity after it: [`Redlock::extended`]).
+pub(super) fn extend_result(
+    decision: Result<Decision, io::ErrorKind>,
+    report: impl FnOnce() -> Box<Report>,
+) -> Result<(), Error> {
+    result_of(decision, report, Error::TooSlow, not_held)
+}
+
+/// What a release round that ended with `decision` means (the lock is
+/// expired, whatever it says): a release too slow for its validity still
+/// deleted what it reached, so only the quorum counts.
+pub(super) fn release_result(
+    decision: Result<Decision, io::ErrorKind>,
+    report: impl FnOnce() -> Box<Report>,
+) -> Result<(), Error> {
+    result_of(decision, report, not_held, not_held)
+}
+
+/// A round's result: `Ok` at a quorum in time, else `too_slow` or
+/// `refused` of its report, or the poller's error (the commands may have
+/// gone out before it failed).
+fn result_of(
+    decision: Result<Decision, io::ErrorKind>,
+    report: impl FnOnce() -> Box<Report>,
+    too_slow: fn(Box<Report>) -> Error,
+    refused: fn(Box<Report>) -> Error,
+) -> Result<(), Error> {
+    match decision {
+        Ok(Decision::Quorum { .. }) => Ok(()),
+        Ok(Decision::TooSlow) => Err(too_slow(report())),
+        Ok(Decision::NoQuorum) => Err(refused(report())),
+        Err(kind) => Err(Error::Io(kind)),
+    }
+}
+
+/// The error of an extend or a release without a quorum.
+fn not_held(report: Box<Report>) -> Error {
+    no_quorum(report, Error::NotHeld)
 }
 
 /// The error for a round that found no quorum: [`Error::Misconfigured`]

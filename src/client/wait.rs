@@ -40,16 +40,16 @@ const MIN_WINDOW: Duration = Duration::from_millis(50);
 
 /// A call's place in the client's table of waits and in the masters'
 /// queues.
-pub(super) struct Wait {
+pub struct Wait {
     /// Its slot's id: what releases publish to tell it.
     pub(super) id: u64,
     member: [u8; MEMBER],
     member_len: usize,
     /// When it began to wait, in microseconds of the wall clock: its place
     /// in the queues, the same on every master.
-    place: u64,
+    pub(super) place: u64,
     /// How long its queue entries outlive the keys that block it, in ms.
-    margin_ms: u64,
+    pub(super) margin_ms: u64,
     /// Whether a master may hold an entry of it: the wait leaves the
     /// queues when it ends.
     pub(super) entries: Entries,
@@ -88,20 +88,40 @@ impl Wait {
         config: &Config,
     ) -> Option<Wait> {
         let id = driver.begin_wait()?;
-        let window = (config.request_timeout * 4).clamp(MIN_WINDOW, MAX_WINDOW);
-        let mut member = [0; MEMBER];
-        let mut out = &mut member[..];
-        let written =
-            write!(out, "{}|{id}|", window.as_millis()).and_then(|()| out.write_all(channel));
-        let member_len = MEMBER - out.len();
-        if written.is_err() {
-            driver.end_wait(id);
-            return None;
-        }
-        let margin = window + config.retry_delay + config.retry_jitter + config.request_timeout;
         let place = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |since| since.as_micros() as u64);
+        let times = (
+            config.request_timeout,
+            config.retry_delay,
+            config.retry_jitter,
+        );
+        let wait = Wait::new(id, channel, place, times);
+        if wait.is_none() {
+            driver.end_wait(id);
+        }
+        wait
+    }
+
+    /// The wait of slot `id` of a client whose connections hear `channel`,
+    /// which began to wait at `place`, for a client with these request
+    /// timeout, retry delay and jitter (`times`): its queue member and
+    /// margin; `None` if the member does not fit.
+    pub(super) fn new(
+        id: u64,
+        channel: &WakeChannel,
+        place: u64,
+        times: (Duration, Duration, Duration),
+    ) -> Option<Wait> {
+        let (request_timeout, retry_delay, retry_jitter) = times;
+        let window = (request_timeout * 4).clamp(MIN_WINDOW, MAX_WINDOW);
+        let mut member = [0; MEMBER];
+        let mut out = &mut member[..];
+        write!(out, "{}|{id}|", window.as_millis())
+            .and_then(|()| out.write_all(channel))
+            .ok()?;
+        let member_len = MEMBER - out.len();
+        let margin = window + retry_delay + retry_jitter + request_timeout;
         Some(Wait {
             id,
             member,

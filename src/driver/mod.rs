@@ -14,10 +14,8 @@
 //! does.
 
 mod conn;
-mod core;
+pub(crate) mod core;
 mod engine;
-#[cfg(feature = "sim")]
-pub(crate) mod sim;
 #[cfg(feature = "tls")]
 mod tls;
 

@@ -15,35 +15,37 @@
 //! state machine of its rounds (`client/fence.rs`), which this client runs
 //! step by step (`sim/fenced.rs`).
 //!
-//! What the front ends do around the core is mirrored here, for the rules
-//! they follow (`client/mod.rs`, `client/rounds.rs`, `client/wait.rs`,
-//! `client/builder.rs`): the checks of a resource and a TTL, the rounds'
-//! TTL and drift, the release after a failed acquire, the validity after
-//! each outcome (the table in [`Lock`](crate::Lock)'s docs), the errors'
-//! kinds, a waiter's queue member and margin. A change there is made here
-//! too; the simulator's checkers hold whatever is here to the guarantees.
+//! The front ends' own rules are called, not copied: the checks of a
+//! resource and a TTL (`client/mod.rs`), what each round's decision means
+//! and its errors' kinds (`client/rounds.rs`), a waiter's queue member,
+//! margin and entries ([`Wait`], `client/wait.rs`, and `rules::wait`), the
+//! fenced acquire (`client/fence.rs`). What is still mirrored here,
+//! because the front ends hold it in their own types: the rounds' TTL and
+//! drift, the release after a failed acquire, the validity a [`Held`]
+//! keeps after each outcome (the table in [`Lock`](crate::Lock)'s docs). A
+//! change there is made here too; the simulator's checkers hold whatever
+//! is here to the guarantees.
 
 mod fenced;
 
-use std::io::Write;
 use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
 pub use fenced::Fenced;
 
-use super::core::Core;
+use super::check_resource;
+use super::fence::FenceBook;
+use super::rounds::{acquire_result, extend_result, release_result};
+pub use super::wait::Wait;
+use crate::TOKEN_LEN;
 use crate::addr::ServerAddr;
-use crate::client::FenceBook;
 use crate::commands::{self, Command, Keys, WakeChannel};
+use crate::driver::core::Core;
 use crate::error::Error;
 use crate::link::LinkConfig;
-use crate::rules::wait::{Entries, Terms};
+use crate::rules::wait::Terms;
 use crate::rules::{self, Decision, NodeError, Report, Round};
-use crate::{MAX_RESOURCE_LEN, MAX_TTL, TOKEN_LEN};
-
-/// Room for a queue member: `<window ms>|<wait id>|<channel>`.
-const MEMBER: usize = 80;
 
 /// A client's settings: those of [`Builder`](crate::Builder), which the
 /// front end turns into the sessions' and the rounds' as [`Client::new`]
@@ -167,25 +169,6 @@ impl Held {
     /// Its fence, if it was acquired with fencing.
     pub fn fence(&self) -> Option<u64> {
         self.fence
-    }
-}
-
-/// A call's place in the client's table of waits and in the masters'
-/// queues, as the front end's.
-#[derive(Debug, Clone)]
-pub struct Wait {
-    id: u64,
-    member: [u8; MEMBER],
-    member_len: usize,
-    place: u64,
-    margin_ms: u64,
-    /// Whether a master may hold an entry of it.
-    entries: Entries,
-}
-
-impl Wait {
-    fn member(&self) -> &[u8] {
-        &self.member[..self.member_len]
     }
 }
 
@@ -402,23 +385,19 @@ impl Client {
             wait.entries.note(&round);
             rules::free_in(&round)
         });
-        let error = match round.decision() {
-            Some(Decision::Quorum { .. }) => {
-                let held = Held {
-                    names: names.clone(),
-                    token: *token,
-                    valid_until: round.valid_until(),
-                    extensions: 0,
-                    reach: round.reached(),
-                    fence: None,
-                };
-                return (Ok(held), free_in.flatten());
-            }
-            Some(Decision::TooSlow) => Error::TooSlow(report(&round)),
-            Some(Decision::NoQuorum) | None => acquire_refused(report(&round)),
+        if let Err(error) = acquire_result(decided(&round), || report(&round)) {
+            self.release_failed(names.keys(), token, &round, now);
+            return (Err(error), free_in.flatten());
+        }
+        let held = Held {
+            names: names.clone(),
+            token: *token,
+            valid_until: round.valid_until(),
+            extensions: 0,
+            reach: round.reached(),
+            fence: None,
         };
-        self.release_failed(names.keys(), token, &round, now);
-        (Err(error), free_in.flatten())
+        (Ok(held), free_in.flatten())
     }
 
     /// After a failed acquire of `keys` by `token`, whose round ended as
@@ -459,11 +438,7 @@ impl Client {
         let Some(round) = self.take(id) else {
             return Err(self.busy());
         };
-        let result = match round.decision() {
-            Some(Decision::Quorum { .. }) => Ok(()),
-            Some(Decision::TooSlow) => Err(Error::TooSlow(report(&round))),
-            Some(Decision::NoQuorum) | None => Err(no_quorum(report(&round), Error::NotHeld)),
-        };
+        let result = extend_result(decided(&round), || report(&round));
         match &result {
             Ok(()) => {
                 held.valid_until = round.valid_until();
@@ -488,10 +463,7 @@ impl Client {
             return Err(self.busy());
         };
         held.valid_until = held.valid_until.min(round.started());
-        match round.decision() {
-            Some(Decision::Quorum { .. }) => Ok(()),
-            _ => Err(no_quorum(report(&round), Error::NotHeld)),
-        }
+        release_result(decided(&round), || report(&round))
     }
 
     /// The caller of extend round `id` of `held`, begun at `begun` with
@@ -530,26 +502,12 @@ impl Client {
         let channel = self.wake?;
         let id = self.core.begin_wait()?;
         let s = &self.settings;
-        let window =
-            (s.request_timeout * 4).clamp(Duration::from_millis(50), Duration::from_secs(10));
-        let mut member = [0; MEMBER];
-        let mut out = &mut member[..];
-        let written =
-            write!(out, "{}|{id}|", window.as_millis()).and_then(|()| out.write_all(&channel));
-        let member_len = MEMBER - out.len();
-        if written.is_err() {
+        let times = (s.request_timeout, s.retry_delay, s.retry_jitter);
+        let wait = Wait::new(id, &channel, place, times);
+        if wait.is_none() {
             self.core.end_wait(id);
-            return None;
         }
-        let margin = window + s.retry_delay + s.retry_jitter + s.request_timeout;
-        Some(Wait {
-            id,
-            member,
-            member_len,
-            place,
-            margin_ms: margin.as_millis() as u64,
-            entries: Entries::default(),
-        })
+        wait
     }
 
     /// Ends `wait`'s call on `names`: leaves the queues if it may be
@@ -680,71 +638,21 @@ impl Client {
         }
     }
 
-    /// The front end's check of a TTL; the TTL in milliseconds.
+    /// The front ends' check of a TTL; the TTL in milliseconds.
     fn check_ttl(&self, ttl: Duration) -> Result<u64, Error> {
-        let invalid = |reason| Err(Error::InvalidTtl { ttl, reason });
-        if ttl > MAX_TTL {
-            return invalid("longer than MAX_TTL (2^31 - 1 ms)");
-        }
-        let ttl_ms = ttl.as_millis() as u64;
-        if ttl_ms == 0 {
-            return invalid("shorter than 1 ms");
-        }
-        let whole = Duration::from_millis(ttl_ms);
         let s = &self.settings;
-        if whole <= s.request_timeout {
-            return invalid("not longer than the request timeout");
-        }
-        let drift = rules::drift(whole, s.drift_factor);
-        if rules::validity(whole, s.request_timeout, drift).is_none() {
-            return invalid("no validity would be left after the request timeout and drift");
-        }
-        if s.longest_ttl().is_some_and(|longest| ttl > longest) {
-            return invalid(
-                "longer than the longest TTL given to Builder::restart_guard or fencing",
-            );
-        }
-        Ok(ttl_ms)
+        super::check_ttl_for(ttl, s.request_timeout, s.drift_factor, s.restart_guard)
     }
 }
 
-/// The front end's check of a resource name.
-fn check_resource(resource: &[u8]) -> Result<(), Error> {
-    if resource.is_empty() || resource.len() > MAX_RESOURCE_LEN {
-        return Err(Error::InvalidResource {
-            len: resource.len(),
-        });
-    }
-    if resource.starts_with(commands::RESERVED_PREFIX.as_bytes()) {
-        return Err(Error::ReservedResource);
-    }
-    Ok(())
+/// The decision of a round taken out of the table, as the front ends read
+/// it: one still undecided found no quorum.
+fn decided(round: &Round) -> Result<Decision, std::io::ErrorKind> {
+    Ok(round.decision().unwrap_or(Decision::NoQuorum))
 }
 
 fn report(round: &Round) -> Box<Report> {
     Box::new(round.report())
-}
-
-/// The error for a round without a quorum, as the front end's.
-fn no_quorum(report: Box<Report>, other: fn(Box<Report>) -> Error) -> Error {
-    let n = report.nodes().len();
-    if report.misconfigured() > n - report.quorum() {
-        Error::Misconfigured(report)
-    } else if report.unreachable() + report.quarantined() > n - report.quorum() {
-        Error::Unavailable(report)
-    } else {
-        other(report)
-    }
-}
-
-/// The error for an acquire round without a quorum, as the front end's.
-fn acquire_refused(report: Box<Report>) -> Error {
-    let unsynced = report.unsynced() > 0
-        && (report.ok() + report.unsynced() >= report.quorum() || report.refused() == 0);
-    match no_quorum(report, Error::Contended) {
-        Error::Contended(report) if unsynced => Error::Unfenced(report),
-        error => error,
-    }
 }
 
 /// The restart guard's marker of client `id`: `client:` and 24 hex digits.

@@ -14,7 +14,9 @@ use smallvec::SmallVec;
 
 use super::{Client, Held, Names, Wait};
 use crate::TOKEN_LEN;
-use crate::client::{Ends, FenceBook, FencedAcquire, Host, Lock, RoundEnd};
+use crate::client::Lock;
+use crate::client::fence::{FenceBook, FencedAcquire, Host};
+use crate::client::rounds::{Ends, RoundEnd};
 use crate::commands::{Command, Keys};
 use crate::error::Error;
 use crate::rules::{self, Op, Reply, Report, Round};
