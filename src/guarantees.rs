@@ -24,7 +24,8 @@
 //! clients hold a resource with overlapping validities, as long as:
 //!
 //! - every master keeps the keys it set for their TTL (see
-//!   [persistence](crate::operations#persistence) and the
+//!   [persistence](crate::operations#persistence), which also asks for
+//!   `maxmemory-policy noeviction`, and the
 //!   [restart guard](crate::operations#the-restart-guard));
 //! - the masters are independent: no replication between them, no server
 //!   listed twice. The client refuses a replica, a cluster-mode node and a
