@@ -130,6 +130,7 @@ fn the_checkers_catch_deliberate_regressions() {
         Regression::ForeignLeak,
         Regression::NoRaise,
         Regression::KeptNotHeld,
+        Regression::LateKeeper,
     ] {
         let start = cpu();
         let mut seed = 0;

@@ -43,6 +43,9 @@ pub enum Regression {
     /// report the lock at risk, not lost, once a quorum said its token no
     /// longer owns the resource.
     KeptNotHeld,
+    /// The keepers of kept locks wake half a period after their schedule
+    /// says: later than their documentation promises.
+    LateKeeper,
 }
 
 /// How often each fault comes, relative to the others.
@@ -223,7 +226,7 @@ impl Params {
             weights.evict = rng.range(1, 4);
         }
         let kept = match regression {
-            Regression::KeptNotHeld => 0.8,
+            Regression::KeptNotHeld | Regression::LateKeeper => 0.8,
             _ => [0.0, 0.25, 0.5][rng.index(3)],
         };
         Params {

@@ -894,13 +894,18 @@ impl World {
     }
 
     /// `lock`'s keeper waits until its schedule wakes it, or until the
-    /// holder asks for the release.
+    /// holder asks for the release. Under [`Regression::LateKeeper`] it
+    /// wakes half a period late.
     fn keeper_sleep(&mut self, c: usize, k: usize, lock: Box<Lock>) {
         let Some(kept) = lock.kept.as_ref() else {
             return self.keep_holding(c, k, lock);
         };
+        let late = match self.params.regression {
+            Regression::LateKeeper => kept.period / 2,
+            _ => Duration::ZERO,
+        };
         let clock = &self.clients[c].clock;
-        let wake = kept.keep.poll_wake().map(|at| clock.global(at));
+        let wake = kept.keep.poll_wake().map(|at| clock.global(at + late));
         let at = wake.map_or(kept.release_at, |at| at.min(kept.release_at));
         self.task_timer_at(c, k, at);
         self.put_state(c, k, State::Hold(lock));
