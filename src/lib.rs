@@ -275,7 +275,9 @@ pub mod fuzzing {
 #[cfg(feature = "sim")]
 #[doc(hidden)]
 pub mod sim {
-    pub use crate::client::sim::{Client, Fenced, Held, Names, Next, Pursuit, Settings, Wait};
+    pub use crate::client::sim::{
+        Client, Fenced, Held, Keep, KeepAction, Names, Next, Pursuit, Settings, Wait,
+    };
 }
 /// The rustls version this crate uses, to build a
 /// [`Builder::tls_config`](crate::Builder::tls_config) (feature `tls`).

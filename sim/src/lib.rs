@@ -168,7 +168,15 @@
 //! waiting, with the front end's own pursuit between attempts), hold,
 //! extend, release, forget their locks and drop calls half-way, on a few
 //! resources (binary names among them), and ask for names in the crate's
-//! key space, which must be refused before anything is sent. All, some or
+//! key space, which must be refused before anything is sent. In some
+//! worlds some locks are kept: the caller hands the lock to a keeper, the
+//! keeper thread's own schedule (`rules::keep`, through
+//! `redlock_mio::sim::Keep`, which reads each result as the keeper does),
+//! driven with the simulated time as the thread drives it: it wakes when
+//! the schedule says (late only when its client is paused), extends when
+//! the schedule says so, reports the standings the schedule gives, and
+//! releases at the end of the intended hold (now and then past a hold
+//! limit). All, some or
 //! none of a world's clients are fenced: each of their attempts, plain or
 //! waiting, is the front ends' own fenced machine (`client/fence.rs`: a
 //! read and a sync of the counters when due, the acquire, the raise), run
@@ -189,8 +197,19 @@
 //!
 //! Then the checkers: no two holders of a resource within their
 //! validities (each as its client computed it from its round's start,
-//! mapped to global time through its clock), unless every master that
-//! granted both lost its data in between; fences that grow in the order
+//! mapped to global time through its clock; a kept lock's renewed only by
+//! the extensions that reached a quorum, and no longer counted once its
+//! keeper reported it lost), unless every master that granted both lost
+//! its data in between; the standings each keeper reports, as
+//! `redlock_mio::Standing` documents them (held after an extension that
+//! reached a quorum, at risk after one that missed it with validity left,
+//! lost once a quorum said the token is gone or the validity ran out,
+//! released at the end of the release unless a quorum said the token was
+//! gone; nothing else, and nothing after a final one, which every kept
+//! lock reaches); each keeper's wakes no later than its documentation
+//! promises (a period after the last extension's wake, a quarter period
+//! after a missed one, by the validity's end, with the time its client
+//! was paused on top); fences that grow in the order
 //! holdings of a resource began, as `redlock_mio::fencing` states it
 //! (a holding whose acquire started after another began has the larger
 //! fence, whatever masters lost of their whole data sets; when no master

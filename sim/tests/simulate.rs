@@ -37,12 +37,14 @@ fn cpu() -> Duration {
 
 fn report(outcome: &Outcome) -> String {
     format!(
-        "seed {} ({}): {} rounds, {} acquired ({} fenced), {} refused, {:.2}s simulated, {} events\n  replay: SIM_SEED={} cargo test -p redlock-mio-sim --test simulate -- --nocapture\n  {}",
+        "seed {} ({}): {} rounds, {} acquired ({} fenced, {} kept: {} extensions), {} refused, {:.2}s simulated, {} events\n  replay: SIM_SEED={} cargo test -p redlock-mio-sim --test simulate -- --nocapture\n  {}",
         outcome.seed,
         outcome.shape,
         outcome.rounds,
         outcome.acquired,
         outcome.fenced,
+        outcome.kept,
+        outcome.kept_extensions,
         outcome.refused,
         outcome.simulated as f64 / 1e9,
         outcome.events,
@@ -85,7 +87,7 @@ fn every_seed_keeps_every_guarantee() {
     println!("seeds from {base}");
     let start = cpu();
     let (mut seeds, mut rounds, mut simulated) = (0u64, 0u64, 0u64);
-    let (mut acquired, mut fenced) = (0u64, 0u64);
+    let (mut acquired, mut fenced, mut kept, mut extensions) = (0u64, 0u64, 0u64, 0u64);
     let mut failures = Vec::new();
     while cpu() - start < budget {
         let outcome = simulate(options(base.wrapping_add(seeds)));
@@ -94,6 +96,8 @@ fn every_seed_keeps_every_guarantee() {
         simulated += outcome.simulated;
         acquired += outcome.acquired;
         fenced += outcome.fenced;
+        kept += outcome.kept;
+        extensions += outcome.kept_extensions;
         if !outcome.violations.is_empty() {
             println!("FAILED {}", report(&outcome));
             failures.push(report(&outcome));
@@ -104,7 +108,7 @@ fn every_seed_keeps_every_guarantee() {
     }
     let spent = (cpu() - start).as_secs_f64();
     println!(
-        "{seeds} seeds, {rounds} rounds, {acquired} locks won ({fenced} fenced), {:.1}s simulated in {spent:.1}s of CPU: {:.0} rounds per CPU-minute",
+        "{seeds} seeds, {rounds} rounds, {acquired} locks won ({fenced} fenced, {kept} kept: {extensions} keeper extensions), {:.1}s simulated in {spent:.1}s of CPU: {:.0} rounds per CPU-minute",
         simulated as f64 / 1e9,
         rounds as f64 / spent * 60.0
     );
@@ -125,6 +129,8 @@ fn the_checkers_catch_deliberate_regressions() {
         Regression::LongRounds,
         Regression::ForeignLeak,
         Regression::NoRaise,
+        Regression::KeptNotHeld,
+        Regression::LateKeeper,
     ] {
         let start = cpu();
         let mut seed = 0;

@@ -723,12 +723,7 @@ impl Job {
                 Action::Wait => {}
                 Action::Lost => self.set(Standing::Lost),
                 Action::Extend => {
-                    let outcome = match self.client.extend(&mut self.lock, self.ttl) {
-                        Ok(()) => Extension::Extended,
-                        Err(Error::NotHeld(_) | Error::Expired) => Extension::Gone,
-                        Err(Error::ExtensionLimit { .. }) => Extension::Limit,
-                        Err(_) => Extension::Failed,
-                    };
+                    let outcome = extension(&self.client.extend(&mut self.lock, self.ttl));
                     let now = crate::clock::now();
                     if let Some(verdict) =
                         schedule.handle_extended(outcome, now, self.lock.valid_until_here())
@@ -748,8 +743,7 @@ impl Job {
             self.set(standing(verdict));
         }
         let result = self.client.unlock(&mut self.lock);
-        let gone = matches!(result, Err(Error::NotHeld(_)));
-        self.set(standing(schedule.handle_released(gone)));
+        self.set(standing(schedule.handle_released(release_gone(&result))));
         result
     }
 
@@ -762,9 +756,29 @@ impl Job {
     }
 }
 
+/// What an extension's result means to the schedule: the lock is gone
+/// when a quorum said the token no longer owns it or it had expired before
+/// the extension; the limit on extensions ends them; any other error may
+/// pass at the next try. (The simulator's keeper, `client/sim.rs`, reads
+/// results through this too.)
+pub(super) fn extension(result: &Result<(), Error>) -> Extension {
+    match result {
+        Ok(()) => Extension::Extended,
+        Err(Error::NotHeld(_) | Error::Expired) => Extension::Gone,
+        Err(Error::ExtensionLimit { .. }) => Extension::Limit,
+        Err(_) => Extension::Failed,
+    }
+}
+
+/// Whether a release's result says the lock was gone before it: a quorum
+/// said the token no longer owned the resource.
+pub(super) fn release_gone(result: &Result<(), Error>) -> bool {
+    matches!(result, Err(Error::NotHeld(_)))
+}
+
 /// The public standing of the schedule's verdict (the rules do not see
 /// the client's types).
-fn standing(verdict: Verdict) -> Standing {
+pub(super) fn standing(verdict: Verdict) -> Standing {
     match verdict {
         Verdict::Held => Standing::Held,
         Verdict::AtRisk => Standing::AtRisk,

@@ -36,14 +36,17 @@ pub use fenced::Fenced;
 
 use super::check_resource;
 use super::fence::FenceBook;
+use super::keeper::{extension, release_gone, standing};
 use super::rounds::{acquire_result, extend_result, release_result};
 pub use super::wait::Wait;
+use crate::Standing;
 use crate::TOKEN_LEN;
 use crate::addr::ServerAddr;
 use crate::commands::{self, Command, Keys, WakeChannel};
 use crate::driver::core::Core;
 use crate::error::Error;
 use crate::link::LinkConfig;
+use crate::rules::keep::{Action, Schedule};
 use crate::rules::wait::Terms;
 use crate::rules::{self, Decision, NodeError, Report, Round};
 
@@ -169,6 +172,74 @@ impl Held {
     /// Its fence, if it was acquired with fencing.
     pub fn fence(&self) -> Option<u64> {
         self.fence
+    }
+}
+
+/// A kept lock's schedule (`rules::keep`), as the keeper's thread
+/// (`client/keeper.rs`) drives it: the caller waits until
+/// [`poll_wake`](Self::poll_wake) (or until it releases), extends when
+/// [`on_wake`](Self::on_wake) says so, and hands each result in with its
+/// time; the standings it gets back are the ones the keeper reports. The
+/// results are read as the keeper reads them (the same function), so
+/// that what the simulator holds to the guarantees is the keeper's code.
+#[derive(Debug, Clone, Copy)]
+pub struct Keep {
+    schedule: Schedule,
+}
+
+/// What a kept lock's keeper does on waking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeepAction {
+    /// Extend the lock now, then hand the result to
+    /// [`Keep::on_extended`].
+    Extend,
+    /// Nothing to do: wait until [`Keep::poll_wake`] again.
+    Wait,
+    /// The validity ran out: the lock is lost ([`Standing::Lost`]); only
+    /// the release is left.
+    Lost,
+}
+
+impl Keep {
+    /// When the keeper must wake next, if it wakes on its own.
+    pub fn poll_wake(&self) -> Option<Instant> {
+        self.schedule.poll_wake()
+    }
+
+    /// The keeper woke at `now` (not for the release), holding `held`.
+    pub fn on_wake(&mut self, now: Instant, held: &Held) -> KeepAction {
+        match self.schedule.handle_wake(now, held.valid_until) {
+            Action::Extend => KeepAction::Extend,
+            Action::Wait => KeepAction::Wait,
+            Action::Lost => KeepAction::Lost,
+        }
+    }
+
+    /// The extension came to `result` at `now`, leaving `held`: the
+    /// standing to report, if it changes.
+    pub fn on_extended(
+        &mut self,
+        result: &Result<(), Error>,
+        now: Instant,
+        held: &Held,
+    ) -> Option<Standing> {
+        let outcome = extension(result);
+        let verdict = self
+            .schedule
+            .handle_extended(outcome, now, held.valid_until);
+        verdict.map(standing)
+    }
+
+    /// The holder asks for the release at `now`: the standing to report
+    /// before it is sent, if it changes (lost, if the validity ran out).
+    pub fn on_release(&mut self, now: Instant, held: &Held) -> Option<Standing> {
+        let verdict = self.schedule.handle_release(now, held.valid_until);
+        verdict.map(standing)
+    }
+
+    /// The release came to `result`: the keeper's last standing.
+    pub fn on_released(&self, result: &Result<(), Error>) -> Standing {
+        standing(self.schedule.handle_released(release_gone(result)))
     }
 }
 
@@ -448,6 +519,29 @@ impl Client {
             Err(_) => held.valid_until = held.valid_until.min(round.valid_until()),
         }
         result
+    }
+
+    /// Hands `held` to a keeper, at `now`, as `Redlock::keep` does: it
+    /// extends to `ttl` every `period` (a third of `ttl` if not given),
+    /// and no longer once held for `max_hold`; or the error `keep` returns
+    /// (expired; a TTL the extensions would refuse).
+    pub fn keep(
+        &self,
+        held: &Held,
+        ttl: Duration,
+        period: Option<Duration>,
+        max_hold: Option<Duration>,
+        now: Instant,
+    ) -> Result<Keep, Error> {
+        if now >= held.valid_until {
+            return Err(Error::Expired);
+        }
+        self.check_ttl(ttl)?;
+        let period = Schedule::period(ttl, period);
+        let hold_until = max_hold.and_then(|d| now.checked_add(d));
+        Ok(Keep {
+            schedule: Schedule::new(period, hold_until, held.valid_until, now),
+        })
     }
 
     /// Starts the release of `held`: its round's id.

@@ -2,10 +2,14 @@
 //! holders of a resource within their validities (unless every master that
 //! granted both lost its data in between), fences that grow in the order
 //! holdings began (where `crate::fencing` says they do), every call within
-//! its bound, and (see the world) nothing left on the masters past its own
-//! bound.
+//! its bound, the standings kept locks' keepers report as
+//! `redlock_mio::Standing` documents them, and (see the world) nothing
+//! left on the masters past its own bound.
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
+
+use redlock_mio::Standing;
 
 /// One stretch of time during which a client took a lock as held: from
 /// the decision that gave it to the end of the validity that decision
@@ -40,11 +44,44 @@ pub(crate) struct Fenced {
     pub(crate) raised: u64,
 }
 
+/// What a kept lock's keeper had just seen when it took a step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// It woke on its own (not for the release).
+    Wake,
+    /// An extension reached a quorum.
+    Extended,
+    /// An extension found the lock gone: a quorum said its token no longer
+    /// owns the resource, or it had expired before anything was sent.
+    Gone,
+    /// An extension missed a quorum otherwise.
+    Missed,
+    /// The holder asked for the release.
+    Asked,
+    /// The release's round is over; `gone`: a quorum said the token no
+    /// longer owned the resource.
+    Released { gone: bool },
+}
+
+/// One step of a kept lock's keeper, and the standing it reported then.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeepStep {
+    pub(crate) client: usize,
+    pub(crate) lock: u64,
+    pub(crate) at: u64,
+    pub(crate) seen: Seen,
+    /// Whether the lock had validity left then, as its client computed it.
+    pub(crate) valid: bool,
+    pub(crate) reported: Option<Standing>,
+}
+
 /// Everything the checkers look at.
 #[derive(Debug, Default)]
 pub(crate) struct History {
     pub(crate) holdings: Vec<Holding>,
     pub(crate) fenced: Vec<Fenced>,
+    /// The steps of the kept locks' keepers, in time order.
+    pub(crate) keeps: Vec<KeepStep>,
     /// When each master lost grants it had made, outside what the lock
     /// assumes (a `FLUSHALL`, a restart without its data or from an older
     /// snapshot that nothing guarded, a lock's key evicted), by master
@@ -202,6 +239,76 @@ impl History {
     }
 }
 
+impl History {
+    /// Every kept lock whose keeper reported a standing other than
+    /// `redlock_mio::Standing` documents for what it had just seen: held
+    /// after an extension that reached a quorum; lost after one that found
+    /// the lock gone, and once the validity ran out (at a wake, a missed
+    /// extension, the release); at risk after a missed extension with
+    /// validity left; at the release's end released, or lost if a quorum
+    /// said the token was gone; nothing else in between; and, once lost or
+    /// released, never anything else. Its last standing is final.
+    pub(crate) fn standings(&self) -> Vec<String> {
+        let mut by_lock: BTreeMap<u64, Vec<&KeepStep>> = BTreeMap::new();
+        for step in &self.keeps {
+            by_lock.entry(step.lock).or_default().push(step);
+        }
+        let mut found = Vec::new();
+        for steps in by_lock.values() {
+            let mut standing = Standing::Held;
+            let found_before = found.len();
+            for step in steps {
+                let before = standing;
+                if let Some(reported) = step.reported {
+                    if before.is_final() && reported != before {
+                        found.push(describe_step(step, before, "after a final standing"));
+                        break;
+                    }
+                    standing = reported;
+                }
+                let lost_unless_valid = if step.valid { before } else { Standing::Lost };
+                let due = match step.seen {
+                    _ if before.is_final() => before,
+                    Seen::Extended => Standing::Held,
+                    Seen::Gone | Seen::Released { gone: true } => Standing::Lost,
+                    Seen::Missed if step.valid => Standing::AtRisk,
+                    Seen::Missed | Seen::Wake | Seen::Asked => lost_unless_valid,
+                    Seen::Released { gone: false } => Standing::Released,
+                };
+                if standing != due {
+                    let why = format!("where {due:?} is due");
+                    found.push(describe_step(step, standing, &why));
+                    break;
+                }
+            }
+            if let Some(last) = steps.last() {
+                if !standing.is_final() && found.len() == found_before {
+                    found.push(describe_step(last, standing, "as its last standing"));
+                }
+            }
+            if found.len() >= 5 {
+                break;
+            }
+        }
+        found
+    }
+}
+
+fn describe_step(step: &KeepStep, standing: Standing, why: &str) -> String {
+    format!(
+        "client {} kept lock {}: {standing:?} {why}, after {:?} at {:.6}s ({})",
+        step.client,
+        step.lock,
+        step.seen,
+        secs(step.at),
+        if step.valid {
+            "validity left"
+        } else {
+            "validity run out"
+        }
+    )
+}
+
 /// Whether one of `times` falls between `from` and `to`.
 fn within(times: &[u64], from: u64, to: u64) -> bool {
     times.iter().any(|&at| from <= at && at <= to)
@@ -272,6 +379,54 @@ mod tests {
         assert!(history.overlaps(&names).is_empty(), "master 1 lost the key");
         history.holdings.push(held(3, 100, 200, 0b111));
         assert_eq!(history.overlaps(&names).len(), 1, "3 overlaps 2 only");
+    }
+
+    /// Step `seen` of kept lock 1 at `at`, reported `reported`.
+    fn step(at: u64, seen: Seen, valid: bool, reported: Option<Standing>) -> KeepStep {
+        KeepStep {
+            client: 0,
+            lock: 1,
+            at,
+            seen,
+            valid,
+            reported,
+        }
+    }
+
+    /// A keeper reports what each outcome means, and nothing after a
+    /// final standing.
+    #[test]
+    fn standings_are_held_to_what_each_outcome_means() {
+        let mut history = History::new(vec![0]);
+        let released = Seen::Released { gone: false };
+        history.keeps = vec![
+            step(1, Seen::Extended, true, Some(Standing::Held)),
+            step(2, Seen::Missed, true, Some(Standing::AtRisk)),
+            step(3, Seen::Asked, true, None),
+            step(4, released, false, Some(Standing::Released)),
+        ];
+        assert!(history.standings().is_empty());
+        // Lost at the release's end after a quorum said the token was gone.
+        history.keeps[3] = step(4, Seen::Released { gone: true }, false, None);
+        assert_eq!(history.standings().len(), 1, "Lost is due");
+        // At risk once a quorum said the token no longer owns it.
+        history.keeps[1] = step(2, Seen::Gone, false, Some(Standing::AtRisk));
+        assert_eq!(history.standings().len(), 1);
+        // Lost, then released: not final.
+        history.keeps[1] = step(2, Seen::Gone, false, Some(Standing::Lost));
+        history.keeps[3] = step(4, released, false, Some(Standing::Released));
+        assert_eq!(history.standings().len(), 1);
+        history.keeps[3].reported = Some(Standing::Lost);
+        assert!(history.standings().is_empty());
+        // A wake past the validity says lost; a keeper that never ends
+        // is reported too.
+        history.keeps.truncate(1);
+        history.keeps.push(step(5, Seen::Wake, false, None));
+        assert_eq!(history.standings().len(), 1, "Lost is due");
+        history.keeps[1].reported = Some(Standing::Lost);
+        assert!(history.standings().is_empty());
+        history.keeps.pop();
+        assert_eq!(history.standings().len(), 1, "Held is not final");
     }
 
     /// Lock `lock`, fenced `fence`, its acquire from `t0`, began at

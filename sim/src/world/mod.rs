@@ -83,6 +83,10 @@ pub struct Outcome {
     pub refused: u64,
     /// Locks won by fenced acquires (of `acquired`).
     pub fenced: u64,
+    /// Locks handed to a keeper (of `acquired`).
+    pub kept: u64,
+    /// Extensions the keepers of kept locks sent.
+    pub kept_extensions: u64,
     /// Simulated time, in nanoseconds.
     pub simulated: u64,
     /// Events handled.
@@ -336,6 +340,7 @@ impl World {
         let names: Vec<String> = self.params.resources.iter().map(|r| show(r)).collect();
         let mut violations = self.history.overlaps(&names);
         violations.extend(self.history.fence_order(&names));
+        violations.extend(self.history.standings());
         violations.append(&mut self.history.slow_calls);
         violations.append(&mut self.history.errors);
         violations.extend(self.leftovers());

@@ -38,6 +38,14 @@ pub enum Regression {
     /// fence no longer reaches a quorum, and a later holder can get a
     /// smaller one.
     NoRaise,
+    /// The keepers of kept locks take an extension's `NotHeld` for a
+    /// missed quorum, and keep the validity the lock had before it: they
+    /// report the lock at risk, not lost, once a quorum said its token no
+    /// longer owns the resource.
+    KeptNotHeld,
+    /// The keepers of kept locks wake half a period after their schedule
+    /// says: later than their documentation promises.
+    LateKeeper,
 }
 
 /// How often each fault comes, relative to the others.
@@ -98,6 +106,10 @@ pub(crate) struct Params {
     pub(crate) fenced: Vec<bool>,
     /// The masters' `maxmemory-policy`, if they evict at all.
     pub(crate) eviction: Option<Eviction>,
+    /// How often a lock won is kept (a keeper extends it on its schedule
+    /// until its holder releases it) rather than held and extended by
+    /// hand.
+    pub(crate) kept: f64,
 }
 
 impl Params {
@@ -213,6 +225,10 @@ impl Params {
         if eviction.is_some() {
             weights.evict = rng.range(1, 4);
         }
+        let kept = match regression {
+            Regression::KeptNotHeld | Regression::LateKeeper => 0.8,
+            _ => [0.0, 0.25, 0.5][rng.index(3)],
+        };
         Params {
             masters,
             procs,
@@ -238,6 +254,7 @@ impl Params {
             delayed_restarts,
             fenced,
             eviction,
+            kept,
         }
     }
 

@@ -4,21 +4,28 @@
 //! a deadline (`lock_until`), the pursuit between attempts being the
 //! front end's own; then it holds the lock, extends it, releases it,
 //! forgets it (a holder that crashed), or drops a call half-way (a future
-//! dropped). Now and then it asks for a name in the crate's key space,
+//! dropped); or it hands the lock to a keeper, the keeper thread's own
+//! schedule driven with the simulated time, which extends it on time
+//! until the holder releases it. Now and then it asks for a name in the crate's key space,
 //! which must be refused before anything is sent. A fenced client's
 //! attempts are fenced acquires, the front ends' own machine of rounds.
 //!
 //! Each call is checked against its documented bound, and each lock's
 //! validity, as the client computed it, is recorded in global time for
-//! the mutual exclusion checker, and its fence for the fence checker.
+//! the mutual exclusion checker (a kept lock's only while its keeper has
+//! not reported it lost), and its fence for the fence checker; each step
+//! of a keeper, with the standing it reported, for the standing checker;
+//! and each keeper's wake is checked against the periods and the validity
+//! end its documentation promises.
 
 use std::time::{Duration, Instant};
 
-use redlock_mio::Error;
 use redlock_mio::rules::{NodeState, Round};
-use redlock_mio::sim::{Fenced, Held, Names, Next, Pursuit, Wait};
+use redlock_mio::sim::{Fenced, Held, Keep, KeepAction, Names, Next, Pursuit, Wait};
+use redlock_mio::{Error, Standing};
 
-use super::history::{self, Holding};
+use super::history::{self, Holding, KeepStep, Seen};
+use super::params::Regression;
 use super::{Ev, World};
 
 /// One caller.
@@ -100,6 +107,25 @@ struct Lock {
     res: Vec<usize>,
     held: Held,
     holding: Holding,
+    /// Its keeper, if it is kept.
+    kept: Option<Box<Kept>>,
+}
+
+/// A kept lock's keeper: what the keeper's thread keeps, its schedule
+/// driven by the task with the simulated time.
+struct Kept {
+    keep: Keep,
+    /// The TTL each extension sets, and the period between extensions
+    /// that the keeper's documentation promises.
+    ttl: Duration,
+    period: Duration,
+    /// When the holder asks for the release (global).
+    release_at: u64,
+    /// When the keeper last woke to extend (client's clock).
+    woke: Instant,
+    /// The latest the keeper may wake next, by its documentation, and
+    /// since when it waits (global); none once lost.
+    due: Option<(u64, u64)>,
 }
 
 impl Task {
@@ -498,7 +524,12 @@ impl World {
             res: call.res,
             held,
             holding,
+            kept: None,
         });
+        let kept = self.params.kept;
+        if kept > 0.0 && self.clients[c].rng.chance(kept) {
+            return self.start_keeping(c, k, lock);
+        }
         self.keep_holding(c, k, lock);
     }
 
@@ -642,6 +673,9 @@ impl World {
 
     /// Task `k` holds `lock` a while.
     fn keep_holding(&mut self, c: usize, k: usize, lock: Box<Lock>) {
+        if lock.kept.is_some() {
+            return self.keeper_sleep(c, k, lock);
+        }
         // Mostly within the validity left, sometimes past it.
         let left = lock.holding.until.saturating_sub(self.t) + 1;
         let rng = &mut self.clients[c].rng;
@@ -655,6 +689,9 @@ impl World {
     /// sometimes holds on, forgets it (a holder that crashed), or drops
     /// its extend or release half-way. Once calm, it releases.
     fn hold(&mut self, c: usize, k: usize, lock: Box<Lock>) {
+        if lock.kept.is_some() {
+            return self.keeper_wake(c, k, lock);
+        }
         let r = self.clients[c].rng.unit();
         let (choice, drop) = match r {
             _ if self.calm => (Choice::Release, false),
@@ -688,12 +725,21 @@ impl World {
     }
 
     /// Extends `lock` (its round dropped half-way if `drop`); releases it
-    /// if the extend is refused before anything is sent (expired).
+    /// if the extend is refused before anything is sent (expired), unless
+    /// it is kept: its keeper is told.
     fn extend(&mut self, c: usize, k: usize, lock: Box<Lock>, drop: bool) {
         let now = self.local(c);
-        let ttl = self.params.ttls[self.clients[c].rng.index(self.params.ttls.len())];
-        let Ok(id) = self.clients[c].client.begin_extend(&lock.held, ttl, now) else {
-            return self.release(c, k, lock, drop);
+        let ttl = match &lock.kept {
+            Some(kept) => kept.ttl,
+            None => self.params.ttls[self.clients[c].rng.index(self.params.ttls.len())],
+        };
+        let id = match self.clients[c].client.begin_extend(&lock.held, ttl, now) {
+            Ok(id) => id,
+            Err(error) if lock.kept.is_some() => {
+                let before = lock.held.clone();
+                return self.kept_extended(c, k, lock, &Err(error), &before);
+            }
+            Err(_) => return self.release(c, k, lock, drop),
         };
         self.clients[c].client.set_waiter(id, k as u64);
         self.clients[c].rounds += 1;
@@ -705,6 +751,11 @@ impl World {
     /// no longer counted on from the release's start.
     fn release(&mut self, c: usize, k: usize, mut lock: Box<Lock>, drop: bool) {
         let now = self.local(c);
+        if let Some(kept) = lock.kept.as_mut() {
+            let reported = kept.keep.on_release(now, &lock.held);
+            kept.due = None;
+            self.keep_step(c, &mut lock, Seen::Asked, reported);
+        }
         lock.holding.until = lock.holding.until.min(self.t);
         self.note(|| format!("client {c} task {k}: releases lock {}", lock.holding.lock));
         self.record(&lock);
@@ -715,7 +766,10 @@ impl World {
                 let pending = self.pending(c, k, id, Duration::ZERO, drop);
                 self.put_state(c, k, State::Release(lock, pending));
             }
-            Err(_) => self.think(c, k, self.params.think_mean),
+            Err(error) => {
+                self.kept_released(c, &mut lock, &Err(error));
+                self.think(c, k, self.params.think_mean);
+            }
         }
     }
 
@@ -738,6 +792,7 @@ impl World {
     /// The extend of `lock` is decided.
     fn extended(&mut self, c: usize, k: usize, mut lock: Box<Lock>, pending: Pending) {
         let round = self.clients[c].client.round(pending.id).cloned();
+        let before = lock.held.clone();
         let result = self.clients[c]
             .client
             .end_extend(pending.id, &mut lock.held);
@@ -756,7 +811,7 @@ impl World {
         );
         let clock = &self.clients[c].clock;
         let until = clock.global(lock.held.valid_until());
-        match (result, round) {
+        match (&result, round) {
             (Ok(()), Some(round)) => {
                 let t0 = clock.global(round.started());
                 lock.holding.until = lock.holding.until.min(self.t);
@@ -771,14 +826,18 @@ impl World {
             }
             _ => lock.holding.until = lock.holding.until.min(until),
         }
+        if lock.kept.is_some() {
+            return self.kept_extended(c, k, lock, &result, &before);
+        }
         self.keep_holding(c, k, lock);
     }
 
     /// The release of `lock` is decided.
     fn released(&mut self, c: usize, k: usize, lock: &mut Lock, pending: Pending) {
-        let _ = self.clients[c]
+        let result = self.clients[c]
             .client
             .end_release(pending.id, &mut lock.held);
+        self.kept_released(c, lock, &result);
         self.check_bound(
             c,
             "release",
@@ -787,6 +846,192 @@ impl World {
             self.params.call_bound(1, false),
         );
         self.think(c, k, self.params.think_mean);
+    }
+
+    /// Hands `lock` to a keeper, as `Redlock::keep` does, which extends it
+    /// to a TTL of the world's on its schedule (every third of it, or a
+    /// period asked; now and then up to a hold limit) until the holder
+    /// releases it, a few TTLs later. A lock `keep` refuses (expired) is
+    /// dropped, as `keep` drops it: its keys expire at their TTL.
+    fn start_keeping(&mut self, c: usize, k: usize, mut lock: Box<Lock>) {
+        let now = self.local(c);
+        let p = &self.params;
+        let rng = &mut self.clients[c].rng;
+        let ttl = p.ttls[rng.index(p.ttls.len())];
+        let asked = match rng.below(4) {
+            0 => Some(ttl / 4),
+            1 => Some(ttl / 2),
+            _ => None,
+        };
+        let ttl_ns = ttl.as_nanos() as u64;
+        let hold = rng.exp(3 * ttl_ns).min(8 * ttl_ns) + 1;
+        let max_hold = rng
+            .chance(0.2)
+            .then(|| Duration::from_nanos(rng.below(hold) + 1));
+        let client = &self.clients[c].client;
+        let Ok(keep) = client.keep(&lock.held, ttl, asked, max_hold, now) else {
+            self.record(&lock);
+            return self.think(c, k, self.params.think_mean);
+        };
+        self.note(|| {
+            format!(
+                "client {c} task {k}: keeps lock {} (ttl {ttl:?}, period {asked:?}, max hold {max_hold:?})",
+                lock.holding.lock
+            )
+        });
+        self.outcome.kept += 1;
+        let period = asked.unwrap_or(ttl / 3);
+        let due = self.clients[c].clock.global(now + period);
+        lock.kept = Some(Box::new(Kept {
+            keep,
+            ttl,
+            period,
+            release_at: self.t + hold,
+            woke: now,
+            due: Some((due.min(lock.holding.until), self.t)),
+        }));
+        self.keeper_sleep(c, k, lock);
+    }
+
+    /// `lock`'s keeper waits until its schedule wakes it, or until the
+    /// holder asks for the release. Under [`Regression::LateKeeper`] it
+    /// wakes half a period late.
+    fn keeper_sleep(&mut self, c: usize, k: usize, lock: Box<Lock>) {
+        let Some(kept) = lock.kept.as_ref() else {
+            return self.keep_holding(c, k, lock);
+        };
+        let late = match self.params.regression {
+            Regression::LateKeeper => kept.period / 2,
+            _ => Duration::ZERO,
+        };
+        let clock = &self.clients[c].clock;
+        let wake = kept.keep.poll_wake().map(|at| clock.global(at + late));
+        let at = wake.map_or(kept.release_at, |at| at.min(kept.release_at));
+        self.task_timer_at(c, k, at);
+        self.put_state(c, k, State::Hold(lock));
+    }
+
+    /// `lock`'s keeper wakes: the holder asks for the release (at its time,
+    /// or once calm), or the schedule says what to do.
+    fn keeper_wake(&mut self, c: usize, k: usize, mut lock: Box<Lock>) {
+        let now = self.local(c);
+        let Some(kept) = lock.kept.as_mut() else {
+            return self.hold(c, k, lock);
+        };
+        if self.calm || self.t >= kept.release_at {
+            return self.release(c, k, lock, false);
+        }
+        if let Some((due, since)) = kept.due {
+            let paused = self.clients[c].paused_within(since, self.t);
+            if self.t > due + paused + paused / 50 + 10_000 {
+                self.history.errors.push(format!(
+                    "client {c}: the keeper of lock {} woke at {:.6}s, after it was due at {:.6}s ({:.6}s paused)",
+                    lock.holding.lock,
+                    history::secs(self.t),
+                    history::secs(due),
+                    history::secs(paused)
+                ));
+            }
+        }
+        match kept.keep.on_wake(now, &lock.held) {
+            KeepAction::Extend => {
+                self.outcome.kept_extensions += 1;
+                kept.woke = now;
+                kept.due = None;
+                self.extend(c, k, lock, false)
+            }
+            KeepAction::Wait => {
+                // Past its hold limit: only the validity's end is left.
+                let until = self.clients[c].clock.global(lock.held.valid_until());
+                kept.due = Some((until, self.t));
+                self.keep_step(c, &mut lock, Seen::Wake, None);
+                self.keeper_sleep(c, k, lock);
+            }
+            KeepAction::Lost => {
+                kept.due = None;
+                self.keep_step(c, &mut lock, Seen::Wake, Some(Standing::Lost));
+                self.keeper_sleep(c, k, lock);
+            }
+        }
+    }
+
+    /// `lock`'s keeper learns its extension's `result` (`before`: the lock
+    /// as it was before): it reports what its schedule says, and waits
+    /// for the next wake. Under [`Regression::KeptNotHeld`] it takes a
+    /// `NotHeld` for a missed quorum, with the validity from before.
+    fn kept_extended(
+        &mut self,
+        c: usize,
+        k: usize,
+        mut lock: Box<Lock>,
+        result: &Result<(), Error>,
+        before: &Held,
+    ) {
+        let now = self.local(c);
+        let regress = self.params.regression == Regression::KeptNotHeld
+            && matches!(result, Err(Error::NotHeld(_)));
+        let Some(kept) = lock.kept.as_mut() else {
+            return self.keep_holding(c, k, lock);
+        };
+        let reported = if regress {
+            kept.keep
+                .on_extended(&Err(Error::DeadlinePassed), now, before)
+        } else {
+            kept.keep.on_extended(result, now, &lock.held)
+        };
+        // What the standing checker holds the report to: the documented
+        // meaning of each outcome (not the keeper's own reading of it).
+        let seen = match result {
+            Ok(()) => Seen::Extended,
+            Err(Error::NotHeld(_) | Error::Expired) => Seen::Gone,
+            Err(_) => Seen::Missed,
+        };
+        // The next wake is due a period after this one's (a quarter
+        // period after the end of a missed one), by the validity's end.
+        let next = match seen {
+            Seen::Extended => kept.woke + kept.period,
+            _ => now + kept.period / 4,
+        };
+        let clock = &self.clients[c].clock;
+        let due = clock.global(next.min(lock.held.valid_until())).max(self.t);
+        kept.due = (seen != Seen::Gone).then_some((due, self.t));
+        self.keep_step(c, &mut lock, seen, reported);
+        self.keeper_sleep(c, k, lock);
+    }
+
+    /// `lock`'s release came to `result`: its keeper's last standing, if
+    /// it is kept.
+    fn kept_released(&mut self, c: usize, lock: &mut Lock, result: &Result<(), Error>) {
+        let Some(kept) = lock.kept.as_ref() else {
+            return;
+        };
+        let standing = kept.keep.on_released(result);
+        let gone = matches!(result, Err(Error::NotHeld(_)));
+        self.keep_step(c, lock, Seen::Released { gone }, Some(standing));
+    }
+
+    /// A step of `lock`'s keeper, after it saw `seen`, goes to the history
+    /// with the standing it `reported`; a kept lock reported lost is no
+    /// longer counted on.
+    fn keep_step(&mut self, c: usize, lock: &mut Lock, seen: Seen, reported: Option<Standing>) {
+        let valid = self.local(c) < lock.held.valid_until();
+        if reported == Some(Standing::Lost) {
+            lock.holding.until = lock.holding.until.min(self.t);
+        }
+        self.note(|| {
+            format!(
+                "client {c}: keeper of lock {} after {seen:?}: {reported:?}",
+                lock.holding.lock
+            )
+        });
+        self.history.keeps.push(KeepStep {
+            client: c,
+            lock: lock.holding.lock,
+            at: self.t,
+            seen,
+            valid,
+            reported,
+        });
     }
 
     /// The stretch of `lock`'s validity counted on so far goes to the
