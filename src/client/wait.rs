@@ -40,6 +40,8 @@ const MIN_WINDOW: Duration = Duration::from_millis(50);
 
 /// A call's place in the client's table of waits and in the masters'
 /// queues.
+// Public for the simulator's front end alone, which re-exports it.
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 pub struct Wait {
     /// Its slot's id: what releases publish to tell it.
     pub(super) id: u64,
