@@ -1,0 +1,410 @@
+//! A task's calls: an acquire, once or waiting, plain or fenced, from its
+//! start to its end or its drop, each checked against its bound.
+
+use std::time::{Duration, Instant};
+
+use redlock_mio::Error;
+use redlock_mio::rules::Round;
+use redlock_mio::sim::{Names, Next};
+
+use super::*;
+use crate::world::World;
+use crate::world::history::{self, Holding};
+
+impl World {
+    /// Starts task `k`'s next call.
+    pub(super) fn start_call(&mut self, c: usize, k: usize) {
+        if self.calm {
+            self.put_state(c, k, State::Done);
+            return;
+        }
+        let now = self.local(c);
+        let p = &self.params;
+        let rng = &mut self.clients[c].rng;
+        let ttl = p.ttls[rng.index(p.ttls.len())];
+        if rng.chance(0.03) {
+            let name = p.reserved[rng.index(p.reserved.len())].clone();
+            let other = p.resources[rng.index(p.resources.len())].clone();
+            self.refused_before_sending(c, &name, &other);
+            self.think(c, k, self.params.think_mean);
+            return;
+        }
+        let mut res = vec![rng.index(p.resources.len())];
+        if p.resources.len() > 1 && rng.chance(0.15) {
+            // All or nothing over two (or more) of them.
+            let more = (res[0] + 1 + rng.index(p.resources.len() - 1)) % p.resources.len();
+            res.push(more);
+        }
+        let list: Vec<&[u8]> = res.iter().map(|&r| p.resources[r].as_slice()).collect();
+        let names = match list.len() {
+            1 => Names::one(list[0]),
+            _ => Names::all(&list),
+        };
+        let Ok(names) = names else {
+            self.history
+                .errors
+                .push(format!("the front end refused {list:?}"));
+            return self.think(c, k, self.params.think_mean);
+        };
+        let kind = match rng.below(5) {
+            0 | 1 => Kind::Try,
+            2 | 3 => Kind::Lock,
+            _ => {
+                let rt = p.settings.request_timeout;
+                Kind::Until(now + rt + rt.mul_f64(rng.unit() * 20.0))
+            }
+        };
+        let wall = self.clients[c].clock.wall_us(self.t);
+        let client = &mut self.clients[c].client;
+        let (wait, pursuit) = match kind {
+            Kind::Try => (None, None),
+            Kind::Lock => (client.begin_wait(wall), Some(client.pursuit(None))),
+            Kind::Until(deadline) => (
+                client.begin_wait(wall),
+                Some(client.pursuit(Some(deadline))),
+            ),
+        };
+        let call = Call {
+            res,
+            names,
+            ttl,
+            kind,
+            token: [0; 20],
+            round: None,
+            until: now,
+            wait,
+            pursuit,
+            begun: now,
+            begun_g: self.t,
+        };
+        self.attempt(c, k, Box::new(call));
+    }
+
+    /// A name in the crate's key space, alone or beside `other`: refused
+    /// before anything is sent.
+    pub(super) fn refused_before_sending(&mut self, c: usize, name: &[u8], other: &[u8]) {
+        for names in [Names::one(name), Names::all(&[other, name])] {
+            if !matches!(names, Err(Error::ReservedResource)) {
+                self.history.errors.push(format!(
+                    "client {c}: {} was not refused before sending: {names:?}",
+                    crate::world::show(name)
+                ));
+            }
+        }
+    }
+
+    /// One attempt of `call`.
+    pub(super) fn attempt(&mut self, c: usize, k: usize, mut call: Box<Call>) {
+        let now = self.local(c);
+        for byte in &mut call.token {
+            *byte = self.clients[c].rng.below(256) as u8;
+        }
+        let cap = match call.kind {
+            Kind::Until(deadline) => Some(deadline),
+            _ => None,
+        };
+        let fenced = self.params.fenced[c];
+        let client = &mut self.clients[c].client;
+        let (names, token, ttl, wait) = (&call.names, &call.token, call.ttl, call.wait.as_mut());
+        let begun = if fenced {
+            let begun = client.begin_fenced(names, token, ttl, wait, cap, now);
+            begun.map(|fenced| Flight::Fenced(Box::new(fenced)))
+        } else {
+            let begun = client.begin_acquire(names, token, ttl, wait, cap, now);
+            begun.map(Flight::Plain)
+        };
+        let flight = match begun {
+            Ok(flight) => flight,
+            Err(error) => return self.call_failed(c, k, call, &error),
+        };
+        self.note(|| {
+            format!(
+                "client {c} task {k}: acquire {:?} {} of {:?} token {:02x}{:02x}.. ttl {:?}",
+                call.kind,
+                match &flight {
+                    Flight::Plain(id) => format!("round {id:x}"),
+                    Flight::Fenced(_) => "fenced".to_owned(),
+                },
+                call.res,
+                call.token[0],
+                call.token[1],
+                call.ttl
+            )
+        });
+        call.round = Some(flight);
+        // Dropped half-way now and then, as a future may be (a fenced
+        // attempt runs up to five rounds, mostly two).
+        if self.clients[c].rng.chance(0.03) {
+            let rt = self.params.settings.request_timeout.as_nanos() as u64;
+            let rounds = if fenced { 3 } else { 1 };
+            let at = self.t + self.clients[c].rng.below(rt * rounds);
+            self.task_timer_at(c, k, at);
+        }
+        self.in_flight(c, k, call);
+    }
+
+    /// `call`'s attempt has started its rounds (a fenced one, those of its
+    /// next step), or, a fenced one, ended.
+    pub(super) fn in_flight(&mut self, c: usize, k: usize, call: Box<Call>) {
+        let client = &mut self.clients[c].client;
+        let started = match &call.round {
+            Some(Flight::Plain(id)) => {
+                client.set_waiter(*id, k as u64);
+                1
+            }
+            Some(Flight::Fenced(fenced)) if fenced.rounds().is_empty() => {
+                return self.attempted(c, k, call);
+            }
+            Some(Flight::Fenced(fenced)) => {
+                client.set_fenced_waiter(fenced, k as u64);
+                fenced.rounds().len() as u64
+            }
+            None => return,
+        };
+        self.clients[c].rounds += started;
+        self.put_state(c, k, State::Acquire(call));
+    }
+
+    /// `call`'s fenced attempt's step is decided: the next one starts.
+    pub(super) fn fenced_step(&mut self, c: usize, k: usize, mut call: Box<Call>) {
+        let now = self.local(c);
+        if let Some(Flight::Fenced(fenced)) = &mut call.round {
+            self.clients[c].client.step_fenced(fenced, now);
+        }
+        self.in_flight(c, k, call);
+    }
+
+    /// `call`'s attempt is decided.
+    pub(super) fn attempted(&mut self, c: usize, k: usize, mut call: Box<Call>) {
+        let now = self.local(c);
+        let client = &mut self.clients[c].client;
+        // The round (the acquire's, of a fenced attempt) and, for a
+        // fenced attempt, the masters that raised its fence.
+        let (id, round, (result, free_in), raised) = match call.round.take() {
+            Some(Flight::Plain(id)) => {
+                let round = client.round(id).cloned();
+                let ended =
+                    client.end_acquire(id, &call.names, &call.token, call.wait.as_mut(), now);
+                (Some(id), round, ended, None)
+            }
+            Some(Flight::Fenced(fenced)) => {
+                let round = fenced.acquire_round().cloned();
+                let raised = fenced.raise_round().map_or(0, grants);
+                let ended = client.end_fenced(*fenced, call.wait.as_mut());
+                (None, round, ended, Some(raised))
+            }
+            None => return,
+        };
+        self.note(|| {
+            format!(
+                "client {c} task {k}: {} ended {:?} as {:?}: {}",
+                id.map_or("fenced acquire".to_owned(), |id| format!("round {id:x}")),
+                round.as_ref().map(|r| r.nodes().to_vec()),
+                round.as_ref().and_then(Round::decision),
+                match &result {
+                    Ok(held) => format!("held, fence {:?}", held.fence()),
+                    Err(e) => e.to_string(),
+                }
+            )
+        });
+        let held = match result {
+            Ok(held) => held,
+            Err(error) => return self.retry(c, k, call, &error, free_in),
+        };
+        self.outcome.acquired += 1;
+        if let Some(wait) = call.wait.take() {
+            self.clients[c].client.end_wait(wait, &call.names, now);
+        }
+        self.check_counted_once(c, round.as_ref());
+        self.check_call(c, "acquire", &call);
+        let clock = &self.clients[c].clock;
+        self.locks += 1;
+        let holding = Holding {
+            resource: call.res[0],
+            client: c,
+            lock: self.locks,
+            from: self.t,
+            until: clock.global(held.valid_until()),
+            grants: round.as_ref().map_or(0, grants),
+            t0: round.map_or(self.t, |r| clock.global(r.started())),
+        };
+        match (held.fence(), raised) {
+            (Some(fence), Some(raised)) => {
+                self.outcome.fenced += 1;
+                for &resource in &call.res {
+                    self.history.fenced.push(history::Fenced {
+                        resource,
+                        client: c,
+                        lock: holding.lock,
+                        fence,
+                        began: self.t,
+                        t0: holding.t0,
+                        raised,
+                    });
+                }
+            }
+            (None, None) => {}
+            _ => self.history.errors.push(format!(
+                "client {c}: lock {} fenced as it should not be: {:?}",
+                holding.lock,
+                held.fence()
+            )),
+        }
+        let lock = Box::new(Lock {
+            res: call.res,
+            held,
+            holding,
+            kept: None,
+        });
+        let kept = self.params.kept;
+        if kept > 0.0 && self.clients[c].rng.chance(kept) {
+            return self.start_keeping(c, k, lock);
+        }
+        self.keep_holding(c, k, lock);
+    }
+
+    /// `call`'s attempt failed with `error`: its pursuit decides.
+    pub(super) fn retry(
+        &mut self,
+        c: usize,
+        k: usize,
+        mut call: Box<Call>,
+        error: &Error,
+        free_in: Option<Duration>,
+    ) {
+        let now = self.local(c);
+        let units = (self.clients[c].rng.unit(), self.clients[c].rng.unit());
+        let client = &mut self.clients[c].client;
+        let next = match call.pursuit.as_mut() {
+            Some(pursuit) => client.next(pursuit, error, free_in, units, now),
+            None => Next::Stop,
+        };
+        match next {
+            Next::Stop => self.call_failed(c, k, call, error),
+            Next::Until(at) => {
+                call.until = at;
+                self.between(c, k, call);
+            }
+        }
+    }
+
+    /// `call` waits between attempts: told by a quorum of masters that
+    /// the lock was handed to it, or until its wait ends (sooner if a
+    /// master told it a time to try at), as the front end's wait does.
+    pub(super) fn between(&mut self, c: usize, k: usize, call: Box<Call>) {
+        let now = self.local(c);
+        let client = &mut self.clients[c].client;
+        let told = call.wait.as_ref().is_some_and(|w| client.is_told(w));
+        let until = match call.wait.as_ref().and_then(|w| client.hinted(w)) {
+            Some(hinted) => hinted.min(call.until),
+            None => call.until,
+        };
+        if told || now >= until {
+            if let Some(wait) = call.wait.as_ref() {
+                client.take_wait_waiter(wait);
+            }
+            let stop = told
+                && call
+                    .pursuit
+                    .as_ref()
+                    .is_some_and(|p| !client.may_attempt(p, now));
+            if stop {
+                self.outcome.refused += 1;
+                return self.end_call(c, k, call);
+            }
+            return self.attempt(c, k, call);
+        }
+        if let Some(wait) = call.wait.as_ref() {
+            client.set_wait_waiter(wait, k as u64);
+        }
+        self.task_timer_local(c, k, until);
+        self.put_state(c, k, State::Acquire(call));
+    }
+
+    /// `call` ends without a lock.
+    pub(super) fn call_failed(&mut self, c: usize, k: usize, call: Box<Call>, error: &Error) {
+        self.outcome.refused += 1;
+        self.end_call(c, k, call);
+        if let Error::Busy { .. } = error {
+            // The table of rounds was full: the front end would have
+            // waited for a slot; this caller tries again a request timeout
+            // later (it does not spin).
+            let rt = self.params.settings.request_timeout.as_nanos() as u64;
+            self.task_timer_at(c, k, self.t + rt);
+        }
+    }
+
+    /// `call` ends: checked against its bound, its wait left.
+    pub(super) fn end_call(&mut self, c: usize, k: usize, mut call: Box<Call>) {
+        self.check_call(c, "acquire", &call);
+        if let Some(wait) = call.wait.take() {
+            let now = self.local(c);
+            self.clients[c].client.end_wait(wait, &call.names, now);
+        }
+        self.think(c, k, self.params.think_mean);
+    }
+
+    /// `call` is dropped with its round in flight (a future dropped): its
+    /// release follows the round, and its wait leaves the queues.
+    pub(super) fn drop_call(&mut self, c: usize, k: usize, mut call: Box<Call>) {
+        let now = self.local(c);
+        let client = &mut self.clients[c].client;
+        match call.round.take() {
+            Some(Flight::Plain(id)) => client.drop_acquire(id, &call.names, &call.token, now),
+            Some(Flight::Fenced(fenced)) => client.drop_fenced(*fenced, now),
+            None => {}
+        }
+        if let Some(wait) = call.wait.take() {
+            client.end_wait(wait, &call.names, now);
+        }
+        self.think(c, k, self.params.think_mean);
+    }
+
+    /// Checks that `round` counted no master twice (a server listed under
+    /// two addresses votes once).
+    pub(super) fn check_counted_once(&mut self, c: usize, round: Option<&Round>) {
+        let Some(round) = round else {
+            return;
+        };
+        if self.history.counts_twice(grants(round)) {
+            self.history.errors.push(format!(
+                "client {c}: a round counted a master twice: {:?}",
+                round.nodes()
+            ));
+        }
+    }
+
+    /// Checks that `call` returned within its documented bound.
+    pub(super) fn check_call(&mut self, c: usize, what: &str, call: &Call) {
+        let bound = match call.kind {
+            Kind::Try => self.params.call_bound(1, self.params.fenced[c]),
+            Kind::Lock => self
+                .params
+                .call_bound(self.params.settings.retry_count + 1, self.params.fenced[c]),
+            Kind::Until(deadline) => deadline.saturating_duration_since(call.begun),
+        };
+        self.check_bound(c, what, call.begun, call.begun_g, bound);
+    }
+
+    /// Checks that a call of client `c` begun at `begun` (`begun_g` in
+    /// global time) returned within `bound`, with the time the client was
+    /// paused meanwhile on top.
+    pub(super) fn check_bound(
+        &mut self,
+        c: usize,
+        what: &str,
+        begun: Instant,
+        begun_g: u64,
+        bound: Duration,
+    ) {
+        let took = self.local(c).saturating_duration_since(begun);
+        let paused = self.clients[c].paused_within(begun_g, self.t);
+        let slack = Duration::from_nanos(paused + paused / 50) + Duration::from_micros(10);
+        if took > bound + slack {
+            self.history.slow_calls.push(format!(
+                "client {c}: {what} took {took:?}, more than its bound {bound:?} (+{slack:?} paused), at {:.6}s",
+                super::history::secs(self.t)
+            ));
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! A task's holding: holds, extends and releases its lock, or forgets it.
+
+use std::time::Duration;
+
+use super::*;
+use crate::world::World;
+use crate::world::history::{Holding, Seen};
+
+impl World {
+    /// Task `k` holds `lock` a while.
+    pub(super) fn keep_holding(&mut self, c: usize, k: usize, lock: Box<Lock>) {
+        if lock.kept.is_some() {
+            return self.keeper_sleep(c, k, lock);
+        }
+        // Mostly within the validity left, sometimes past it.
+        let left = lock.holding.until.saturating_sub(self.t) + 1;
+        let rng = &mut self.clients[c].rng;
+        let mean = rng.below(left) + 1;
+        let at = self.t + rng.exp(mean).min(left + left / 2) + 1;
+        self.task_timer_at(c, k, at);
+        self.put_state(c, k, State::Hold(lock));
+    }
+
+    /// What task `k` does next with `lock`: mostly releases or extends it;
+    /// sometimes holds on, forgets it (a holder that crashed), or drops
+    /// its extend or release half-way. Once calm, it releases.
+    pub(super) fn hold(&mut self, c: usize, k: usize, lock: Box<Lock>) {
+        if lock.kept.is_some() {
+            return self.keeper_wake(c, k, lock);
+        }
+        let r = self.clients[c].rng.unit();
+        let (choice, drop) = match r {
+            _ if self.calm => (Choice::Release, false),
+            r if r < 0.45 => (Choice::Release, false),
+            r if r < 0.7 => (Choice::Extend, false),
+            r if r < 0.8 => (Choice::Keep, false),
+            r if r < 0.87 => (Choice::Forget, false),
+            r if r < 0.92 => (Choice::DropGuard, false),
+            r if r < 0.96 => (Choice::Release, true),
+            _ => (Choice::Extend, true),
+        };
+        match choice {
+            Choice::Keep => self.keep_holding(c, k, lock),
+            Choice::Forget => {
+                self.record(&lock);
+                self.think(c, k, self.params.think_mean);
+            }
+            Choice::DropGuard => {
+                let mut lock = lock;
+                let now = self.local(c);
+                lock.holding.until = lock.holding.until.min(self.t);
+                self.record(&lock);
+                if self.clients[c].client.drop_guard(&mut lock.held, now) {
+                    self.clients[c].rounds += 1;
+                }
+                self.think(c, k, self.params.think_mean);
+            }
+            Choice::Extend => self.extend(c, k, lock, drop),
+            Choice::Release => self.release(c, k, lock, drop),
+        }
+    }
+
+    /// Extends `lock` (its round dropped half-way if `drop`); releases it
+    /// if the extend is refused before anything is sent (expired), unless
+    /// it is kept: its keeper is told.
+    pub(super) fn extend(&mut self, c: usize, k: usize, lock: Box<Lock>, drop: bool) {
+        let now = self.local(c);
+        let ttl = match &lock.kept {
+            Some(kept) => kept.ttl,
+            None => self.params.ttls[self.clients[c].rng.index(self.params.ttls.len())],
+        };
+        let id = match self.clients[c].client.begin_extend(&lock.held, ttl, now) {
+            Ok(id) => id,
+            Err(error) if lock.kept.is_some() => {
+                let before = lock.held.clone();
+                return self.kept_extended(c, k, lock, &Err(error), &before);
+            }
+            Err(_) => return self.release(c, k, lock, drop),
+        };
+        self.clients[c].client.set_waiter(id, k as u64);
+        self.clients[c].rounds += 1;
+        let pending = self.pending(c, k, id, ttl, drop);
+        self.put_state(c, k, State::Extend(lock, pending));
+    }
+
+    /// Releases `lock` (its round dropped half-way if `drop`): the lock is
+    /// no longer counted on from the release's start.
+    pub(super) fn release(&mut self, c: usize, k: usize, mut lock: Box<Lock>, drop: bool) {
+        let now = self.local(c);
+        if let Some(kept) = lock.kept.as_mut() {
+            let reported = kept.keep.on_release(now, &lock.held);
+            kept.due = None;
+            self.keep_step(c, &mut lock, Seen::Asked, reported);
+        }
+        lock.holding.until = lock.holding.until.min(self.t);
+        self.note(|| format!("client {c} task {k}: releases lock {}", lock.holding.lock));
+        self.record(&lock);
+        match self.clients[c].client.begin_release(&lock.held, now) {
+            Ok(id) => {
+                self.clients[c].client.set_waiter(id, k as u64);
+                self.clients[c].rounds += 1;
+                let pending = self.pending(c, k, id, Duration::ZERO, drop);
+                self.put_state(c, k, State::Release(lock, pending));
+            }
+            Err(error) => {
+                self.kept_released(c, &mut lock, &Err(error));
+                self.think(c, k, self.params.think_mean);
+            }
+        }
+    }
+
+    /// Round `id` of task `k`'s call, begun now; if `drop`, the call is
+    /// dropped at a time within the request timeout.
+    pub(super) fn pending(
+        &mut self,
+        c: usize,
+        k: usize,
+        id: u64,
+        ttl: Duration,
+        drop: bool,
+    ) -> Pending {
+        if drop {
+            let rt = self.params.settings.request_timeout.as_nanos() as u64;
+            let at = self.t + self.clients[c].rng.below(rt);
+            self.task_timer_at(c, k, at);
+        }
+        Pending {
+            id,
+            begun: self.local(c),
+            begun_g: self.t,
+            ttl,
+        }
+    }
+
+    /// The extend of `lock` is decided.
+    pub(super) fn extended(&mut self, c: usize, k: usize, mut lock: Box<Lock>, pending: Pending) {
+        let round = self.clients[c].client.round(pending.id).cloned();
+        let before = lock.held.clone();
+        let result = self.clients[c]
+            .client
+            .end_extend(pending.id, &mut lock.held);
+        self.note(|| {
+            format!(
+                "client {c} task {k}: extend of lock {} ended {result:?}",
+                lock.holding.lock
+            )
+        });
+        self.check_bound(
+            c,
+            "extend",
+            pending.begun,
+            pending.begun_g,
+            self.params.call_bound(1, false),
+        );
+        let clock = &self.clients[c].clock;
+        let until = clock.global(lock.held.valid_until());
+        match (&result, round) {
+            (Ok(()), Some(round)) => {
+                let t0 = clock.global(round.started());
+                lock.holding.until = lock.holding.until.min(self.t);
+                self.record(&lock);
+                lock.holding = Holding {
+                    from: self.t,
+                    until,
+                    grants: grants(&round),
+                    t0,
+                    ..lock.holding
+                };
+            }
+            _ => lock.holding.until = lock.holding.until.min(until),
+        }
+        if lock.kept.is_some() {
+            return self.kept_extended(c, k, lock, &result, &before);
+        }
+        self.keep_holding(c, k, lock);
+    }
+
+    /// The release of `lock` is decided.
+    pub(super) fn released(&mut self, c: usize, k: usize, lock: &mut Lock, pending: Pending) {
+        let result = self.clients[c]
+            .client
+            .end_release(pending.id, &mut lock.held);
+        self.kept_released(c, lock, &result);
+        self.check_bound(
+            c,
+            "release",
+            pending.begun,
+            pending.begun_g,
+            self.params.call_bound(1, false),
+        );
+        self.think(c, k, self.params.think_mean);
+    }
+}
