@@ -25,7 +25,11 @@
 //!   TTL runs out**: a master whose connection is down, in its reconnect
 //!   back-off, or reset before the bytes left. So does a release queued
 //!   behind a reconnect's handshake or a full socket buffer when the client
-//!   then stays idle: it is written at the client's next call.
+//!   then stays idle: it is written at the client's next call. And so does
+//!   a release that a master refuses with `NOSCRIPT` (its script cache
+//!   emptied) after the round reached its quorum, while no call of the
+//!   client reads from that master: it is sent again, as `EVAL`, once one
+//!   does.
 //! - **Limits per call**: up to 64 resources in one lock
 //!   ([`try_lock_all`](crate::Redlock::try_lock_all)), up to
 //!   [`MAX_BATCH`](crate::MAX_BATCH) locks per batch
