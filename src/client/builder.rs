@@ -575,7 +575,7 @@ impl Builder {
             fencing: self.fencing.is_some(),
             in_flight: self.max_in_flight,
             guard: self.restart_guard.map(|ttl| {
-                let guard = ttl.saturating_add(crate::rules::drift(ttl, self.drift_factor));
+                let guard = crate::rules::outlived(ttl, self.drift_factor);
                 // `client:` and 24 random hex digits: see `MARKER_KEY`.
                 let mut marker = [0u8; 31];
                 let (prefix, digits) = marker.split_at_mut(7);

@@ -155,8 +155,10 @@ impl Host for &Redlock {
     }
 
     fn fence_wait(&self) -> Duration {
-        let longest = self.config.fencing.unwrap_or_default();
-        longest.saturating_add(rules::drift(longest, self.config.drift_factor))
+        rules::outlived(
+            self.config.fencing.unwrap_or_default(),
+            self.config.drift_factor,
+        )
     }
 
     fn now(&self) -> Instant {

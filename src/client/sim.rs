@@ -291,7 +291,7 @@ impl Client {
             fencing: settings.fencing.is_some(),
             in_flight: settings.in_flight,
             guard: settings.restart_guard.map(|ttl| {
-                let guard = ttl.saturating_add(rules::drift(ttl, settings.drift_factor));
+                let guard = rules::outlived(ttl, settings.drift_factor);
                 (guard, marker(id))
             }),
             longest_ttl: settings.longest_ttl().map(|ttl| ttl.as_millis() as u64),
@@ -428,13 +428,19 @@ impl Client {
         let keys = names.keys();
         match wait {
             Some(wait) => {
-                self.core.arm_wait(wait.id);
-                wait.entries.attempting();
-                let queue = (wait.member(), wait.place, wait.margin_ms);
-                self.submit(&Command::wait_acquire(keys, token, ttl_ms, queue), cap, now)
+                self.ready_attempt(wait);
+                self.submit(&wait.acquire(keys, token, ttl_ms), cap, now)
             }
             None => self.submit(&Command::acquire(keys, token, ttl_ms), cap, now),
         }
+    }
+
+    /// Before an attempt of `wait`'s call, as the front ends'
+    /// `ready_attempt`: forgets what told it so far, and counts it as
+    /// queued until the attempt's round says otherwise.
+    fn ready_attempt(&mut self, wait: &mut Wait) {
+        self.core.arm_wait(wait.id);
+        wait.entries.attempting();
     }
 
     /// Ends the acquire round `id` of `names` by `token` (an attempt of
@@ -607,8 +613,7 @@ impl Client {
     /// Ends `wait`'s call on `names`: leaves the queues if it may be
     /// queued somewhere (without waiting), and frees its slot.
     pub fn end_wait(&mut self, wait: Wait, names: &Names, now: Instant) {
-        if wait.entries.queued() {
-            let leave = Command::leave(names.keys(), wait.member()).with_script();
+        if let Some(leave) = wait.leave(names.keys()) {
             self.core.queue(&leave, now);
         }
         self.core.end_wait(wait.id);

@@ -49,9 +49,9 @@ pub struct Wait {
     member_len: usize,
     /// When it began to wait, in microseconds of the wall clock: its place
     /// in the queues, the same on every master.
-    pub(super) place: u64,
+    place: u64,
     /// How long its queue entries outlive the keys that block it, in ms.
-    pub(super) margin_ms: u64,
+    margin_ms: u64,
     /// Whether a master may hold an entry of it: the wait leaves the
     /// queues when it ends.
     pub(super) entries: Entries,
@@ -59,7 +59,7 @@ pub struct Wait {
 
 impl Wait {
     /// The member, as the scripts read it.
-    pub(super) fn member(&self) -> &[u8] {
+    fn member(&self) -> &[u8] {
         &self.member[..self.member_len]
     }
 
@@ -138,11 +138,18 @@ impl Wait {
     /// may be queued somewhere (queued on `driver`, without waiting), and
     /// frees its slot.
     pub(super) fn end(self, driver: &mut Driver, keys: Keys<&[u8]>) {
-        if self.entries.queued() {
-            let leave = Command::leave(keys, self.member()).with_script();
+        if let Some(leave) = self.leave(keys) {
             driver.queue(&leave, crate::clock::now());
         }
         driver.end_wait(self.id);
+    }
+
+    /// The command that takes it off the queues of `keys` when its call
+    /// ends, if a master may hold an entry of it.
+    pub(super) fn leave<'a>(&'a self, keys: Keys<&'a [u8]>) -> Option<Command<'a>> {
+        self.entries
+            .queued()
+            .then(|| Command::leave(keys, self.member()).with_script())
     }
 }
 

@@ -45,6 +45,14 @@ pub const fn quorum(n: usize) -> usize {
     n / 2 + 1
 }
 
+/// How long a key set with `ttl` may outlive its grant as seen from any
+/// client: the TTL plus the drift allowed for it. A restart guard keeps a
+/// fresh master out of quorums this long, and a fence counter's repair
+/// waits this long, so that no lock granted before can still be held.
+pub(crate) fn outlived(ttl: Duration, drift_factor: f64) -> Duration {
+    ttl.saturating_add(drift(ttl, drift_factor))
+}
+
 /// Redis's expiry precision plus a minimum drift, added to every drift.
 pub const MIN_DRIFT: Duration = Duration::from_millis(2);
 

@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use crate::support::clients::one_try;
 use crate::support::cluster::Cluster;
 use crate::support::cluster::ClusterOptions;
-use crate::support::holdings::{Holding, fence_order, overlaps};
+use crate::support::holdings::{Holding, assert_safe, fence_order, overlaps};
 use crate::support::proxy::{Dir, Proxies};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -628,39 +628,7 @@ fn campaign(setup: Setup) {
         misordered.len()
     );
 
-    let described: Vec<String> = violations
-        .iter()
-        .take(10)
-        .map(|(a, b)| {
-            format!(
-                "resource {}: {}, {}",
-                a.resource,
-                a.describe(started),
-                b.describe(started)
-            )
-        })
-        .collect();
-    assert!(
-        violations.is_empty(),
-        "CHAOS_SEED={seed}: {} overlapping holdings: {described:#?}",
-        violations.len()
-    );
-    let described: Vec<String> = misordered
-        .iter()
-        .take(10)
-        .map(|(a, b)| {
-            format!(
-                "resource {}: {}, then {}",
-                a.resource,
-                a.describe(started),
-                b.describe(started)
-            )
-        })
-        .collect();
-    assert!(
-        misordered.is_empty(),
-        "CHAOS_SEED={seed}: fences not increasing in the order holdings began: {described:#?}"
-    );
+    assert_safe(&holdings, started, &format!("CHAOS_SEED={seed}"));
     assert_eq!(
         fenced_count,
         if fenced { holdings.len() } else { 0 },

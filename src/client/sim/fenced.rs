@@ -75,10 +75,9 @@ impl Client {
         let keys = [names.bytes.clone()];
         let mut attempt = FencedAcquire::new(&mut *self, keys, names.many, ttl_ms, cap);
         if let Some(wait) = wait {
-            // As the front end's `ready_attempt`.
-            self.core.arm_wait(wait.id);
-            wait.entries.attempting();
-            attempt = attempt.waiting((wait.member().to_vec(), wait.place, wait.margin_ms));
+            self.ready_attempt(wait);
+            let (member, place, margin_ms) = wait.queue();
+            attempt = attempt.waiting((member.to_vec(), place, margin_ms));
         }
         let mut fenced = Fenced {
             attempt,
@@ -249,8 +248,10 @@ impl Host for &mut Client {
     }
 
     fn fence_wait(&self) -> Duration {
-        let longest = self.settings.fencing.unwrap_or_default();
-        longest.saturating_add(rules::drift(longest, self.settings.drift_factor))
+        rules::outlived(
+            self.settings.fencing.unwrap_or_default(),
+            self.settings.drift_factor,
+        )
     }
 
     fn now(&self) -> Instant {
