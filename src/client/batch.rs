@@ -8,7 +8,6 @@ use std::time::Duration;
 use super::{Lock, Redlock, TOKEN_LEN, check_resource};
 use crate::commands::{Command, Keys};
 use crate::error::Error;
-use crate::rules::{Decision, Op};
 
 /// The most locks one batch may take or release (so that a batch of
 /// commands, about 130 bytes each for a 64-byte name, stays far below a
@@ -94,18 +93,7 @@ impl Redlock {
                     continue;
                 }
             };
-            let error = match end.result {
-                Ok(Decision::Quorum { .. }) => {
-                    self.tally(Op::Acquire, &end, Ok(()));
-                    let lock = Lock::new(keys, *token, end.valid_until, None, end.round.reached());
-                    results.push(Ok(lock));
-                    continue;
-                }
-                Ok(Decision::TooSlow) => Error::TooSlow(self.report(&end)),
-                Ok(Decision::NoQuorum) => self.no_quorum(self.report(&end), Error::Contended),
-                Err(kind) => Error::Io(kind),
-            };
-            results.push(Err(self.not_acquired(keys, token, &end, error)));
+            results.push(self.acquired(keys, *token, &end));
         }
         Ok(results)
     }
@@ -137,16 +125,7 @@ impl Redlock {
                     continue;
                 }
             };
-            lock.expire(end.started);
-            let result = match end.result {
-                Ok(Decision::Quorum { .. }) => Ok(()),
-                Ok(Decision::TooSlow | Decision::NoQuorum) => {
-                    Err(self.no_quorum(self.report(&end), Error::NotHeld))
-                }
-                Err(kind) => Err(Error::Io(kind)),
-            };
-            self.tally(Op::Release, &end, result.as_ref().map(|_| ()));
-            results.push(result);
+            results.push(self.unlocked(lock, &end));
         }
         Ok(results)
     }

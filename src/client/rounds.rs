@@ -249,14 +249,6 @@ impl Redlock {
         }
     }
 
-    /// The error for a round that found no quorum: [`Error::Misconfigured`]
-    /// when masters that refuse the configuration alone prevent a quorum,
-    /// [`Error::Unavailable`] when the unreachable and quarantined masters
-    /// do, else `other`.
-    pub(super) fn no_quorum(&self, report: Box<Report>, other: fn(Box<Report>) -> Error) -> Error {
-        no_quorum(report, other)
-    }
-
     /// After a plain acquire round of `keys` with `token`: the lock, or
     /// the error, after which its release is queued on every master
     /// without waiting.
