@@ -63,6 +63,9 @@
 //!
 //! A fenced acquisition costs one more round trip than a plain one (the
 //! raise), plus, once per client and after a loss, a read and a sync.
+//! (Until a client has seen the counters started, every fenced acquire it
+//! begins reads them first, so that acquires made at once while a start is
+//! under way all find counters to count.)
 //! Releases and extensions are unchanged.
 //!
 //! # What it guarantees

@@ -36,7 +36,8 @@ pub(crate) struct FenceBook {
     /// Per master: the loss id it reported when its counter was missing,
     /// and when this client first saw that id.
     lost: SmallVec<[Option<(u64, Instant)>; 8]>,
-    /// When the counters were last read; `None` before the first read.
+    /// When the counters were last read; `None` until a read finds them
+    /// started, or a start from the clocks reaches a quorum.
     last_read: Option<Instant>,
 }
 
@@ -93,7 +94,8 @@ impl FenceBook {
     /// Whether a fenced acquire starting `now` reads the counters first;
     /// if so, the last read before it (`Some(None)`: none yet). A read
     /// after the first is claimed at once, so that the acquires of the
-    /// next second do not read too; until a first read succeeds, every
+    /// next second do not read too; until a read finds the counters
+    /// started (or a start from the clocks reaches a quorum), every
     /// acquire reads (each needs the counters in sync).
     fn claim_read(&mut self, now: Instant, wait: Duration) -> Option<Option<Instant>> {
         if !self.read_due(now, wait) {
@@ -495,10 +497,15 @@ impl<'r> FencedAcquire<'r> {
                 if let Ok(sync) = next_end(&mut ends, client) {
                     if sync.result.is_ok() {
                         let mut fences = client.fences();
-                        for (node, state) in sync.round.nodes().iter().enumerate() {
+                        let nodes = sync.round.nodes();
+                        for (node, state) in nodes.iter().enumerate() {
                             if *state == NodeState::Ok {
                                 fences.saw_synced(node);
                             }
+                        }
+                        let done = nodes.iter().filter(|s| **s == NodeState::Ok).count();
+                        if self.sync_mode == SyncMode::Start && done >= rules::quorum(nodes.len()) {
+                            fences.last_read = Some(sync.ended);
                         }
                     }
                 }
@@ -545,8 +552,15 @@ impl<'r> FencedAcquire<'r> {
     fn plan_sync(&mut self, client: &mut impl Host, read: &RoundEnd) {
         note_fences(client, read);
         let mut fences = client.fences();
-        fences.last_read = Some(read.ended);
-        let Some((value, start)) = sync_value(&read.round) else {
+        let plan = sync_value(&read.round);
+        if !matches!(plan, Some((_, true))) {
+            // A read that calls for a start is not the client's last read
+            // until the start has reached a quorum: the attempts that begin
+            // meanwhile read too, instead of acquiring on counters that do
+            // not exist yet.
+            fences.last_read = Some(read.ended);
+        }
+        let Some((value, start)) = plan else {
             return;
         };
         if start && !confirmed(&read.round, &self.known) {
@@ -905,6 +919,57 @@ mod tests {
         // Read, and nothing lost: the next attempt acquires at once.
         let next = FencedAcquire::new(&client, [&b"c"[..]], false, 10_000, None);
         assert_eq!(ops(&next), [Op::Acquire]);
+    }
+
+    /// Until a start from the clocks has reached a quorum, every attempt
+    /// reads first: one that began while another's start was under way and
+    /// acquired at once would find no counter to count.
+    #[test]
+    fn attempts_read_until_a_start_has_reached_a_quorum() {
+        use Reply::{Ok as Done, Refused, UnsyncedRead};
+        let client = client();
+        let key: [&[u8]; 1] = [b"r"];
+        let mut starting = FencedAcquire::new(&client, key, false, 10_000, None);
+        let all_lost = || -> Ends {
+            smallvec![ended(
+                Op::FenceRead,
+                [7, 8, 9].map(|lost| UnsyncedRead { lost, clock: 500 })
+            )]
+        };
+        starting.handle(&client, all_lost());
+        assert_eq!(ops(&starting), [Op::FenceRead], "read again");
+        let meanwhile = FencedAcquire::new(&client, key, false, 10_000, None);
+        assert_eq!(
+            ops(&meanwhile),
+            [Op::FenceRead],
+            "before the start is confirmed"
+        );
+        starting.handle(&client, all_lost());
+        assert_eq!(ops(&starting), [Op::FenceSync]);
+        let meanwhile = FencedAcquire::new(&client, key, false, 10_000, None);
+        assert_eq!(ops(&meanwhile), [Op::FenceRead], "while the start is sent");
+        starting.handle(
+            &client,
+            smallvec![ended(Op::FenceSync, [Done, Refused, Refused])],
+        );
+        let meanwhile = FencedAcquire::new(&client, key, false, 10_000, None);
+        assert_eq!(
+            ops(&meanwhile),
+            [Op::FenceRead],
+            "a start short of a quorum"
+        );
+        let mut starting = FencedAcquire::new(&client, key, false, 10_000, None);
+        starting.handle(&client, all_lost());
+        // Master 0 was noted in sync by the start: its loss is news.
+        assert_eq!(ops(&starting), [Op::FenceRead]);
+        starting.handle(&client, all_lost());
+        assert_eq!(ops(&starting), [Op::FenceSync]);
+        starting.handle(
+            &client,
+            smallvec![ended(Op::FenceSync, [Done, Done, Refused])],
+        );
+        let after = FencedAcquire::new(&client, key, false, 10_000, None);
+        assert_eq!(ops(&after), [Op::Acquire], "started on a quorum");
     }
 
     /// A read after the first is claimed by the attempt that makes it: the

@@ -81,6 +81,37 @@ fn fences_grow_with_every_holder() {
     ));
 }
 
+/// A new deployment's first fenced acquires, made at once by many threads
+/// of one client, are all fenced: an acquire that begins while another's
+/// start of the counters is under way reads them too, rather than find no
+/// counter to count.
+#[test]
+fn a_new_deployments_first_acquires_at_once_are_all_fenced() {
+    let cluster = Cluster::start(3);
+    let ttl = Duration::from_secs(2);
+    let client = fenced(cluster.urls(), Duration::from_millis(500), ttl);
+    let failures = Mutex::new(Vec::new());
+    thread::scope(|scope| {
+        for t in 0..16 {
+            let (client, failures) = (&client, &failures);
+            scope.spawn(move || {
+                for i in 0..4 {
+                    match client.try_lock(format!("first:{t}:{i}"), ttl) {
+                        Ok(mut lock) => {
+                            assert!(lock.fence().is_some(), "fencing is on");
+                            client.unlock(&mut lock).expect("unlock");
+                        }
+                        Err(e) => failures.lock().expect("no panic").push(e.to_string()),
+                    }
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().expect("no panic");
+    assert!(failures.is_empty(), "{failures:#?}");
+    assert_eq!(client.stats().unfenced, 0);
+}
+
 /// Node 1 misses a series of locks (its proxy swallows them), so its
 /// counter lags; node 2 then loses its data. With node 0 paused, the only
 /// quorum left is {1, 2}: a scheme that counted node 2's fresh counter
