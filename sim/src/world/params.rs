@@ -327,13 +327,14 @@ impl Params {
     }
 
     /// The longest a call of `attempts` attempts may take, by the
-    /// documentation: each attempt a request timeout (five for a fenced
-    /// attempt: two reads, a sync, the acquire and the raise), and a retry
-    /// delay between two.
-    pub(crate) fn call_bound(&self, attempts: u32, fenced: bool) -> Duration {
+    /// documentation: each attempt a request timeout, and a retry delay
+    /// between two; a fenced attempt's rounds run one after another, each
+    /// within a request timeout, and `more` counts those beyond one per
+    /// attempt (the checkers hold each fenced attempt to at most five
+    /// rounds, two when no read is due).
+    pub(crate) fn call_bound(&self, attempts: u32, more: u32) -> Duration {
         let s = &self.settings;
-        let rounds = if fenced { 5 } else { 1 };
-        s.request_timeout * attempts * rounds
+        s.request_timeout * (attempts + more)
             + (s.retry_delay + s.retry_jitter) * attempts.saturating_sub(1)
     }
 

@@ -90,6 +90,8 @@ struct Call {
     pursuit: Option<Pursuit>,
     begun: Instant,
     begun_g: u64,
+    /// The rounds its fenced attempts ran beyond one each.
+    more_rounds: u32,
 }
 
 /// What a holder does next.

@@ -29,6 +29,10 @@ pub struct Fenced {
     ids: SmallVec<[u64; 1]>,
     acquire: Option<Round>,
     raise: Option<Round>,
+    /// The steps whose rounds went out, one after another.
+    steps: u32,
+    /// Whether one of them read the counters.
+    read: bool,
 }
 
 impl Fenced {
@@ -45,6 +49,14 @@ impl Fenced {
     /// Its raise round, once it ended.
     pub fn raise_round(&self) -> Option<&Round> {
         self.raise.as_ref()
+    }
+
+    /// How many steps sent their rounds so far, one step after another
+    /// (each within a request timeout), and whether one of them read the
+    /// counters: the client's docs bound an attempt to five steps, two
+    /// when no read is due.
+    pub fn steps(&self) -> (u32, bool) {
+        (self.steps, self.read)
     }
 }
 
@@ -84,6 +96,8 @@ impl Client {
             ids: SmallVec::new(),
             acquire: None,
             raise: None,
+            steps: 0,
+            read: false,
         };
         self.run_step(&mut fenced, now);
         Ok(fenced)
@@ -175,7 +189,10 @@ impl Client {
             let Some(next) = fenced.attempt.next() else {
                 return;
             };
-            let raise = next.commands.first().map(Command::op) == Some(Op::Fence);
+            let op = next.commands.first().map(Command::op);
+            let raise = op == Some(Op::Fence);
+            fenced.steps += 1;
+            fenced.read |= op == Some(Op::FenceRead);
             let mut ends = Ends::new();
             if self.skip_raises && raise {
                 for _ in &next.commands {

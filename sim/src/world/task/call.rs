@@ -76,6 +76,7 @@ impl World {
             pursuit,
             begun: now,
             begun_g: self.t,
+            more_rounds: 0,
         };
         self.attempt(c, k, Box::new(call));
     }
@@ -190,6 +191,14 @@ impl World {
             Some(Flight::Fenced(fenced)) => {
                 let round = fenced.acquire_round().cloned();
                 let raised = fenced.raise_round().map_or(0, grants);
+                let (steps, read) = fenced.steps();
+                if steps > 5 || (!read && steps > 2) {
+                    self.history.errors.push(format!(
+                        "client {c} task {k}: a fenced attempt ran {steps} rounds one after another (read: {read})"
+                    ));
+                }
+                call.more_rounds += steps.saturating_sub(1);
+                let client = &mut self.clients[c].client;
                 let ended = client.end_fenced(*fenced, call.wait.as_mut());
                 (None, round, ended, Some(raised))
             }
@@ -377,10 +386,10 @@ impl World {
     /// Checks that `call` returned within its documented bound.
     pub(super) fn check_call(&mut self, c: usize, what: &str, call: &Call) {
         let bound = match call.kind {
-            Kind::Try => self.params.call_bound(1, self.params.fenced[c]),
+            Kind::Try => self.params.call_bound(1, call.more_rounds),
             Kind::Lock => self
                 .params
-                .call_bound(self.params.settings.retry_count + 1, self.params.fenced[c]),
+                .call_bound(self.params.settings.retry_count + 1, call.more_rounds),
             Kind::Until(deadline) => deadline.saturating_duration_since(call.begun),
         };
         self.check_bound(c, what, call.begun, call.begun_g, bound);

@@ -150,7 +150,7 @@ impl World {
             "extend",
             pending.begun,
             pending.begun_g,
-            self.params.call_bound(1, false),
+            self.params.call_bound(1, 0),
         );
         let clock = &self.clients[c].clock;
         let until = clock.global(lock.held.valid_until());
@@ -186,7 +186,7 @@ impl World {
             "release",
             pending.begun,
             pending.begun_g,
-            self.params.call_bound(1, false),
+            self.params.call_bound(1, 0),
         );
         self.think(c, k, self.params.think_mean);
     }
