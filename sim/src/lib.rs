@@ -217,11 +217,15 @@
 //! left fencing's assumptions in between (restarted from an older
 //! snapshot that brought back an old counter or loss id; its counter or
 //! loss id evicted; a start from the clocks after a clock stepped back);
-//! every call within its documented bound (five request timeouts per
-//! fenced attempt, and the time its client was paused); nothing but the
-//! crate's permanent keys left on any master once the clients are quiet,
-//! after the longest TTL and the wait queue's margin; no busy loop. Each
-//! is proved able to fail by a deliberate [`Regression`].
+//! every call within its documented bound (a fenced attempt a request
+//! timeout per round it ran, at most five and two when no read was due,
+//! and the time its client was paused); no fenced attempt `Unfenced`
+//! while every master answered its rounds, unless a master lost data or a
+//! server is listed twice; nothing but the crate's permanent keys left on
+//! any master once the clients are quiet, after the longest TTL and the
+//! wait queue's margin; no busy loop. Each is proved able to fail by a
+//! deliberate [`Regression`], or, where the bug would be the client's,
+//! by a patch of `.ci/regressions`.
 //! `tests/simulate.rs` runs the short form and says how to run a long
 //! campaign and replay a seed.
 //!

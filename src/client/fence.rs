@@ -36,8 +36,9 @@ pub(crate) struct FenceBook {
     /// Per master: the loss id it reported when its counter was missing,
     /// and when this client first saw that id.
     lost: SmallVec<[Option<(u64, Instant)>; 8]>,
-    /// When the counters were last read; `None` until a read finds them
-    /// started, or a start from the clocks reaches a quorum.
+    /// When the counters were last read; `None` until a read finds a
+    /// quorum of them in sync, or a start from the clocks reaches a
+    /// quorum.
     last_read: Option<Instant>,
 }
 
@@ -94,9 +95,9 @@ impl FenceBook {
     /// Whether a fenced acquire starting `now` reads the counters first;
     /// if so, the last read before it (`Some(None)`: none yet). A read
     /// after the first is claimed at once, so that the acquires of the
-    /// next second do not read too; until a read finds the counters
-    /// started (or a start from the clocks reaches a quorum), every
-    /// acquire reads (each needs the counters in sync).
+    /// next second do not read too; until a read finds a quorum of the
+    /// counters in sync (or a start from the clocks reaches a quorum),
+    /// every acquire reads (each needs the counters in sync).
     fn claim_read(&mut self, now: Instant, wait: Duration) -> Option<Option<Instant>> {
         if !self.read_due(now, wait) {
             return None;
@@ -553,11 +554,12 @@ impl<'r> FencedAcquire<'r> {
         note_fences(client, read);
         let mut fences = client.fences();
         let plan = sync_value(&read.round);
-        if !matches!(plan, Some((_, true))) {
-            // A read that calls for a start is not the client's last read
-            // until the start has reached a quorum: the attempts that begin
-            // meanwhile read too, instead of acquiring on counters that do
-            // not exist yet.
+        if fences.last_read.is_some() || matches!(plan, Some((_, false))) {
+            // Until a read has found a quorum of counters in sync (or a
+            // start has reached a quorum), every attempt reads first: one
+            // that acquired at once, while a start is under way or after a
+            // read that a master did not answer, would find no counter to
+            // count. Afterwards reads are spaced (`READ_EVERY`).
             fences.last_read = Some(read.ended);
         }
         let Some((value, start)) = plan else {

@@ -19,7 +19,7 @@ use crate::client::fence::{FenceBook, FencedAcquire, Host};
 use crate::client::rounds::{Ends, RoundEnd};
 use crate::commands::{Command, Keys};
 use crate::error::Error;
-use crate::rules::{self, Op, Reply, Report, Round};
+use crate::rules::{self, NodeState, Op, Reply, Report, Round};
 
 /// A fenced acquire under way (see the module docs): the attempt, the
 /// rounds of its step in flight, and copies of its acquire and raise
@@ -33,6 +33,9 @@ pub struct Fenced {
     steps: u32,
     /// Whether one of them read the counters.
     read: bool,
+    /// Whether a step could not start, or a master failed to answer one of
+    /// its rounds (timed out, failed, quarantined).
+    troubled: bool,
 }
 
 impl Fenced {
@@ -57,6 +60,13 @@ impl Fenced {
     /// when no read is due.
     pub fn steps(&self) -> (u32, bool) {
         (self.steps, self.read)
+    }
+
+    /// Whether a step could not start, or a master failed to answer a
+    /// round of it (timed out, failed, quarantined): only then may an
+    /// attempt in a deployment that never lost a counter end `Unfenced`.
+    pub fn troubled(&self) -> bool {
+        self.troubled
     }
 }
 
@@ -98,6 +108,7 @@ impl Client {
             raise: None,
             steps: 0,
             read: false,
+            troubled: false,
         };
         self.run_step(&mut fenced, now);
         Ok(fenced)
@@ -205,6 +216,7 @@ impl Client {
                 if !fenced.ids.is_empty() {
                     return;
                 }
+                fenced.troubled = true;
             }
             drop(next);
             fenced.attempt.handle(&mut *self, ends);
@@ -232,6 +244,12 @@ impl Client {
 impl Fenced {
     /// Keeps a copy of `round` if it is the acquire's or the raise's.
     fn keep(&mut self, round: &Round) {
+        self.troubled |= round.nodes().iter().any(|state| {
+            matches!(
+                state,
+                NodeState::TimedOut | NodeState::Failed(_) | NodeState::Quarantined
+            )
+        });
         match round.op() {
             Op::Acquire => self.acquire = Some(round.clone()),
             Op::Fence => self.raise = Some(round.clone()),

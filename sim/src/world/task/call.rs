@@ -198,8 +198,12 @@ impl World {
                     ));
                 }
                 call.more_rounds += steps.saturating_sub(1);
+                let troubled = fenced.troubled();
                 let client = &mut self.clients[c].client;
                 let ended = client.end_fenced(*fenced, call.wait.as_mut());
+                if matches!(ended.0, Err(Error::Unfenced(_))) && !troubled {
+                    self.check_unfenced(c, k);
+                }
                 (None, round, ended, Some(raised))
             }
             None => return,
@@ -367,6 +371,28 @@ impl World {
             client.end_wait(wait, &call.names, now);
         }
         self.think(c, k, self.params.think_mean);
+    }
+
+    /// A fenced attempt of task `k` of client `c`, every round of which
+    /// every master answered, ended `Unfenced`: an error unless a master
+    /// has lost data (its counter, or a lock's key, which its raise then
+    /// finds gone) or left what fencing assumes, or a server is
+    /// listed twice (identification refuses the second address, so no
+    /// read hears every master and the counters never start). In a
+    /// deployment that never lost a counter, a master without one has yet
+    /// to be started, and an attempt reads the counters until a read finds
+    /// a quorum of them in sync or a start has reached a quorum, so it
+    /// finds a quorum with counters.
+    fn check_unfenced(&mut self, c: usize, k: usize) {
+        let h = &self.history;
+        let twice = self.params.masters != self.params.procs;
+        let mut lost = h.wipes.iter().chain(&h.breaks).chain(&h.losses);
+        if !twice && lost.all(Vec::is_empty) {
+            self.history.errors.push(format!(
+                "client {c} task {k}: a fenced attempt ended Unfenced, every master having answered, none having lost its counter, at {:.6}s",
+                super::history::secs(self.t)
+            ));
+        }
     }
 
     /// Checks that `round` counted no master twice (a server listed under
