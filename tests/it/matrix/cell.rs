@@ -400,10 +400,14 @@ fn hand_over(
         })
     };
     // A waiter queued on a quorum is told by the release: that is what
-    // the docs promise, and what the test holds it to. Where it is not
-    // queued everywhere, it may make one attempt more should a session
-    // come back. What happens meanwhile may take a master's queue away:
-    // then it must be queued on every live master.
+    // the docs promise, and what the test holds it to. It may not be
+    // queued everywhere: an embedded client's sessions progress only
+    // while its caller drives it, and this test drives each client only
+    // during its own calls, so the holder's acquire may still wait, behind
+    // a handshake, for a slow master (its round decided by the others),
+    // which then grants the waiter. Then the waiter may make one attempt
+    // more. What happens meanwhile may take a master's queue away: then it
+    // must be queued on every live master.
     let quorum = match meanwhile {
         Some(_) => live.len(),
         None => ctx.cluster.len() / 2 + 1,
