@@ -88,6 +88,7 @@ fn every_seed_keeps_every_guarantee() {
     let start = cpu();
     let (mut seeds, mut rounds, mut simulated) = (0u64, 0u64, 0u64);
     let (mut acquired, mut fenced, mut kept, mut extensions) = (0u64, 0u64, 0u64, 0u64);
+    let mut at_limit = 0u64;
     let mut failures = Vec::new();
     while cpu() - start < budget {
         let outcome = simulate(options(base.wrapping_add(seeds)));
@@ -98,6 +99,7 @@ fn every_seed_keeps_every_guarantee() {
         fenced += outcome.fenced;
         kept += outcome.kept;
         extensions += outcome.kept_extensions;
+        at_limit += outcome.at_limit;
         if !outcome.violations.is_empty() {
             println!("FAILED {}", report(&outcome));
             failures.push(report(&outcome));
@@ -108,7 +110,7 @@ fn every_seed_keeps_every_guarantee() {
     }
     let spent = (cpu() - start).as_secs_f64();
     println!(
-        "{seeds} seeds, {rounds} rounds, {acquired} locks won ({fenced} fenced, {kept} kept: {extensions} keeper extensions), {:.1}s simulated in {spent:.1}s of CPU: {:.0} rounds per CPU-minute",
+        "{seeds} seeds, {rounds} rounds, {acquired} locks won ({fenced} fenced, {kept} kept: {extensions} keeper extensions; {at_limit} extensions at the limit), {:.1}s simulated in {spent:.1}s of CPU: {:.0} rounds per CPU-minute",
         simulated as f64 / 1e9,
         rounds as f64 / spent * 60.0
     );

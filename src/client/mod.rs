@@ -431,14 +431,13 @@ impl Redlock {
     /// the TTL in milliseconds.
     fn check_extend(&self, lock: &Lock, ttl: Duration) -> Result<u64, Error> {
         let ttl_ms = self.check_ttl(ttl)?;
-        if lock.is_expired() {
-            return Err(Error::Expired);
-        }
-        if let Some(limit) = self.config.max_extensions {
-            if lock.extensions() >= limit {
-                return Err(Error::ExtensionLimit { limit });
-            }
-        }
+        let limit = self.config.max_extensions;
+        extend_allowed(
+            lock.valid_until_here(),
+            lock.extensions(),
+            limit,
+            crate::clock::now(),
+        )?;
         Ok(ttl_ms)
     }
 
@@ -512,6 +511,25 @@ fn check_ttl(config: &builder::Config, ttl: Duration) -> Result<u64, Error> {
         config.drift_factor,
         config.longest_ttl,
     )
+}
+
+/// What an extend checks of a lock before asking the masters (its TTL
+/// apart): at `now` the lock, valid until `valid_until` and extended
+/// `extensions` times, still has validity left, and is below the client's
+/// `limit` on extensions.
+pub(super) fn extend_allowed(
+    valid_until: Instant,
+    extensions: u32,
+    limit: Option<u32>,
+    now: Instant,
+) -> Result<(), Error> {
+    if now >= valid_until {
+        return Err(Error::Expired);
+    }
+    match limit {
+        Some(limit) if extensions >= limit => Err(Error::ExtensionLimit { limit }),
+        _ => Ok(()),
+    }
 }
 
 /// The check of a TTL for a client that waits `request_timeout` for the

@@ -16,7 +16,8 @@
 //! step by step (`sim/fenced.rs`).
 //!
 //! The front ends' own rules are called, not copied: the checks of a
-//! resource and a TTL (`client/mod.rs`), what each round's decision means
+//! resource, a TTL and an extend (`client/mod.rs`, the limit on
+//! extensions included), what each round's decision means
 //! and its errors' kinds (`client/rounds.rs`), a waiter's queue member,
 //! margin and entries ([`Wait`], `client/wait.rs`, and `rules::wait`), the
 //! fenced acquire (`client/fence.rs`). What is still mirrored here,
@@ -80,6 +81,8 @@ pub struct Settings {
     /// Fencing's longest TTL, if it is on (the same as the guard's when
     /// both are, as the builder requires).
     pub fencing: Option<Duration>,
+    /// How often a lock may be extended, if there is a limit.
+    pub max_extensions: Option<u32>,
 }
 
 impl Settings {
@@ -502,9 +505,8 @@ impl Client {
     /// the front end returns before sending anything.
     pub fn begin_extend(&mut self, held: &Held, ttl: Duration, now: Instant) -> Result<u64, Error> {
         let ttl_ms = self.check_ttl(ttl)?;
-        if now >= held.valid_until {
-            return Err(Error::Expired);
-        }
+        let limit = self.settings.max_extensions;
+        super::extend_allowed(held.valid_until, held.extensions, limit, now)?;
         let command = Command::extend(held.names.keys(), &held.token, ttl_ms);
         self.submit(&command, None, now)
     }

@@ -56,6 +56,9 @@ pub(crate) enum Seen {
     Gone,
     /// An extension missed a quorum otherwise.
     Missed,
+    /// An extension was refused before anything was sent: the lock was
+    /// extended as often as the client allows.
+    Limit,
     /// The holder asked for the release.
     Asked,
     /// The release's round is over; `gone`: a quorum said the token no
@@ -272,7 +275,7 @@ impl History {
                     Seen::Extended => Standing::Held,
                     Seen::Gone | Seen::Released { gone: true } => Standing::Lost,
                     Seen::Missed if step.valid => Standing::AtRisk,
-                    Seen::Missed | Seen::Wake | Seen::Asked => lost_unless_valid,
+                    Seen::Missed | Seen::Limit | Seen::Wake | Seen::Asked => lost_unless_valid,
                     Seen::Released { gone: false } => Standing::Released,
                 };
                 if standing != due {

@@ -87,6 +87,9 @@ pub struct Outcome {
     pub kept: u64,
     /// Extensions the keepers of kept locks sent.
     pub kept_extensions: u64,
+    /// Extensions refused before anything was sent: the lock was extended
+    /// as often as its client allows.
+    pub at_limit: u64,
     /// Simulated time, in nanoseconds.
     pub simulated: u64,
     /// Events handled.

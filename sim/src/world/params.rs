@@ -125,7 +125,7 @@ impl Params {
             .collect();
         let longest = *ttls.last().unwrap_or(&request_timeout);
         let guard = rng.chance(0.6);
-        let settings = Settings {
+        let mut settings = Settings {
             request_timeout,
             connect_timeout: Duration::from_millis(rng.range(request_ms * 2, 500)),
             backoff_max: Duration::from_millis(rng.range(20, 400)),
@@ -144,6 +144,7 @@ impl Params {
             wake: rng.chance(0.85),
             restart_guard: guard.then_some(longest),
             fencing: None,
+            max_extensions: None,
         };
         // A server listed twice, which identification refuses.
         let twice = settings.identify && procs >= 2 && rng.chance(0.2);
@@ -229,6 +230,9 @@ impl Params {
             Regression::KeptNotHeld | Regression::LateKeeper => 0.8,
             _ => [0.0, 0.25, 0.5][rng.index(3)],
         };
+        let max_extensions = rng.chance(0.2).then(|| rng.range(1, 6) as u32);
+        settings.max_extensions = max_extensions;
+        client_settings.max_extensions = max_extensions;
         Params {
             masters,
             procs,

@@ -40,6 +40,7 @@ pub(crate) fn settings() -> Settings {
         wake: false,
         restart_guard: None,
         fencing: None,
+        max_extensions: None,
     }
 }
 

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use redlock_mio::Error;
+
 use super::*;
 use crate::world::World;
 use crate::world::history::{Holding, Seen};
@@ -69,7 +71,11 @@ impl World {
             Some(kept) => kept.ttl,
             None => self.params.ttls[self.clients[c].rng.index(self.params.ttls.len())],
         };
-        let id = match self.clients[c].client.begin_extend(&lock.held, ttl, now) {
+        let begun = self.clients[c].client.begin_extend(&lock.held, ttl, now);
+        if matches!(begun, Err(Error::ExtensionLimit { .. })) {
+            self.outcome.at_limit += 1;
+        }
+        let id = match begun {
             Ok(id) => id,
             Err(error) if lock.kept.is_some() => {
                 let before = lock.held.clone();

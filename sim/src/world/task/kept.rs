@@ -148,12 +148,15 @@ impl World {
         let seen = match result {
             Ok(()) => Seen::Extended,
             Err(Error::NotHeld(_) | Error::Expired) => Seen::Gone,
+            Err(Error::ExtensionLimit { .. }) => Seen::Limit,
             Err(_) => Seen::Missed,
         };
         // The next wake is due a period after this one's (a quarter
-        // period after the end of a missed one), by the validity's end.
+        // period after the end of a missed one; at the validity's end
+        // once the limit on extensions is reached), by the validity's end.
         let next = match seen {
             Seen::Extended => kept.woke + kept.period,
+            Seen::Limit => lock.held.valid_until(),
             _ => now + kept.period / 4,
         };
         let clock = &self.clients[c].clock;
