@@ -13,7 +13,7 @@ use mio::{Registry, Token};
 use smallvec::SmallVec;
 
 use super::builder::{Builder, Config};
-use super::rounds::{no_quorum, restarter};
+use super::rounds::{Validity, no_quorum, restarter};
 use super::token::TokenSource;
 use super::{Lock, TOKEN_LEN, check_resource, check_ttl};
 use crate::commands::{Command, Keys};
@@ -449,7 +449,7 @@ impl EmbeddedRedlock {
     pub fn unlock(&mut self, lock: &mut Lock) -> Result<Ticket, Error> {
         let token = *lock.token();
         let ticket = self.start(&lock.release(), lock.keys(), token)?;
-        lock.expire(crate::clock::now());
+        lock.apply(Validity::after_release(crate::clock::now()));
         Ok(ticket)
     }
 

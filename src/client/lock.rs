@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
+use super::rounds::Validity;
 use super::{Redlock, TOKEN_LEN};
 use crate::commands::{self, Command, Keys};
 use crate::error::Error;
@@ -180,22 +181,9 @@ impl Lock {
         self.extensions
     }
 
-    /// A successful extend: the validity is what that round granted.
-    pub(super) fn renew(&mut self, valid_until: Instant) {
-        self.valid_until = valid_until;
-        self.extensions += 1;
-    }
-
-    /// An extend that may have reached masters granted no more than
-    /// `until`: the lock claims no more.
-    pub(super) fn cap(&mut self, until: Instant) {
-        self.valid_until = self.valid_until.min(until);
-    }
-
-    /// The lock is gone (released, or its token no longer owns a quorum)
-    /// since `at` at the latest.
-    pub(super) fn expire(&mut self, at: Instant) {
-        self.cap(at);
+    /// Its validity after an extend, a release or a dropped call.
+    pub(super) fn apply(&mut self, validity: Validity) {
+        validity.apply(&mut self.valid_until, &mut self.extensions);
     }
 }
 

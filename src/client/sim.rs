@@ -17,15 +17,15 @@
 //!
 //! The front ends' own rules are called, not copied: the checks of a
 //! resource, a TTL and an extend (`client/mod.rs`, the limit on
-//! extensions included), what each round's decision means
-//! and its errors' kinds (`client/rounds.rs`), a waiter's queue member,
-//! margin and entries ([`Wait`], `client/wait.rs`, and `rules::wait`), the
-//! fenced acquire (`client/fence.rs`). What is still mirrored here,
-//! because the front ends hold it in their own types: the rounds' TTL and
-//! drift, the release after a failed acquire, the validity a [`Held`]
-//! keeps after each outcome (the table in [`Lock`](crate::Lock)'s docs). A
-//! change there is made here too; the simulator's checkers hold whatever
-//! is here to the guarantees.
+//! extensions included), what each round's decision means, its errors'
+//! kinds and the validity a lock keeps after each outcome (`Validity`,
+//! the table in [`Lock`](crate::Lock)'s docs: `client/rounds.rs`), a
+//! waiter's queue member, margin and entries ([`Wait`], `client/wait.rs`,
+//! and `rules::wait`), the fenced acquire (`client/fence.rs`). What is
+//! still mirrored here, because the front ends do it through their
+//! engine: the rounds' TTL and drift, the release after a failed acquire.
+//! A change there is made here too; the simulator's checkers hold
+//! whatever is here to the guarantees.
 
 mod fenced;
 
@@ -38,7 +38,7 @@ pub use fenced::Fenced;
 use super::check_resource;
 use super::fence::FenceBook;
 use super::keeper::{extension, release_gone, standing};
-use super::rounds::{acquire_result, extend_result, release_result};
+use super::rounds::{Validity, acquire_result, extend_result, release_result};
 pub use super::wait::Wait;
 use crate::Standing;
 use crate::TOKEN_LEN;
@@ -152,6 +152,12 @@ pub struct Held {
 }
 
 impl Held {
+    /// Its validity after an extend, a release or a dropped call, as the
+    /// front ends apply it to a `Lock`.
+    fn apply(&mut self, validity: Validity) {
+        validity.apply(&mut self.valid_until, &mut self.extensions);
+    }
+
     /// What it holds.
     pub fn names(&self) -> &Names {
         &self.names
@@ -518,14 +524,8 @@ impl Client {
             return Err(self.busy());
         };
         let result = extend_result(decided(&round), || report(&round));
-        match &result {
-            Ok(()) => {
-                held.valid_until = round.valid_until();
-                held.extensions += 1;
-            }
-            Err(Error::NotHeld(_)) => held.valid_until = held.valid_until.min(round.started()),
-            Err(_) => held.valid_until = held.valid_until.min(round.valid_until()),
-        }
+        let validity = Validity::after_extend(&result, round.started(), round.valid_until());
+        held.apply(validity);
         result
     }
 
@@ -564,7 +564,7 @@ impl Client {
         let Some(round) = self.take(id) else {
             return Err(self.busy());
         };
-        held.valid_until = held.valid_until.min(round.started());
+        held.apply(Validity::after_release(round.started()));
         release_result(decided(&round), || report(&round))
     }
 
@@ -573,9 +573,12 @@ impl Client {
     /// keeps no more than that extend could have granted, as the async
     /// front end has it.
     pub fn drop_extend(&mut self, id: u64, held: &mut Held, ttl: Duration, begun: Instant) {
-        let whole = Duration::from_millis(ttl.as_millis() as u64);
-        let keep = whole.saturating_sub(rules::drift(whole, self.settings.drift_factor));
-        held.valid_until = held.valid_until.min(crate::clock::after(begun, keep));
+        let ttl_ms = ttl.as_millis() as u64;
+        held.apply(Validity::after_dropped_extend(
+            begun,
+            ttl_ms,
+            self.settings.drift_factor,
+        ));
         self.core.abandon(&[id]);
     }
 
@@ -583,7 +586,7 @@ impl Client {
     /// gone: the lock is expired, and the round goes on until every master
     /// has answered it, as the async front end has it.
     pub fn drop_release(&mut self, id: u64, held: &mut Held, begun: Instant) {
-        held.valid_until = held.valid_until.min(begun);
+        held.apply(Validity::after_release(begun));
         self.core.orphan(id);
     }
 
@@ -592,7 +595,7 @@ impl Client {
     /// waiting for it, followed until every master has answered if a slot
     /// is free (returns whether one was), else only queued.
     pub fn drop_guard(&mut self, held: &mut Held, now: Instant) -> bool {
-        held.valid_until = held.valid_until.min(now);
+        held.apply(Validity::after_release(now));
         let release = Command::release(held.names.keys(), &held.token).reaching(held.reach);
         self.core.release_orphan(&release, now)
     }

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use smallvec::SmallVec;
 
 use super::fence::FencedAcquire;
-use super::rounds::{Ends, Rounds, Spans, spans};
+use super::rounds::{Ends, Rounds, Spans, Validity, spans};
 use super::wait::Wait;
 use super::{Lock, Redlock, TOKEN_LEN};
 use crate::commands::{Command, Keys};
@@ -286,16 +286,14 @@ impl Drop for Abandon<'_, '_> {
 /// with its round in flight.
 struct OnDrop<'l> {
     lock: &'l mut Lock,
-    /// `Some((at, expire))`: cap at `at`, or expire at `at`.
-    armed: Option<(Instant, bool)>,
+    /// The lock's validity should the future be dropped now.
+    armed: Option<Validity>,
 }
 
 impl Drop for OnDrop<'_> {
     fn drop(&mut self) {
-        match self.armed {
-            Some((at, true)) => self.lock.expire(at),
-            Some((at, false)) => self.lock.cap(at),
-            None => {}
+        if let Some(validity) = self.armed {
+            self.lock.apply(validity);
         }
     }
 }
@@ -504,13 +502,13 @@ impl Redlock {
         let (resource, many, token) = copy_keys(lock);
         let command = Command::extend(Keys::new(&resource, many), &token, ttl_ms);
         let now = crate::clock::now();
-        let whole = Duration::from_millis(ttl_ms);
-        let worst = now
-            .checked_add(whole.saturating_sub(rules::drift(whole, self.config.drift_factor)))
-            .unwrap_or(now);
         let mut guard = OnDrop {
             lock,
-            armed: Some((worst, false)),
+            armed: Some(Validity::after_dropped_extend(
+                now,
+                ttl_ms,
+                self.config.drift_factor,
+            )),
         };
         let mut ends = RoundsFuture::new(self, std::slice::from_ref(&command), None, false).await;
         guard.armed = None;
@@ -532,7 +530,7 @@ impl Redlock {
         let command = Command::release(Keys::new(&resource, many), &token).reaching(lock.reach());
         let mut guard = OnDrop {
             lock,
-            armed: Some((crate::clock::now(), true)),
+            armed: Some(Validity::after_release(crate::clock::now())),
         };
         let mut ends = RoundsFuture::new(self, std::slice::from_ref(&command), None, false).await;
         guard.armed = None;
