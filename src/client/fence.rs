@@ -974,6 +974,33 @@ mod tests {
         assert_eq!(ops(&after), [Op::Acquire], "started on a quorum");
     }
 
+    /// A first read that finds a quorum of counters in sync is the
+    /// client's last read: the next attempt acquires at once. One that
+    /// finds fewer (a master did not answer, none in sync) is not: the
+    /// next attempt reads again.
+    #[test]
+    fn a_first_read_counts_once_it_finds_a_quorum_in_sync() {
+        use Reply::{Count, UnsyncedRead};
+        let key: [&[u8]; 1] = [b"r"];
+        let in_sync = client();
+        let mut attempt = FencedAcquire::new(&in_sync, key, false, 10_000, None);
+        attempt.handle(
+            &in_sync,
+            smallvec![ended(
+                Op::FenceRead,
+                [Count(9), Count(9), UnsyncedRead { lost: 4, clock: 9 }]
+            )],
+        );
+        let next = FencedAcquire::new(&in_sync, key, false, 10_000, None);
+        assert_eq!(ops(&next), [Op::Acquire]);
+        let short = client();
+        let mut attempt = FencedAcquire::new(&short, key, false, 10_000, None);
+        let lost = UnsyncedRead { lost: 4, clock: 9 };
+        attempt.handle(&short, smallvec![ended_on(Op::FenceRead, 3, &[lost, lost])]);
+        let next = FencedAcquire::new(&short, key, false, 10_000, None);
+        assert_eq!(ops(&next), [Op::FenceRead], "a master did not answer");
+    }
+
     /// A read after the first is claimed by the attempt that makes it: the
     /// attempts meanwhile acquire without reading; if it fails, the next
     /// attempt reads.
