@@ -143,6 +143,10 @@ pub(crate) struct World {
     history: History,
     /// The faults are over: no new calls, no new faults.
     calm: bool,
+    /// A fenced attempt so far had a step that could not start, a master
+    /// that failed to answer one of its rounds, or its caller gone: a
+    /// start or a sync of the counters may have missed masters since.
+    fence_trouble: bool,
     /// Locks handed out so far: each acquisition's id.
     locks: u64,
     outcome: Outcome,
@@ -184,6 +188,7 @@ impl World {
             masters,
             clients,
             calm: false,
+            fence_trouble: false,
             locks: 0,
             outcome,
             trace: options.trace,

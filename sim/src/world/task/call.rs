@@ -198,10 +198,10 @@ impl World {
                     ));
                 }
                 call.more_rounds += steps.saturating_sub(1);
-                let troubled = fenced.troubled();
+                self.fence_trouble |= fenced.troubled();
                 let client = &mut self.clients[c].client;
                 let ended = client.end_fenced(*fenced, call.wait.as_mut());
-                if matches!(ended.0, Err(Error::Unfenced(_))) && !troubled {
+                if matches!(ended.0, Err(Error::Unfenced(_))) && !self.fence_trouble {
                     self.check_unfenced(c, k);
                 }
                 (None, round, ended, Some(raised))
@@ -364,7 +364,10 @@ impl World {
         let client = &mut self.clients[c].client;
         match call.round.take() {
             Some(Flight::Plain(id)) => client.drop_acquire(id, &call.names, &call.token, now),
-            Some(Flight::Fenced(fenced)) => client.drop_fenced(*fenced, now),
+            Some(Flight::Fenced(fenced)) => {
+                self.fence_trouble = true;
+                client.drop_fenced(*fenced, now);
+            }
             None => {}
         }
         if let Some(wait) = call.wait.take() {
@@ -373,16 +376,20 @@ impl World {
         self.think(c, k, self.params.think_mean);
     }
 
-    /// A fenced attempt of task `k` of client `c`, every round of which
-    /// every master answered, ended `Unfenced`: an error unless a master
-    /// has lost data (its counter, or a lock's key, which its raise then
-    /// finds gone) or left what fencing assumes, or a server is
+    /// A fenced attempt of task `k` of client `c` ended `Unfenced`, in a
+    /// world where every round of every fenced attempt so far was answered
+    /// by every master (none timed out, failed or was quarantined, every
+    /// step could start, no caller left one half-way): an error unless a
+    /// master has lost data (its counter, or a lock's key, which its raise
+    /// then finds gone) or left what fencing assumes, or a server is
     /// listed twice (identification refuses the second address, so no
-    /// read hears every master and the counters never start). In a
-    /// deployment that never lost a counter, a master without one has yet
-    /// to be started, and an attempt reads the counters until a read finds
-    /// a quorum of them in sync or a start has reached a quorum, so it
-    /// finds a quorum with counters.
+    /// read hears every master and the counters never start). There, a
+    /// master without a counter has yet to be started, and an attempt
+    /// reads the counters until a read finds a quorum of them in sync or a
+    /// start has reached a quorum, and a start reaches every master: so
+    /// every master it asks has a counter. (Once a round went unanswered,
+    /// a start may have missed a master, which then refuses to count until
+    /// it is put back in sync.)
     fn check_unfenced(&mut self, c: usize, k: usize) {
         let h = &self.history;
         let twice = self.params.masters != self.params.procs;
