@@ -356,8 +356,8 @@ fn unavailable(ctx: &mut Ctx<'_>) {
 /// `PATIENCE`: its retry delay is longer still), after `attempts` (one
 /// refused, then the one it was told to make; one more where a reconnect
 /// makes it try again). A call that does not wait is refused meanwhile.
-/// `meanwhile` happens once the waiter is queued on every live master,
-/// before the release.
+/// `meanwhile` (a restart of master `RESTARTED`) happens once the waiter
+/// is queued on every other live master, before the release.
 fn hand_over(
     ctx: &mut Ctx<'_>,
     paused: &[usize],
@@ -406,14 +406,20 @@ fn hand_over(
     // during its own calls, so the holder's acquire may still wait, behind
     // a handshake, for a slow master (its round decided by the others),
     // which then grants the waiter. Then the waiter may make one attempt
-    // more. What happens meanwhile may take a master's queue away: then it
-    // must be queued on every live master.
-    let quorum = match meanwhile {
-        Some(_) => live.len(),
-        None => ctx.cluster.len() / 2 + 1,
+    // more. What happens meanwhile takes the restarted master's queue
+    // away: then the waiter must be queued on every other live master (a
+    // quorum).
+    let quorum = ctx.cluster.len() / 2 + 1;
+    let counted: Vec<usize> = match meanwhile {
+        Some(_) => live.iter().copied().filter(|&i| i != RESTARTED).collect(),
+        None => live.clone(),
+    };
+    let need = match meanwhile {
+        Some(_) => counted.len(),
+        None => quorum,
     };
     let queued = eventually(PATIENCE, || {
-        waiting.is_finished() || queued_at(ctx.cluster, &live, &names[0]) >= quorum
+        waiting.is_finished() || queued_at(ctx.cluster, &counted, &names[0]) >= need
     });
     if waiting.is_finished() {
         if let Err(panic) = waiting.join() {
@@ -424,7 +430,7 @@ fn hand_over(
             .map(|(_, result)| result.map(|_| "the lock"));
         panic!("the waiter ended before it was queued on masters {live:?}: {ended:?}");
     }
-    assert!(queued, "the waiter was not queued on a quorum of {live:?}");
+    assert!(queued, "the waiter was not queued on {need} of {counted:?}");
     let attempts = if queued_at(ctx.cluster, &live, &names[0]) == live.len() {
         attempts
     } else {
