@@ -251,13 +251,8 @@ impl Builder {
     /// The stall timeout in force: the one given, or the default derived
     /// from the request timeout.
     fn stall(&self) -> Duration {
-        self.stall_timeout.unwrap_or_else(|| {
-            self.request_timeout
-                .saturating_mul(2)
-                .max(Duration::from_secs(1))
-                .min(MAX_TIMEOUT)
-                .max(self.request_timeout)
-        })
+        self.stall_timeout
+            .unwrap_or_else(|| default_stall(self.request_timeout))
     }
 
     /// The longest wait between reconnect attempts to a master that is
@@ -569,7 +564,7 @@ impl Builder {
             request_timeout: self.request_timeout,
             connect_timeout: self.connect_timeout,
             stall_timeout: self.stall(),
-            backoff_min: Duration::from_millis(10).min(self.backoff_max),
+            backoff_min: backoff_min(self.backoff_max),
             backoff_max: self.backoff_max,
             identify: self.identify,
             fencing: self.fencing.is_some(),
@@ -740,6 +735,22 @@ impl Builder {
         self.local_yield = on;
         self
     }
+}
+
+/// The stall timeout when none is given: twice the request timeout, at
+/// least 1 s (and never below the request timeout itself).
+pub(super) fn default_stall(request_timeout: Duration) -> Duration {
+    request_timeout
+        .saturating_mul(2)
+        .max(Duration::from_secs(1))
+        .min(MAX_TIMEOUT)
+        .max(request_timeout)
+}
+
+/// The shortest back-off between reconnects, for a longest of
+/// `backoff_max`.
+pub(super) fn backoff_min(backoff_max: Duration) -> Duration {
+    Duration::from_millis(10).min(backoff_max)
 }
 
 #[cfg(test)]

@@ -35,11 +35,11 @@ use smallvec::SmallVec;
 
 pub use fenced::Fenced;
 
-use super::check_resource;
 use super::fence::FenceBook;
 use super::keeper::{extension, release_gone, standing};
 use super::rounds::{Validity, acquire_result, extend_result, release_result};
 pub use super::wait::Wait;
+use super::{builder, check_resource};
 use crate::Standing;
 use crate::TOKEN_LEN;
 use crate::addr::ServerAddr;
@@ -292,9 +292,8 @@ impl Client {
         let config = LinkConfig {
             request_timeout: settings.request_timeout,
             connect_timeout: settings.connect_timeout,
-            // As the builder's: twice the request timeout, at least 1 s.
-            stall_timeout: (settings.request_timeout * 2).max(Duration::from_secs(1)),
-            backoff_min: Duration::from_millis(10).min(settings.backoff_max),
+            stall_timeout: builder::default_stall(settings.request_timeout),
+            backoff_min: builder::backoff_min(settings.backoff_max),
             backoff_max: settings.backoff_max,
             identify: settings.identify,
             fencing: settings.fencing.is_some(),
