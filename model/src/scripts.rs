@@ -18,7 +18,7 @@ pub const TRANSCRIBED: [(&str, &str); 5] = [
     // The compare-and-delete; the hand-off to a waiter that follows it
     // (queues and reservations) is not modelled: to the fence protocol a
     // reservation is a held key, one more refusal.
-    ("RELEASE", "f0f8ffd4fe6d2db58c217734ee25ac9df7bd90b6"),
+    ("RELEASE", "b0212ba03ac514cf283b3bf5f1fb9e9478048a41"),
 ];
 
 /// Where a script runs: the master (and its index), its `TIME` in

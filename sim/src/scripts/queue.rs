@@ -53,7 +53,8 @@ fn first(s: &mut Call<'_>, queue: &[u8]) -> Option<Vec<u8>> {
 /// key (see [`redlock_mio::scripts`]):
 ///
 /// ```lua
-/// local function handoff(k) local q="redlock-mio:queue:"..k for _=1,8 do
+/// local function handoff(k) local q="redlock-mio:queue:"..k
+///   if redis.pcall("exists",q)~=1 then return end for _=1,8 do
 ///   local h=redis.pcall("zrange",q,0,0) if type(h)~="table" or h.err or #h==0 then return end
 ///   h=h[1] redis.pcall("zrem",q,h)
 ///   local r,id,ch=string.match(h,"^([1-9]%d*)|(%d+)|(redlock%-mio:wake:%x+)$")
@@ -69,6 +70,9 @@ fn first(s: &mut Call<'_>, queue: &[u8]) -> Option<Vec<u8>> {
 /// ```
 pub(super) fn handoff(s: &mut Call<'_>, key: &[u8]) -> Result<(), Reply> {
     let queue = queue_of(key);
+    if s.pcall("exists", &[&queue]) != Reply::Integer(1) {
+        return Ok(());
+    }
     for _ in 0..8 {
         let Some(head) = first(s, &queue) else {
             return Ok(());
