@@ -10,6 +10,8 @@
 //!
 //! Usage: `probe CYCLES WARM_UP URL...`. Prints one line:
 //! `lib_p50 lib_p99 floor_p50 floor_p99 failures`, in nanoseconds.
+//! `PROBE_NO_FLOOR=1` leaves the floor out (its figures print as 0): for a
+//! profile of the library's cycle alone.
 
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
@@ -48,22 +50,33 @@ fn run() -> Result<()> {
     }
     let resource = format!("perf-ab:{}", std::process::id());
     let client = Redlock::builder(&urls).build()?;
-    let mut floor = Floor::new(&urls, &format!("{resource}:floor"))?;
+    let mut floor = match std::env::var_os("PROBE_NO_FLOOR") {
+        Some(_) => None,
+        None => Some(Floor::new(&urls, &format!("{resource}:floor"))?),
+    };
     let mut failures = 0u64;
     let mut lib = Vec::with_capacity(cycles);
     let mut raw = Vec::with_capacity(cycles);
     for _ in 0..warm {
         lib_cycle(&client, &resource, &mut failures);
-        floor.cycle()?;
+        if let Some(floor) = floor.as_mut() {
+            floor.cycle()?;
+        }
     }
     failures = 0;
     while lib.len() < cycles {
         for _ in 0..BLOCK.min(cycles - lib.len()) {
             lib.push(lib_cycle(&client, &resource, &mut failures));
         }
+        let Some(floor) = floor.as_mut() else {
+            continue;
+        };
         for _ in 0..BLOCK.min(cycles - raw.len()) {
             raw.push(floor.cycle()?);
         }
+    }
+    if raw.is_empty() {
+        raw.push(0);
     }
     let (l50, l99) = percentiles(&mut lib);
     let (f50, f99) = percentiles(&mut raw);

@@ -41,7 +41,7 @@ pub use builder::{Builder, MAX_IN_FLIGHT, MAX_TIMEOUT, Require};
 pub use embed::{Completion, EmbeddedRedlock, Ticket};
 pub use keeper::{KeepOptions, Keeper, LossSignal, OnChange, Standing};
 pub use lock::{Lock, LockGuard};
-pub use stats::{MasterStats, Stats};
+pub use stats::{EngineStats, MasterStats, Stats};
 pub use tasks::AsyncLockGuard;
 
 use builder::Config;
@@ -215,8 +215,11 @@ impl Redlock {
     pub fn stats(&self) -> Stats {
         let shared = self.engine.driver();
         let masters = self.masters.iter().map(String::as_str);
-        self.counters
-            .snapshot(masters.zip(shared.driver.connects()), shared.yields)
+        self.counters.snapshot(
+            masters.zip(shared.driver.connects()),
+            shared.yields,
+            shared.engine_stats(),
+        )
     }
 
     /// How many masters must agree: `N / 2 + 1`.

@@ -71,8 +71,60 @@ pub struct Stats {
     /// about two per round of a lone thread, one per round of a lone task,
     /// none while other rounds are in flight.
     pub yields: u64,
+    /// What the client's engine did for all of this: system calls,
+    /// wake-ups and the work of its tables.
+    pub engine: EngineStats,
     /// Per master, in the order the servers were given.
     pub masters: Vec<MasterStats>,
+}
+
+/// The engine's counters in [`Stats`]: the cost of the client's rounds in
+/// system calls, wake-ups and table work, for a benchmark or a test to hold
+/// to a budget, and for a service to see where its client's time goes.
+///
+/// A lone caller's `try_lock` + `unlock` on five masters takes one write
+/// per master per round (10), at most one read per reply (10), hardly an
+/// idle poll, no wake-up (the caller polls for itself), and scans of the
+/// one slot it used.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use redlock_mio::Redlock;
+///
+/// let redlock = Redlock::builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"]).build()?;
+/// let before = redlock.stats().engine;
+/// let mut lock = redlock.try_lock("orders:42", Duration::from_secs(10))?;
+/// redlock.unlock(&mut lock)?;
+/// let after = redlock.stats().engine;
+/// println!("{} writes, {} reads, {} polls", after.writes - before.writes, after.reads - before.reads, after.polls - before.polls);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EngineStats {
+    /// Writes to the masters' sockets (each a system call on a plain
+    /// socket): one per master per tick that has something to send.
+    pub writes: u64,
+    /// Reads from the masters' sockets, including those that found
+    /// nothing.
+    pub reads: u64,
+    /// Waits on the poller (each a system call), by callers and by the
+    /// background thread of the async API.
+    pub polls: u64,
+    /// Of `polls`, those that returned no event: they timed out (a
+    /// deadline or a timer came) or found nothing ready (a look, without
+    /// waiting, at what arrived while nobody polled).
+    pub idle_polls: u64,
+    /// Wake-ups of one caller by another or by the background thread: a
+    /// thread unparked or a task's waker called at its round's decision,
+    /// a hand-off it was told of, a freed slot or the poller handed over,
+    /// and the background thread unparked or a poll interrupted so that
+    /// queued commands are written.
+    pub wakes: u64,
+    /// Slots of the tables of rounds in flight and of waiting callers
+    /// looked at by scans of the whole table (a scan stops at the highest
+    /// slot ever used).
+    pub scanned: u64,
 }
 
 /// One master's counters in [`Stats`].
@@ -225,11 +277,12 @@ impl Counters {
     }
 
     /// A copy of the counters, with each master's address, connects and
-    /// suspicions, and the engine's `yields`.
+    /// suspicions, and the engine's `yields` and counters.
     pub(super) fn snapshot<'a>(
         &self,
         masters: impl Iterator<Item = (&'a str, (u64, u64))>,
         yields: u64,
+        engine: EngineStats,
     ) -> Stats {
         Stats {
             attempts: read(&self.attempts),
@@ -247,6 +300,7 @@ impl Counters {
             drop_releases: read(&self.drop_releases),
             drop_releases_ended: read(&self.drop_releases_ended),
             yields,
+            engine,
             masters: self
                 .masters
                 .iter()

@@ -144,6 +144,10 @@ pub(crate) struct Conn {
     /// space) would otherwise end the wait for replies early, one wasted
     /// poll per round.
     writable: bool,
+    /// Reads and writes of the socket so far, each a system call on a
+    /// plain socket (see [`crate::EngineStats`]).
+    reads: u64,
+    writes: u64,
 }
 
 impl Conn {
@@ -160,7 +164,14 @@ impl Conn {
             stream: None,
             backlog: false,
             writable: false,
+            reads: 0,
+            writes: 0,
         }
+    }
+
+    /// Reads and writes of this master's sockets so far.
+    pub(crate) fn io_count(&self) -> (u64, u64) {
+        (self.reads, self.writes)
     }
 
     /// The start of the master's session the socket belongs to, if there
@@ -256,6 +267,7 @@ impl Conn {
             if bytes.is_empty() {
                 break false;
             }
+            self.writes += 1;
             match stream.write(bytes) {
                 Ok(0) => return Err(NodeError::Io(io::ErrorKind::WriteZero)),
                 Ok(n) => core.advance(self.index, n),
@@ -357,6 +369,7 @@ impl Conn {
             };
             let buf = core.read_buf(i)?;
             let buf_len = buf.len();
+            self.reads += 1;
             match stream.read(buf) {
                 Ok(0) => {
                     core.handle_read(i, 0, crate::clock::now())?;

@@ -572,6 +572,11 @@ impl<W> Core<W> {
         self.waits.wake_told(wake);
     }
 
+    /// Slots of the tables of rounds and waits looked at by scans so far.
+    pub(crate) fn scanned(&self) -> u64 {
+        self.flights.scanned() + self.waits.scanned()
+    }
+
     /// How many callers were woken at their rounds' decisions and have not
     /// come back for them yet.
     pub(crate) fn pending(&self) -> usize {

@@ -164,6 +164,14 @@ pub(crate) struct Shared {
     closed: bool,
     /// How often a lone caller yielded its CPU (see `Engine::yield_first`).
     pub(crate) yields: u64,
+    /// Waits on the poller so far, and those that returned no event.
+    pub(crate) polls: u64,
+    pub(crate) idle_polls: u64,
+    /// Wake-ups the engine itself sent so far: the background thread
+    /// unparked, a poll interrupted, a caller given a freed slot, a task's
+    /// timer (the callers woken at their rounds' decisions are the
+    /// driver's count).
+    pub(crate) wakes: u64,
 }
 
 impl Engine {
@@ -181,6 +189,9 @@ impl Engine {
                 next_timer: 1,
                 closed: false,
                 yields: 0,
+                polls: 0,
+                idle_polls: 0,
+                wakes: 0,
             }),
             poller: Mutex::new(poller),
             waker,
@@ -400,6 +411,7 @@ impl Engine {
                 let polled = held.poll(timeout);
                 let now = held.last;
                 shared = lock(&self.driver);
+                shared.count_poll(&held.events);
                 if polled.is_ok() {
                     shared.driver.dispatch(&held.events);
                     // What other callers and tasks queued meanwhile (they
@@ -451,6 +463,7 @@ impl Engine {
         if poller.poll(Duration::ZERO).is_ok() {
             shared.driver.dispatch(&poller.events);
         }
+        shared.count_poll(&poller.events);
         true
     }
 }
@@ -478,6 +491,7 @@ impl Engine {
             self.kick(shared);
         } else if !shared.woken {
             shared.woken = true;
+            shared.wakes += 1;
             // A failed wake leaves the commands to the poll's next return
             // (at the latest a deadline).
             let _ = self.waker.wake();
@@ -497,6 +511,18 @@ impl Engine {
 }
 
 impl Shared {
+    /// The engine's counters, with the driver's.
+    pub(crate) fn engine_stats(&self) -> crate::EngineStats {
+        self.driver
+            .engine_stats((self.polls, self.idle_polls), self.wakes)
+    }
+
+    /// Counts a wait on the poller that returned `events`.
+    pub(crate) fn count_poll(&mut self, events: &mio::Events) {
+        self.polls += 1;
+        self.idle_polls += u64::from(events.is_empty());
+    }
+
     /// Has the waiters of the rounds decided so far woken (with `wakes`),
     /// and ends the orphaned rounds that no master is left to answer
     /// (waking as many callers waiting for a slot).
@@ -564,6 +590,7 @@ fn leave<'a>(
         if !shared.driver.hand_over(wakes) && shared.driver.tasks_waiting() {
             if let Some(background) = &shared.background {
                 background.unpark();
+                shared.wakes += 1;
             }
         }
     }

@@ -86,6 +86,9 @@ pub(crate) struct Driver {
     core: Core<Waiter>,
     /// The poller token of connection 0.
     base: usize,
+    /// Callers woken at their rounds' decisions, told of a hand-off, or
+    /// handed the poller, so far.
+    woken: u64,
 }
 
 impl Driver {
@@ -123,6 +126,7 @@ impl Driver {
             conns,
             core: Core::new(addrs, config, crate::clock::now()),
             base,
+            woken: 0,
         })
     }
 
@@ -241,7 +245,30 @@ impl Driver {
     /// Has the waiters of the rounds decided so far woken (with `wakes`),
     /// and those of the waits told.
     pub(crate) fn wake_decided(&mut self, wakes: &mut Wakes) {
-        self.core.wake_decided(|waiter| wakes.push(waiter));
+        let woken = &mut self.woken;
+        self.core.wake_decided(|waiter| {
+            *woken += 1;
+            wakes.push(waiter);
+        });
+    }
+
+    /// The engine's counters: the sockets' reads and writes, the scans of
+    /// the tables and the callers woken here, with `polls` (all, and
+    /// those that returned no event) and `wakes`, the engine's own.
+    pub(crate) fn engine_stats(&self, polls: (u64, u64), wakes: u64) -> crate::EngineStats {
+        let (reads, writes) = self
+            .conns
+            .iter()
+            .map(Conn::io_count)
+            .fold((0, 0), |(r, w), (cr, cw)| (r + cr, w + cw));
+        crate::EngineStats {
+            writes,
+            reads,
+            polls: polls.0,
+            idle_polls: polls.1,
+            wakes: wakes + self.woken,
+            scanned: self.core.scanned(),
+        }
     }
 
     /// Starts a wait for a caller that waits for a lock (see
@@ -305,6 +332,7 @@ impl Driver {
     pub(crate) fn hand_over(&mut self, wakes: &mut Wakes) -> bool {
         match self.core.take_waiter(Waiter::is_thread) {
             Some(waiter) => {
+                self.woken += 1;
                 wakes.push(waiter);
                 true
             }

@@ -30,6 +30,7 @@ mod waits;
 
 pub(crate) use waits::Waits;
 
+use std::cell::Cell;
 use std::time::Instant;
 
 use crate::commands::Outcome;
@@ -68,6 +69,11 @@ pub(crate) struct Flights<W> {
     rescan: bool,
     /// Rounds in flight whose caller is gone (see [`orphan`](Self::orphan)).
     orphans: usize,
+    /// Slots looked at by the scans of the table so far (each scan counts
+    /// `high`): a cost the engine's counters report
+    /// ([`crate::EngineStats::scanned`]), so that a test can hold a lone
+    /// caller's cycle to its budget.
+    scanned: Cell<u64>,
 }
 
 struct Slot<W> {
@@ -96,6 +102,17 @@ impl<W> Slot<W> {
 }
 
 impl<W> Flights<W> {
+    /// One past the highest slot in use, for a scan, which is counted.
+    fn scan(&self) -> usize {
+        self.scanned.set(self.scanned.get() + self.high as u64);
+        self.high
+    }
+
+    /// Slots looked at by scans so far.
+    pub(crate) fn scanned(&self) -> u64 {
+        self.scanned.get()
+    }
+
     /// A table for up to `cap` rounds (at least 1, at most
     /// [`MAX_FLIGHTS`]) over `masters` masters, allocated now.
     pub(crate) fn new(cap: usize, masters: usize) -> Flights<W> {
@@ -128,6 +145,7 @@ impl<W> Flights<W> {
             seq: 1,
             live: 0,
             high: 0,
+            scanned: Cell::new(0),
             pending: 0,
             decided: Vec::with_capacity(cap),
             rescan: false,
@@ -279,7 +297,7 @@ impl<W> Flights<W> {
             return 0;
         }
         let mut freed = 0;
-        for i in 0..self.high {
+        for i in 0..self.scan() {
             let slot = &self.slots[i];
             if slot.id != 0 && slot.orphan && !slot.round.has_pending() {
                 ended(&slot.round);
@@ -316,7 +334,7 @@ impl<W> Flights<W> {
     /// a round still waiting for this node lost its request with the
     /// connection).
     pub(crate) fn fail_node(&mut self, node: usize, error: &NodeError, now: Instant) {
-        for i in 0..self.high {
+        for i in 0..self.scan() {
             let slot = &mut self.slots[i];
             if slot.id != 0 {
                 slot.round.handle_failure(node, error.clone(), now);
@@ -331,7 +349,7 @@ impl<W> Flights<W> {
     /// The time is `now`: rounds past their deadline count the nodes that
     /// have not answered as timed out.
     pub(crate) fn handle_timeout(&mut self, now: Instant) {
-        for i in 0..self.high {
+        for i in 0..self.scan() {
             let slot = &mut self.slots[i];
             // (A decided round still counts the nodes it never heard from
             // as timed out: their connections are marked late when it ends.)
@@ -348,7 +366,8 @@ impl<W> Flights<W> {
     /// The earliest deadline of the undecided rounds in flight, and of the
     /// orphaned ones still waiting for a master.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
-        self.slots[..self.high]
+        let high = self.scan();
+        self.slots[..high]
             .iter()
             .filter(|slot| {
                 slot.id != 0
@@ -383,7 +402,7 @@ impl<W> Flights<W> {
     pub(crate) fn wake_decided(&mut self, mut wake: impl FnMut(W) -> bool) {
         if std::mem::take(&mut self.rescan) {
             self.decided.clear();
-            for i in 0..self.high {
+            for i in 0..self.scan() {
                 let id = self.slots[i].id;
                 self.wake_one(id, &mut wake);
             }
@@ -435,7 +454,8 @@ impl<W> Flights<W> {
     /// if any: whoever must take over the polling when its current driver
     /// leaves.
     pub(crate) fn take_undecided_waiter(&mut self, pick: impl Fn(&W) -> bool) -> Option<W> {
-        self.slots[..self.high]
+        let high = self.scan();
+        self.slots[..high]
             .iter_mut()
             .filter(|slot| slot.id != 0 && slot.round.decision().is_none())
             .find_map(|slot| slot.waiter.take_if(|w| pick(w)))
@@ -444,7 +464,8 @@ impl<W> Flights<W> {
     /// Whether some round in flight is undecided and its waiter, if it has
     /// one, is one `pick` says yes to.
     pub(crate) fn any_undecided(&self, pick: impl Fn(&W) -> bool) -> bool {
-        self.slots[..self.high]
+        let high = self.scan();
+        self.slots[..high]
             .iter()
             .filter(|slot| slot.id != 0 && slot.round.decision().is_none())
             .any(|slot| slot.waiter.as_ref().is_some_and(&pick))

@@ -12,6 +12,7 @@
 //! wake-ups: every waiter is woken (a waiter woken for nothing only makes
 //! an attempt early).
 
+use std::cell::Cell;
 use std::time::Instant;
 
 use super::{INDEX_BITS, INDEX_MASK};
@@ -34,6 +35,17 @@ pub(crate) struct Waits<W> {
     /// Waits given a time to try at: while there are none, the timer
     /// checks look at no slot.
     hinted: usize,
+    /// One past the highest slot index ever used: the scans stop there, so
+    /// that a client whose callers never wait (every lone `try_lock` and
+    /// `unlock` hands the poller over, which asks this table) looks at no
+    /// slot, and one whose callers wait looks at as many slots as have
+    /// been in use at once.
+    high: usize,
+    /// Slots looked at by the scans of the table so far (each scan counts
+    /// `high`): a cost the engine's counters report
+    /// ([`crate::EngineStats::scanned`]), so that a test can hold a lone
+    /// caller's cycle to its budget.
+    scanned: Cell<u64>,
 }
 
 struct Slot<W> {
@@ -52,6 +64,17 @@ struct Slot<W> {
 }
 
 impl<W> Waits<W> {
+    /// One past the highest slot in use, for a scan, which is counted.
+    fn scan(&self) -> usize {
+        self.scanned.set(self.scanned.get() + self.high as u64);
+        self.high
+    }
+
+    /// Slots looked at by scans so far.
+    pub(crate) fn scanned(&self) -> u64 {
+        self.scanned.get()
+    }
+
     /// A table for up to `cap` waits (at least 1, at most 2^16) over
     /// `masters` masters, allocated now.
     pub(crate) fn new(cap: usize, masters: usize) -> Waits<W> {
@@ -72,6 +95,8 @@ impl<W> Waits<W> {
             told: Vec::with_capacity(cap),
             hints: Vec::with_capacity(cap),
             hinted: 0,
+            high: 0,
+            scanned: Cell::new(0),
         }
     }
 
@@ -87,6 +112,7 @@ impl<W> Waits<W> {
         slot.listed = false;
         slot.hinted = None;
         slot.waiter = None;
+        self.high = self.high.max(index as usize + 1);
         Some(id)
     }
 
@@ -176,7 +202,8 @@ impl<W> Waits<W> {
         if self.hinted == 0 {
             return None;
         }
-        self.slots
+        let high = self.scan();
+        self.slots[..high]
             .iter()
             .filter(|slot| slot.id != 0 && slot.waiter.is_some())
             .filter_map(|slot| slot.hinted)
@@ -189,7 +216,8 @@ impl<W> Waits<W> {
         if self.hinted == 0 {
             return;
         }
-        for slot in &mut self.slots {
+        let high = self.scan();
+        for slot in &mut self.slots[..high] {
             if slot.id != 0 && slot.hinted.is_some_and(|at| at <= now) {
                 if let Some(waiter) = slot.waiter.take() {
                     self.hints.push(waiter);
@@ -210,7 +238,8 @@ impl<W> Waits<W> {
     /// Master `node` came back after its connection dropped: it may have
     /// lost wake-ups, so every wait counts as told by a quorum.
     pub(crate) fn handle_reconnect(&mut self) {
-        for slot in &mut self.slots {
+        let high = self.scan();
+        for slot in &mut self.slots[..high] {
             if slot.id != 0 {
                 slot.masters = u64::MAX;
                 if !slot.listed {
@@ -240,7 +269,8 @@ impl<W> Waits<W> {
     /// thread, to take the poller over), if there is one.
     pub(crate) fn take_untold_waiter(&mut self, pick: impl Fn(&W) -> bool) -> Option<W> {
         let quorum = self.quorum;
-        self.slots
+        let high = self.scan();
+        self.slots[..high]
             .iter_mut()
             .filter(|slot| slot.id != 0 && slot.masters.count_ones() < quorum)
             .find(|slot| slot.waiter.as_ref().is_some_and(&pick))
@@ -249,7 +279,8 @@ impl<W> Waits<W> {
 
     /// Whether a wait has a waiter that `pick` chooses.
     pub(crate) fn any_waiter(&self, pick: impl Fn(&W) -> bool) -> bool {
-        self.slots
+        let high = self.scan();
+        self.slots[..high]
             .iter()
             .any(|slot| slot.id != 0 && slot.waiter.as_ref().is_some_and(&pick))
     }

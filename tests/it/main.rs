@@ -18,6 +18,7 @@ mod async_api;
 mod availability;
 mod backpressure;
 mod batch;
+mod budget;
 mod cancel;
 mod chaos;
 mod clock_skew;

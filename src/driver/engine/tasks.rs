@@ -81,6 +81,7 @@ impl Engine {
             // for this task's rounds (a no-op when it does already).
             if let Some(background) = &shared.background {
                 background.unpark();
+                shared.wakes += 1;
             }
         }
         Ok((ids, false))
@@ -103,7 +104,9 @@ impl Engine {
         let mut shared = lock(&self.driver);
         if polling == Polling::Myself && !shared.driver.decided(ids) {
             if let Ok(mut poller) = self.poller.try_lock() {
-                if poller.poll(std::time::Duration::ZERO).is_ok() {
+                let polled = poller.poll(std::time::Duration::ZERO);
+                shared.count_poll(&poller.events);
+                if polled.is_ok() {
                     shared.driver.dispatch(&poller.events);
                     // Others whose rounds this decided.
                     shared.wake_decided(&mut wakes);
@@ -252,9 +255,11 @@ impl Engine {
         shared.kicked = true;
         if let Some(background) = &shared.background {
             background.unpark();
+            shared.wakes += 1;
         }
         // Interrupts a poll in progress, the background thread's or a
         // waiting thread's, so that it writes what was queued.
+        shared.wakes += 1;
         let _ = self.waker.wake();
     }
 
@@ -272,15 +277,18 @@ impl Engine {
             shared.driver.check_timers(now);
             shared.wake_decided(&mut wakes);
             let mut next_timer: Option<Instant> = None;
+            let mut fired = 0;
             shared.timers.retain_mut(|(_, at, waker)| {
                 if *at <= now {
                     waker.wake_by_ref();
+                    fired += 1;
                     false
                 } else {
                     next_timer = Some(next_timer.map_or(*at, |t| t.min(*at)));
                     true
                 }
             });
+            shared.wakes += fired;
             if !shared.driver.tasks_waiting() {
                 // Nothing to poll for: leave the poller to the threads.
                 leave(&self, &mut shared, &mut poller, &mut wakes);
@@ -318,7 +326,10 @@ impl Shared {
     pub(super) fn slots_freed(&mut self, n: usize) {
         for _ in 0..n {
             match self.slot_waiters.pop() {
-                Some(waiter) => waiter.unpark(),
+                Some(waiter) => {
+                    self.wakes += 1;
+                    waiter.unpark();
+                }
                 None => break,
             }
         }

@@ -1,0 +1,148 @@
+//! The engine's budget for a lone caller's cycle, against five real
+//! masters: what a `try_lock` + `unlock` (and the same through `lock`, a
+//! call that may wait) costs in writes, reads, polls, wake-ups and scans
+//! of the client's tables, read from the client's own counters
+//! ([`redlock_mio::EngineStats`]). The counts do not depend on timing, so
+//! an extra system call or an extra pass over a table fails here on any
+//! machine, where a timed benchmark would need a quiet one.
+
+use std::time::Duration;
+
+use crate::support::clients::one_try;
+use crate::support::cluster::Cluster;
+use redlock_mio::{Redlock, Stats};
+
+const MASTERS: u64 = 5;
+const WARM_UP: u64 = 100;
+const CYCLES: u64 = 1000;
+/// Long enough that no lock expires while a busy machine holds a cycle up.
+const TTL: Duration = Duration::from_secs(120);
+
+/// The difference of the engine's counters between two snapshots.
+struct Cost {
+    writes: u64,
+    reads: u64,
+    polls: u64,
+    idle_polls: u64,
+    wakes: u64,
+    scanned: u64,
+    yields: u64,
+}
+
+fn cost(client: &Redlock, cycle: impl Fn()) -> Cost {
+    for _ in 0..WARM_UP {
+        cycle();
+    }
+    let before: Stats = client.stats();
+    for _ in 0..CYCLES {
+        cycle();
+    }
+    let after = client.stats();
+    let (a, b) = (after.engine, before.engine);
+    let cost = Cost {
+        writes: a.writes - b.writes,
+        reads: a.reads - b.reads,
+        polls: a.polls - b.polls,
+        idle_polls: a.idle_polls - b.idle_polls,
+        wakes: a.wakes - b.wakes,
+        scanned: a.scanned - b.scanned,
+        yields: after.yields - before.yields,
+    };
+    println!(
+        "per cycle: {:.2} writes, {:.2} reads, {:.2} polls ({:.3} idle), {:.2} wakes, {:.2} slots scanned, {:.2} yields",
+        cost.writes as f64 / CYCLES as f64,
+        cost.reads as f64 / CYCLES as f64,
+        cost.polls as f64 / CYCLES as f64,
+        cost.idle_polls as f64 / CYCLES as f64,
+        cost.wakes as f64 / CYCLES as f64,
+        cost.scanned as f64 / CYCLES as f64,
+        cost.yields as f64 / CYCLES as f64,
+    );
+    cost
+}
+
+/// The budget of `rounds` rounds per cycle of a lone caller, whose calls
+/// use `tables` of the client's tables (the rounds in flight; the waits
+/// too for a call that may wait).
+fn assert_within_budget(cost: &Cost, rounds: u64, tables: u64, what: &str) {
+    let rounds = rounds * CYCLES;
+    // One write per master per round: the round's command, in one write.
+    assert_eq!(cost.writes, MASTERS * rounds, "{what}: writes");
+    // At most one read per reply: a short read ends each readable event's
+    // reading (edge-triggered readiness raises a new one for what comes
+    // later), and every event is an arrival.
+    assert!(
+        cost.reads <= MASTERS * rounds,
+        "{what}: {} reads",
+        cost.reads
+    );
+    // A poll that returns no event is a wasted system call. A lone caller
+    // makes one only when it comes back after a pause of a millisecond or
+    // more (it first looks at what arrived meanwhile): a busy machine's
+    // doing, rare even there.
+    assert!(
+        cost.idle_polls <= CYCLES / 10,
+        "{what}: {} idle polls",
+        cost.idle_polls
+    );
+    // Every other poll returned an event, and every event here is a reply
+    // that a read takes.
+    assert!(
+        cost.polls - cost.idle_polls <= cost.reads,
+        "{what}: {} polls that returned events, {} reads",
+        cost.polls - cost.idle_polls,
+        cost.reads
+    );
+    // A lone caller polls for itself: nobody wakes it, it wakes nobody.
+    assert_eq!(cost.wakes, 0, "{what}: wake-ups");
+    // A scan stops at the highest slot in use, one slot for a lone
+    // caller, never the whole table. A caller that leaves looks at each
+    // table it used twice (for a thread to hand the poller to, for tasks
+    // to poll for), and each poll at the rounds' deadlines twice (the
+    // timeouts due, the next one): an extra pass over a table shows here.
+    let scans = 2 * tables * rounds + 2 * cost.polls;
+    assert!(
+        cost.scanned <= scans,
+        "{what}: {} slots scanned, budget {scans}",
+        cost.scanned
+    );
+    // A lone caller on local masters yields its CPU before each poll and
+    // once more per round.
+    assert!(
+        cost.yields <= rounds + cost.polls,
+        "{what}: {} yields, {} polls",
+        cost.yields,
+        cost.polls
+    );
+}
+
+fn client(cluster: &Cluster) -> Redlock {
+    // Deadlines far away: on a busy machine a round may wait for a core
+    // longer than the default request timeout, and this test counts.
+    one_try(cluster.urls(), Duration::from_secs(1))
+        .stall_timeout(Duration::from_secs(2))
+        .build()
+        .expect("build the client")
+}
+
+#[test]
+fn a_lone_try_lock_and_unlock_stay_within_the_engines_budget() {
+    let cluster = Cluster::start(MASTERS as usize);
+    let client = client(&cluster);
+    let cost = cost(&client, || {
+        let mut lock = client.try_lock("budget:try", TTL).expect("acquire");
+        client.unlock(&mut lock).expect("release");
+    });
+    assert_within_budget(&cost, 2, 1, "try_lock + unlock");
+}
+
+#[test]
+fn a_lone_lock_that_need_not_wait_stays_within_the_engines_budget() {
+    let cluster = Cluster::start(MASTERS as usize);
+    let client = client(&cluster);
+    let cost = cost(&client, || {
+        let mut lock = client.lock("budget:lock", TTL).expect("acquire");
+        client.unlock(&mut lock).expect("release");
+    });
+    assert_within_budget(&cost, 2, 2, "lock + unlock");
+}
