@@ -2,6 +2,29 @@
 
 use super::*;
 
+/// The release script a floor sends: the crate's own (the compare-and-delete
+/// and the hand-off to a waiter, if any), or the classic compare-and-delete
+/// alone, so that the table shows what the hand-off costs the servers.
+#[derive(Clone, Copy)]
+pub(crate) enum Release {
+    Crate,
+    Classic,
+}
+
+/// The classic compare-and-delete of the Redlock page.
+const CLASSIC_RELEASE: &str = r#"if redis.call("get",KEYS[1]) == ARGV[1] then return redis.call("del",KEYS[1]) else return 0 end"#;
+/// Its SHA-1, as `SCRIPT LOAD` returns it.
+const CLASSIC_RELEASE_SHA1: &str = "b70c2384248f88e6b75b9f89241a180f856ad852";
+
+impl Release {
+    fn text_and_sha1(self) -> (&'static str, &'static str) {
+        match self {
+            Release::Crate => (RELEASE_SCRIPT, RELEASE_SHA1),
+            Release::Classic => (CLASSIC_RELEASE, CLASSIC_RELEASE_SHA1),
+        }
+    }
+}
+
 /// RESP encoding of a command, for the pre-encoded floor and the checker.
 pub(crate) fn encode(args: &[&[u8]]) -> Vec<u8> {
     let mut out = format!("*{}\r\n", args.len()).into_bytes();
@@ -33,10 +56,17 @@ pub(crate) struct Floor {
 }
 
 impl Floor {
-    pub(crate) fn new(env: &Env, resource: &str, live: &[usize], need: usize) -> Result<Floor> {
+    pub(crate) fn new(
+        env: &Env,
+        resource: &str,
+        live: &[usize],
+        need: usize,
+        script: Release,
+    ) -> Result<Floor> {
         let poll = mio::Poll::new()?;
         let mut socks = Vec::new();
-        let load = encode(&[b"SCRIPT", b"LOAD", RELEASE_SCRIPT.as_bytes()]);
+        let (text, want) = script.text_and_sha1();
+        let load = encode(&[b"SCRIPT", b"LOAD", text.as_bytes()]);
         for (token, &i) in live.iter().enumerate() {
             let mut stream = TcpStream::connect_timeout(&env.addrs[i], Duration::from_secs(1))?;
             stream.set_nodelay(true)?;
@@ -50,7 +80,7 @@ impl Floor {
                 reader.read_line(&mut sha)?;
             }
             drop(reader);
-            if sha.trim_end() != RELEASE_SHA1 {
+            if sha.trim_end() != want {
                 return Err(format!("floor: SCRIPT LOAD replied {line:?} {sha:?}").into());
             }
             stream.set_nonblocking(true)?;
@@ -69,7 +99,7 @@ impl Floor {
             need: need.min(socks.len()),
             socks,
             set: encode(&[b"SET", r, token, b"NX", b"PX", ttl.as_bytes()]),
-            release: encode(&[b"EVALSHA", RELEASE_SHA1.as_bytes(), b"1", r, token]),
+            release: encode(&[b"EVALSHA", want.as_bytes(), b"1", r, token]),
         })
     }
 

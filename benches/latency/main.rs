@@ -180,7 +180,9 @@ fn run(args: Args) -> Result<()> {
     let contending: Vec<Kind> = selected
         .iter()
         .copied()
-        .filter(|&k| args.contention_on && !matches!(k, Kind::Floor | Kind::FloorQuorum))
+        .filter(|&k| {
+            args.contention_on && !matches!(k, Kind::Floor | Kind::FloorQuorum | Kind::FloorClassic)
+        })
         .collect();
     for backoff in CONTENTION_BACKOFFS {
         if !contending.is_empty() {
@@ -317,7 +319,7 @@ fn run(args: Args) -> Result<()> {
         for &kind in &selected {
             let resource = kind.resource("fault");
             // The floor talks only to the live masters: it has no timeout.
-            let nodes = if matches!(kind, Kind::Floor | Kind::FloorQuorum) {
+            let nodes = if matches!(kind, Kind::Floor | Kind::FloorQuorum | Kind::FloorClassic) {
                 &live
             } else {
                 &all

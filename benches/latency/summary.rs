@@ -28,6 +28,7 @@ fn label(kind: Kind) -> &'static str {
         Kind::AsyncBaseline => "redis-rs async",
         Kind::Floor => "`floor`",
         Kind::FloorQuorum => "`floor_quorum`",
+        Kind::FloorClassic => "`floor_quorum` with the classic release",
     }
 }
 
@@ -37,8 +38,9 @@ fn order(kind: Kind, closed: &Stats) -> (u8, u64) {
         Kind::Mine => 0,
         Kind::MineAsync => 1,
         Kind::FloorQuorum => 2,
-        Kind::Floor => 3,
-        _ => 4,
+        Kind::FloorClassic => 3,
+        Kind::Floor => 4,
+        _ => 5,
     };
     (rank, pct(&closed.cycle, 50.0))
 }
@@ -97,7 +99,7 @@ impl Summary<'_> {
             Some((_, FaultOutcome::Done(s))) => {
                 let p50 = thousands(us(pct(&s.acquire, 50.0)));
                 // The floors have no timeout: they talk to the live masters.
-                if matches!(kind, Kind::Floor | Kind::FloorQuorum) {
+                if matches!(kind, Kind::Floor | Kind::FloorQuorum | Kind::FloorClassic) {
                     format!("{p50} ({} live masters)", MASTERS - 1)
                 } else {
                     p50

@@ -16,9 +16,10 @@ pub(crate) enum Kind {
     AsyncBaseline,
     Floor,
     FloorQuorum,
+    FloorClassic,
 }
 
-pub(crate) const ALL: [Kind; 8] = [
+pub(crate) const ALL: [Kind; 9] = [
     Kind::Mine,
     Kind::MineAsync,
     Kind::Redlock,
@@ -27,6 +28,7 @@ pub(crate) const ALL: [Kind; 8] = [
     Kind::AsyncBaseline,
     Kind::Floor,
     Kind::FloorQuorum,
+    Kind::FloorClassic,
 ];
 
 impl Kind {
@@ -40,6 +42,7 @@ impl Kind {
             Kind::AsyncBaseline => "redis-rs async",
             Kind::Floor => "floor (all)",
             Kind::FloorQuorum => "floor (quorum)",
+            Kind::FloorClassic => "floor (q, cl.)",
         }
     }
 
@@ -53,6 +56,7 @@ impl Kind {
             Kind::AsyncBaseline => "redis_rs_async",
             Kind::Floor => "floor",
             Kind::FloorQuorum => "floor_quorum",
+            Kind::FloorClassic => "floor_quorum_classic",
         }
     }
 
@@ -66,6 +70,7 @@ impl Kind {
             Kind::AsyncBaseline => "#2ca02c",
             Kind::Floor => "#7f7f7f",
             Kind::FloorQuorum => "#17becf",
+            Kind::FloorClassic => "#bcbd22",
         }
     }
 
@@ -97,8 +102,21 @@ pub(crate) fn make(
         Kind::Rslock => Box::new(RslockPeer::new(env, resource)?),
         Kind::SyncBaseline => Box::new(SyncBaseline::new(env, resource)?),
         Kind::AsyncBaseline => Box::new(AsyncBaseline::new(env, resource)?),
-        Kind::Floor => Box::new(Floor::new(env, resource, live, live.len())?),
-        Kind::FloorQuorum => Box::new(Floor::new(env, resource, live, env.quorum())?),
+        Kind::Floor => Box::new(Floor::new(env, resource, live, live.len(), Release::Crate)?),
+        Kind::FloorQuorum => Box::new(Floor::new(
+            env,
+            resource,
+            live,
+            env.quorum(),
+            Release::Crate,
+        )?),
+        Kind::FloorClassic => Box::new(Floor::new(
+            env,
+            resource,
+            live,
+            env.quorum(),
+            Release::Classic,
+        )?),
     })
 }
 
