@@ -84,8 +84,8 @@ pub struct Stats {
 ///
 /// A lone caller's `try_lock` + `unlock` on five masters takes one write
 /// per master per round (10), at most one read per reply (10), hardly an
-/// idle poll, no wake-up (the caller polls for itself), and scans of the
-/// one slot it used.
+/// idle poll, at most one look per call, no wake-up (the caller polls for
+/// itself), and scans of the one slot it used.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -108,13 +108,18 @@ pub struct EngineStats {
     /// Reads from the masters' sockets, including those that found
     /// nothing.
     pub reads: u64,
-    /// Waits on the poller (each a system call), by callers and by the
-    /// background thread of the async API.
+    /// Waits on the poller for readiness (each a system call), by
+    /// callers and by the background thread of the async API.
     pub polls: u64,
     /// Of `polls`, those that returned no event: they timed out (a
-    /// deadline or a timer came) or found nothing ready (a look, without
-    /// waiting, at what arrived while nobody polled).
+    /// deadline or a timer came) or were woken for nothing.
     pub idle_polls: u64,
+    /// Looks at the poller that do not wait (each a system call): what
+    /// arrived while nobody polled, read before new requests go out after
+    /// a pause of a millisecond or more, and an async task's look for its
+    /// replies. At most one per call of a lone thread; how many depends on
+    /// how often the caller pauses.
+    pub looks: u64,
     /// Wake-ups of one caller by another or by the background thread: a
     /// thread unparked or a task's waker called at its round's decision,
     /// a hand-off it was told of, a freed slot or the poller handed over,

@@ -164,9 +164,11 @@ pub(crate) struct Shared {
     closed: bool,
     /// How often a lone caller yielded its CPU (see `Engine::yield_first`).
     pub(crate) yields: u64,
-    /// Waits on the poller so far, and those that returned no event.
+    /// Waits on the poller so far, those that returned no event, and the
+    /// looks at it that did not wait (see [`crate::EngineStats`]).
     pub(crate) polls: u64,
     pub(crate) idle_polls: u64,
+    pub(crate) looks: u64,
     /// Wake-ups the engine itself sent so far: the background thread
     /// unparked, a poll interrupted, a caller given a freed slot, a task's
     /// timer (the callers woken at their rounds' decisions are the
@@ -191,6 +193,7 @@ impl Engine {
                 yields: 0,
                 polls: 0,
                 idle_polls: 0,
+                looks: 0,
                 wakes: 0,
             }),
             poller: Mutex::new(poller),
@@ -411,7 +414,7 @@ impl Engine {
                 let polled = held.poll(timeout);
                 let now = held.last;
                 shared = lock(&self.driver);
-                shared.count_poll(&held.events);
+                shared.count_poll(&held.events, timeout);
                 if polled.is_ok() {
                     shared.driver.dispatch(&held.events);
                     // What other callers and tasks queued meanwhile (they
@@ -463,7 +466,7 @@ impl Engine {
         if poller.poll(Duration::ZERO).is_ok() {
             shared.driver.dispatch(&poller.events);
         }
-        shared.count_poll(&poller.events);
+        shared.count_poll(&poller.events, Duration::ZERO);
         true
     }
 }
@@ -514,13 +517,19 @@ impl Shared {
     /// The engine's counters, with the driver's.
     pub(crate) fn engine_stats(&self) -> crate::EngineStats {
         self.driver
-            .engine_stats((self.polls, self.idle_polls), self.wakes)
+            .engine_stats([self.polls, self.idle_polls, self.looks], self.wakes)
     }
 
-    /// Counts a wait on the poller that returned `events`.
-    pub(crate) fn count_poll(&mut self, events: &mio::Events) {
-        self.polls += 1;
-        self.idle_polls += u64::from(events.is_empty());
+    /// Counts a call of the poller that waited up to `timeout` and
+    /// returned `events`: a look if it did not wait, else a poll, idle if
+    /// it returned no event.
+    pub(crate) fn count_poll(&mut self, events: &mio::Events, timeout: Duration) {
+        if timeout.is_zero() {
+            self.looks += 1;
+        } else {
+            self.polls += 1;
+            self.idle_polls += u64::from(events.is_empty());
+        }
     }
 
     /// Has the waiters of the rounds decided so far woken (with `wakes`),

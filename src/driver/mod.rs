@@ -253,9 +253,10 @@ impl Driver {
     }
 
     /// The engine's counters: the sockets' reads and writes, the scans of
-    /// the tables and the callers woken here, with `polls` (all, and
-    /// those that returned no event) and `wakes`, the engine's own.
-    pub(crate) fn engine_stats(&self, polls: (u64, u64), wakes: u64) -> crate::EngineStats {
+    /// the tables and the callers woken here, with `polls` (the waits,
+    /// those of them that returned no event, the looks) and `wakes`, the
+    /// engine's own.
+    pub(crate) fn engine_stats(&self, polls: [u64; 3], wakes: u64) -> crate::EngineStats {
         let (reads, writes) = self
             .conns
             .iter()
@@ -264,8 +265,9 @@ impl Driver {
         crate::EngineStats {
             writes,
             reads,
-            polls: polls.0,
-            idle_polls: polls.1,
+            polls: polls[0],
+            idle_polls: polls[1],
+            looks: polls[2],
             wakes: wakes + self.woken,
             scanned: self.core.scanned(),
         }

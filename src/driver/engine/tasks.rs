@@ -105,7 +105,7 @@ impl Engine {
         if polling == Polling::Myself && !shared.driver.decided(ids) {
             if let Ok(mut poller) = self.poller.try_lock() {
                 let polled = poller.poll(std::time::Duration::ZERO);
-                shared.count_poll(&poller.events);
+                shared.count_poll(&poller.events, std::time::Duration::ZERO);
                 if polled.is_ok() {
                     shared.driver.dispatch(&poller.events);
                     // Others whose rounds this decided.
