@@ -386,6 +386,43 @@ impl Redlock {
         Ok(LockGuard::new(self, lock))
     }
 
+    /// Acquires `resource` as [`lock_until`](Self::lock_until) does,
+    /// waiting for it until `deadline`, and returns a guard that releases
+    /// it when dropped: "wait up to this long, release however the scope
+    /// ends" in one call.
+    ///
+    /// ```no_run
+    /// use std::time::{Duration, Instant};
+    /// use redlock_mio::{Error, Redlock};
+    ///
+    /// let redlock = Redlock::builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"]).build()?;
+    /// let deadline = Instant::now() + Duration::from_millis(500);
+    /// match redlock.lock_guard_until("orders:42", Duration::from_secs(2), deadline) {
+    ///     Ok(guard) => {
+    ///         // ... work while guard.validity() covers the next step; a `?`
+    ///         // or a panic here still releases ...
+    ///         guard.release()?;
+    ///     }
+    ///     Err(Error::Contended(report)) => eprintln!("still held after 500 ms: {report}"),
+    ///     Err(other) => return Err(other.into()),
+    /// }
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As for [`lock_until`](Self::lock_until): [`Error::Contended`] when
+    /// another client still held the resource at the deadline.
+    pub fn lock_guard_until(
+        &self,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<LockGuard<'_>, Error> {
+        let lock = self.lock_until(resource, ttl, deadline)?;
+        Ok(LockGuard::new(self, lock))
+    }
+
     /// Extends `lock` to `ttl` from now, if its token still owns the
     /// resource on a quorum. Returns within one request timeout.
     ///

@@ -151,7 +151,7 @@ fn a_panic_in_the_closure_still_releases() {
     assert_eq!((stats.releases, stats.released), (1, 1), "{stats:?}");
     assert_eq!(changes.standings(), [Standing::Released]);
     assert_gone(&cluster, &[0, 1, 2], b"panicking", PATIENCE);
-    client(&cluster)
+    let _lock = client(&cluster)
         .try_lock("panicking", TTL)
         .expect("free after the panic");
 }
