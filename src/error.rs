@@ -307,6 +307,17 @@ pub enum Error {
     /// [`lock_until`](crate::Redlock::lock_until): the deadline had
     /// already passed; the masters were not asked.
     DeadlinePassed,
+    /// [`with_lock`](crate::Redlock::with_lock) or
+    /// [`with_lock_async`](crate::Redlock::with_lock_async): the lock was
+    /// lost while the work ran (its keeper's standing became
+    /// [`Standing::Lost`](crate::Standing::Lost): a quorum of masters said
+    /// its token no longer owned the resource, at an extension or at the
+    /// release; or its validity ran out before an extension got through;
+    /// or the hold limit was reached). The work's value was dropped: part
+    /// of the work may have run after another client could take the lock.
+    /// Not counted as retryable: whether the work may simply run again is
+    /// the caller's to decide.
+    Lost,
     /// The client had as many rounds in flight as
     /// [`Builder::max_in_flight`](crate::Builder::max_in_flight) allows
     /// for a whole request timeout: nothing was sent (a lock is
@@ -401,6 +412,10 @@ impl fmt::Display for Error {
             Error::DeadlinePassed => {
                 f.write_str("the deadline had passed before the first attempt")
             }
+            Error::Lost => f.write_str(
+                "the lock was lost while the work ran (the masters no longer held it for this \
+                 client): another client may have taken it; the work's result was dropped",
+            ),
             Error::Busy { limit } => write!(
                 f,
                 "client busy: {limit} rounds in flight (its cap) for a whole request timeout; nothing sent"

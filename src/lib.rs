@@ -107,7 +107,8 @@
 //! A job that may outlast any TTL you would choose keeps its lock alive:
 //! the scoped [`with_lock`](Redlock::with_lock) (blocking, a closure) and
 //! [`with_lock_async`](Redlock::with_lock_async) (a future) extend the lock
-//! while the work runs and release it at the end;
+//! while the work runs and release it at the end, and fail with
+//! [`Error::Lost`] if the lock was lost meanwhile;
 //! [`keep`](Redlock::keep) hands a lock to a [`Keeper`], whose thread
 //! extends it every `ttl / 3` ([`KeepOptions`] sets the period, a hold
 //! limit and a callback). The keeper tells at once how the lock
@@ -181,6 +182,7 @@
 //! | [`Error::Misconfigured`] | masters refuse the client: a password, an ACL, a replica, a cluster node | fix the configuration; not retried |
 //! | [`Error::Unfenced`] | a fenced acquire got no fence | try again later ([`fencing`]) |
 //! | [`Error::NotHeld`] | extend or unlock: the token no longer owns the resource | the lock is gone |
+//! | [`Error::Lost`] | [`with_lock`](Redlock::with_lock): the lock was lost while the work ran | check what the work did before running it again |
 //! | [`Error::Busy`] | the client's cap of rounds in flight was reached for a whole request timeout | try again later |
 //!
 //! [`Error::is_retryable`] tells the two kinds apart. Resource names are
