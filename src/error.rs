@@ -264,9 +264,13 @@ pub enum Error {
         /// How many were given.
         count: usize,
     },
-    /// No quorum: other clients hold the resource on some nodes (at least
-    /// one refused, and the unreachable nodes alone would not have
-    /// prevented a quorum).
+    /// No quorum: other clients hold the resource on some masters (at
+    /// least one refused, and the unreachable masters alone would not
+    /// have prevented a quorum). Also what a call that waits
+    /// ([`lock`](crate::Redlock::lock),
+    /// [`lock_until`](crate::Redlock::lock_until), their guard, async and
+    /// scoped forms) returns when its attempts or its deadline ran out
+    /// while another client held the resource.
     Contended(Box<Report>),
     /// No quorum: so many nodes failed, timed out or were quarantined (see
     /// [`Builder::restart_guard`](crate::Builder::restart_guard)) that a
@@ -318,11 +322,14 @@ pub enum Error {
     /// Not counted as retryable: whether the work may simply run again is
     /// the caller's to decide.
     Lost,
-    /// The client had as many rounds in flight as
+    /// Too many rounds in flight on this client, not a lock held by
+    /// another: the client had as many rounds in flight as
     /// [`Builder::max_in_flight`](crate::Builder::max_in_flight) allows
-    /// for a whole request timeout: nothing was sent (a lock is
-    /// unchanged). Retryable.
-    Busy {
+    /// for a whole request timeout, so nothing was sent (a lock is
+    /// unchanged). Retryable; if it comes often, raise `max_in_flight`
+    /// or make fewer calls at once. (A lock that another client holds is
+    /// [`Contended`](Error::Contended), also when a wait for it runs out.)
+    TooManyInFlight {
         /// The cap on rounds in flight.
         limit: usize,
     },
@@ -369,7 +376,7 @@ impl Error {
                 | Error::Unavailable(_)
                 | Error::TooSlow(_)
                 | Error::Unfenced(_)
-                | Error::Busy { .. }
+                | Error::TooManyInFlight { .. }
         )
     }
 }
@@ -416,9 +423,11 @@ impl fmt::Display for Error {
                 "the lock was lost while the work ran (the masters no longer held it for this \
                  client): another client may have taken it; the work's result was dropped",
             ),
-            Error::Busy { limit } => write!(
+            Error::TooManyInFlight { limit } => write!(
                 f,
-                "client busy: {limit} rounds in flight (its cap) for a whole request timeout; nothing sent"
+                "too many rounds in flight on this client: {limit}, its cap (Builder::max_in_flight), \
+                 for a whole request timeout; nothing was sent (try again, raise max_in_flight, or \
+                 make fewer calls at once)"
             ),
             Error::Io(kind) => write!(f, "event poller failed: {kind}"),
         }

@@ -176,14 +176,14 @@
 //!
 //! | error | means | then |
 //! |---|---|---|
-//! | [`Error::Contended`] | another client holds the resource | try again later ([`lock`](Redlock::lock) does) |
+//! | [`Error::Contended`] | another client holds the resource; also a wait ([`lock`](Redlock::lock), [`lock_until`](Redlock::lock_until)) that ran out | try again later, or wait longer |
 //! | [`Error::Unavailable`] | too few masters answered for a quorum | try again later; look at the report |
 //! | [`Error::TooSlow`] | a quorum agreed, but no validity was left | try again; a longer TTL, or a shorter request timeout |
 //! | [`Error::Misconfigured`] | masters refuse the client: a password, an ACL, a replica, a cluster node | fix the configuration; not retried |
 //! | [`Error::Unfenced`] | a fenced acquire got no fence | try again later ([`fencing`]) |
 //! | [`Error::NotHeld`] | extend or unlock: the token no longer owns the resource | the lock is gone |
 //! | [`Error::Lost`] | [`with_lock`](Redlock::with_lock): the lock was lost while the work ran | check what the work did before running it again |
-//! | [`Error::Busy`] | the client's cap of rounds in flight was reached for a whole request timeout | try again later |
+//! | [`Error::TooManyInFlight`] | this client had its cap of rounds in flight ([`Builder::max_in_flight`]) for a whole request timeout; not a held lock | try again later; raise the cap |
 //!
 //! [`Error::is_retryable`] tells the two kinds apart. Resource names are
 //! bytes (up to [`MAX_RESOURCE_LEN`]); names under `redlock-mio:` are the

@@ -98,7 +98,7 @@ pub use crate::commands::TOKEN_LEN;
 /// so a lone caller pays no cross-thread wake-up. At most
 /// [`Builder::max_in_flight`] rounds are in flight at once; past that a
 /// call waits for a free slot, up to a request timeout, then fails with
-/// [`Error::Busy`]. Fenced acquires, with [`Builder::fencing`], are no
+/// [`Error::TooManyInFlight`]. Fenced acquires, with [`Builder::fencing`], are no
 /// exception: each runs its rounds in order (a read and a sync of the
 /// counters when due, the acquire, the raise), beside the other callers'.
 ///
@@ -320,7 +320,10 @@ impl Redlock {
     ///
     /// # Errors
     ///
-    /// The last attempt's error, as for [`try_lock`](Self::try_lock).
+    /// The last attempt's error, as for [`try_lock`](Self::try_lock):
+    /// [`Error::Contended`] when another client still held the resource
+    /// at the last attempt. A configuration error
+    /// ([`Error::Misconfigured`]) ends the attempts at once.
     pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
         let resource = resource.as_ref();
         let ttl_ms = self.check(resource, ttl)?;
@@ -355,7 +358,9 @@ impl Redlock {
     ///
     /// [`Error::DeadlinePassed`] without asking the masters if `deadline`
     /// is not in the future; else the last attempt's error, as for
-    /// [`try_lock`](Self::try_lock).
+    /// [`try_lock`](Self::try_lock): [`Error::Contended`] when another
+    /// client still held the resource at the deadline (its report says
+    /// how long the call waited).
     pub fn lock_until(
         &self,
         resource: impl AsRef<[u8]>,

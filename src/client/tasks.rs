@@ -345,7 +345,7 @@ impl Redlock {
     ///
     /// # Errors
     ///
-    /// As for [`try_lock`](Self::try_lock); [`Error::Busy`] at once when
+    /// As for [`try_lock`](Self::try_lock); [`Error::TooManyInFlight`] at once when
     /// the client is at its cap of rounds in flight.
     pub async fn try_lock_async(
         &self,
@@ -378,7 +378,8 @@ impl Redlock {
     /// # Errors
     ///
     /// The last attempt's error, as for
-    /// [`try_lock_async`](Self::try_lock_async).
+    /// [`try_lock_async`](Self::try_lock_async): [`Error::Contended`] when
+    /// another client still held the resource at the last attempt.
     pub async fn lock_async(
         &self,
         resource: impl AsRef<[u8]>,
@@ -656,7 +657,7 @@ impl Redlock {
 
     /// The end of a call's only round.
     fn first(&self, ends: &mut Ends) -> Result<super::RoundEnd, Error> {
-        ends.drain(..).next().unwrap_or(Err(Error::Busy {
+        ends.drain(..).next().unwrap_or(Err(Error::TooManyInFlight {
             limit: self.config.max_in_flight,
         }))
     }

@@ -513,7 +513,7 @@ fn lock_until_async_completes_by_its_deadline() {
 
 /// A task whose first attempt finds the client at its cap of rounds in
 /// flight (a thread's round holds the only slot, its replies held back)
-/// fails it `Busy` at once and tries again after its delay: the client's
+/// fails it `TooManyInFlight` at once and tries again after its delay: the client's
 /// timers wake it although it has started no round yet, under an executor
 /// without timers of its own.
 #[test]
