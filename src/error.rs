@@ -181,9 +181,12 @@ impl fmt::Display for ConfigError {
                 ready,
                 failures,
             } => {
+                let n = ready + failures.len();
                 write!(
                     f,
-                    "{ready} masters completed the handshake, {required} required:"
+                    "{ready} of {n} {} completed the handshake within the connect timeout, \
+                     {required} required; not ready:",
+                    masters(n)
                 )?;
                 for (i, (master, error)) in failures.iter().enumerate() {
                     let sep = if i == 0 { " " } else { "; " };
@@ -352,6 +355,19 @@ impl Error {
         }
     }
 
+    /// The per-node report, for errors that come from a round, to add to.
+    pub(crate) fn report_mut(&mut self) -> Option<&mut Report> {
+        match self {
+            Error::Contended(report)
+            | Error::Unavailable(report)
+            | Error::TooSlow(report)
+            | Error::Misconfigured(report)
+            | Error::NotHeld(report)
+            | Error::Unfenced(report) => Some(report),
+            _ => None,
+        }
+    }
+
     /// The per-node report's box, for errors that come from a round: a
     /// caller that drops the error keeps the box for the next report.
     pub(crate) fn into_report(self) -> Option<Box<Report>> {
@@ -401,16 +417,31 @@ impl fmt::Display for Error {
                 crate::commands::MAX_KEYS,
                 crate::MAX_BATCH
             ),
-            Error::Contended(report) => write!(f, "resource held by another client: {report}"),
-            Error::Unavailable(report) => write!(f, "majority of masters unreachable: {report}"),
-            Error::TooSlow(report) => write!(f, "round too slow, no validity left: {report}"),
+            Error::Contended(report) => write!(
+                f,
+                "held by another client (refused by {} of {} {}, {} must grant): {report}",
+                report.refused(),
+                report.nodes().len(),
+                masters(report.nodes().len()),
+                report.quorum(),
+            ),
+            Error::Unavailable(report) => unavailable(f, report),
+            Error::TooSlow(report) => write!(
+                f,
+                "the masters agreed, but too late: the attempt took {:?} and left no validity \
+                 of the TTL (use a longer TTL or a shorter request timeout): {report}",
+                report.elapsed()
+            ),
             Error::Misconfigured(report) => write!(
                 f,
                 "{} of {} masters refuse this client's configuration (not retried): {report}",
                 report.misconfigured(),
                 report.nodes().len()
             ),
-            Error::NotHeld(report) => write!(f, "lock not held: {report}"),
+            Error::NotHeld(report) => write!(
+                f,
+                "lock not held any more (it expired, or was released or deleted): {report}"
+            ),
             Error::Unfenced(report) => {
                 write!(f, "no fence could be given, no lock taken: {report}")
             }
@@ -435,6 +466,36 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// "master" or "masters", for `n` of them.
+fn masters(n: usize) -> &'static str {
+    if n == 1 { "master" } else { "masters" }
+}
+
+/// Too few masters reachable for a quorum: how many were, how many were
+/// needed, and what to check.
+fn unavailable(f: &mut fmt::Formatter<'_>, report: &Report) -> fmt::Result {
+    let n = report.nodes().len();
+    let reachable = n - report.unreachable();
+    write!(
+        f,
+        "no quorum: {reachable} of {n} {} reachable, {} needed",
+        masters(n),
+        report.quorum()
+    )?;
+    match report.quarantined() {
+        0 => {}
+        // Reachable, but their grants do not count.
+        q => write!(
+            f,
+            ", and {q} of those restarted within the longest TTL (the restart guard does not count them)"
+        )?,
+    }
+    write!(
+        f,
+        "; check that the others are running and reachable from this host: {report}"
+    )
+}
 
 impl From<io::Error> for Error {
     fn from(error: io::Error) -> Error {

@@ -57,6 +57,10 @@ const EX_OSERR: u8 = 71;
 /// Exit status when the masters refuse the configuration (`EX_CONFIG`).
 const EX_CONFIG: u8 = 78;
 
+/// `--request-timeout` when not given, as `--help` and the messages show
+/// it.
+const DEFAULT_REQUEST_TIMEOUT: &str = "200ms";
+
 /// The end of `--help`: exit statuses and environment.
 const AFTER_HELP: &str = "\
 Exit status of run:
@@ -116,7 +120,7 @@ struct Cli {
     )]
     servers: Option<String>,
     /// Time each master has to answer one round.
-    #[arg(long, default_value = "200ms", value_parser = parse_duration, global = true)]
+    #[arg(long, default_value = DEFAULT_REQUEST_TIMEOUT, value_parser = parse_duration, global = true)]
     request_timeout: Duration,
     /// For rediss:// masters: PEM file of the CA certificates to trust
     /// (default: the system's roots).

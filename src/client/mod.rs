@@ -309,7 +309,8 @@ impl Redlock {
         let mut packed: SmallVec<[u8; 256]> = SmallVec::new();
         let ttl_ms = self.check_all(resources, ttl, &mut packed)?;
         let terms = Terms::Retries(self.config.retry_count);
-        self.pursue(Keys::Packed(&packed), ttl_ms, terms)
+        let started = crate::clock::now();
+        waited(self.pursue(Keys::Packed(&packed), ttl_ms, terms), started)
     }
 
     /// Acquires `resource` for `ttl`, trying again up to the configured
@@ -328,7 +329,8 @@ impl Redlock {
         let resource = resource.as_ref();
         let ttl_ms = self.check(resource, ttl)?;
         let terms = Terms::Retries(self.config.retry_count);
-        self.pursue(Keys::One(resource), ttl_ms, terms)
+        let started = crate::clock::now();
+        waited(self.pursue(Keys::One(resource), ttl_ms, terms), started)
     }
 
     /// Acquires `resource` for `ttl`, trying again until `deadline`, and
@@ -370,10 +372,12 @@ impl Redlock {
         let resource = resource.as_ref();
         let ttl_ms = self.check(resource, ttl)?;
         let deadline = crate::clock::from_std(deadline);
-        if crate::clock::now() >= deadline {
+        let started = crate::clock::now();
+        if started >= deadline {
             return Err(Error::DeadlinePassed);
         }
-        self.pursue(Keys::One(resource), ttl_ms, Terms::Deadline(deadline))
+        let result = self.pursue(Keys::One(resource), ttl_ms, Terms::Deadline(deadline));
+        waited(result, started)
     }
 
     /// Acquires `resource` as [`lock`](Self::lock) does and returns a guard
@@ -548,6 +552,17 @@ impl Redlock {
     }
 }
 
+/// The result of a call that waited for a lock since `started`: an error's
+/// report says how long the call waited, beside its last attempt's time.
+pub(super) fn waited(result: Result<Lock, Error>, started: Instant) -> Result<Lock, Error> {
+    result.map_err(|mut error| {
+        if let Some(report) = error.report_mut() {
+            report.set_waited(crate::clock::now().saturating_duration_since(started));
+        }
+        error
+    })
+}
+
 /// Checks a TTL against the configuration; the TTL in milliseconds.
 fn check_ttl(config: &builder::Config, ttl: Duration) -> Result<u64, Error> {
     check_ttl_for(
@@ -596,11 +611,13 @@ pub(super) fn check_ttl_for(
     }
     let whole = Duration::from_millis(ttl_ms);
     if whole <= request_timeout {
-        return invalid("not longer than the request timeout");
+        return invalid("it must be longer than the request timeout (Builder::request_timeout)");
     }
     let drift = rules::drift(whole, drift_factor);
     if rules::validity(whole, request_timeout, drift).is_none() {
-        return invalid("no validity would be left after the request timeout and drift");
+        return invalid(
+            "too short: no validity would be left after the request timeout and the drift allowance (use a longer TTL or a shorter request timeout)",
+        );
     }
     if longest.is_some_and(|longest| ttl > longest) {
         // Both rest on it: a longer lock (or extension) could outlive a

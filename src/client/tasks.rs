@@ -388,7 +388,8 @@ impl Redlock {
         let resource = resource.as_ref();
         let ttl_ms = self.check(resource, ttl)?;
         let terms = Terms::Retries(self.config.retry_count);
-        self.pursue_async(resource, ttl_ms, terms).await
+        let started = crate::clock::now();
+        super::waited(self.pursue_async(resource, ttl_ms, terms).await, started)
     }
 
     /// [`lock_until`](Self::lock_until) as a future: completes by
@@ -407,11 +408,14 @@ impl Redlock {
         let resource = resource.as_ref();
         let ttl_ms = self.check(resource, ttl)?;
         let deadline = crate::clock::from_std(deadline);
-        if crate::clock::now() >= deadline {
+        let started = crate::clock::now();
+        if started >= deadline {
             return Err(Error::DeadlinePassed);
         }
-        self.pursue_async(resource, ttl_ms, Terms::Deadline(deadline))
-            .await
+        let result = self
+            .pursue_async(resource, ttl_ms, Terms::Deadline(deadline))
+            .await;
+        super::waited(result, started)
     }
 
     /// [`pursue`](Self::pursue) as a future: the waits between attempts

@@ -208,7 +208,12 @@ fn a_loss_found_by_the_release_fails_the_call() {
         delete_on(&cluster, &[1, 2], b"lose-late");
         keeper.is_lost()
     });
-    assert!(matches!(outcome, Err(Error::Lost)), "{outcome:?}");
+    let Err(lost @ Error::Lost) = outcome else {
+        panic!("the call hid the loss: {outcome:?}");
+    };
+    let text = lost.to_string();
+    assert!(text.contains("lost while the work ran"), "{text}");
+    assert!(!lost.is_retryable(), "{text}");
     assert_eq!(changes.standings(), [Standing::Lost]);
     let stats = redlock.stats();
     assert_eq!(stats.releases, 1, "{stats:?}");

@@ -197,7 +197,18 @@ fn a_batch_past_the_cap_is_busy_for_the_rest() {
     let results = redlock.try_lock_many(&names, TTL).expect("a valid batch");
     assert!(results[0].is_ok() && results[1].is_ok(), "{results:?}");
     match &results[2] {
-        Err(error @ Error::TooManyInFlight { limit: 2 }) => assert!(error.is_retryable()),
+        Err(error @ Error::TooManyInFlight { limit: 2 }) => {
+            assert!(error.is_retryable());
+            // Says what it is (not a held lock) and what changes it.
+            let text = error.to_string();
+            for needle in [
+                "too many rounds in flight",
+                "max_in_flight",
+                "nothing was sent",
+            ] {
+                assert!(text.contains(needle), "{needle:?} missing from {text}");
+            }
+        }
         other => panic!("expected TooManyInFlight, got {other:?}"),
     }
     for i in 0..cluster.len() {
