@@ -856,8 +856,21 @@ fn help_lists_exit_statuses_and_environment() {
             "REDLOCK_RESOURCE",
             "REDLOCK_TOKEN",
             "REDLOCK_FENCE",
+            // The TLS options apart, and the TLS scheme among the address forms.
+            "TLS options (rediss:// masters):",
+            "rediss://… (TLS",
         ] {
             assert!(help.contains(needle), "{args:?}: no {needle:?} in\n{help}");
+        }
+        let tls = help
+            .find("TLS options (rediss:// masters):")
+            .expect("a TLS heading");
+        for option in ["--ca-file", "--cert", "--key"] {
+            let at = help.find(option).expect("the option is listed");
+            assert!(
+                at > tls,
+                "{args:?}: {option} listed before the TLS heading:\n{help}"
+            );
         }
     }
 }
