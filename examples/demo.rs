@@ -323,10 +323,12 @@ fn print_report(report: &Report, urls: &[String]) {
         let state = match state {
             NodeState::Ok => ok.to_owned(),
             NodeState::Refused => refused.to_owned(),
-            NodeState::Pending => "not waited for (decided early)".to_owned(),
+            NodeState::Pending => "answer not needed (decided without it)".to_owned(),
             NodeState::TimedOut => "timed out".to_owned(),
             NodeState::Failed(error) => error.to_string(),
-            NodeState::Quarantined => format!("{ok}, but quarantined (not counted)"),
+            NodeState::Quarantined => {
+                format!("{ok}, but not counted: restarted within the longest TTL")
+            }
             _ => format!("{state:?}"),
         };
         let url = urls.get(i).map_or("?", String::as_str);

@@ -181,9 +181,12 @@ impl fmt::Display for ConfigError {
                 ready,
                 failures,
             } => {
+                let n = ready + failures.len();
                 write!(
                     f,
-                    "{ready} masters completed the handshake, {required} required:"
+                    "{ready} of {n} {} completed the handshake within the connect timeout, \
+                     {required} required; not ready:",
+                    masters(n)
                 )?;
                 for (i, (master, error)) in failures.iter().enumerate() {
                     let sep = if i == 0 { " " } else { "; " };
@@ -264,9 +267,13 @@ pub enum Error {
         /// How many were given.
         count: usize,
     },
-    /// No quorum: other clients hold the resource on some nodes (at least
-    /// one refused, and the unreachable nodes alone would not have
-    /// prevented a quorum).
+    /// No quorum: other clients hold the resource on some masters (at
+    /// least one refused, and the unreachable masters alone would not
+    /// have prevented a quorum). Also what a call that waits
+    /// ([`lock`](crate::Redlock::lock),
+    /// [`lock_until`](crate::Redlock::lock_until), their guard, async and
+    /// scoped forms) returns when its attempts or its deadline ran out
+    /// while another client held the resource.
     Contended(Box<Report>),
     /// No quorum: so many nodes failed, timed out or were quarantined (see
     /// [`Builder::restart_guard`](crate::Builder::restart_guard)) that a
@@ -307,11 +314,25 @@ pub enum Error {
     /// [`lock_until`](crate::Redlock::lock_until): the deadline had
     /// already passed; the masters were not asked.
     DeadlinePassed,
-    /// The client had as many rounds in flight as
+    /// [`with_lock`](crate::Redlock::with_lock) or
+    /// [`with_lock_async`](crate::Redlock::with_lock_async): the lock was
+    /// lost while the work ran (its keeper's standing became
+    /// [`Standing::Lost`](crate::Standing::Lost): a quorum of masters said
+    /// its token no longer owned the resource, at an extension or at the
+    /// release; or its validity ran out before an extension got through;
+    /// or the hold limit was reached). The work's value was dropped: part
+    /// of the work may have run after another client could take the lock.
+    /// Not counted as retryable: whether the work may simply run again is
+    /// the caller's to decide.
+    Lost,
+    /// Too many rounds in flight on this client, not a lock held by
+    /// another: the client had as many rounds in flight as
     /// [`Builder::max_in_flight`](crate::Builder::max_in_flight) allows
-    /// for a whole request timeout: nothing was sent (a lock is
-    /// unchanged). Retryable.
-    Busy {
+    /// for a whole request timeout, so nothing was sent (a lock is
+    /// unchanged). Retryable; if it comes often, raise `max_in_flight`
+    /// or make fewer calls at once. (A lock that another client holds is
+    /// [`Contended`](Error::Contended), also when a wait for it runs out.)
+    TooManyInFlight {
         /// The cap on rounds in flight.
         limit: usize,
     },
@@ -323,6 +344,19 @@ pub enum Error {
 impl Error {
     /// The per-node report, for errors that come from a round.
     pub fn report(&self) -> Option<&Report> {
+        match self {
+            Error::Contended(report)
+            | Error::Unavailable(report)
+            | Error::TooSlow(report)
+            | Error::Misconfigured(report)
+            | Error::NotHeld(report)
+            | Error::Unfenced(report) => Some(report),
+            _ => None,
+        }
+    }
+
+    /// The per-node report, for errors that come from a round, to add to.
+    pub(crate) fn report_mut(&mut self) -> Option<&mut Report> {
         match self {
             Error::Contended(report)
             | Error::Unavailable(report)
@@ -358,7 +392,7 @@ impl Error {
                 | Error::Unavailable(_)
                 | Error::TooSlow(_)
                 | Error::Unfenced(_)
-                | Error::Busy { .. }
+                | Error::TooManyInFlight { .. }
         )
     }
 }
@@ -383,16 +417,31 @@ impl fmt::Display for Error {
                 crate::commands::MAX_KEYS,
                 crate::MAX_BATCH
             ),
-            Error::Contended(report) => write!(f, "resource held by another client: {report}"),
-            Error::Unavailable(report) => write!(f, "majority of masters unreachable: {report}"),
-            Error::TooSlow(report) => write!(f, "round too slow, no validity left: {report}"),
+            Error::Contended(report) => write!(
+                f,
+                "held by another client (refused by {} of {} {}, {} must grant): {report}",
+                report.refused(),
+                report.nodes().len(),
+                masters(report.nodes().len()),
+                report.quorum(),
+            ),
+            Error::Unavailable(report) => unavailable(f, report),
+            Error::TooSlow(report) => write!(
+                f,
+                "the masters agreed, but too late: the attempt took {:?} and left no validity \
+                 of the TTL (use a longer TTL or a shorter request timeout): {report}",
+                report.elapsed()
+            ),
             Error::Misconfigured(report) => write!(
                 f,
                 "{} of {} masters refuse this client's configuration (not retried): {report}",
                 report.misconfigured(),
                 report.nodes().len()
             ),
-            Error::NotHeld(report) => write!(f, "lock not held: {report}"),
+            Error::NotHeld(report) => write!(
+                f,
+                "lock not held any more (it expired, or was released or deleted): {report}"
+            ),
             Error::Unfenced(report) => {
                 write!(f, "no fence could be given, no lock taken: {report}")
             }
@@ -401,9 +450,15 @@ impl fmt::Display for Error {
             Error::DeadlinePassed => {
                 f.write_str("the deadline had passed before the first attempt")
             }
-            Error::Busy { limit } => write!(
+            Error::Lost => f.write_str(
+                "the lock was lost while the work ran (the masters no longer held it for this \
+                 client): another client may have taken it; the work's result was dropped",
+            ),
+            Error::TooManyInFlight { limit } => write!(
                 f,
-                "client busy: {limit} rounds in flight (its cap) for a whole request timeout; nothing sent"
+                "too many rounds in flight on this client: {limit}, its cap (Builder::max_in_flight), \
+                 for a whole request timeout; nothing was sent (try again, raise max_in_flight, or \
+                 make fewer calls at once)"
             ),
             Error::Io(kind) => write!(f, "event poller failed: {kind}"),
         }
@@ -411,6 +466,36 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+/// "master" or "masters", for `n` of them.
+fn masters(n: usize) -> &'static str {
+    if n == 1 { "master" } else { "masters" }
+}
+
+/// Too few masters reachable for a quorum: how many were, how many were
+/// needed, and what to check.
+fn unavailable(f: &mut fmt::Formatter<'_>, report: &Report) -> fmt::Result {
+    let n = report.nodes().len();
+    let reachable = n - report.unreachable();
+    write!(
+        f,
+        "no quorum: {reachable} of {n} {} reachable, {} needed",
+        masters(n),
+        report.quorum()
+    )?;
+    match report.quarantined() {
+        0 => {}
+        // Reachable, but their grants do not count.
+        q => write!(
+            f,
+            ", and {q} of those restarted within the longest TTL (the restart guard does not count them)"
+        )?,
+    }
+    write!(
+        f,
+        "; check that the others are running and reachable from this host: {report}"
+    )
+}
 
 impl From<io::Error> for Error {
     fn from(error: io::Error) -> Error {

@@ -163,7 +163,7 @@
 //! [`Builder::max_in_flight`](crate::Builder::max_in_flight) rounds (256
 //! by default) are in flight; past that a call waits for a slot up to a
 //! request timeout and then fails with
-//! [`Error::Busy`](crate::Error::Busy), having sent nothing.
+//! [`Error::TooManyInFlight`](crate::Error::TooManyInFlight), having sent nothing.
 //!
 //! Do not use a client across `fork()`: parent and child would share its
 //! sockets. Should it happen, the token generator notices the new process

@@ -1,9 +1,11 @@
 //! A client for [Redlock], the distributed lock over N independent Redis or
-//! Valkey masters, built for low latency: every round goes to all masters
-//! in one event-loop tick and returns as soon as its outcome is certain.
-//! The lock rules and each master's protocol session are state machines
-//! free of I/O; a `mio` engine drives them for blocking, async and embedded
-//! callers alike. The library depends on no async runtime.
+//! Valkey masters, built for low latency: every *round* (one attempt at an
+//! acquire, an extend or a release: the command sent to every master at
+//! once, and their replies) goes to all masters in one event-loop tick and
+//! returns as soon as its outcome is certain. The lock rules and each
+//! master's protocol session are state machines free of I/O; a `mio`
+//! engine drives them for blocking, async and embedded callers alike. The
+//! library depends on no async runtime.
 //!
 //! [Redlock]: https://redis.io/docs/latest/develop/use/patterns/distributed-locks/
 //!
@@ -11,9 +13,9 @@
 //!
 //! | job | use |
 //! |---|---|
-//! | a tokio service, or tasks on any executor | one client shared by every task (in an [`Arc`](std::sync::Arc)): [`lock_async`](Redlock::lock_async), [`try_lock_async`](Redlock::try_lock_async), [`extend_async`](Redlock::extend_async), [`unlock_async`](Redlock::unlock_async); [`lock_guard_async`](Redlock::lock_guard_async) releases on drop |
-//! | a thread pool | one [`Redlock`] shared by every thread (in an [`Arc`](std::sync::Arc), or borrowed by scoped threads): [`lock`](Redlock::lock), [`try_lock`](Redlock::try_lock), [`lock_until`](Redlock::lock_until), [`lock_guard`](Redlock::lock_guard) |
-//! | a long job that must keep its lock | [`with_lock`](Redlock::with_lock) (a closure) or [`with_lock_async`](Redlock::with_lock_async) (a future): the lock is extended while the work runs and released at its end; or [`keep`](Redlock::keep) a lock and watch its [`Keeper`] |
+//! | a tokio service, or tasks on any executor | one client shared by every task (in an [`Arc`](std::sync::Arc)): [`lock_guard_until_async`](Redlock::lock_guard_until_async) waits up to a deadline and releases on drop, or [`lock_until_async`](Redlock::lock_until_async) then [`unlock_async`](Redlock::unlock_async); [`lock_async`](Redlock::lock_async) and [`lock_guard_async`](Redlock::lock_guard_async) try a few times, [`try_lock_async`](Redlock::try_lock_async) once; [`extend_async`](Redlock::extend_async) |
+//! | a thread pool | one [`Redlock`] shared by every thread (in an [`Arc`](std::sync::Arc), or borrowed by scoped threads): [`lock_guard_until`](Redlock::lock_guard_until) (wait up to a deadline, release on drop), [`lock_until`](Redlock::lock_until), [`lock_guard`](Redlock::lock_guard), [`lock`](Redlock::lock), [`try_lock`](Redlock::try_lock); [`LockGuard::new`] guards a lock taken otherwise |
+//! | a long job that must keep its lock | [`with_lock`](Redlock::with_lock) (a closure) or [`with_lock_async`](Redlock::with_lock_async) (a future): the lock is extended while the work runs, released at its end, and the call fails with [`Error::Lost`] if the lock was lost meanwhile; or [`keep`](Redlock::keep) a lock and watch its [`Keeper`] |
 //! | writes that a stale holder must not make | [`Builder::fencing`], then send [`Lock::fence`] with every write ([`fencing`]) |
 //! | several resources at once | [`try_lock_all`](Redlock::try_lock_all) (all or nothing), [`try_lock_many`](Redlock::try_lock_many) (a batch of separate locks) |
 //! | shell scripts and cron jobs | `redlock run RESOURCE -- COMMAND`, the command-line tool ([`operations`](crate::operations#the-redlock-command)) |
@@ -22,7 +24,7 @@
 //! # A first lock
 //!
 //! ```no_run
-//! use std::time::Duration;
+//! use std::time::{Duration, Instant};
 //! use redlock_mio::{Error, Redlock};
 //!
 //! let redlock = Redlock::builder([
@@ -32,26 +34,52 @@
 //! ])
 //! .build()?;
 //!
-//! match redlock.lock("orders:42", Duration::from_secs(10)) {
-//!     Ok(mut lock) => {
+//! // Wait for the lock at most 500 ms; the guard releases it when dropped,
+//! // also on an early return (`?`) or a panic.
+//! let deadline = Instant::now() + Duration::from_millis(500);
+//! match redlock.lock_guard_until("orders:42", Duration::from_secs(10), deadline) {
+//!     Ok(guard) => {
 //!         // Work while the lock is valid; check before each step.
-//!         assert!(lock.validity() > Duration::from_secs(9));
-//!         redlock.unlock(&mut lock)?;
+//!         assert!(guard.validity() > Duration::from_secs(9));
+//!         guard.release()?; // or let it drop
 //!     }
-//!     Err(Error::Contended(report)) => eprintln!("held by another client: {report}"),
+//!     Err(Error::Contended(report)) => eprintln!("still held by another client: {report}"),
 //!     Err(other) => return Err(other.into()),
 //! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! [`lock`](Redlock::lock) tries up to four times, and
-//! [`lock_until`](Redlock::lock_until) until a deadline: between attempts a
-//! waiter is queued on the masters, and the release that frees the lock
-//! hands it over and tells the waiter, within about a round trip
-//! ([`how_it_works`](crate::how_it_works#waiting-for-a-contended-lock));
-//! [`try_lock`](Redlock::try_lock) tries once, within one request timeout. The [`Lock`] knows until when it may be trusted
+//! # When the lock is held
+//!
+//! [`try_lock`](Redlock::try_lock) tries once, within one request timeout,
+//! and fails with [`Error::Contended`] if another client holds the
+//! resource. The calls that wait are queued on the masters by their
+//! refused attempts; the release that frees the lock *hands it over* to
+//! the first caller in the queue: it reserves the key for that caller and
+//! *tells* its client (a message on the connection the client already
+//! has), which then wins the lock by its own round, within about a round
+//! trip of the release. A waiter nobody tells (the holder crashed) tries
+//! again when the holder's key expires, or after a retry delay
+//! ([`how_it_works`](crate::how_it_works#waiting-for-a-contended-lock)):
+//!
+//! - [`lock_until`](Redlock::lock_until) (and
+//!   [`lock_guard_until`](Redlock::lock_guard_until), their async forms)
+//!   waits until a deadline of yours, and returns by it: the usual choice.
+//! - [`lock`](Redlock::lock) (and [`lock_guard`](Redlock::lock_guard),
+//!   [`lock_async`](Redlock::lock_async), [`with_lock`](Redlock::with_lock))
+//!   makes up to [`retry_count`](Builder::retry_count)` + 1` attempts (4 by
+//!   default), at most a [retry delay](Builder::retry_delay) apart (200 ms ±
+//!   100 ms): with the defaults, about a second at most (4 request timeouts
+//!   of 50 ms and 3 delays of at most 300 ms).
+//!
+//! Either fails with [`Error::Contended`] once its time or its attempts
+//! run out while another client holds the lock; the error's
+//! [report](crate::rules::Report::waited) says how long it waited. The
+//! [`Lock`] knows until when it may be trusted
 //! ([`validity`](Lock::validity)); after every outcome it claims no more
-//! than the masters granted.
+//! than the masters granted. Dropping a [`Lock`] releases nothing (the
+//! masters keep it until its TTL): [`unlock`](Redlock::unlock) it, or hold
+//! it in a guard.
 //!
 //! # One client for a whole process
 //!
@@ -107,13 +135,14 @@
 //! A job that may outlast any TTL you would choose keeps its lock alive:
 //! the scoped [`with_lock`](Redlock::with_lock) (blocking, a closure) and
 //! [`with_lock_async`](Redlock::with_lock_async) (a future) extend the lock
-//! while the work runs and release it at the end;
+//! while the work runs and release it at the end, and fail with
+//! [`Error::Lost`] if the lock was lost meanwhile;
 //! [`keep`](Redlock::keep) hands a lock to a [`Keeper`], whose thread
 //! extends it every `ttl / 3` ([`KeepOptions`] sets the period, a hold
-//! limit and a callback). The keeper tells at once how the lock
-//! [stands](Standing): at risk when an extension missed a quorum, lost when
-//! the masters no longer hold it, released (not lost) at the end of a
-//! normal holding. Check it before each step of the work:
+//! limit and a callback). The keeper says at once how the lock stands, its
+//! [*standing*](Standing): held, at risk when an extension missed a
+//! quorum, lost when the masters no longer hold it, released (not lost) at
+//! the end of a normal holding. Check it before each step of the work:
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -170,18 +199,20 @@
 //! masters that answer but refuse the client: a wrong password, a replica;
 //! masters merely down are retried later, see [`operations`]). A lock
 //! operation fails with an [`Error`]; those that come from a round carry a
-//! [report](Error::report) of what each master did, named by its address
-//! with the password masked.
+//! *report* ([`Error::report`]): what each master did in that round (granted,
+//! refused, failed and why, or not needed once the outcome was certain),
+//! each named by its address with the password masked.
 //!
 //! | error | means | then |
 //! |---|---|---|
-//! | [`Error::Contended`] | another client holds the resource | try again later ([`lock`](Redlock::lock) does) |
-//! | [`Error::Unavailable`] | too few masters answered for a quorum | try again later; look at the report |
+//! | [`Error::Contended`] | another client holds the resource; also a wait ([`lock`](Redlock::lock), [`lock_until`](Redlock::lock_until)) that ran out | try again later, or wait longer |
+//! | [`Error::Unavailable`] | too few masters reachable for a quorum | try again later; the report says what each failed with |
 //! | [`Error::TooSlow`] | a quorum agreed, but no validity was left | try again; a longer TTL, or a shorter request timeout |
 //! | [`Error::Misconfigured`] | masters refuse the client: a password, an ACL, a replica, a cluster node | fix the configuration; not retried |
 //! | [`Error::Unfenced`] | a fenced acquire got no fence | try again later ([`fencing`]) |
 //! | [`Error::NotHeld`] | extend or unlock: the token no longer owns the resource | the lock is gone |
-//! | [`Error::Busy`] | the client's cap of rounds in flight was reached for a whole request timeout | try again later |
+//! | [`Error::Lost`] | [`with_lock`](Redlock::with_lock): the lock was lost while the work ran | check what the work did before running it again |
+//! | [`Error::TooManyInFlight`] | this client had its cap of rounds in flight ([`Builder::max_in_flight`]) for a whole request timeout; not a held lock | try again later; raise the cap |
 //!
 //! [`Error::is_retryable`] tells the two kinds apart. Resource names are
 //! bytes (up to [`MAX_RESOURCE_LEN`]); names under `redlock-mio:` are the
@@ -202,7 +233,7 @@
 //! | [`require_handshakes`](Builder::require_handshakes) | none required |
 //! | [`identify_masters`](Builder::identify_masters): refuse replicas, cluster nodes, a server listed twice | on |
 //! | [`wake_on_release`](Builder::wake_on_release): a release tells the waiter it hands the lock to | on |
-//! | [`restart_guard`](Builder::restart_guard), [`fencing`](Builder::fencing) | off |
+//! | [`restart_guard`](Builder::restart_guard): a master that restarted is not counted (*quarantined*) for the longest TTL; [`fencing`](Builder::fencing) | off |
 //! | tuning: [`max_in_flight`](Builder::max_in_flight), [`async_spin`](Builder::async_spin), [`yield_to_local_masters`](Builder::yield_to_local_masters) | 256, 1 ms, on |
 //!
 //! Addresses are `redis://[[user]:password@]host[:port][/db]`, `rediss://…`
@@ -213,7 +244,7 @@
 //! | feature | what it adds |
 //! |---|---|
 //! | `tls` | `rediss://` addresses over rustls (the system's roots by default; `Builder::tls_config` for a private CA or a client certificate) |
-//! | `tracing` | a `tracing` span per round, events for connects, dropped connections and quarantines |
+//! | `tracing` | a `tracing` span per round, events for connects, dropped connections and quarantined masters |
 //! | `metrics` | round latency histograms and counters through the `metrics` facade |
 //!
 //! All are off by default; with them off, nothing of them is compiled in.

@@ -57,6 +57,14 @@ const EX_OSERR: u8 = 71;
 /// Exit status when the masters refuse the configuration (`EX_CONFIG`).
 const EX_CONFIG: u8 = 78;
 
+/// The heading of the TLS options in `--help`: they apply to `rediss://`
+/// masters only.
+const TLS_HEADING: &str = "TLS options (rediss:// masters)";
+
+/// `--request-timeout` when not given, as `--help` and the messages show
+/// it.
+const DEFAULT_REQUEST_TIMEOUT: &str = "200ms";
+
 /// The end of `--help`: exit statuses and environment.
 const AFTER_HELP: &str = "\
 Exit status of run:
@@ -101,7 +109,7 @@ leave the group (setsid, daemons) are not followed. From a terminal, the
 command gets the terminal (it can read from it; Ctrl-C and Ctrl-Z reach it);
 while it is stopped, the lock is not extended.";
 
-/// A distributed flock(1) over N independent Redis masters (Redlock).
+/// A distributed flock(1) over N independent Redis or Valkey masters (Redlock).
 #[derive(Parser, Debug)]
 #[command(name = "redlock", version, after_help = AFTER_HELP)]
 struct Cli {
@@ -111,23 +119,25 @@ struct Cli {
         env = "REDLOCK_SERVERS",
         hide_env_values = true,
         global = true,
-        help = "The masters: redis://[[user]:password@]host[:port][/db] or \
-                unix:///path?db=N, separated by commas or spaces"
+        help = "The masters, separated by commas or spaces: \
+                redis://[[user]:password@]host[:port][/db], \
+                rediss://… (TLS: see the TLS options), or unix:///path?db=N"
     )]
     servers: Option<String>,
-    /// Time each master has to answer one round.
-    #[arg(long, default_value = "200ms", value_parser = parse_duration, global = true)]
+    /// How long each master has to answer one request (an attempt at the
+    /// lock, an extension, the release); --ttl must be longer.
+    #[arg(long, default_value = DEFAULT_REQUEST_TIMEOUT, value_parser = parse_duration, global = true)]
     request_timeout: Duration,
-    /// For rediss:// masters: PEM file of the CA certificates to trust
-    /// (default: the system's roots).
-    #[arg(long, env = "REDLOCK_CA_FILE", global = true)]
+    /// PEM file of the CA certificates that signed the masters'
+    /// certificates (default: the system's roots).
+    #[arg(long, env = "REDLOCK_CA_FILE", global = true, hide_env_values = true, help_heading = TLS_HEADING)]
     ca_file: Option<std::path::PathBuf>,
-    /// For rediss:// masters that ask for one: PEM client certificate
-    /// (chain), with --key.
-    #[arg(long, env = "REDLOCK_CERT", requires = "key", global = true)]
+    /// PEM client certificate (chain), for masters that ask for one; with
+    /// --key.
+    #[arg(long, env = "REDLOCK_CERT", requires = "key", global = true, hide_env_values = true, help_heading = TLS_HEADING)]
     cert: Option<std::path::PathBuf>,
     /// The client certificate's PEM private key.
-    #[arg(long, env = "REDLOCK_KEY", requires = "cert", global = true)]
+    #[arg(long, env = "REDLOCK_KEY", requires = "cert", global = true, hide_env_values = true, help_heading = TLS_HEADING)]
     key: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Sub,

@@ -79,6 +79,10 @@ pub(crate) fn run(
     // From here on SIGINT, SIGTERM and SIGHUP no longer end redlock: they
     // are taken into account where it is safe (between attempts, before
     // the command starts, while it runs).
+    if let Err(message) = check_ttl(args.ttl, request_timeout) {
+        eprintln!("redlock: {message}");
+        return EX_USAGE;
+    }
     if let Err(e) = process::catch_signals() {
         eprintln!("redlock: cannot catch signals: {e}");
         return EX_OSERR;
@@ -181,6 +185,25 @@ pub(crate) fn run(
         End::Signalled(signo) => signal_exit_code(signo),
         End::Lost => args.lost_exit_code,
     }
+}
+
+/// Refuses a `--ttl` that is not longer than the request timeout before
+/// anything connects, naming both flags (the library would refuse it too,
+/// in its own words, after connecting).
+fn check_ttl(ttl: Duration, request_timeout: Duration) -> Result<(), String> {
+    if ttl > request_timeout {
+        return Ok(());
+    }
+    let which =
+        if crate::duration::parse_duration(crate::DEFAULT_REQUEST_TIMEOUT) == Ok(request_timeout) {
+            "the default of --request-timeout"
+        } else {
+            "--request-timeout"
+        };
+    Err(format!(
+        "--ttl {ttl:?} is too short: it must be longer than the request timeout, \
+         {request_timeout:?} ({which}); give a longer --ttl, or a shorter --request-timeout"
+    ))
 }
 
 /// Tries for the lock until `--wait` has passed: the last attempt starts

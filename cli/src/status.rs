@@ -8,6 +8,7 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use redlock_mio::resp::{Arg, Decoder, Status, Token, encode_command};
+use redlock_mio::rules::{NodeError, ServerError};
 use redlock_mio::rustls::pki_types::ServerName;
 use redlock_mio::rustls::{ClientConnection, StreamOwned};
 use redlock_mio::{Endpoint, ServerAddr};
@@ -21,10 +22,12 @@ enum Holding {
     Held { value: Vec<u8>, pttl_ms: i64 },
 }
 
-/// Prints one line per master; returns the exit status: 0 if a quorum
-/// holds the key (with `token`, that token), 1 if not; if fewer than a
-/// quorum answered, 78 when the masters that refuse the login (wrong
-/// password, missing ACL permission) leave too few for a quorum, else 69.
+/// Prints one line per master, a failure worded as `run` words it (the
+/// library's [`NodeError`]); returns the exit status: 0 if a quorum holds
+/// the key (with `token`, that token), 1 if not; if fewer than a quorum
+/// answered, 78 when the masters that refuse the configuration (wrong
+/// password, missing ACL permission, a refused certificate) leave too few
+/// for a quorum, else 69.
 pub(crate) fn show(
     urls: &[String],
     resource: &str,
@@ -75,9 +78,10 @@ pub(crate) fn show(
                 println!("{addr}: held by {owner}, {ttl}");
             }
             Err(e) => {
-                if e.kind() == io::ErrorKind::PermissionDenied {
+                if e.is_configuration() {
                     refused += 1;
                 }
+                // Worded as `run` words it: the library's own message.
                 println!("{addr}: {e}");
             }
         }
@@ -110,35 +114,62 @@ fn unhex(text: &str) -> Result<Vec<u8>, String> {
 trait Stream: Read + Write {}
 impl<T: Read + Write> Stream for T {}
 
-fn connect(addr: &ServerAddr, tls: Option<&super::tls::Config>) -> io::Result<Box<dyn Stream>> {
+/// A failed read or write: a timeout is a master that does not answer.
+fn io_failed(error: &io::Error) -> NodeError {
+    match error.kind() {
+        io::ErrorKind::WouldBlock => NodeError::Io(io::ErrorKind::TimedOut),
+        kind => NodeError::Io(kind),
+    }
+}
+
+fn connect(
+    addr: &ServerAddr,
+    tls: Option<&super::tls::Config>,
+) -> Result<Box<dyn Stream>, NodeError> {
+    let connect_failed = |e: io::Error| NodeError::Connect(e.kind());
     Ok(match addr.endpoint() {
         Endpoint::Tcp(socket) => {
-            let stream = TcpStream::connect_timeout(socket, TIMEOUT)?;
-            stream.set_read_timeout(Some(TIMEOUT))?;
-            stream.set_write_timeout(Some(TIMEOUT))?;
+            let stream = TcpStream::connect_timeout(socket, TIMEOUT).map_err(connect_failed)?;
+            stream
+                .set_read_timeout(Some(TIMEOUT))
+                .and_then(|()| stream.set_write_timeout(Some(TIMEOUT)))
+                .map_err(|e| io_failed(&e))?;
             match (addr.tls_name(), tls) {
                 (None, _) => Box::new(stream),
                 (Some(name), Some(config)) => {
                     let name = ServerName::try_from(name.to_owned())
-                        .map_err(|e| io::Error::other(format!("server name: {e}")))?;
+                        .map_err(|e| NodeError::Tls(format!("server name: {e}").into()))?;
                     let session = ClientConnection::new(config.clone(), name)
-                        .map_err(|e| io::Error::other(format!("TLS: {e}")))?;
+                        .map_err(|e| NodeError::Tls(e.to_string().into()))?;
                     Box::new(StreamOwned::new(session, stream))
                 }
                 (Some(_), None) => {
-                    return Err(io::Error::other(
-                        "status over TLS needs --ca-file (the CA that signed the servers)",
+                    return Err(NodeError::Tls(
+                        "status over TLS needs --ca-file (the CA that signed the servers)".into(),
                     ));
                 }
             }
         }
         Endpoint::Unix(path) => {
-            let stream = UnixStream::connect(path)?;
-            stream.set_read_timeout(Some(TIMEOUT))?;
-            stream.set_write_timeout(Some(TIMEOUT))?;
+            let stream = UnixStream::connect(path).map_err(connect_failed)?;
+            stream
+                .set_read_timeout(Some(TIMEOUT))
+                .and_then(|()| stream.set_write_timeout(Some(TIMEOUT)))
+                .map_err(|e| io_failed(&e))?;
             Box::new(stream)
         }
     })
+}
+
+/// A read or write's failure: over TLS, rustls's own errors (a refused
+/// certificate) come through as `InvalidData` with its message.
+fn stream_failed(error: &io::Error, tls: bool) -> NodeError {
+    match (error.kind(), error.get_ref()) {
+        (io::ErrorKind::InvalidData, Some(inner)) if tls => {
+            NodeError::Tls(inner.to_string().into())
+        }
+        _ => io_failed(error),
+    }
 }
 
 /// `AUTH`/`SELECT` as needed, then `GET` and `PTTL`, in one write.
@@ -146,24 +177,30 @@ fn query(
     addr: &ServerAddr,
     resource: &[u8],
     tls: Option<&super::tls::Config>,
-) -> io::Result<Holding> {
+) -> Result<Holding, NodeError> {
     let mut stream = connect(addr, tls)?;
+    let over_tls = addr.tls_name().is_some();
     let mut out = Vec::new();
-    let mut replies = 2;
+    // Replies to the handshake's commands come first: an error there is
+    // the configuration's (a password, a database number).
+    let mut handshake = 0;
     if let Some(password) = addr.password() {
         match addr.user() {
             Some(user) => encode_command(&mut out, &["AUTH".into(), user.into(), password.into()]),
             None => encode_command(&mut out, &["AUTH".into(), password.into()]),
         }
-        replies += 1;
+        handshake += 1;
     }
     if addr.db() != 0 {
         encode_command(&mut out, &["SELECT".into(), addr.db().into()]);
-        replies += 1;
+        handshake += 1;
     }
+    let replies = handshake + 2;
     encode_command(&mut out, &["GET".into(), Arg::Bytes(resource)]);
     encode_command(&mut out, &["PTTL".into(), Arg::Bytes(resource)]);
-    stream.write_all(&out)?;
+    stream
+        .write_all(&out)
+        .map_err(|e| stream_failed(&e, over_tls))?;
 
     let mut decoder = Decoder::new();
     let mut input = Vec::new();
@@ -179,47 +216,42 @@ fn query(
                         Token::Integer(n) => Answer::Int(n),
                         Token::Null(_) => Answer::Nil,
                         Token::Error(message) => {
-                            // A refused login or permission: the
-                            // configuration, not the server's state.
-                            let code = message.split(|&b| b == b' ').next().unwrap_or(&[]);
-                            let kind = match code {
-                                b"WRONGPASS" | b"NOAUTH" | b"NOPERM" => {
-                                    io::ErrorKind::PermissionDenied
-                                }
-                                _ => io::ErrorKind::Other,
-                            };
-                            return Err(io::Error::new(
-                                kind,
-                                format!("server error: {}", String::from_utf8_lossy(message)),
-                            ));
+                            let error = ServerError::new(message);
+                            return Err(if answers.len() < handshake {
+                                NodeError::Handshake(error)
+                            } else {
+                                NodeError::Server(error)
+                            });
                         }
-                        _ => return Err(io::Error::other("unexpected reply")),
+                        _ => return Err(NodeError::UnexpectedReply),
                     };
                     let len = item.len;
                     input.drain(..len);
                     answers.push(answer);
                 }
                 Ok(Status::Partial) => break,
-                Err(e) => return Err(io::Error::other(format!("protocol error: {e}"))),
+                Err(e) => return Err(NodeError::Protocol(e)),
             }
         }
         if answers.len() >= replies {
             break;
         }
-        let n = stream.read(&mut chunk)?;
+        let n = stream
+            .read(&mut chunk)
+            .map_err(|e| stream_failed(&e, over_tls))?;
         if n == 0 {
-            return Err(io::Error::other("connection closed"));
+            return Err(NodeError::Closed);
         }
         input.extend_from_slice(&chunk[..n]);
     }
     let pttl_ms = match answers.pop() {
         Some(Answer::Int(n)) => n,
-        _ => return Err(io::Error::other("unexpected PTTL reply")),
+        _ => return Err(NodeError::UnexpectedReply),
     };
     match answers.pop() {
         Some(Answer::Nil) => Ok(Holding::Free),
         Some(Answer::Bytes(value)) => Ok(Holding::Held { value, pttl_ms }),
-        _ => Err(io::Error::other("unexpected GET reply")),
+        _ => Err(NodeError::UnexpectedReply),
     }
 }
 

@@ -856,8 +856,21 @@ fn help_lists_exit_statuses_and_environment() {
             "REDLOCK_RESOURCE",
             "REDLOCK_TOKEN",
             "REDLOCK_FENCE",
+            // The TLS options apart, and the TLS scheme among the address forms.
+            "TLS options (rediss:// masters):",
+            "rediss://… (TLS",
         ] {
             assert!(help.contains(needle), "{args:?}: no {needle:?} in\n{help}");
+        }
+        let tls = help
+            .find("TLS options (rediss:// masters):")
+            .expect("a TLS heading");
+        for option in ["--ca-file", "--cert", "--key"] {
+            let at = help.find(option).expect("the option is listed");
+            assert!(
+                at > tls,
+                "{args:?}: {option} listed before the TLS heading:\n{help}"
+            );
         }
     }
 }
@@ -920,4 +933,79 @@ fn wait_takes_a_lock_released_near_its_end() {
         let _ = fs::remove_file(marker);
     }
     assert!(counted > 0, "the test never released in time");
+}
+
+/// An address where nothing listens: a port bound, then freed.
+fn closed_port() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    drop(listener);
+    format!("redis://127.0.0.1:{port}")
+}
+
+/// The messages say what happened and what to change: a master that
+/// refuses connections is worded the same by `run` and `status`; the
+/// count of masters is grammatical; a TTL shorter than the request
+/// timeout names the default and the flag; a wait that ran out says how
+/// long it waited.
+#[test]
+fn messages_name_what_happened_and_the_fix() {
+    let refused = "connection refused: no server listens there";
+    let down = closed_port();
+    let stderr_of = |args: &[&str], servers: &str| {
+        let out = output(
+            Command::new(BIN)
+                .env("REDLOCK_SERVERS", servers)
+                .env_remove("REDLOCK_PASSWORD")
+                .args(args),
+        );
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), text)
+    };
+    let (code, run) = stderr_of(&["run", "r", "--", "true"], &down);
+    assert_eq!(code, Some(69), "{run}");
+    assert!(run.contains(&format!("{down}: {refused}")), "{run}");
+    assert!(
+        run.contains("0 of 1 master completed the handshake"),
+        "{run}"
+    );
+    assert!(!run.contains("1 masters"), "{run}");
+    let (code, status) = stderr_of(&["status", "r"], &down);
+    assert_eq!(code, Some(69), "{status}");
+    assert!(status.contains(&format!("{down}: {refused}")), "{status}");
+
+    let cluster = Cluster::start(3);
+    let servers = cluster.urls().join(",");
+    let (code, text) = stderr_of(&["run", "--ttl", "100ms", "r", "--", "true"], &servers);
+    assert_eq!(code, Some(64), "{text}");
+    for needle in [
+        "--ttl 100ms",
+        "longer than the request timeout, 200ms",
+        "the default of --request-timeout",
+        "a shorter --request-timeout",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing from {text}");
+    }
+
+    let holder = Redlock::builder(cluster.urls()).build().expect("build");
+    let mut held = holder
+        .try_lock("waited", Duration::from_secs(30))
+        .expect("free");
+    let (code, text) = stderr_of(
+        &["run", "--wait", "300ms", "waited", "--", "true"],
+        &servers,
+    );
+    holder.unlock(&mut held).expect("released");
+    assert_eq!(code, Some(1), "{text}");
+    for needle in [
+        "held by another client",
+        "after waiting",
+        "ms, the last attempt in",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing from {text}");
+    }
 }

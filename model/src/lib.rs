@@ -72,7 +72,7 @@
 //! - Each client runs one attempt at a time; the library lets threads of
 //!   one client run attempts at once over one `FenceBook`. A read's claim
 //!   (`claim_read`) is kept; its giving back when a round cannot start
-//!   (`Error::Busy`, a poller error) is not: rounds always start here.
+//!   (`Error::TooManyInFlight`, a poller error) is not: rounds always start here.
 //! - Extends, the restart guard (off by default; its quarantine only turns
 //!   grants into refusals, which a time-out already covers), `NOSCRIPT`
 //!   replays, the handshake, `FOREIGNKEY` values and the 2^53 bound: none

@@ -690,8 +690,8 @@ impl Builder {
     /// a kilobyte of request queue and output buffers (about 150 KB per
     /// master at the default). Past the cap a call waits for a slot to free up, for at
     /// most a request timeout, then fails with
-    /// [`Error::Busy`](crate::Error::Busy), having sent nothing; a batch
-    /// that got part of its slots runs those and gives `Busy` for the rest.
+    /// [`Error::TooManyInFlight`](crate::Error::TooManyInFlight), having sent nothing; a batch
+    /// that got part of its slots runs those and gives `TooManyInFlight` for the rest.
     pub fn max_in_flight(mut self, cap: usize) -> Builder {
         self.max_in_flight = cap;
         self

@@ -133,7 +133,7 @@ impl Base {
     ///
     /// # Errors
     ///
-    /// [`Error::Busy`] at the cap of rounds in flight (nothing was sent).
+    /// [`Error::TooManyInFlight`] at the cap of rounds in flight (nothing was sent).
     fn start(
         &mut self,
         command: &Command<'_>,
@@ -144,7 +144,7 @@ impl Base {
         let mut ids: SmallVec<[u64; 1]> = SmallVec::new();
         self.driver
             .submit(std::slice::from_ref(command), restart, &mut ids, true, now);
-        ids.first().copied().ok_or(Error::Busy {
+        ids.first().copied().ok_or(Error::TooManyInFlight {
             limit: self.config.max_in_flight,
         })
     }
@@ -350,7 +350,7 @@ impl EmbeddedRedlock {
     /// # Errors
     ///
     /// Without sending anything: [`Error::InvalidResource`],
-    /// [`Error::InvalidTtl`], or [`Error::Busy`] at the cap of rounds in
+    /// [`Error::InvalidTtl`], or [`Error::TooManyInFlight`] at the cap of rounds in
     /// flight ([`Builder::max_in_flight`]).
     pub fn try_lock(&mut self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Ticket, Error> {
         let resource = resource.as_ref();
@@ -410,7 +410,7 @@ impl EmbeddedRedlock {
     ///
     /// Without sending anything: [`Error::InvalidResource`],
     /// [`Error::InvalidTtl`], [`Error::DeadlinePassed`] if `deadline` is
-    /// not in the future, or [`Error::Busy`] when
+    /// not in the future, or [`Error::TooManyInFlight`] when
     /// [`Builder::max_in_flight`] calls are under way or its first
     /// attempt meets the cap of rounds in flight.
     pub fn lock_until(
@@ -427,7 +427,7 @@ impl EmbeddedRedlock {
             return Err(Error::DeadlinePassed);
         }
         if self.pursuits.len() == self.pursuits.capacity() {
-            return Err(Error::Busy {
+            return Err(Error::TooManyInFlight {
                 limit: self.base.config.max_in_flight,
             });
         }
@@ -443,7 +443,7 @@ impl EmbeddedRedlock {
     ///
     /// # Errors
     ///
-    /// [`Error::Busy`] at the cap of rounds in flight (nothing was sent;
+    /// [`Error::TooManyInFlight`] at the cap of rounds in flight (nothing was sent;
     /// the lock is unchanged: try again). Once started, the lock is
     /// expired, whatever the outcome.
     pub fn unlock(&mut self, lock: &mut Lock) -> Result<Ticket, Error> {

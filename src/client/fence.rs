@@ -210,7 +210,7 @@ fn note_fences(host: &mut impl Host, end: &RoundEnd) -> Option<u64> {
     round.max_count()
 }
 
-/// The next of `ends`, [`Error::Busy`] once they run out (the rounds that
+/// The next of `ends`, [`Error::TooManyInFlight`] once they run out (the rounds that
 /// could not start).
 fn next_end(
     ends: &mut impl Iterator<Item = Result<RoundEnd, Error>>,
@@ -477,7 +477,7 @@ impl<'r> FencedAcquire<'r> {
     }
 
     /// Takes how the rounds [`next`](Self::next) gave ended, in its order
-    /// ([`Error::Busy`] for those that could not start).
+    /// ([`Error::TooManyInFlight`] for those that could not start).
     pub(crate) fn handle(&mut self, mut client: impl Host, ends: Ends) {
         let client = &mut client;
         let mut ends = ends.into_iter();

@@ -355,6 +355,7 @@ impl Drop for WakeAll {
 /// keeper.release()?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[must_use = "dropping the Keeper releases its lock at once: keep it for as long as the work runs"]
 pub struct Keeper {
     shared: Arc<Shared>,
     resource: Vec<u8>,

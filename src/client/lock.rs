@@ -61,8 +61,15 @@ pub(super) const INLINE_RESOURCE: usize = 64;
 /// Resource names up to 64 bytes are stored inline; acquiring and releasing
 /// such a lock allocates nothing.
 ///
+/// Dropping a `Lock` releases nothing: the masters keep it until its TTL
+/// runs out. Release it with [`unlock`](Redlock::unlock) (or
+/// [`unlock_async`](Redlock::unlock_async)), or hold it in a guard that
+/// releases it when dropped ([`LockGuard::new`],
+/// [`AsyncLockGuard::new`](crate::AsyncLockGuard::new)).
+///
 /// [`Builder::max_extensions`]: crate::Builder::max_extensions
 #[derive(PartialEq, Eq)]
+#[must_use = "dropping a Lock releases nothing: the masters keep it until its TTL; unlock it, or hold it in a LockGuard"]
 pub struct Lock {
     /// The resource name, or for a lock over several resources their names
     /// packed by [`commands::pack_key`].
@@ -181,6 +188,20 @@ impl Lock {
         self.extensions
     }
 
+    /// A lock over nothing, already expired: what a guard keeps once it
+    /// gave its lock back.
+    pub(super) fn gone() -> Lock {
+        Lock {
+            resource: SmallVec::new(),
+            many: false,
+            token: [0; TOKEN_LEN],
+            valid_until: crate::clock::now(),
+            extensions: 0,
+            fence: None,
+            reach: 0,
+        }
+    }
+
     /// Its validity after an extend, a release or a dropped call.
     pub(super) fn apply(&mut self, validity: Validity) {
         validity.apply(&mut self.valid_until, &mut self.extensions);
@@ -215,7 +236,8 @@ impl fmt::Debug for Lock {
 }
 
 /// A [`Lock`] that is released when dropped. Made by
-/// [`Redlock::lock_guard`].
+/// [`Redlock::lock_guard`] and [`Redlock::lock_guard_until`], or from a
+/// lock already taken with [`LockGuard::new`].
 ///
 /// Dropping ignores a failed release (the lock then expires at its TTL);
 /// call [`release`](LockGuard::release) to see the outcome.
@@ -233,6 +255,7 @@ impl fmt::Debug for Lock {
 /// } // released here, even on an early return or a panic
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+#[must_use = "a guard dropped at once releases its lock at once: bind it to a name for as long as the lock is needed"]
 pub struct LockGuard<'a> {
     client: &'a Redlock,
     lock: Lock,
@@ -240,12 +263,34 @@ pub struct LockGuard<'a> {
 }
 
 impl<'a> LockGuard<'a> {
-    pub(super) fn new(client: &'a Redlock, lock: Lock) -> LockGuard<'a> {
+    /// Guards `lock`, taken by `client` (with [`try_lock`](Redlock::try_lock),
+    /// [`lock_all`](Redlock::lock_all), a batch, …): `client` releases it
+    /// when the guard is dropped.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use redlock_mio::{LockGuard, Redlock};
+    ///
+    /// let redlock = Redlock::builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"]).build()?;
+    /// let lock = redlock.try_lock_all(&["account:17", "account:42"], Duration::from_secs(5))?;
+    /// let guard = LockGuard::new(&redlock, lock);
+    /// // ... move money between the two accounts; released on every way out ...
+    /// guard.release()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn new(client: &'a Redlock, lock: Lock) -> LockGuard<'a> {
         LockGuard {
             client,
             lock,
             released: false,
         }
+    }
+
+    /// Gives the lock back without releasing it: from then on the caller
+    /// releases it (say, after handing it to [`Redlock::keep`]).
+    pub fn into_lock(mut self) -> Lock {
+        self.released = true;
+        std::mem::replace(&mut self.lock, Lock::gone())
     }
 
     /// Extends the lock, as [`Redlock::extend`].

@@ -6,19 +6,31 @@
 //! rounds into results and keeps the caller's [`Lock`] honest about its
 //! validity after every outcome.
 
+// docs.rs lists `Redlock`'s methods module by module, in the order the
+// modules are declared here, and this file's after them: the calls most
+// callers need first (one lock, blocking), then their async forms, the
+// scoped and kept locks, and batches. Each stands alone so that
+// rustfmt keeps the order.
+mod blocking;
+
+mod tasks;
+
+mod scoped;
+
+mod keeper;
+
 mod batch;
+
+// These hold no public method of `Redlock`.
 mod builder;
 mod embed;
 mod fence;
-mod keeper;
 mod lock;
 mod observe;
 mod rounds;
-mod scoped;
 #[cfg(feature = "sim")]
 pub(crate) mod sim;
 mod stats;
-mod tasks;
 #[cfg(feature = "tls")]
 mod tls;
 mod token;
@@ -98,7 +110,7 @@ pub use crate::commands::TOKEN_LEN;
 /// so a lone caller pays no cross-thread wake-up. At most
 /// [`Builder::max_in_flight`] rounds are in flight at once; past that a
 /// call waits for a free slot, up to a request timeout, then fails with
-/// [`Error::Busy`]. Fenced acquires, with [`Builder::fencing`], are no
+/// [`Error::TooManyInFlight`]. Fenced acquires, with [`Builder::fencing`], are no
 /// exception: each runs its rounds in order (a read and a sync of the
 /// counters when due, the acquire, the raise), beside the other callers'.
 ///
@@ -164,17 +176,6 @@ impl fmt::Debug for Redlock {
 }
 
 impl Redlock {
-    /// Starts configuring a client for these masters: each a
-    /// `redis://[[user]:password@]host[:port][/db]` or
-    /// `unix:///path[?db=N&user=U&pass=P]` address.
-    pub fn builder<I, S>(servers: I) -> Builder
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<str>,
-    {
-        Builder::new(servers.into_iter().map(|s| s.as_ref().to_owned()).collect())
-    }
-
     /// A client over `engine`'s connections to `masters`.
     fn new(
         engine: Engine,
@@ -201,61 +202,6 @@ impl Redlock {
 
     fn fences(&self) -> MutexGuard<'_, fence::FenceBook> {
         crate::sync::lock(&self.fences)
-    }
-
-    /// The number of masters.
-    pub fn masters(&self) -> usize {
-        self.masters.len()
-    }
-
-    /// What the client has done since it was built: attempts and their
-    /// outcomes, extends, releases, and per master the rounds it failed or
-    /// timed out in and the connects made to it. Counting costs a few
-    /// relaxed atomic additions per round; this call copies the counters.
-    pub fn stats(&self) -> Stats {
-        let shared = self.engine.driver();
-        let masters = self.masters.iter().map(String::as_str);
-        self.counters.snapshot(
-            masters.zip(shared.driver.connects()),
-            shared.yields,
-            shared.engine_stats(),
-        )
-    }
-
-    /// How many masters must agree: `N / 2 + 1`.
-    ///
-    /// With an even number of masters that is more than half: 2 of 2, 3 of
-    /// 4. So 2 masters tolerate no failure at all, and 4 tolerate one, as 3
-    /// do: prefer an odd number.
-    pub fn quorum(&self) -> usize {
-        rules::quorum(self.masters())
-    }
-
-    /// Tries once to acquire `resource` for `ttl`. Returns within one
-    /// request timeout.
-    ///
-    /// ```no_run
-    /// use std::time::Duration;
-    /// use redlock_mio::{Error, Redlock};
-    ///
-    /// let redlock = Redlock::builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"]).build()?;
-    /// match redlock.try_lock("cron:cleanup", Duration::from_secs(60)) {
-    ///     Ok(mut lock) => { /* ... run the job ... */ redlock.unlock(&mut lock)? }
-    ///     Err(Error::Contended(_)) => println!("another host runs it"),
-    ///     Err(other) => return Err(other.into()),
-    /// }
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Contended`], [`Error::Unavailable`] or [`Error::TooSlow`]
-    /// when no lock was won (its release is on its way to every master), or
-    /// a typed error for a bad TTL or resource.
-    pub fn try_lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
-        let resource = resource.as_ref();
-        let ttl_ms = self.check(resource, ttl)?;
-        self.attempt(resource, false, ttl_ms, None)
     }
 
     /// Tries once to acquire every one of `resources` for `ttl`, all or
@@ -309,125 +255,36 @@ impl Redlock {
         let mut packed: SmallVec<[u8; 256]> = SmallVec::new();
         let ttl_ms = self.check_all(resources, ttl, &mut packed)?;
         let terms = Terms::Retries(self.config.retry_count);
-        self.pursue(Keys::Packed(&packed), ttl_ms, terms)
+        let started = crate::clock::now();
+        waited(self.pursue(Keys::Packed(&packed), ttl_ms, terms), started)
     }
 
-    /// Acquires `resource` for `ttl`, trying again up to the configured
-    /// retry count. Between attempts it waits until the release that frees
-    /// the lock hands it over and tells it (see
-    /// [`Builder::wake_on_release`]), until the holder's key expires, or at
-    /// most a random retry delay, whichever comes first.
-    ///
-    /// # Errors
-    ///
-    /// The last attempt's error, as for [`try_lock`](Self::try_lock).
-    pub fn lock(&self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Lock, Error> {
-        let resource = resource.as_ref();
-        let ttl_ms = self.check(resource, ttl)?;
-        let terms = Terms::Retries(self.config.retry_count);
-        self.pursue(Keys::One(resource), ttl_ms, terms)
+    /// The number of masters.
+    pub fn masters(&self) -> usize {
+        self.masters.len()
     }
 
-    /// Acquires `resource` for `ttl`, trying again until `deadline`, and
-    /// returns by `deadline`.
-    ///
-    /// Between attempts it waits until the release that frees the lock
-    /// hands it over and tells it (waiters are served first come, first
-    /// served; see [`Builder::wake_on_release`]), or until the holder's key
-    /// expires, or, when neither is known, a random retry delay. Every
-    /// attempt waits for the masters until its request timeout or the
-    /// deadline, whichever comes first, and the last one starts when its
-    /// full request timeout still fits before the deadline.
-    ///
-    /// ```no_run
-    /// use std::time::{Duration, Instant};
-    /// use redlock_mio::Redlock;
-    ///
-    /// let redlock = Redlock::builder(["redis://10.0.0.1:6379", "redis://10.0.0.2:6379", "redis://10.0.0.3:6379"]).build()?;
-    /// // Wait for the lock at most 2 s.
-    /// let deadline = Instant::now() + Duration::from_secs(2);
-    /// let mut lock = redlock.lock_until("orders:42", Duration::from_secs(10), deadline)?;
-    /// redlock.unlock(&mut lock)?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    ///
-    /// # Errors
-    ///
-    /// [`Error::DeadlinePassed`] without asking the masters if `deadline`
-    /// is not in the future; else the last attempt's error, as for
-    /// [`try_lock`](Self::try_lock).
-    pub fn lock_until(
-        &self,
-        resource: impl AsRef<[u8]>,
-        ttl: Duration,
-        deadline: Instant,
-    ) -> Result<Lock, Error> {
-        let resource = resource.as_ref();
-        let ttl_ms = self.check(resource, ttl)?;
-        let deadline = crate::clock::from_std(deadline);
-        if crate::clock::now() >= deadline {
-            return Err(Error::DeadlinePassed);
-        }
-        self.pursue(Keys::One(resource), ttl_ms, Terms::Deadline(deadline))
+    /// What the client has done since it was built: attempts and their
+    /// outcomes, extends, releases, and per master the rounds it failed or
+    /// timed out in and the connects made to it. Counting costs a few
+    /// relaxed atomic additions per round; this call copies the counters.
+    pub fn stats(&self) -> Stats {
+        let shared = self.engine.driver();
+        let masters = self.masters.iter().map(String::as_str);
+        self.counters.snapshot(
+            masters.zip(shared.driver.connects()),
+            shared.yields,
+            shared.engine_stats(),
+        )
     }
 
-    /// Acquires `resource` as [`lock`](Self::lock) does and returns a guard
-    /// that releases it when dropped.
+    /// How many masters must agree: `N / 2 + 1`.
     ///
-    /// # Errors
-    ///
-    /// As for [`lock`](Self::lock).
-    pub fn lock_guard(
-        &self,
-        resource: impl AsRef<[u8]>,
-        ttl: Duration,
-    ) -> Result<LockGuard<'_>, Error> {
-        let lock = self.lock(resource, ttl)?;
-        Ok(LockGuard::new(self, lock))
-    }
-
-    /// Extends `lock` to `ttl` from now, if its token still owns the
-    /// resource on a quorum. Returns within one request timeout.
-    ///
-    /// Masters that hold the token apply the new TTL whatever the round's
-    /// outcome, unless the key already expires later there (an extend
-    /// never shortens a key: a delayed one, on a connection the client
-    /// gave up, cannot cut a newer one short), so the lock never claims
-    /// more than `t0 + ttl - drift` of this round afterwards: see the table
-    /// in [`Lock`]'s docs for its validity after each outcome.
-    ///
-    /// # Errors
-    ///
-    /// Without asking the masters (the lock is unchanged):
-    /// [`Error::Expired`] if the lock's validity has run out,
-    /// [`Error::ExtensionLimit`], [`Error::InvalidTtl`]. After a round:
-    /// [`Error::NotHeld`] if the token no longer owns the resource on a
-    /// quorum (the lock is then expired); [`Error::Unavailable`],
-    /// [`Error::TooSlow`] or [`Error::Io`] (the lock's validity is capped
-    /// at what this round would have granted).
-    pub fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<(), Error> {
-        let ttl_ms = self.check_extend(lock, ttl)?;
-        let command = Command::extend(lock.keys(), lock.token(), ttl_ms);
-        let end = self.round(&command, None)?;
-        self.extended(lock, &end)
-    }
-
-    /// Releases `lock` on every master. Afterwards the lock is expired,
-    /// whatever the outcome: masters that got the release no longer hold
-    /// it.
-    ///
-    /// Returns as soon as a quorum has released it (the other masters get
-    /// the release too; their replies are read later), and within one
-    /// request timeout.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotHeld`] if the token did not own the resource on a quorum
-    /// any more (it expired or was already released),
-    /// [`Error::Unavailable`], or [`Error::Io`].
-    pub fn unlock(&self, lock: &mut Lock) -> Result<(), Error> {
-        let end = self.round(&lock.release(), None)?;
-        self.unlocked(lock, &end)
+    /// With an even number of masters that is more than half: 2 of 2, 3 of
+    /// 4. So 2 masters tolerate no failure at all, and 4 tolerate one, as 3
+    /// do: prefer an odd number.
+    pub fn quorum(&self) -> usize {
+        rules::quorum(self.masters())
     }
 
     /// What [`extend`](Self::extend) checks before asking the masters;
@@ -506,6 +363,17 @@ impl Redlock {
     }
 }
 
+/// The result of a call that waited for a lock since `started`: an error's
+/// report says how long the call waited, beside its last attempt's time.
+pub(super) fn waited(result: Result<Lock, Error>, started: Instant) -> Result<Lock, Error> {
+    result.map_err(|mut error| {
+        if let Some(report) = error.report_mut() {
+            report.set_waited(crate::clock::now().saturating_duration_since(started));
+        }
+        error
+    })
+}
+
 /// Checks a TTL against the configuration; the TTL in milliseconds.
 fn check_ttl(config: &builder::Config, ttl: Duration) -> Result<u64, Error> {
     check_ttl_for(
@@ -554,11 +422,13 @@ pub(super) fn check_ttl_for(
     }
     let whole = Duration::from_millis(ttl_ms);
     if whole <= request_timeout {
-        return invalid("not longer than the request timeout");
+        return invalid("it must be longer than the request timeout (Builder::request_timeout)");
     }
     let drift = rules::drift(whole, drift_factor);
     if rules::validity(whole, request_timeout, drift).is_none() {
-        return invalid("no validity would be left after the request timeout and drift");
+        return invalid(
+            "too short: no validity would be left after the request timeout and the drift allowance (use a longer TTL or a shorter request timeout)",
+        );
     }
     if longest.is_some_and(|longest| ttl > longest) {
         // Both rest on it: a longer lock (or extension) could outlive a

@@ -80,7 +80,7 @@ impl Redlock {
     ///
     /// # Errors
     ///
-    /// [`Error::Busy`] when the client stayed at its cap of rounds in
+    /// [`Error::TooManyInFlight`] when the client stayed at its cap of rounds in
     /// flight for a request timeout (nothing was sent).
     pub(super) fn round(
         &self,
@@ -106,7 +106,7 @@ impl Redlock {
 
     /// Runs one round per command, all at once, each for at most the
     /// request timeout and never past `cap`; returns how each ended, in
-    /// order: [`Error::Busy`] for those that could not start (nothing of
+    /// order: [`Error::TooManyInFlight`] for those that could not start (nothing of
     /// theirs was sent).
     pub(super) fn rounds(&self, commands: &[Command<'_>], cap: Option<Instant>) -> Ends {
         let spans = spans(commands);
@@ -168,7 +168,7 @@ impl Redlock {
     }
 
     /// How each of a call's `n` rounds ended: `rounds` as they ended (the
-    /// first ones; [`Error::Busy`] for those that never started), at
+    /// first ones; [`Error::TooManyInFlight`] for those that never started), at
     /// `ended`, with the poller's error if it failed.
     pub(super) fn ends(
         &self,
@@ -218,7 +218,7 @@ impl Redlock {
     /// The error of a round that could not start: the client stayed at its
     /// cap of rounds in flight.
     pub(super) fn busy(&self) -> Error {
-        Error::Busy {
+        Error::TooManyInFlight {
             limit: self.config.max_in_flight,
         }
     }

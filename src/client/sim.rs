@@ -736,7 +736,7 @@ impl Client {
     }
 
     fn busy(&self) -> Error {
-        Error::Busy {
+        Error::TooManyInFlight {
             limit: self.settings.in_flight,
         }
     }

@@ -345,7 +345,7 @@ impl Redlock {
     ///
     /// # Errors
     ///
-    /// As for [`try_lock`](Self::try_lock); [`Error::Busy`] at once when
+    /// As for [`try_lock`](Self::try_lock); [`Error::TooManyInFlight`] at once when
     /// the client is at its cap of rounds in flight.
     pub async fn try_lock_async(
         &self,
@@ -378,7 +378,8 @@ impl Redlock {
     /// # Errors
     ///
     /// The last attempt's error, as for
-    /// [`try_lock_async`](Self::try_lock_async).
+    /// [`try_lock_async`](Self::try_lock_async): [`Error::Contended`] when
+    /// another client still held the resource at the last attempt.
     pub async fn lock_async(
         &self,
         resource: impl AsRef<[u8]>,
@@ -387,7 +388,8 @@ impl Redlock {
         let resource = resource.as_ref();
         let ttl_ms = self.check(resource, ttl)?;
         let terms = Terms::Retries(self.config.retry_count);
-        self.pursue_async(resource, ttl_ms, terms).await
+        let started = crate::clock::now();
+        super::waited(self.pursue_async(resource, ttl_ms, terms).await, started)
     }
 
     /// [`lock_until`](Self::lock_until) as a future: completes by
@@ -406,11 +408,14 @@ impl Redlock {
         let resource = resource.as_ref();
         let ttl_ms = self.check(resource, ttl)?;
         let deadline = crate::clock::from_std(deadline);
-        if crate::clock::now() >= deadline {
+        let started = crate::clock::now();
+        if started >= deadline {
             return Err(Error::DeadlinePassed);
         }
-        self.pursue_async(resource, ttl_ms, Terms::Deadline(deadline))
-            .await
+        let result = self
+            .pursue_async(resource, ttl_ms, Terms::Deadline(deadline))
+            .await;
+        super::waited(result, started)
     }
 
     /// [`pursue`](Self::pursue) as a future: the waits between attempts
@@ -552,11 +557,42 @@ impl Redlock {
         ttl: Duration,
     ) -> Result<AsyncLockGuard, Error> {
         let lock = self.lock_async(resource, ttl).await?;
-        Ok(AsyncLockGuard {
-            client: Arc::clone(self),
-            lock,
-            released: false,
-        })
+        Ok(AsyncLockGuard::new(Arc::clone(self), lock))
+    }
+
+    /// Acquires `resource` as [`lock_until_async`](Self::lock_until_async)
+    /// does, waiting for it until `deadline`, and returns a guard that
+    /// releases it when dropped (as [`lock_guard_async`](Self::lock_guard_async)'s
+    /// does): "wait up to this long, release however the task ends" in one
+    /// call.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use std::time::{Duration, Instant};
+    /// use redlock_mio::{Error, Redlock};
+    ///
+    /// async fn ship(redlock: Arc<Redlock>, order: u64) -> Result<(), Error> {
+    ///     let deadline = Instant::now() + Duration::from_millis(500);
+    ///     let guard = redlock
+    ///         .lock_guard_until_async(format!("orders:{order}"), Duration::from_secs(2), deadline)
+    ///         .await?; // Err(Error::Contended(_)) if still held after 500 ms
+    ///     // ... ship it while guard.validity() lasts; a `?` here still releases ...
+    ///     guard.release().await
+    /// }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As for [`lock_until`](Self::lock_until): [`Error::Contended`] when
+    /// another client still held the resource at the deadline.
+    pub async fn lock_guard_until_async(
+        self: &Arc<Self>,
+        resource: impl AsRef<[u8]>,
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<AsyncLockGuard, Error> {
+        let lock = self.lock_until_async(resource, ttl, deadline).await?;
+        Ok(AsyncLockGuard::new(Arc::clone(self), lock))
     }
 
     /// One async acquire attempt.
@@ -625,7 +661,7 @@ impl Redlock {
 
     /// The end of a call's only round.
     fn first(&self, ends: &mut Ends) -> Result<super::RoundEnd, Error> {
-        ends.drain(..).next().unwrap_or(Err(Error::Busy {
+        ends.drain(..).next().unwrap_or(Err(Error::TooManyInFlight {
             limit: self.config.max_in_flight,
         }))
     }
@@ -656,7 +692,9 @@ impl Redlock {
 /// [`Stats::drop_releases`](crate::Stats::drop_releases)), or explicitly
 /// with [`release`](Self::release) for the outcome.
 /// It holds the client (an `Arc`), so that it can move into a spawned
-/// task.
+/// task. Made by [`Redlock::lock_guard_async`] and
+/// [`Redlock::lock_guard_until_async`], or from a lock already taken with
+/// [`AsyncLockGuard::new`].
 ///
 /// ```no_run
 /// use std::sync::Arc;
@@ -671,6 +709,7 @@ impl Redlock {
 ///     guard.release().await
 /// }
 /// ```
+#[must_use = "a guard dropped at once releases its lock at once: bind it to a name for as long as the lock is needed"]
 pub struct AsyncLockGuard {
     client: Arc<Redlock>,
     lock: Lock,
@@ -687,6 +726,37 @@ impl std::fmt::Debug for AsyncLockGuard {
 }
 
 impl AsyncLockGuard {
+    /// Guards `lock`, taken by `client` (with
+    /// [`try_lock_async`](Redlock::try_lock_async), a batch, …): `client`
+    /// releases it when the guard is dropped, without blocking or awaiting.
+    ///
+    /// ```no_run
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use redlock_mio::{AsyncLockGuard, Error, Redlock};
+    ///
+    /// async fn once(redlock: Arc<Redlock>) -> Result<(), Error> {
+    ///     let lock = redlock.try_lock_async("cron:cleanup", Duration::from_secs(60)).await?;
+    ///     let guard = AsyncLockGuard::new(Arc::clone(&redlock), lock);
+    ///     // ... the job; released on every way out ...
+    ///     guard.release().await
+    /// }
+    /// ```
+    pub fn new(client: Arc<Redlock>, lock: Lock) -> AsyncLockGuard {
+        AsyncLockGuard {
+            client,
+            lock,
+            released: false,
+        }
+    }
+
+    /// Gives the lock back without releasing it: from then on the caller
+    /// releases it.
+    pub fn into_lock(mut self) -> Lock {
+        self.released = true;
+        std::mem::replace(&mut self.lock, Lock::gone())
+    }
+
     /// Extends the lock as [`Redlock::extend_async`] does.
     ///
     /// # Errors

@@ -176,6 +176,20 @@ fn write_text(f: &mut fmt::Formatter<'_>, bytes: &[u8]) -> fmt::Result {
     Ok(())
 }
 
+/// A duration as a person reads a wait: whole milliseconds from 10 ms up,
+/// else as `Debug` shows it.
+struct Millis(Duration);
+
+impl fmt::Display for Millis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 >= Duration::from_millis(10) {
+            write!(f, "{} ms", self.0.as_millis())
+        } else {
+            write!(f, "{:?}", self.0)
+        }
+    }
+}
+
 impl fmt::Debug for ServerError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("ServerError(\"")?;
@@ -315,18 +329,29 @@ impl NodeError {
 impl fmt::Display for NodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            NodeError::Connect(kind) => write!(f, "connect failed: {kind}"),
+            NodeError::Connect(kind) => connect_failed(f, *kind),
             NodeError::Disconnected => f.write_str("disconnected, waiting to reconnect"),
             NodeError::Io(kind) => write!(f, "I/O error: {kind}"),
             NodeError::Closed => f.write_str("connection closed by the server"),
-            NodeError::Protocol(error) => write!(f, "protocol error: {error}"),
+            NodeError::Protocol(resp::Error::UnknownType(byte)) => not_redis(f, *byte),
+            NodeError::Protocol(error) => write!(
+                f,
+                "broke the Redis protocol ({error}); the connection was dropped"
+            ),
             NodeError::UnexpectedReply => f.write_str("unexpected reply"),
             NodeError::Handshake(error) => write!(f, "handshake refused: {error}"),
             NodeError::Server(error) => write!(f, "server error: {error}"),
             NodeError::Stalled => f.write_str("connection stalled"),
             NodeError::Lagging => f.write_str("lagging behind (too many requests unanswered)"),
             NodeError::Unsolicited => f.write_str("flooded with unsolicited data"),
-            NodeError::Tls(message) => write!(f, "TLS failed: {message}"),
+            NodeError::Tls(message) => {
+                write!(f, "TLS failed: {message}")?;
+                if message.contains("InvalidContentType") || message.contains("corrupt message") {
+                    // What rustls says of bytes that are no TLS record.
+                    f.write_str(" (not a TLS server: for a plain Redis port use redis://)")?;
+                }
+                Ok(())
+            }
             NodeError::Replica => f.write_str("a replica, not a master (INFO says role:slave)"),
             NodeError::ClusterMode => {
                 f.write_str("a cluster-mode node, not an independent master (cluster_enabled:1)")
@@ -348,6 +373,51 @@ impl fmt::Display for NodeError {
             ),
         }
     }
+}
+
+/// Why a connect failed, with what to check.
+fn connect_failed(f: &mut fmt::Formatter<'_>, kind: io::ErrorKind) -> fmt::Result {
+    match kind {
+        io::ErrorKind::ConnectionRefused => {
+            f.write_str("connection refused: no server listens there (is it running, on this port?)")
+        }
+        io::ErrorKind::TimedOut => f.write_str(
+            "connect timed out: no answer within the connect timeout (is the host up and reachable?)",
+        ),
+        io::ErrorKind::NotFound => {
+            f.write_str("no such socket file: no server listens there (is it running?)")
+        }
+        io::ErrorKind::PermissionDenied => {
+            f.write_str("cannot connect: permission denied (the socket file's permissions?)")
+        }
+        other => write!(f, "cannot connect: {other}"),
+    }
+}
+
+/// A peer whose first bytes begin no RESP reply: most often a server of
+/// another kind at that address. The byte is named, with a guess at what
+/// sent it.
+fn not_redis(f: &mut fmt::Formatter<'_>, byte: u8) -> fmt::Result {
+    let guess = match byte {
+        b'H' => ", as an HTTP server does (\"HTTP/1.1 …\")",
+        b'<' => ", as a web page does",
+        b'S' => ", as an SSH server does (\"SSH-2.0…\")",
+        // A TLS alert or handshake record: the plain-text HELLO met a
+        // TLS port.
+        0x15 | 0x16 => ", as a TLS server does (use a rediss:// address)",
+        _ => "",
+    };
+    f.write_str("not a Redis server: it answered ")?;
+    if byte.is_ascii_graphic() {
+        write!(f, "{:?} (0x{byte:02x})", char::from(byte))?;
+    } else {
+        write!(f, "byte 0x{byte:02x}")?;
+    }
+    write!(
+        f,
+        "{guess}, where a Redis or Valkey master answers with a RESP reply (+, -, :, $, *, …); \
+         check the address and port"
+    )
 }
 
 /// Where one node stands in a round.
@@ -432,8 +502,8 @@ const INLINE_NODES: usize = 8;
 /// assert_eq!(report.nodes()[2], NodeState::Pending); // decided without it
 /// assert_eq!(
 ///     report.to_string(),
-///     "acquire on 3 nodes (quorum 2) in 1ms: 10.0.0.1:6379: held by another, \
-///      10.0.0.2:6379: held by another, 10.0.0.3:6379: not waited for"
+///     "acquire on 3 masters (quorum 2) in 1ms: 10.0.0.1:6379: held by another, \
+///      10.0.0.2:6379: held by another, 10.0.0.3:6379: answer not needed (decided without it)"
 /// );
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -443,6 +513,7 @@ pub struct Report {
     elapsed: Duration,
     nodes: SmallVec<[NodeState; INLINE_NODES]>,
     masters: Option<Arc<[String]>>,
+    waited: Option<Duration>,
 }
 
 impl Report {
@@ -480,6 +551,21 @@ impl Report {
     /// How long the round took until it was decided.
     pub fn elapsed(&self) -> Duration {
         self.elapsed
+    }
+
+    /// For the last attempt of a call that waits for the lock
+    /// ([`lock`](crate::Redlock::lock),
+    /// [`lock_until`](crate::Redlock::lock_until), their guard, async and
+    /// scoped forms): how long the call waited, from its start to its
+    /// end, all its attempts included. `None` for a call of one round.
+    pub fn waited(&self) -> Option<Duration> {
+        self.waited
+    }
+
+    /// Records that this is the last attempt of a call that waited
+    /// `waited` in all.
+    pub(crate) fn set_waited(&mut self, waited: Duration) {
+        self.waited = Some(waited);
     }
 
     /// Each node's state, in the order the servers were configured.
@@ -530,13 +616,22 @@ impl fmt::Display for Report {
             Op::FenceSync => ("fence in sync", "not repaired"),
             Op::Leave => ("left", "refused"),
         };
+        let n = self.nodes.len();
         write!(
             f,
-            "{} on {} nodes (quorum {}) ",
+            "{} on {n} {} (quorum {}) ",
             self.op.name(),
-            self.nodes.len(),
+            if n == 1 { "master" } else { "masters" },
             self.quorum,
         )?;
+        // The call's whole wait, then its last attempt's own time; not for
+        // a call that did not wait beyond its one attempt.
+        if let Some(waited) = self
+            .waited
+            .filter(|w| w.saturating_sub(self.elapsed) >= Duration::from_millis(1))
+        {
+            write!(f, "after waiting {}, the last attempt ", Millis(waited))?;
+        }
         // Decided at its start: failures known before anything was sent
         // (connections down) made the outcome certain.
         if self.elapsed.is_zero() {
@@ -551,13 +646,21 @@ impl fmt::Display for Report {
                 None => write!(f, "#{i} ")?,
             }
             match state {
-                // Asked, but the outcome was certain before it answered.
-                NodeState::Pending => f.write_str("not waited for")?,
+                // Asked, but the outcome was certain before it answered:
+                // nothing is said of its health.
+                NodeState::Pending => f.write_str("answer not needed (decided without it)")?,
+                // A grant short of a quorum: the client releases it.
+                NodeState::Ok if self.op == Op::Acquire && self.ok() < self.quorum => {
+                    f.write_str("acquired (released again: no quorum)")?;
+                }
                 NodeState::Ok => f.write_str(ok)?,
                 NodeState::Refused => f.write_str(refused)?,
                 NodeState::Failed(error) => write!(f, "{error}")?,
                 NodeState::TimedOut => f.write_str("timed out")?,
-                NodeState::Quarantined => write!(f, "{ok}, but quarantined (not counted)")?,
+                NodeState::Quarantined => write!(
+                    f,
+                    "{ok}, but not counted: restarted within the longest TTL (restart guard)"
+                )?,
                 NodeState::Unsynced => f.write_str("fence counter missing (not counted)")?,
             }
         }
@@ -764,6 +867,7 @@ impl Round {
             elapsed: end.saturating_duration_since(self.started),
             nodes: self.nodes.clone(),
             masters: None,
+            waited: None,
         }
     }
 

@@ -166,7 +166,7 @@ fn a_report_decided_before_any_answer_says_so() {
     let text = round.report().to_string();
     assert!(text.contains("decided before any answer:"), "{text}");
     assert!(
-        text.contains("#1 not waited for, #2 not waited for"),
+        text.contains("#1 answer not needed (decided without it), #2 answer not needed"),
         "{text}"
     );
     assert!(!text.contains("0ns") && !text.contains("pending"), "{text}");
@@ -176,7 +176,7 @@ fn a_report_decided_before_any_answer_says_so() {
     round.handle_failure(1, NodeError::Disconnected, t0 + MS);
     let text = round.report().to_string();
     assert!(text.contains("in 1ms:"), "{text}");
-    assert!(text.contains("#2 not waited for"), "{text}");
+    assert!(text.contains("#2 answer not needed"), "{text}");
 }
 
 #[test]
@@ -351,7 +351,9 @@ fn a_quarantined_grant_counts_against_the_quorum() {
     assert_eq!(report.nodes()[2], NodeState::Quarantined);
     assert_eq!(report.ok(), 2);
     assert!(
-        report.to_string().contains("#2 acquired, but quarantined"),
+        report
+            .to_string()
+            .contains("#2 acquired, but not counted: restarted"),
         "{report}"
     );
     // A release counts it: the key is gone either way.
@@ -466,7 +468,7 @@ fn each_op_names_itself_and_heads_its_report() {
         assert_eq!(op.name(), name);
         let round = Round::new(op, 3, TTL, drift(TTL, 0.01), TIMEOUT, t0);
         let text = round.report().to_string();
-        assert!(text.starts_with(&format!("{name} on 3 nodes")), "{text}");
+        assert!(text.starts_with(&format!("{name} on 3 masters")), "{text}");
     }
 }
 
@@ -529,11 +531,14 @@ fn a_report_names_its_masters_and_counts_the_misconfigured() {
     assert_eq!(named.masters(), Some(&names[..]));
     let text = named.to_string();
     assert!(text.contains("a:1: server error: NOPERM"), "{text}");
-    assert!(text.contains("d:4: not waited for"), "{text}");
+    assert!(text.contains("d:4: answer not needed"), "{text}");
     // Names are used only if there is one per node.
     let short = report.with_masters(names[..3].to_vec().into());
     assert_eq!(short.masters(), None);
-    assert!(short.to_string().contains("#3 not waited for"), "{short}");
+    assert!(
+        short.to_string().contains("#3 answer not needed"),
+        "{short}"
+    );
 }
 
 /// A refused acquire that waits keeps when the key that blocked it

@@ -16,7 +16,7 @@ use crate::support::cluster::Cluster;
 use crate::support::holdings::{Holding, overlaps};
 use crate::support::proxy::{Dir, Proxies};
 use redlock_mio::rules::NodeState;
-use redlock_mio::{Error, Redlock, Require};
+use redlock_mio::{AsyncLockGuard, Error, Redlock, Require};
 
 const TTL: Duration = Duration::from_secs(10);
 /// How long a check that must come true may take.
@@ -412,6 +412,65 @@ fn dropping_an_async_guard_releases() {
     assert!((0..3).all(|i| !cluster.exists(i, "async:guard")));
 }
 
+/// `lock_guard_until_async` waits until its deadline and guards what it
+/// won (held by another past the deadline: `Contended`);
+/// `AsyncLockGuard::new` guards a lock taken otherwise, and `into_lock`
+/// hands it back unreleased.
+#[test]
+fn async_guards_with_a_deadline_and_from_a_lock() {
+    let cluster = Cluster::start(3);
+    let redlock = client(cluster.urls());
+    let holder = client(cluster.urls());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let mut held = holder.try_lock("async:until", TTL).expect("free");
+    let deadline = Instant::now() + Duration::from_millis(300);
+    let err = runtime
+        .block_on(redlock.lock_guard_until_async("async:until", TTL, deadline))
+        .expect_err("held past the deadline");
+    assert!(matches!(err, Error::Contended(_)), "{err}");
+    holder.unlock(&mut held).expect("released");
+    let guard = runtime
+        .block_on(redlock.lock_guard_until_async("async:until", TTL, Instant::now() + PATIENCE))
+        .expect("free now");
+    let token = guard.token().to_vec();
+    assert!((0..3).all(|i| cluster.get(i, "async:until") == Some(token.clone())));
+    runtime.block_on(async move { drop(guard) });
+    assert!(
+        eventually(PATIENCE, || (0..3)
+            .all(|i| !cluster.exists(i, "async:until"))),
+        "the guard's drop released the lock"
+    );
+
+    let lock = runtime
+        .block_on(redlock.try_lock_async("async:made", TTL))
+        .expect("free");
+    let guard = AsyncLockGuard::new(Arc::clone(&redlock), lock);
+    runtime.block_on(async move { drop(guard) });
+    assert!(
+        eventually(PATIENCE, || (0..3)
+            .all(|i| !cluster.exists(i, "async:made"))),
+        "a guard made from a lock releases it"
+    );
+
+    let guard = runtime
+        .block_on(redlock.lock_guard_async("async:handed", TTL))
+        .expect("free");
+    let before = redlock.stats();
+    let mut lock = guard.into_lock();
+    let after = redlock.stats();
+    assert_eq!(
+        (after.releases, after.drop_releases),
+        (before.releases, before.drop_releases),
+        "the guard sent no release"
+    );
+    assert!((0..3).all(|i| cluster.exists(i, "async:handed")));
+    runtime
+        .block_on(redlock.unlock_async(&mut lock))
+        .expect("still held: the guard released nothing");
+}
+
 /// `lock_until_async` on a resource another client holds completes by its
 /// deadline, with the last attempt's error, its delays kept by the
 /// client's timers; a deadline already past asks nobody.
@@ -454,7 +513,7 @@ fn lock_until_async_completes_by_its_deadline() {
 
 /// A task whose first attempt finds the client at its cap of rounds in
 /// flight (a thread's round holds the only slot, its replies held back)
-/// fails it `Busy` at once and tries again after its delay: the client's
+/// fails it `TooManyInFlight` at once and tries again after its delay: the client's
 /// timers wake it although it has started no round yet, under an executor
 /// without timers of its own.
 #[test]

@@ -134,7 +134,7 @@ fn typed_errors_and_the_cap() {
     redlock.try_lock("cap:1", TTL).expect("second");
     assert!(matches!(
         redlock.try_lock("cap:2", TTL),
-        Err(Error::Busy { limit: 2 })
+        Err(Error::TooManyInFlight { limit: 2 })
     ));
     assert_eq!(redlock.in_flight(), 2);
 }

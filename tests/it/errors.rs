@@ -6,8 +6,17 @@
 //! (not retried) when it prevents a quorum. Either names the master by its
 //! address (password masked) and keeps the server's whole message. Also: a
 //! least-privilege ACL user that the lock works with, and a host name that
-//! does not resolve.
+//! does not resolve. Then the messages of everyday failures, each checked
+//! for the words that say what happened and what to do (not for its whole
+//! wording): too few masters reachable, a master whose answer a decided
+//! round did not need, a wait that ran out, a server that is not Redis, a
+//! TTL too short, a master refusing connections.
 
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
 use std::time::Duration;
 
 use crate::support::check::eventually;
@@ -471,4 +480,238 @@ fn unresolvable_host_says_why() {
         assert!(err.to_string().contains("TLS"), "{err}");
         println!("{err}");
     }
+}
+
+// ---------------------------------------------------------------------------
+// Messages that name what happened and the fix.
+// ---------------------------------------------------------------------------
+
+/// Asserts that `text` holds every one of `needles`.
+fn assert_says(text: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(text.contains(needle), "{needle:?} missing from: {text}");
+    }
+}
+
+/// Two of four masters down: the error counts the reachable ones against
+/// the quorum, and each down master says its connection was refused.
+#[test]
+fn too_few_masters_reachable_says_how_many_of_how_many() {
+    let cluster = Cluster::start(4);
+    cluster.stop(2);
+    cluster.stop(3);
+    let redlock = builder(cluster.urls())
+        .retry_count(0)
+        .build()
+        .expect("down masters are retried later");
+    let err = redlock.try_lock("r", TTL).expect_err("two of four down");
+    assert!(matches!(err, Error::Unavailable(_)), "{err}");
+    let text = err.to_string();
+    assert_says(
+        &text,
+        &[
+            "2 of 4 masters reachable",
+            "3 needed",
+            "running and reachable",
+        ],
+    );
+    assert!(!text.contains("majority of masters unreachable"), "{text}");
+    let report = err.report().expect("a report");
+    let down = &report.masters().expect("named")[2];
+    assert!(
+        text.contains(&format!("{down}: connection refused"))
+            || text.contains(&format!("{down}: disconnected")),
+        "{text}"
+    );
+}
+
+/// A round decided by two refusals before the third master answered: the
+/// third is not called "not waited for" (as if it were unwell), but a
+/// master whose answer was not needed; and when it answered in time, its
+/// grant is said to have been released again.
+#[test]
+fn a_master_a_decided_round_did_not_need_is_not_blamed() {
+    let cluster = Cluster::start(3);
+    let redlock = builder(cluster.urls())
+        .retry_count(0)
+        .build()
+        .expect("build");
+    let mut warm = redlock.try_lock("warm", TTL).expect("free");
+    redlock.unlock(&mut warm).expect("released");
+    cluster.set(0, "held", "other");
+    cluster.set(1, "held", "other");
+    // A paused third master cannot answer: the round is decided without it.
+    cluster.pause(2);
+    let err = redlock.try_lock("held", TTL).expect_err("held on two");
+    cluster.resume(2);
+    assert!(matches!(err, Error::Contended(_)), "{err}");
+    let text = err.to_string();
+    let third = &err.report().expect("report").masters().expect("named")[2];
+    assert_says(
+        &text,
+        &[
+            "held by another client",
+            "refused by 2 of 3 masters",
+            &format!("{third}: answer not needed (decided without it)"),
+        ],
+    );
+    assert!(!text.contains("not waited for"), "{text}");
+    // Healthy, the third answers before or after the decision: either its
+    // answer was not needed, or its grant is released again.
+    let err = redlock.try_lock("held", TTL).expect_err("held on two");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("{third}: answer not needed"))
+            || text.contains(&format!("{third}: acquired (released again: no quorum)")),
+        "{text}"
+    );
+}
+
+/// A wait that ran out says how long the call waited, beside its last
+/// attempt's own time.
+#[test]
+fn a_wait_that_ran_out_shows_the_time_waited() {
+    let cluster = Cluster::start(3);
+    let holder = builder(cluster.urls()).build().expect("build");
+    let mut held = holder.try_lock("waited", TTL).expect("free");
+    let redlock = builder(cluster.urls()).build().expect("build");
+    let before = redlock.stats();
+    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+    let err = redlock
+        .lock_until("waited", TTL, deadline)
+        .expect_err("held throughout");
+    let after = redlock.stats();
+    holder.unlock(&mut held).expect("released");
+    assert!(matches!(err, Error::Contended(_)), "{err}");
+    assert!(
+        after.attempts - before.attempts >= 2,
+        "the call waited between attempts: {before:?} -> {after:?}"
+    );
+    let report = err.report().expect("report");
+    let waited = report.waited().expect("the call's wait is in its report");
+    assert!(waited > report.elapsed(), "{waited:?} {report}");
+    assert_says(
+        &err.to_string(),
+        &[
+            &format!("after waiting {} ms", waited.as_millis()),
+            "the last attempt in",
+        ],
+    );
+    // One round: no wait to speak of.
+    let mut held = holder.try_lock("waited", TTL).expect("free");
+    let err = redlock.try_lock("waited", TTL).expect_err("held");
+    holder.unlock(&mut held).expect("released");
+    assert_eq!(err.report().expect("report").waited(), None);
+    assert!(!err.to_string().contains("after waiting"), "{err}");
+}
+
+/// A TCP server that answers every connection with `reply` and closes it:
+/// something that is not a Redis server. Stops when dropped.
+struct NotRedis {
+    port: u16,
+    stop: Arc<AtomicBool>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl NotRedis {
+    fn start(reply: &'static [u8]) -> NotRedis {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.set_nonblocking(true).expect("nonblocking");
+        let port = listener.local_addr().expect("address").port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = Arc::clone(&stop);
+            thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    match listener.accept() {
+                        Ok((mut conn, _)) => {
+                            let _ = conn.set_nonblocking(false);
+                            let _ = conn.set_read_timeout(Some(Duration::from_secs(1)));
+                            let mut request = [0u8; 512];
+                            let _ = conn.read(&mut request);
+                            let _ = conn.write_all(reply);
+                        }
+                        // Polled: the acceptor notices the drop.
+                        Err(_) => thread::sleep(Duration::from_millis(5)),
+                    }
+                }
+            })
+        };
+        NotRedis {
+            port,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for NotRedis {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A server that is not Redis (a web server, a TLS port) is named for what
+/// it answered and what was expected, not by a RESP type byte.
+#[test]
+fn a_server_that_is_not_redis_says_what_answered() {
+    for (reply, guess) in [
+        (
+            &b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"[..],
+            "HTTP server",
+        ),
+        // A TLS alert record: the port speaks TLS.
+        (&[0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x32][..], "rediss://"),
+    ] {
+        let fake = NotRedis::start(reply);
+        let err = builder(vec![fake.url()])
+            .connect_timeout(Duration::from_secs(2))
+            .require_handshakes(Require::All)
+            .build()
+            .expect_err("not a master");
+        let ConfigError::Handshakes { failures, .. } = &err else {
+            panic!("expected Handshakes, got {err:?}");
+        };
+        assert!(matches!(failures[0].1, NodeError::Protocol(_)), "{err:?}");
+        let text = err.to_string();
+        assert_says(
+            &text,
+            &[
+                "0 of 1 master completed the handshake",
+                "not a Redis server",
+                guess,
+                "a Redis or Valkey master answers with a RESP reply",
+                "check the address and port",
+            ],
+        );
+        assert!(!text.contains("unknown RESP type byte"), "{text}");
+        assert!(!text.contains("1 masters"), "{text}");
+    }
+}
+
+/// A TTL not longer than the request timeout names the setting to change.
+#[test]
+fn a_ttl_too_short_names_the_request_timeout() {
+    let redlock = builder(vec!["redis://127.0.0.1:1".to_owned()])
+        .build()
+        .expect("a master down is retried later");
+    let err = redlock
+        .try_lock("r", Duration::from_millis(100))
+        .expect_err("shorter than the request timeout");
+    assert!(matches!(err, Error::InvalidTtl { .. }), "{err}");
+    assert_says(
+        &err.to_string(),
+        &[
+            "100ms",
+            "longer than the request timeout",
+            "request_timeout",
+        ],
+    );
 }

@@ -71,7 +71,7 @@ fn a_healthy_hold_over_many_periods_with_a_short_ttl() {
     assert_eq!(changes.standings(), [Standing::Released]);
     println!("{} extensions, {refused} refused attempts", stats.extended);
     assert_gone(&cluster, &[0, 1, 2], b"kept", PATIENCE);
-    other.try_lock("kept", ttl).expect("free after the release");
+    let _lock = other.try_lock("kept", ttl).expect("free after the release");
 }
 
 /// A release ends a holding without a loss: the callback and the `lost()`

@@ -320,6 +320,57 @@ fn lock_guard_release() {
     other.unlock(&mut thief).expect("unlock");
 }
 
+/// `lock_guard_until` waits for the lock until its deadline and guards
+/// what it won; held by another past the deadline, it fails `Contended`.
+/// `LockGuard::new` guards a lock taken otherwise (here over two
+/// resources), and `into_lock` hands it back unreleased.
+#[test]
+fn guards_with_a_deadline_and_from_a_lock() {
+    let cluster = Cluster::start(3);
+    let redlock = client(cluster.urls(), HEALTHY);
+    let holder = client(cluster.urls(), HEALTHY);
+    let mut held = holder.try_lock("until", TTL).expect("free");
+    let deadline = Instant::now() + Duration::from_millis(300);
+    let err = redlock
+        .lock_guard_until("until", TTL, deadline)
+        .expect_err("held past the deadline");
+    assert!(matches!(err, Error::Contended(_)), "{err}");
+    holder.unlock(&mut held).expect("released");
+    {
+        let guard = redlock
+            .lock_guard_until("until", TTL, Instant::now() + SETTLE)
+            .expect("free now");
+        assert_held_everywhere(&cluster, b"until", guard.token());
+    }
+    assert_gone_everywhere(&cluster, b"until");
+
+    {
+        let lock = redlock
+            .try_lock_all(&["both:a", "both:b"], TTL)
+            .expect("free");
+        let guard = redlock_mio::LockGuard::new(&redlock, lock);
+        assert_held_everywhere(&cluster, b"both:a", guard.token());
+        assert_held_everywhere(&cluster, b"both:b", guard.token());
+    }
+    assert_gone_everywhere(&cluster, b"both:a");
+    assert_gone_everywhere(&cluster, b"both:b");
+
+    let guard = redlock.lock_guard("handed", TTL).expect("free");
+    let before = redlock.stats().releases;
+    let mut lock = guard.into_lock();
+    assert_eq!(
+        redlock.stats().releases,
+        before,
+        "the guard sent no release"
+    );
+    assert_held_everywhere(&cluster, b"handed", lock.token());
+    assert!(!lock.is_expired(), "handed back as it was");
+    redlock
+        .unlock(&mut lock)
+        .expect("still held: the guard released nothing");
+    assert_gone_everywhere(&cluster, b"handed");
+}
+
 /// Resource names are bytes: NUL, CR LF and non-UTF-8 bytes go through.
 #[test]
 fn binary_safe_resources() {

@@ -1,16 +1,17 @@
 //! Keeping a lock on a shared client, and the scoped forms, against real
 //! `redis-server`s: `keep` on an `Arc<Redlock>` that other threads go on
 //! using; `with_lock` returns the closure's value and releases (also when
-//! the closure panics), and hands the closure the loss signal;
-//! `with_lock_async` does the same for a future under tokio and under a
-//! bare executor, and a dropped one still releases.
+//! the closure panics), hands the closure the loss signal, and fails with
+//! `Error::Lost` when the lock was lost meanwhile; `with_lock_async` does
+//! the same for a future under tokio and under a bare executor, and a
+//! dropped one still releases.
 
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::thread;
 use std::time::Duration;
@@ -34,9 +35,9 @@ fn client(cluster: &Cluster) -> Redlock {
         .expect("build")
 }
 
-/// Deletes `key` on every master: the lock is gone everywhere.
-fn delete_everywhere(cluster: &Cluster, key: &[u8]) {
-    for i in 0..cluster.len() {
+/// Deletes `key` on masters `nodes` (a majority: the lock is gone).
+fn delete_on(cluster: &Cluster, nodes: &[usize], key: &[u8]) {
+    for &i in nodes {
         cluster.command(i, &[b"DEL", key]);
     }
 }
@@ -151,26 +152,38 @@ fn a_panic_in_the_closure_still_releases() {
     assert_eq!((stats.releases, stats.released), (1, 1), "{stats:?}");
     assert_eq!(changes.standings(), [Standing::Released]);
     assert_gone(&cluster, &[0, 1, 2], b"panicking", PATIENCE);
-    client(&cluster)
+    let _lock = client(&cluster)
         .try_lock("panicking", TTL)
         .expect("free after the panic");
 }
 
-/// The closure sees a loss through the keeper it is handed: the key
-/// deleted on every master, the first extension after that reports it.
+/// The closure sees a loss through the keeper it is handed, and the call
+/// fails with it: the key deleted on a majority of masters (two of
+/// three), the first extension after that reports it, the closure's
+/// value is dropped, and `with_lock` returns `Error::Lost`.
 #[test]
-fn a_loss_during_the_closure_is_seen_by_it() {
+fn a_loss_during_the_closure_fails_the_call() {
     let cluster = Cluster::start(3);
     let redlock = client(&cluster);
     let changes = Changes::new();
     let options = KeepOptions::new(TTL).on_change(changes.recorder(&redlock));
-    let seen = redlock
-        .with_lock("lose", options, |keeper| {
-            delete_everywhere(&cluster, b"lose");
-            keeper.wait_lost(PATIENCE) && keeper.is_lost()
-        })
-        .expect("locked");
-    assert!(seen, "the closure saw no loss");
+    let seen = AtomicBool::new(false);
+    let dropped = Arc::new(AtomicBool::new(false));
+    let outcome = redlock.with_lock("lose", options, |keeper| {
+        delete_on(&cluster, &[0, 1], b"lose");
+        seen.store(
+            keeper.wait_lost(PATIENCE) && keeper.is_lost(),
+            Ordering::Relaxed,
+        );
+        DropFlag(Arc::clone(&dropped))
+    });
+    assert!(seen.load(Ordering::Relaxed), "the closure saw no loss");
+    assert!(
+        matches!(outcome, Err(Error::Lost)),
+        "the call hid the loss: {:?}",
+        outcome.as_ref().map(|_| ())
+    );
+    assert!(dropped.load(Ordering::Relaxed), "the value was not dropped");
     let all = changes.all();
     let [(Standing::Lost, _, at_loss)] = &all[..] else {
         panic!("the loss, and no release reported after it: {all:?}");
@@ -180,6 +193,40 @@ fn a_loss_during_the_closure_is_seen_by_it() {
         1,
         "the first extension after the deletion reported it: {at_loss:?}"
     );
+}
+
+/// A loss that the closure does not wait for (it returns right after the
+/// key went from a majority) fails the call too: the release's round (or
+/// an extension before it) says the token no longer owned the resource.
+#[test]
+fn a_loss_found_by_the_release_fails_the_call() {
+    let cluster = Cluster::start(3);
+    let redlock = client(&cluster);
+    let changes = Changes::new();
+    let options = KeepOptions::new(TTL).on_change(changes.recorder(&redlock));
+    let outcome = redlock.with_lock("lose-late", options, |keeper| {
+        delete_on(&cluster, &[1, 2], b"lose-late");
+        keeper.is_lost()
+    });
+    let Err(lost @ Error::Lost) = outcome else {
+        panic!("the call hid the loss: {outcome:?}");
+    };
+    let text = lost.to_string();
+    assert!(text.contains("lost while the work ran"), "{text}");
+    assert!(!lost.is_retryable(), "{text}");
+    assert_eq!(changes.standings(), [Standing::Lost]);
+    let stats = redlock.stats();
+    assert_eq!(stats.releases, 1, "{stats:?}");
+}
+
+/// A value whose drop is seen: what the scoped calls do with the work's
+/// value when the lock was lost.
+struct DropFlag(Arc<AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 /// Tokio's runtimes and a bare executor with no timers of its own.
@@ -252,25 +299,40 @@ fn with_lock_async_returns_the_value_and_releases_under_every_executor() {
 }
 
 /// The future sees a loss by awaiting `lost()`, which the keeper's thread
-/// wakes: under a bare executor too.
+/// wakes, under a bare executor too; the key deleted on a majority, the
+/// call fails with `Error::Lost` and drops the future's value.
 #[test]
-fn a_loss_is_seen_by_the_future_of_with_lock_async() {
+fn a_loss_during_the_future_of_with_lock_async_fails_the_call() {
     let cluster = Cluster::start(3);
     let redlock = client(&cluster);
     for (name, block_on) in executors() {
         let resource = format!("scoped-async-lost:{name}");
         let changes = Changes::new();
         let options = KeepOptions::new(TTL).on_change(changes.recorder(&redlock));
+        let dropped = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(Mutex::new(None));
         block_on(Box::pin(async {
-            let standing = redlock
+            let outcome = redlock
                 .with_lock_async(&resource, options, async |keeper| {
-                    delete_everywhere(&cluster, resource.as_bytes());
-                    keeper.lost().await
+                    delete_on(&cluster, &[0, 2], resource.as_bytes());
+                    *seen.lock().expect("not poisoned") = Some(keeper.lost().await);
+                    DropFlag(Arc::clone(&dropped))
                 })
-                .await
-                .expect("locked");
-            assert_eq!(standing, Standing::Lost, "{name}");
+                .await;
+            assert!(
+                matches!(outcome, Err(Error::Lost)),
+                "{name}: the call hid the loss"
+            );
         }));
+        assert_eq!(
+            *seen.lock().expect("not poisoned"),
+            Some(Standing::Lost),
+            "{name}"
+        );
+        assert!(
+            dropped.load(Ordering::Relaxed),
+            "{name}: the value was kept"
+        );
         assert_eq!(changes.standings(), [Standing::Lost], "{name}");
     }
 }

@@ -184,7 +184,7 @@ fn past_the_cap_a_call_waits_for_a_slot() {
 }
 
 /// A batch larger than the cap runs the rounds it got slots for and gives
-/// `Busy` for the rest, having sent nothing for them; a cap of zero is a
+/// `TooManyInFlight` for the rest, having sent nothing for them; a cap of zero is a
 /// configuration error.
 #[test]
 fn a_batch_past_the_cap_is_busy_for_the_rest() {
@@ -197,8 +197,19 @@ fn a_batch_past_the_cap_is_busy_for_the_rest() {
     let results = redlock.try_lock_many(&names, TTL).expect("a valid batch");
     assert!(results[0].is_ok() && results[1].is_ok(), "{results:?}");
     match &results[2] {
-        Err(error @ Error::Busy { limit: 2 }) => assert!(error.is_retryable()),
-        other => panic!("expected Busy, got {other:?}"),
+        Err(error @ Error::TooManyInFlight { limit: 2 }) => {
+            assert!(error.is_retryable());
+            // Says what it is (not a held lock) and what changes it.
+            let text = error.to_string();
+            for needle in [
+                "too many rounds in flight",
+                "max_in_flight",
+                "nothing was sent",
+            ] {
+                assert!(text.contains(needle), "{needle:?} missing from {text}");
+            }
+        }
+        other => panic!("expected TooManyInFlight, got {other:?}"),
     }
     for i in 0..cluster.len() {
         assert!(

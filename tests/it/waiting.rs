@@ -405,7 +405,7 @@ fn a_waiter_nobody_hears_is_dropped_and_never_reserved_for() {
         assert_eq!(reservation(&cluster, i), None, "master {i}");
     }
     let other = waiter(&cluster);
-    other
+    let _lock = other
         .try_lock(RESOURCE, Duration::from_secs(30))
         .expect("free at once");
 }

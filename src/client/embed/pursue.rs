@@ -64,7 +64,7 @@ impl LockUntil {
     ///
     /// # Errors
     ///
-    /// [`Error::Busy`] when its attempt meets the cap of rounds in flight
+    /// [`Error::TooManyInFlight`] when its attempt meets the cap of rounds in flight
     /// (nothing was sent, its wait ended).
     pub(super) fn start(
         base: &mut Base,
@@ -189,7 +189,7 @@ impl Call {
     ///
     /// # Errors
     ///
-    /// [`Error::Busy`] at the cap of rounds in flight (nothing was sent).
+    /// [`Error::TooManyInFlight`] at the cap of rounds in flight (nothing was sent).
     fn attempt(&mut self, base: &mut Base, now: Instant) -> Result<Stage, Error> {
         let token = base.tokens.token();
         let keys = self.keys();

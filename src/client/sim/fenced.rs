@@ -192,7 +192,7 @@ impl Client {
 
     /// Starts the rounds of `fenced`'s next step, as the front ends run
     /// them: a step none of whose rounds could start is ended at once
-    /// ([`Error::Busy`]), and the next one tried. With
+    /// ([`Error::TooManyInFlight`]), and the next one tried. With
     /// [`skip_raises`](Self::skip_raises), a raise is not sent: every
     /// master is taken to have raised.
     fn run_step(&mut self, fenced: &mut Fenced, now: Instant) {

@@ -338,7 +338,7 @@ impl World {
     pub(super) fn call_failed(&mut self, c: usize, k: usize, call: Box<Call>, error: &Error) {
         self.outcome.refused += 1;
         self.end_call(c, k, call);
-        if let Error::Busy { .. } = error {
+        if let Error::TooManyInFlight { .. } = error {
             // The table of rounds was full: the front end would have
             // waited for a slot; this caller tries again a request timeout
             // later (it does not spin).
