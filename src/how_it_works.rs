@@ -144,7 +144,7 @@
 //! | failure | bound |
 //! |---|---|
 //! | a release published before the waiter's subscription is live | none: the subscription is confirmed in the handshake, before the connection carries any command |
-//! | a connection drops, and the wake-ups sent meanwhile are lost | every waiter of the client tries again when it reconnects |
+//! | a connection drops, and the wake-ups sent meanwhile are lost | the client reconnects by itself while a caller waits (at once after a healthy connection dropped, else on its back-off), and every waiter of the client tries again when it has |
 //! | the waiter gives up, times out, fails or its future is dropped | its entries leave the queues at once ([`LEAVE_SCRIPT`](crate::scripts::LEAVE_SCRIPT), sent without waiting); subscriptions never leak: there is one per connection, whatever the number of waits |
 //! | the waiter's process died | nobody hears its channel: the next release skips its entry |
 //! | the waiter's client lives but never comes (a stalled process) | one reservation window, after which the next waiter, told when, tries |

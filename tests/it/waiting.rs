@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::support::check::{eventually, integer, queued_on};
+use crate::support::check::{eventually, integer, kill_clients, queued_on};
 use crate::support::cluster::Cluster;
 use redlock_mio::{Error, MAX_TIMEOUT, Redlock};
 
@@ -433,4 +433,93 @@ fn a_waiter_that_gives_up_is_never_handed_the_lock() {
     for i in 0..3 {
         assert_eq!(reservation(&cluster, i), None, "master {i}");
     }
+}
+
+/// Longer than any test may take: a waiter given this deadline that is
+/// served has been told (or woken by its own reconnect), never reached its
+/// last attempt.
+const LONG: Duration = Duration::from_secs(3600);
+
+/// A bound for what takes milliseconds when things work (a reconnect, a
+/// hand-off and the attempt it wakes): reaching it means that it never
+/// happened, and the test fails in seconds, not at a one-minute limit.
+const SOON: Duration = Duration::from_secs(20);
+
+/// `client` waits for the resource on a thread of its own, with a deadline
+/// far past any test ([`LONG`]); its outcome arrives on the receiver, which
+/// the test waits on for [`SOON`] at most, so that a waiter nobody tells
+/// fails the test instead of hanging it.
+fn wait_long(client: &Arc<Redlock>) -> std::sync::mpsc::Receiver<Result<redlock_mio::Lock, Error>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let client = Arc::clone(client);
+    thread::spawn(move || {
+        let outcome = client.lock_until(RESOURCE, Duration::from_secs(30), Instant::now() + LONG);
+        let _ = tx.send(outcome);
+    });
+    rx
+}
+
+/// Whether `client` has connected to every master more than once.
+fn reconnected(client: &Redlock) -> bool {
+    client.stats().masters.iter().all(|m| m.connects >= 2)
+}
+
+/// A waiter whose connections are dropped reconnects on its own, though it
+/// sends nothing while it waits, and is told again: the release that
+/// follows hands it the lock.
+#[test]
+fn a_waiter_whose_connections_drop_reconnects_and_is_handed_the_lock() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    let client = Arc::new(waiter(&cluster));
+    let outcome = wait_long(&client);
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 1) == 3));
+    for i in 0..3 {
+        kill_clients(&cluster, i);
+    }
+    assert!(
+        eventually(SOON, || reconnected(&client)),
+        "the waiter reconnects by itself: {:?}",
+        client.stats().masters
+    );
+    holder.unlock(&mut held).expect("released");
+    let lock = outcome
+        .recv_timeout(SOON)
+        .expect("the waiter is told, not left to its deadline")
+        .expect("the waiter gets the lock");
+    assert!(lock.validity() > Duration::from_secs(20));
+    // The refused attempt, those its reconnects woke (one per master at
+    // most), and the one it was told to make: no polling.
+    let attempts = client.stats().attempts;
+    assert!((3..=5).contains(&attempts), "{attempts} attempts");
+}
+
+/// A release that comes while a waiter's connections are down finds
+/// nobody to tell; the waiter reconnects on its own and, woken by that,
+/// finds the key free.
+#[test]
+fn a_waiter_whose_connections_drop_before_the_release_is_served_when_it_reconnects() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    let client = Arc::new(waiter(&cluster));
+    let outcome = wait_long(&client);
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 1) == 3));
+    for i in 0..3 {
+        kill_clients(&cluster, i);
+    }
+    holder.unlock(&mut held).expect("released");
+    let lock = outcome
+        .recv_timeout(SOON)
+        .expect("the waiter is woken by its reconnect, not left to its deadline")
+        .expect("the waiter gets the lock");
+    assert!(lock.validity() > Duration::from_secs(20));
+    assert!(reconnected(&client), "{:?}", client.stats().masters);
+    let attempts = client.stats().attempts;
+    assert!((2..=5).contains(&attempts), "{attempts} attempts");
 }
