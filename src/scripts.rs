@@ -22,7 +22,15 @@
 /// dropped, and so is an entry of any other form than `<window
 /// ms>|<waiter id>|redlock-mio:wake:<client id>` (the window a positive
 /// integer of at most nine digits, without leading zeros, so that the
-/// reservation's `PX` always takes it); at most eight of them a call. The
+/// reservation's `PX` always takes it), however many there are: a crashed
+/// process with many waiting threads leaves as many dead entries, and the
+/// first live waiter behind them is still the one served. Each entry
+/// looked at costs the server one `ZRANGE`, one `PUBLISH` and one `ZREM`,
+/// and every one but the last is dropped, so a call costs one such step
+/// per dead entry ahead of the first live waiter (and of the next one),
+/// and each entry is dropped once, whatever the number of calls: the
+/// queue holds one entry per waiting call, so the work is bounded by the
+/// waits that existed, never by the number of releases. The
 /// queue's commands run under `pcall`: a server that refuses them (a user
 /// without the permissions) frees the key all the same, and nobody is
 /// told. A key nobody waits for has no queue, and `EXISTS`, the cheapest
@@ -30,7 +38,7 @@
 /// costs the server little more than the classic compare-and-delete.
 macro_rules! handoff {
     () => {
-        r#"local function handoff(k) local q="redlock-mio:queue:"..k if redis.pcall("exists",q)~=1 then return end for _=1,8 do local h=redis.pcall("zrange",q,0,0) if type(h)~="table" or h.err or #h==0 then return end h=h[1] redis.pcall("zrem",q,h) local r,id,ch=string.match(h,"^([1-9]%d*)|(%d+)|(redlock%-mio:wake:%x+)$") if r and #r<=9 then local n=redis.pcall("publish",ch,id) if type(n)~="number" then return end if n>0 then redis.call("set",k,"reserved "..h,"px",r) local nx=redis.pcall("zrange",q,0,7) if type(nx)=="table" and not nx.err then for _,e in ipairs(nx) do local _,eid,ech=string.match(e,"^(%d+)|(%d+)|(redlock%-mio:wake:%x+)$") if eid then local m=redis.pcall("publish",ech,eid.." "..r) if type(m)~="number" or m>0 then break end end redis.pcall("zrem",q,e) end end return end end end end "#
+        r#"local function handoff(k) local q="redlock-mio:queue:"..k if redis.pcall("exists",q)~=1 then return end while true do local h=redis.pcall("zrange",q,0,0) if type(h)~="table" or h.err or #h==0 then return end h=h[1] if redis.pcall("zrem",q,h)~=1 then return end local r,id,ch=string.match(h,"^([1-9]%d*)|(%d+)|(redlock%-mio:wake:%x+)$") if r and #r<=9 then local n=redis.pcall("publish",ch,id) if type(n)~="number" then return end if n>0 then redis.call("set",k,"reserved "..h,"px",r) while true do local e=redis.pcall("zrange",q,0,0) if type(e)~="table" or e.err or #e==0 then return end e=e[1] local _,eid,ech=string.match(e,"^(%d+)|(%d+)|(redlock%-mio:wake:%x+)$") if eid then local m=redis.pcall("publish",ech,eid.." "..r) if type(m)~="number" or m>0 then return end end if redis.pcall("zrem",q,e)~=1 then return end end end end end end "#
     };
 }
 
@@ -43,7 +51,7 @@ pub const RELEASE_SCRIPT: &str = concat!(
 );
 
 /// SHA1 of [`RELEASE_SCRIPT`], as `SCRIPT LOAD` returns it.
-pub const RELEASE_SHA1: &str = "b0212ba03ac514cf283b3bf5f1fb9e9478048a41";
+pub const RELEASE_SHA1: &str = "7097913168c31ba43e71fa1e7d6f756aaa7e9d02";
 
 /// Compare-and-`PEXPIRE`: extends the key only if it still holds our
 /// token, and never shortens it (`GT`): an extend delayed in the network,
@@ -68,7 +76,7 @@ pub const RELEASE_MANY_SCRIPT: &str = concat!(
     r#"local n=0 for i=1,#KEYS do if redis.call("get",KEYS[i])==ARGV[1] then n=n+redis.call("del",KEYS[i]) handoff(KEYS[i]) end end if n>0 then return 1 else return 0 end"#
 );
 /// SHA1 of [`RELEASE_MANY_SCRIPT`].
-pub const RELEASE_MANY_SHA1: &str = "85b27c5ef803df591e6436fefe934889a96041b0";
+pub const RELEASE_MANY_SHA1: &str = "8799c8b87dce166bdd778df0715e8815f57d08ef";
 
 /// Extends every key to `ARGV[2]` ms if all still hold the token `ARGV[1]`,
 /// else none; never shortens one (`GT`, as [`EXTEND_SCRIPT`]).
@@ -135,7 +143,7 @@ pub const WAIT_ACQUIRE_SCRIPT: &str = concat!(
     r#"local m=ARGV[3] local mine="reserved "..m local wait=0 local held=false for i=1,#KEYS do local k=KEYS[i] local v=redis.call("get",k) if not v then local h=redis.pcall("zrange","redlock-mio:queue:"..k,0,0) if type(h)=="table" and not h.err and #h>0 and h[1]~=m then handoff(k) v=redis.call("get",k) end end if v and v~=mine then held=true local p=redis.pcall("pttl",k) if type(p)~="number" or p<0 then wait=-1 elseif wait>=0 and p>wait then wait=p end end end if not held then for i=1,#KEYS do redis.call("set",KEYS[i],ARGV[1],"px",ARGV[2]) redis.pcall("zrem","redlock-mio:queue:"..KEYS[i],m) end return redis.status_reply("OK") end local keep=math.max(wait,0)+tonumber(ARGV[5]) for i=1,#KEYS do local q="redlock-mio:queue:"..KEYS[i] redis.pcall("zadd",q,"NX",ARGV[4],m) local t=redis.pcall("pttl",q) if type(t)=="number" and t<keep then redis.pcall("pexpire",q,keep) end end return redis.status_reply("WAIT "..string.format("%d",wait))"#
 );
 /// SHA1 of [`WAIT_ACQUIRE_SCRIPT`].
-pub const WAIT_ACQUIRE_SHA1: &str = "80c90d5892676cd32b83d5458de5ba87ef43befb";
+pub const WAIT_ACQUIRE_SHA1: &str = "a19a93842fc8f0ac7ef8775eee3aa44bc608524d";
 
 /// A waiter leaves the queues of `KEYS`: takes the member `ARGV[1]` off
 /// each, and a key reserved for it is handed to the next waiter. Sent when
@@ -147,7 +155,7 @@ pub const LEAVE_SCRIPT: &str = concat!(
     r#"local mine="reserved "..ARGV[1] for i=1,#KEYS do redis.pcall("zrem","redlock-mio:queue:"..KEYS[i],ARGV[1]) if redis.call("get",KEYS[i])==mine then redis.call("del",KEYS[i]) handoff(KEYS[i]) end end return 1"#
 );
 /// SHA1 of [`LEAVE_SCRIPT`].
-pub const LEAVE_SHA1: &str = "812aaee388c865e5f35958c0f2bb159edcb16ccf";
+pub const LEAVE_SHA1: &str = "4d5def5c0b47ccf8a1c663b2064005b8ad21962b";
 
 /// [`FENCED_ACQUIRE_SCRIPT`] for a caller that waits, as
 /// [`WAIT_ACQUIRE_SCRIPT`] is [`ACQUIRE_MANY_SCRIPT`]'s: `KEYS[1]` and
@@ -160,4 +168,4 @@ pub const FENCED_WAIT_ACQUIRE_SCRIPT: &str = concat!(
     r#"local function ok(v) return v==false or (type(v)=="string" and #v<=16 and string.find(v,"^[1-9]%d*$")~=nil and tonumber(v)<9007199254740992) end local m=ARGV[3] local mine="reserved "..m local wait=0 local held=false for i=3,#KEYS do local k=KEYS[i] local v=redis.call("get",k) if not v then local h=redis.pcall("zrange","redlock-mio:queue:"..k,0,0) if type(h)=="table" and not h.err and #h>0 and h[1]~=m then handoff(k) v=redis.call("get",k) end end if v and v~=mine then held=true local p=redis.pcall("pttl",k) if type(p)~="number" or p<0 then wait=-1 elseif wait>=0 and p>wait then wait=p end end end if held then local keep=math.max(wait,0)+tonumber(ARGV[5]) for i=3,#KEYS do local q="redlock-mio:queue:"..KEYS[i] redis.pcall("zadd",q,"NX",ARGV[4],m) local t=redis.pcall("pttl",q) if type(t)=="number" and t<keep then redis.pcall("pexpire",q,keep) end end return redis.status_reply("WAIT "..string.format("%d",wait)) end local c=redis.pcall("get",KEYS[1]) if not ok(c) then return redis.error_reply("FOREIGNKEY "..KEYS[1]) end local l=false if not c then l=redis.pcall("get",KEYS[2]) if not ok(l) then return redis.error_reply("FOREIGNKEY "..KEYS[2]) end end for i=3,#KEYS do redis.call("set",KEYS[i],ARGV[1],"px",ARGV[2]) redis.pcall("zrem","redlock-mio:queue:"..KEYS[i],m) end if c then return redis.call("incr",KEYS[1]) end if not l then local t=redis.call("time") l=t[1]..string.format("%06d",t[2]) redis.call("set",KEYS[2],l) end return -tonumber(l)"#
 );
 /// SHA1 of [`FENCED_WAIT_ACQUIRE_SCRIPT`].
-pub const FENCED_WAIT_ACQUIRE_SHA1: &str = "d5f560c25f79a41d3e15f5c6d44638aa89cbc8a0";
+pub const FENCED_WAIT_ACQUIRE_SHA1: &str = "fc5c6b1a03679052e6c0e39c7afa19840b3a8e89";

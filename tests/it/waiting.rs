@@ -523,3 +523,83 @@ fn a_waiter_whose_connections_drop_before_the_release_is_served_when_it_reconnec
     let attempts = client.stats().attempts;
     assert!((2..=5).contains(&attempts), "{attempts} attempts");
 }
+
+/// Queue entries of waiters whose client is gone (a crashed process with
+/// many waiting threads leaves one per thread), first in line on every
+/// master: `count` of them, on a channel nobody hears.
+fn dead_entries(cluster: &Cluster, count: usize, first_place: usize) {
+    for i in 0..cluster.len() {
+        for n in 0..count {
+            let place = (first_place + n).to_string();
+            let member = format!("300|{}|redlock-mio:wake:00000000000000dd", 100 + n);
+            cluster.command(i, &[b"ZADD", QUEUE, place.as_bytes(), member.as_bytes()]);
+        }
+    }
+}
+
+/// However many dead entries are ahead of it, the first live waiter is the
+/// one a release hands the lock to: each dead one is skipped.
+#[test]
+fn a_release_skips_any_number_of_dead_waiters_to_the_live_one() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    dead_entries(&cluster, 9, 1);
+    let client = Arc::new(waiter(&cluster));
+    let outcome = wait_long(&client);
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 10) == 3));
+    holder.unlock(&mut held).expect("released");
+    let lock = outcome
+        .recv_timeout(SOON)
+        .expect("the live waiter is told, not left to the holder's TTL")
+        .expect("the live waiter gets the lock");
+    assert!(lock.validity() > Duration::from_secs(20));
+    assert_eq!(client.stats().attempts, 2, "refused once, then told");
+    for i in 0..3 {
+        assert_eq!(
+            integer(&cluster.command(i, &[b"ZCARD", QUEUE])),
+            0,
+            "master {i}"
+        );
+    }
+}
+
+/// Behind a waiter that never comes, however many dead entries there are,
+/// the next live waiter is told to try once the first one's window has
+/// passed.
+#[test]
+fn the_waiter_told_to_try_next_is_found_behind_any_number_of_dead_ones() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    // First in line, a waiter whose client hears but never comes.
+    let stalled: &[u8] = b"300|8|redlock-mio:wake:00000000000000ee";
+    let mut listeners = Vec::new();
+    for i in 0..3 {
+        cluster.command(i, &[b"ZADD", QUEUE, b"0", stalled]);
+        let mut listener = cluster.node(i).connect(PATIENCE).expect("connect");
+        listener
+            .request(&[b"SUBSCRIBE", b"redlock-mio:wake:00000000000000ee"])
+            .expect("subscribed");
+        listeners.push(listener);
+    }
+    dead_entries(&cluster, 9, 1);
+    let client = Arc::new(waiter(&cluster));
+    let outcome = wait_long(&client);
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 11) == 3));
+    holder.unlock(&mut held).expect("released");
+    let lock = outcome
+        .recv_timeout(SOON)
+        .expect("the live waiter is told when to try, not left to the holder's TTL")
+        .expect("the live waiter gets the lock");
+    assert!(lock.validity() > Duration::from_secs(20));
+    // Refused once, then the attempt it was told to make (and one more if
+    // a master's window outlasted the others' by a moment).
+    let attempts = client.stats().attempts;
+    assert!((2..=3).contains(&attempts), "{attempts} attempts");
+    drop(listeners);
+}

@@ -54,30 +54,32 @@ fn first(s: &mut Call<'_>, queue: &[u8]) -> Option<Vec<u8>> {
 ///
 /// ```lua
 /// local function handoff(k) local q="redlock-mio:queue:"..k
-///   if redis.pcall("exists",q)~=1 then return end for _=1,8 do
+///   if redis.pcall("exists",q)~=1 then return end while true do
 ///   local h=redis.pcall("zrange",q,0,0) if type(h)~="table" or h.err or #h==0 then return end
-///   h=h[1] redis.pcall("zrem",q,h)
+///   h=h[1] if redis.pcall("zrem",q,h)~=1 then return end
 ///   local r,id,ch=string.match(h,"^([1-9]%d*)|(%d+)|(redlock%-mio:wake:%x+)$")
 ///   if r and #r<=9 then
 ///     local n=redis.pcall("publish",ch,id) if type(n)~="number" then return end
 ///     if n>0 then redis.call("set",k,"reserved "..h,"px",r)
-///       local nx=redis.pcall("zrange",q,0,7) if type(nx)=="table" and not nx.err then
-///         for _,e in ipairs(nx) do local _,eid,ech=string.match(e,"^(%d+)|(%d+)|(redlock%-mio:wake:%x+)$")
-///           if eid then local m=redis.pcall("publish",ech,eid.." "..r)
-///             if type(m)~="number" or m>0 then break end end
-///           redis.pcall("zrem",q,e) end end
-///       return end end end end
+///       while true do local e=redis.pcall("zrange",q,0,0)
+///         if type(e)~="table" or e.err or #e==0 then return end
+///         e=e[1] local _,eid,ech=string.match(e,"^(%d+)|(%d+)|(redlock%-mio:wake:%x+)$")
+///         if eid then local m=redis.pcall("publish",ech,eid.." "..r)
+///           if type(m)~="number" or m>0 then return end end
+///         if redis.pcall("zrem",q,e)~=1 then return end end end end end end
 /// ```
 pub(super) fn handoff(s: &mut Call<'_>, key: &[u8]) -> Result<(), Reply> {
     let queue = queue_of(key);
     if s.pcall("exists", &[&queue]) != Reply::Integer(1) {
         return Ok(());
     }
-    for _ in 0..8 {
+    loop {
         let Some(head) = first(s, &queue) else {
             return Ok(());
         };
-        s.pcall("zrem", &[&queue, &head]);
+        if s.pcall("zrem", &[&queue, &head]) != Reply::Integer(1) {
+            return Ok(());
+        }
         let Some((window, id, channel)) = parse_member(&head) else {
             continue;
         };
@@ -95,27 +97,22 @@ pub(super) fn handoff(s: &mut Call<'_>, key: &[u8]) -> Result<(), Reply> {
             return Ok(());
         }
     }
-    Ok(())
 }
 
-/// The hand-off's last step: tells the next waiter (of the first eight)
-/// whose client hears it to try once `window` has passed, and drops the
-/// entries before it that are malformed or that nobody hears.
+/// The hand-off's last step: tells the next waiter whose client hears it
+/// to try once `window` has passed, and drops the entries before it that
+/// are malformed or that nobody hears, however many.
 fn hint_next(s: &mut Call<'_>, queue: &[u8], window: &[u8]) {
-    let Reply::Array(next) = s.pcall("zrange", &[queue, b"0", b"7"]) else {
-        return;
-    };
-    for entry in next {
-        let Reply::Bulk(entry) = entry else {
-            continue;
-        };
+    while let Some(entry) = first(s, queue) {
         if let Some((_, id, channel)) = parse_member(&entry) {
             let hint = [id, b" ", window].concat();
             if !matches!(s.pcall("publish", &[channel, &hint]), Reply::Integer(0)) {
-                break;
+                return;
             }
         }
-        s.pcall("zrem", &[queue, &entry]);
+        if s.pcall("zrem", &[queue, &entry]) != Reply::Integer(1) {
+            return;
+        }
     }
 }
 
