@@ -603,3 +603,125 @@ fn the_waiter_told_to_try_next_is_found_behind_any_number_of_dead_ones() {
     assert!((2..=3).contains(&attempts), "{attempts} attempts");
     drop(listeners);
 }
+
+/// Subscribes a connection to each master on the channel of client
+/// `client` (16 hex digits), which then hears its waiters' wake-ups but
+/// never acts on them: a stalled process. Dropped, it is gone.
+fn stalled_client(cluster: &Cluster, client: &str) -> Vec<crate::support::cluster::Connection> {
+    let channel = format!("redlock-mio:wake:{client}");
+    (0..cluster.len())
+        .map(|i| {
+            let mut listener = cluster.node(i).connect(PATIENCE).expect("connect");
+            listener
+                .request(&[b"SUBSCRIBE", channel.as_bytes()])
+                .expect("subscribed");
+            listener
+        })
+        .collect()
+}
+
+/// Two waiters of a stalled process first in line: each costs the live
+/// waiter behind them one reservation window, not the holder's TTL. The
+/// release reserves the lock for the first and tells the second, both of
+/// the stalled client, and also tells the first waiter of another client
+/// when its turn comes, should both never come; that waiter then passes
+/// over them.
+#[test]
+fn stalled_waiters_first_in_line_cost_one_window_each() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    let listeners = stalled_client(&cluster, "00000000000000ee");
+    for i in 0..3 {
+        cluster.command(
+            i,
+            &[
+                b"ZADD",
+                QUEUE,
+                b"1",
+                b"300|8|redlock-mio:wake:00000000000000ee",
+                b"2",
+                b"300|9|redlock-mio:wake:00000000000000ee",
+            ],
+        );
+    }
+    let client = Arc::new(waiter(&cluster));
+    let outcome = wait_long(&client);
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 3) == 3));
+    holder.unlock(&mut held).expect("released");
+    let lock = outcome
+        .recv_timeout(SOON)
+        .expect("the live waiter is told when its turn comes, not left to the holder's TTL")
+        .expect("the live waiter gets the lock");
+    assert!(lock.validity() > Duration::from_secs(20));
+    // Refused once, then the attempt its turn called for, which passed
+    // over the second stalled waiter (its turn was over) rather than
+    // handing it a window of its own again: every master's turn began
+    // before the waiter heard of it.
+    assert_eq!(client.stats().attempts, 2);
+    // The stalled waiters' turns are over: their entries are gone.
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 1) == 0));
+    drop(listeners);
+}
+
+/// A stalled waiter first in line, then one that gives up after the
+/// release told it to try once the first one's window has passed: its turn
+/// passes to the live waiter behind it when it leaves, so that the live
+/// one is served after that one window, not at the holder's TTL.
+#[test]
+fn a_waiter_told_to_try_next_that_gives_up_passes_its_turn_on() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    let listeners = stalled_client(&cluster, "00000000000000ee");
+    for i in 0..3 {
+        cluster.command(
+            i,
+            &[
+                b"ZADD",
+                QUEUE,
+                b"1",
+                b"300|8|redlock-mio:wake:00000000000000ee",
+            ],
+        );
+    }
+    // Second in line, an async waiter that will give up.
+    let quitter = Arc::new(waiter(&cluster));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let task = {
+        let quitter = Arc::clone(&quitter);
+        runtime.spawn(async move {
+            quitter
+                .lock_until_async(RESOURCE, Duration::from_secs(30), Instant::now() + LONG)
+                .await
+        })
+    };
+    runtime.block_on(async {
+        while queued_on(&cluster, RESOURCE, 2) < 3 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    // Third, the live waiter.
+    let client = Arc::new(waiter(&cluster));
+    let outcome = wait_long(&client);
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 3) == 3));
+    holder.unlock(&mut held).expect("released");
+    // The second gives up (its future is dropped): it leaves the queues.
+    task.abort();
+    let _ = runtime.block_on(task);
+    let lock = outcome
+        .recv_timeout(SOON)
+        .expect("the live waiter is told when its turn comes, not left to the holder's TTL")
+        .expect("the live waiter gets the lock");
+    assert!(lock.validity() > Duration::from_secs(20));
+    let attempts = client.stats().attempts;
+    assert!((2..=3).contains(&attempts), "{attempts} attempts");
+    drop(listeners);
+}
