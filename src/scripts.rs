@@ -32,7 +32,10 @@
 /// turn come (`turn(key, member)`: named, and less than its window left),
 /// drops the entries before it and takes the key: a stalled client costs
 /// the waiters behind it one window per waiter of it, and a release still
-/// tells at most two waiters. Every hand-off replaces the turn. (A second
+/// tells at most two waiters (the walk past that client's entries costs a
+/// `ZRANGE` each, and nothing when the next waiter is of another client,
+/// as it is when every waiter has a client of its own). Every hand-off
+/// replaces the turn. (A second
 /// stalled client right behind the first is not covered: the waiters
 /// behind both wait for the expiry of the key that refused them.)
 ///
