@@ -179,8 +179,19 @@
 //!   for the longest TTL: [operations](crate::operations#persistence).
 //! - A release that cannot reach a master leaves the key there until its
 //!   TTL runs out; the other holders wait for it.
-//! - Fairness: waiters retry after random delays; nobody queues, and a
-//!   waiter can lose many times in a row.
+//! - Fairness is first come, first served by the waiters' wall clocks, no
+//!   better: a caller that waits ([`lock`](crate::Redlock::lock) and the
+//!   other waiting calls) is queued on the masters at when it began to
+//!   wait by its client's clock, and a release hands the lock to the first
+//!   in line ([how it works](crate::how_it_works#waiting-for-a-contended-lock)).
+//!   A client whose clock runs fast by `d` waits behind waiters that came
+//!   up to `d` after it; one whose clock runs slow by `d` goes ahead of
+//!   waiters that came up to `d` before it.
+//!   [`try_lock`](crate::Redlock::try_lock) does not queue, and neither do
+//!   the callers of a client that is not told of releases
+//!   ([`wake_on_release(false)`](crate::Builder::wake_on_release), or
+//!   masters that refuse `HELLO 3` or `SUBSCRIBE`): they retry after
+//!   random delays, and can lose many times in a row.
 //!
 //! [`limitations`](crate::limitations) lists what the crate does not do
 //! yet.

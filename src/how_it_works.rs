@@ -144,12 +144,12 @@
 //! | failure | bound |
 //! |---|---|
 //! | a release published before the waiter's subscription is live | none: the subscription is confirmed in the handshake, before the connection carries any command |
-//! | a connection drops, and the wake-ups sent meanwhile are lost | every waiter of the client tries again when it reconnects |
-//! | the waiter gives up, times out, fails or its future is dropped | its entries leave the queues at once ([`LEAVE_SCRIPT`](crate::scripts::LEAVE_SCRIPT), sent without waiting); subscriptions never leak: there is one per connection, whatever the number of waits |
-//! | the waiter's process died | nobody hears its channel: the next release skips its entry |
-//! | the waiter's client lives but never comes (a stalled process) | one reservation window, after which the next waiter, told when, tries |
+//! | a connection drops, and the wake-ups sent meanwhile are lost | the client reconnects by itself while a caller waits (at once after a healthy connection dropped, else on its back-off), and every waiter of the client tries again when it has |
+//! | the waiter gives up, times out, fails or its future is dropped | its entries leave the queues at once ([`LEAVE_SCRIPT`](crate::scripts::LEAVE_SCRIPT), sent without waiting), and a reservation or a turn it had passes to the next waiter; subscriptions never leak: there is one per connection, whatever the number of waits |
+//! | the waiter's process died | nobody hears its channel: the next release skips its entry, however many entries the process left (one step of the server each, once) |
+//! | the waiter's client lives but never comes (a stalled process) | one reservation window per waiter of that client ahead: the release tells the next waiter, and the first waiter of another client, when their turns come, and a waiter whose turn has come passes over those before it. A second stalled client right behind the first is not covered: the waiters behind both try again when the key that refused them expires, or after their retry delay |
 //! | a server or ACL refuses `HELLO 3` or `SUBSCRIBE` | that master tells nobody; waiters fall back to the expiry and retry delay |
-//! | a queue or a reservation left behind | each expires by itself: a reservation after its window, a queue after the keys that blocked its waiters plus a margin (the window, the retry delay and jitter, a request timeout) |
+//! | a queue, a reservation or a turn left behind | each expires by itself: a reservation after its window, a turn when it ends (the windows of the waiters before it, and its own), a queue after the keys that blocked its waiters plus a margin (the window, the retry delay and jitter, a request timeout) |
 //!
 //! # Costs
 //!

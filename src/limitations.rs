@@ -15,7 +15,8 @@
 //!   blocking key's expiry or their retry delay.
 //! - **Fairness is first come, first served by the waiters' wall clocks.**
 //!   A client whose clock runs fast waits behind waiters that came after
-//!   it, by up to its error.
+//!   it, by up to its error; one whose clock runs slow goes ahead of
+//!   waiters that came before it, by up to its error.
 //! - **`try_lock` in a tight loop wins less than a slower client would.**
 //!   Under heavy contention, fast back-to-back attempts split the masters
 //!   among themselves (each failed attempt holds its keys until its release
@@ -67,7 +68,12 @@
 //!   address, by the system resolver: [`build`](crate::Builder::build)
 //!   blocks for as long as the resolver takes, and a later change of the
 //!   name's address is not followed.
-//! - RESP2 on the wire; the codec reads RESP3, and pushes are skipped.
+//! - RESP3 on the wire (`HELLO 3`), so that wake-ups arrive as pushes on
+//!   the connections the replies use; RESP2 where the client is not told
+//!   of releases ([`wake_on_release(false)`](crate::Builder::wake_on_release))
+//!   or the server refuses `HELLO`
+//!   ([operations](crate::operations)). Pushes other than the client's
+//!   wake-ups are read and skipped.
 //! - No Redis Cluster, Sentinel or replicas: Redlock needs independent
 //!   primaries, and the handshake refuses the others.
 //!

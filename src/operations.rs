@@ -136,6 +136,7 @@
 //! | `redlock-mio:fence` | fencing | the fence counter, no TTL |
 //! | `redlock-mio:fence-lost` | fencing | the loss id of a master whose counter is being put back |
 //! | `redlock-mio:queue:<resource>` | waiting callers | the waiters of a resource, a sorted set by when each began to wait; it expires by itself |
+//! | `redlock-mio:turn:<resource>` | waiting callers | the waiter a release told to try when its turn comes, should the waiters before it never come; it expires when that turn ends |
 //!
 //! A value there that the crate never writes (another type, a number out
 //! of range) fails that master alone, with its connection up, until an
@@ -163,11 +164,11 @@
 //!
 //! For waiters to be told when a lock is released
 //! ([`Builder::wake_on_release`](crate::Builder::wake_on_release)), add
-//! `+hello +subscribe +publish +pttl +exists +zadd +zrange +zrem`, the keys
+//! `+hello +subscribe +publish +pttl +exists +zadd +zrange +zrem +zrank`, the keys
 //! `~redlock-mio:*` and the channels `&redlock-mio:wake:*`:
 //!
 //! ```text
-//! ACL SETUSER locker reset on >password ~lock:* ~redlock-mio:* resetchannels &redlock-mio:wake:* -@all +set +evalsha +eval +script|load +get +del +pexpire +info +hello +subscribe +publish +pttl +exists +zadd +zrange +zrem
+//! ACL SETUSER locker reset on >password ~lock:* ~redlock-mio:* resetchannels &redlock-mio:wake:* -@all +set +evalsha +eval +script|load +get +del +pexpire +info +hello +subscribe +publish +pttl +exists +zadd +zrange +zrem +zrank
 //! ```
 //!
 //! Without them nothing fails: a master that refuses `HELLO 3` or

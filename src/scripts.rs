@@ -18,11 +18,40 @@
 /// value `reserved <member>`, which no token equals) for the waiter's
 /// reservation window, and the next waiter whose client hears it is told
 /// `<id> <window>`: to try once that window has passed, should the first
-/// never come. A waiter whose client is gone (nobody hears its channel) is
+/// never come.
+///
+/// Waiters stall by process: a client that hears but never comes (paused,
+/// swapped out, its threads starved) stalls every waiter it has. So when
+/// the waiter told next is of the same client as the one the key is
+/// reserved for, the telling goes on past that client's entries (they are
+/// neither told nor dropped), adding their windows, to the first waiter of
+/// another client whose client hears it; that one is told `<id> <ms>`, the
+/// windows of every waiter before it, and named in the key's turn
+/// (`redlock-mio:turn:<key>`, the waiter's member, expiring when its turn
+/// ends). Should the waiters before it never come, its attempt finds its
+/// turn come (`turn(key, member)`: named, and less than its window left),
+/// drops the entries before it and takes the key: a stalled client costs
+/// the waiters behind it one window per waiter of it, and a release still
+/// tells at most two waiters (the walk past that client's entries costs a
+/// `ZRANGE` each, and nothing when the next waiter is of another client,
+/// as it is when every waiter has a client of its own). Every hand-off
+/// replaces the turn. (A second
+/// stalled client right behind the first is not covered: the waiters
+/// behind both wait for the expiry of the key that refused them.)
+///
+/// A waiter whose client is gone (nobody hears its channel) is
 /// dropped, and so is an entry of any other form than `<window
 /// ms>|<waiter id>|redlock-mio:wake:<client id>` (the window a positive
 /// integer of at most nine digits, without leading zeros, so that the
-/// reservation's `PX` always takes it); at most eight of them a call. The
+/// reservation's `PX` always takes it), however many there are: a crashed
+/// process with many waiting threads leaves as many dead entries, and the
+/// first live waiter behind them is still the one served. Each entry
+/// looked at costs the server one `ZRANGE`, one `PUBLISH` and one `ZREM`,
+/// and every one but the last is dropped, so a call costs one such step
+/// per dead entry ahead of the first live waiter (and of the next one),
+/// and each entry is dropped once, whatever the number of calls: the
+/// queue holds one entry per waiting call, so the work is bounded by the
+/// waits that existed, never by the number of releases. The
 /// queue's commands run under `pcall`: a server that refuses them (a user
 /// without the permissions) frees the key all the same, and nobody is
 /// told. A key nobody waits for has no queue, and `EXISTS`, the cheapest
@@ -30,7 +59,7 @@
 /// costs the server little more than the classic compare-and-delete.
 macro_rules! handoff {
     () => {
-        r#"local function handoff(k) local q="redlock-mio:queue:"..k if redis.pcall("exists",q)~=1 then return end for _=1,8 do local h=redis.pcall("zrange",q,0,0) if type(h)~="table" or h.err or #h==0 then return end h=h[1] redis.pcall("zrem",q,h) local r,id,ch=string.match(h,"^([1-9]%d*)|(%d+)|(redlock%-mio:wake:%x+)$") if r and #r<=9 then local n=redis.pcall("publish",ch,id) if type(n)~="number" then return end if n>0 then redis.call("set",k,"reserved "..h,"px",r) local nx=redis.pcall("zrange",q,0,7) if type(nx)=="table" and not nx.err then for _,e in ipairs(nx) do local _,eid,ech=string.match(e,"^(%d+)|(%d+)|(redlock%-mio:wake:%x+)$") if eid then local m=redis.pcall("publish",ech,eid.." "..r) if type(m)~="number" or m>0 then break end end redis.pcall("zrem",q,e) end end return end end end end "#
+        r#"local function tell(q,t,ch,at,i,told) while true do local e=redis.pcall("zrange",q,i,i) if type(e)~="table" or e.err or #e==0 then return end e=e[1] local w,eid,ech=string.match(e,"^(%d+)|(%d+)|(redlock%-mio:wake:%x+)$") if eid and told and ech==ch then at=at+tonumber(w) i=i+1 else local n=0 if eid then n=redis.pcall("publish",ech,eid.." "..string.format("%d",at)) if type(n)~="number" then return end end if n==0 then if redis.pcall("zrem",q,e)~=1 then return end elseif ech~=ch then redis.pcall("set",t,e,"px",string.format("%d",at+tonumber(w))) return else told=true at=at+tonumber(w) i=i+1 end end end end local function handoff(k) local q="redlock-mio:queue:"..k if redis.pcall("exists",q)~=1 then return end local t="redlock-mio:turn:"..k redis.pcall("del",t) while true do local h=redis.pcall("zrange",q,0,0) if type(h)~="table" or h.err or #h==0 then return end h=h[1] if redis.pcall("zrem",q,h)~=1 then return end local r,id,ch=string.match(h,"^([1-9]%d*)|(%d+)|(redlock%-mio:wake:%x+)$") if r and #r<=9 then local n=redis.pcall("publish",ch,id) if type(n)~="number" then return end if n>0 then redis.call("set",k,"reserved "..h,"px",r) tell(q,t,ch,tonumber(r),0,false) return end end end end local function turn(k,m) local t="redlock-mio:turn:"..k if redis.pcall("get",t)~=m then return false end local w=tonumber(string.match(m,"^(%d+)|")) local p=redis.pcall("pttl",t) if not w or type(p)~="number" or p>w then return false end local q="redlock-mio:queue:"..k local rk=redis.pcall("zrank",q,m) if type(rk)~="number" then return false end for _=1,rk do local h=redis.pcall("zrange",q,0,0) if type(h)~="table" or h.err or #h==0 or redis.pcall("zrem",q,h[1])~=1 then return false end end return true end "#
     };
 }
 
@@ -43,7 +72,7 @@ pub const RELEASE_SCRIPT: &str = concat!(
 );
 
 /// SHA1 of [`RELEASE_SCRIPT`], as `SCRIPT LOAD` returns it.
-pub const RELEASE_SHA1: &str = "b0212ba03ac514cf283b3bf5f1fb9e9478048a41";
+pub const RELEASE_SHA1: &str = "89c567845b1b50f5306500cc27f4b258318b01cb";
 
 /// Compare-and-`PEXPIRE`: extends the key only if it still holds our
 /// token, and never shortens it (`GT`): an extend delayed in the network,
@@ -68,7 +97,7 @@ pub const RELEASE_MANY_SCRIPT: &str = concat!(
     r#"local n=0 for i=1,#KEYS do if redis.call("get",KEYS[i])==ARGV[1] then n=n+redis.call("del",KEYS[i]) handoff(KEYS[i]) end end if n>0 then return 1 else return 0 end"#
 );
 /// SHA1 of [`RELEASE_MANY_SCRIPT`].
-pub const RELEASE_MANY_SHA1: &str = "85b27c5ef803df591e6436fefe934889a96041b0";
+pub const RELEASE_MANY_SHA1: &str = "b8cd2b2ad64a2fe96b99f70bc39564628dfc6106";
 
 /// Extends every key to `ARGV[2]` ms if all still hold the token `ARGV[1]`,
 /// else none; never shortens one (`GT`, as [`EXTEND_SCRIPT`]).
@@ -123,7 +152,9 @@ pub const FENCE_SYNC_SHA1: &str = "e7eb612d01abf6d2da6913abebdfb55835592cf6";
 ///
 /// A key is free for the waiter if it is missing or reserved for it. A
 /// missing key with another waiter first in its queue is handed to that
-/// one, and so is not free. If every key is free, sets each to the token
+/// one, and so is not free, unless the waiter's turn has come (see the
+/// hand-off above): then the entries before it, whose turns are over,
+/// are dropped, and the key is free. If every key is free, sets each to the token
 /// (`PX` the TTL), takes the waiter off their queues and replies `+OK`.
 /// Else it changes no key of the waiter's, enters it in every key's queue
 /// (`ZADD NX`: a waiter keeps its place across attempts), keeps each queue
@@ -132,22 +163,25 @@ pub const FENCE_SYNC_SHA1: &str = "e7eb612d01abf6d2da6913abebdfb55835592cf6";
 /// TTL).
 pub const WAIT_ACQUIRE_SCRIPT: &str = concat!(
     handoff!(),
-    r#"local m=ARGV[3] local mine="reserved "..m local wait=0 local held=false for i=1,#KEYS do local k=KEYS[i] local v=redis.call("get",k) if not v then local h=redis.pcall("zrange","redlock-mio:queue:"..k,0,0) if type(h)=="table" and not h.err and #h>0 and h[1]~=m then handoff(k) v=redis.call("get",k) end end if v and v~=mine then held=true local p=redis.pcall("pttl",k) if type(p)~="number" or p<0 then wait=-1 elseif wait>=0 and p>wait then wait=p end end end if not held then for i=1,#KEYS do redis.call("set",KEYS[i],ARGV[1],"px",ARGV[2]) redis.pcall("zrem","redlock-mio:queue:"..KEYS[i],m) end return redis.status_reply("OK") end local keep=math.max(wait,0)+tonumber(ARGV[5]) for i=1,#KEYS do local q="redlock-mio:queue:"..KEYS[i] redis.pcall("zadd",q,"NX",ARGV[4],m) local t=redis.pcall("pttl",q) if type(t)=="number" and t<keep then redis.pcall("pexpire",q,keep) end end return redis.status_reply("WAIT "..string.format("%d",wait))"#
+    r#"local m=ARGV[3] local mine="reserved "..m local wait=0 local held=false for i=1,#KEYS do local k=KEYS[i] local v=redis.call("get",k) if not v then local h=redis.pcall("zrange","redlock-mio:queue:"..k,0,0) if type(h)=="table" and not h.err and #h>0 and h[1]~=m and not turn(k,m) then handoff(k) v=redis.call("get",k) end end if v and v~=mine then held=true local p=redis.pcall("pttl",k) if type(p)~="number" or p<0 then wait=-1 elseif wait>=0 and p>wait then wait=p end end end if not held then for i=1,#KEYS do redis.call("set",KEYS[i],ARGV[1],"px",ARGV[2]) redis.pcall("zrem","redlock-mio:queue:"..KEYS[i],m) end return redis.status_reply("OK") end local keep=math.max(wait,0)+tonumber(ARGV[5]) for i=1,#KEYS do local q="redlock-mio:queue:"..KEYS[i] redis.pcall("zadd",q,"NX",ARGV[4],m) local t=redis.pcall("pttl",q) if type(t)=="number" and t<keep then redis.pcall("pexpire",q,keep) end end return redis.status_reply("WAIT "..string.format("%d",wait))"#
 );
 /// SHA1 of [`WAIT_ACQUIRE_SCRIPT`].
-pub const WAIT_ACQUIRE_SHA1: &str = "80c90d5892676cd32b83d5458de5ba87ef43befb";
+pub const WAIT_ACQUIRE_SHA1: &str = "66290d04d3939075c17d22df8439e55fa2a0d550";
 
 /// A waiter leaves the queues of `KEYS`: takes the member `ARGV[1]` off
-/// each, and a key reserved for it is handed to the next waiter. Sent when
+/// each, and a key reserved for it is handed to the next waiter; a turn
+/// that named it passes to the next waiter behind it whose client hears
+/// it, told to try when the leaver would have (at once if that time has
+/// passed). Sent when
 /// a wait ends, whether the lock was won (the masters that refused it had
 /// queued it) or not (the caller gave up, timed out or was dropped).
 /// Always `1`.
 pub const LEAVE_SCRIPT: &str = concat!(
     handoff!(),
-    r#"local mine="reserved "..ARGV[1] for i=1,#KEYS do redis.pcall("zrem","redlock-mio:queue:"..KEYS[i],ARGV[1]) if redis.call("get",KEYS[i])==mine then redis.call("del",KEYS[i]) handoff(KEYS[i]) end end return 1"#
+    r#"local m=ARGV[1] local mine="reserved "..m for i=1,#KEYS do local k=KEYS[i] local q="redlock-mio:queue:"..k local t="redlock-mio:turn:"..k local rk=redis.pcall("zrank",q,m) redis.pcall("zrem",q,m) if redis.call("get",k)==mine then redis.call("del",k) handoff(k) elseif type(rk)=="number" and redis.pcall("get",t)==m then local p=redis.pcall("pttl",t) local w=tonumber(string.match(m,"^(%d+)|")) redis.pcall("del",t) if type(p)=="number" and w then tell(q,t,nil,math.max(p-w,0),rk,true) end end end return 1"#
 );
 /// SHA1 of [`LEAVE_SCRIPT`].
-pub const LEAVE_SHA1: &str = "812aaee388c865e5f35958c0f2bb159edcb16ccf";
+pub const LEAVE_SHA1: &str = "b3663c4e6b79b5e3865b837f6557a49be9dff3ca";
 
 /// [`FENCED_ACQUIRE_SCRIPT`] for a caller that waits, as
 /// [`WAIT_ACQUIRE_SCRIPT`] is [`ACQUIRE_MANY_SCRIPT`]'s: `KEYS[1]` and
@@ -157,7 +191,7 @@ pub const LEAVE_SHA1: &str = "812aaee388c865e5f35958c0f2bb159edcb16ccf";
 /// writes and reply (the counter, or minus the loss id; `FOREIGNKEY`).
 pub const FENCED_WAIT_ACQUIRE_SCRIPT: &str = concat!(
     handoff!(),
-    r#"local function ok(v) return v==false or (type(v)=="string" and #v<=16 and string.find(v,"^[1-9]%d*$")~=nil and tonumber(v)<9007199254740992) end local m=ARGV[3] local mine="reserved "..m local wait=0 local held=false for i=3,#KEYS do local k=KEYS[i] local v=redis.call("get",k) if not v then local h=redis.pcall("zrange","redlock-mio:queue:"..k,0,0) if type(h)=="table" and not h.err and #h>0 and h[1]~=m then handoff(k) v=redis.call("get",k) end end if v and v~=mine then held=true local p=redis.pcall("pttl",k) if type(p)~="number" or p<0 then wait=-1 elseif wait>=0 and p>wait then wait=p end end end if held then local keep=math.max(wait,0)+tonumber(ARGV[5]) for i=3,#KEYS do local q="redlock-mio:queue:"..KEYS[i] redis.pcall("zadd",q,"NX",ARGV[4],m) local t=redis.pcall("pttl",q) if type(t)=="number" and t<keep then redis.pcall("pexpire",q,keep) end end return redis.status_reply("WAIT "..string.format("%d",wait)) end local c=redis.pcall("get",KEYS[1]) if not ok(c) then return redis.error_reply("FOREIGNKEY "..KEYS[1]) end local l=false if not c then l=redis.pcall("get",KEYS[2]) if not ok(l) then return redis.error_reply("FOREIGNKEY "..KEYS[2]) end end for i=3,#KEYS do redis.call("set",KEYS[i],ARGV[1],"px",ARGV[2]) redis.pcall("zrem","redlock-mio:queue:"..KEYS[i],m) end if c then return redis.call("incr",KEYS[1]) end if not l then local t=redis.call("time") l=t[1]..string.format("%06d",t[2]) redis.call("set",KEYS[2],l) end return -tonumber(l)"#
+    r#"local function ok(v) return v==false or (type(v)=="string" and #v<=16 and string.find(v,"^[1-9]%d*$")~=nil and tonumber(v)<9007199254740992) end local m=ARGV[3] local mine="reserved "..m local wait=0 local held=false for i=3,#KEYS do local k=KEYS[i] local v=redis.call("get",k) if not v then local h=redis.pcall("zrange","redlock-mio:queue:"..k,0,0) if type(h)=="table" and not h.err and #h>0 and h[1]~=m and not turn(k,m) then handoff(k) v=redis.call("get",k) end end if v and v~=mine then held=true local p=redis.pcall("pttl",k) if type(p)~="number" or p<0 then wait=-1 elseif wait>=0 and p>wait then wait=p end end end if held then local keep=math.max(wait,0)+tonumber(ARGV[5]) for i=3,#KEYS do local q="redlock-mio:queue:"..KEYS[i] redis.pcall("zadd",q,"NX",ARGV[4],m) local t=redis.pcall("pttl",q) if type(t)=="number" and t<keep then redis.pcall("pexpire",q,keep) end end return redis.status_reply("WAIT "..string.format("%d",wait)) end local c=redis.pcall("get",KEYS[1]) if not ok(c) then return redis.error_reply("FOREIGNKEY "..KEYS[1]) end local l=false if not c then l=redis.pcall("get",KEYS[2]) if not ok(l) then return redis.error_reply("FOREIGNKEY "..KEYS[2]) end end for i=3,#KEYS do redis.call("set",KEYS[i],ARGV[1],"px",ARGV[2]) redis.pcall("zrem","redlock-mio:queue:"..KEYS[i],m) end if c then return redis.call("incr",KEYS[1]) end if not l then local t=redis.call("time") l=t[1]..string.format("%06d",t[2]) redis.call("set",KEYS[2],l) end return -tonumber(l)"#
 );
 /// SHA1 of [`FENCED_WAIT_ACQUIRE_SCRIPT`].
-pub const FENCED_WAIT_ACQUIRE_SHA1: &str = "d5f560c25f79a41d3e15f5c6d44638aa89cbc8a0";
+pub const FENCED_WAIT_ACQUIRE_SHA1: &str = "31cad6fc2eb018205b35e0a397d746a4990b052e";

@@ -18,7 +18,7 @@ pub const TRANSCRIBED: [(&str, &str); 5] = [
     // The compare-and-delete; the hand-off to a waiter that follows it
     // (queues and reservations) is not modelled: to the fence protocol a
     // reservation is a held key, one more refusal.
-    ("RELEASE", "b0212ba03ac514cf283b3bf5f1fb9e9478048a41"),
+    ("RELEASE", "89c567845b1b50f5306500cc27f4b258318b01cb"),
 ];
 
 /// Where a script runs: the master (and its index), its `TIME` in

@@ -109,6 +109,7 @@ fn lookup(words: &[Vec<u8>]) -> Result<Spec, Reply> {
         b"ZRANGE" => Spec::new("zrange", -4, zsets::zrange),
         b"ZCARD" => Spec::new("zcard", 2, zsets::zcard),
         b"ZSCORE" => Spec::new("zscore", 3, zsets::zscore),
+        b"ZRANK" => Spec::new("zrank", -3, zsets::zrank),
         // Scripts.
         b"EVAL" => Spec::new("eval", -3, scripts::eval),
         b"EVALSHA" => Spec::new("evalsha", -3, scripts::evalsha),

@@ -70,6 +70,12 @@ impl Zset {
         }
     }
 
+    /// The rank of `member` (`ZRANK`): how many members come before it.
+    pub(crate) fn rank(&self, member: &[u8]) -> Option<usize> {
+        let score = *self.scores.get(member)?;
+        Some(self.order.range(..(score, member.to_vec())).count())
+    }
+
     /// The members from rank `start` to rank `stop`, both included, in
     /// order (`reverse`: from the highest); a negative rank counts from
     /// the end, as `ZRANGE` reads it.

@@ -270,12 +270,21 @@ impl<W> Core<W> {
     }
 
     /// The time is `now`: fails the sessions whose connect, handshake or
-    /// oldest request ran out of time, and lets the rounds in flight count
-    /// the masters that missed their deadlines.
+    /// oldest request ran out of time, starts again, while a caller waits
+    /// to be told, those that are down and whose back-off ended (see
+    /// [`next_timer`](Self::next_timer)), and lets the rounds in flight
+    /// count the masters that missed their deadlines.
     pub(crate) fn handle_timeout(&mut self, now: Instant) {
         for i in 0..self.nodes.len() {
             if let Err(error) = self.nodes[i].link.check_timers(now) {
                 self.handle_failure(i, error, now);
+            }
+        }
+        if !self.waits.is_empty() {
+            for i in 0..self.nodes.len() {
+                if self.nodes[i].link.retry_at().is_some_and(|at| at <= now) {
+                    self.start(i, now);
+                }
             }
         }
         self.flights.handle_timeout(now);
@@ -284,10 +293,29 @@ impl<W> Core<W> {
 
     /// When the next session timer, round deadline or time to try at of a
     /// wait falls due; `None` when nothing waits.
+    ///
+    /// While a caller waits to be told, a session that is down is due to
+    /// connect again at the end of its back-off, round or no round: a
+    /// waiter sends nothing between its attempts, and a connection that
+    /// is down hears no wake-up, so without this a waiter whose connections
+    /// dropped would be told nothing until its own fallback (the holder's
+    /// TTL, its deadline). The reconnect then wakes every waiter
+    /// ([`Waits::handle_reconnect`]). While nobody waits, a session that is
+    /// down stays down until a round needs it (which reconnects it, at once
+    /// after a healthy connection dropped): it has nothing to hear, and an
+    /// idle client (an embedded one's `next_timeout`, a master gone for
+    /// good) keeps no timer and makes no connect for nothing.
     pub(crate) fn next_timer(&self) -> Option<Instant> {
+        let waiting = !self.waits.is_empty();
+        let reconnects = self
+            .nodes
+            .iter()
+            .filter(move |_| waiting)
+            .filter_map(|node| node.link.retry_at());
         self.nodes
             .iter()
             .filter_map(|node| node.link.next_timer())
+            .chain(reconnects)
             .chain(self.flights.next_deadline())
             .chain(self.waits.next_hint())
             .min()

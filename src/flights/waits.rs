@@ -100,6 +100,11 @@ impl<W> Waits<W> {
         }
     }
 
+    /// Whether no caller waits.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.free.len() == self.slots.len()
+    }
+
     /// Takes a free slot for a new wait and returns its id, or `None` when
     /// all are taken.
     pub(crate) fn begin(&mut self) -> Option<u64> {

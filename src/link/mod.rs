@@ -491,6 +491,15 @@ impl Link {
         )
     }
 
+    /// When a link that is down may connect again (its back-off's end);
+    /// `None` while it is up or connecting.
+    pub(crate) fn retry_at(&self) -> Option<Instant> {
+        match self.state {
+            State::Down { retry_at } => Some(retry_at),
+            _ => None,
+        }
+    }
+
     /// Whether the link is up, or down with its back-off expired (so that
     /// a connect may start now).
     pub(crate) fn may_send(&self, now: Instant) -> bool {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::support::check::{eventually, integer, queued_on};
+use crate::support::check::{eventually, integer, kill_clients, queued_on};
 use crate::support::cluster::Cluster;
 use redlock_mio::{Error, MAX_TIMEOUT, Redlock};
 
@@ -433,4 +433,292 @@ fn a_waiter_that_gives_up_is_never_handed_the_lock() {
     for i in 0..3 {
         assert_eq!(reservation(&cluster, i), None, "master {i}");
     }
+}
+
+/// Longer than any test may take: a waiter given this deadline that is
+/// served has been told (or woken by its own reconnect), never reached its
+/// last attempt.
+const LONG: Duration = Duration::from_secs(3600);
+
+/// A bound for what takes milliseconds when things work (a reconnect, a
+/// hand-off and the attempt it wakes): reaching it means that it never
+/// happened, and the test fails in seconds, not at a one-minute limit.
+const SOON: Duration = Duration::from_secs(20);
+
+/// `client` waits for the resource on a thread of its own, with a deadline
+/// far past any test ([`LONG`]); its outcome arrives on the receiver, which
+/// the test waits on for [`SOON`] at most, so that a waiter nobody tells
+/// fails the test instead of hanging it.
+fn wait_long(client: &Arc<Redlock>) -> std::sync::mpsc::Receiver<Result<redlock_mio::Lock, Error>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let client = Arc::clone(client);
+    thread::spawn(move || {
+        let outcome = client.lock_until(RESOURCE, Duration::from_secs(30), Instant::now() + LONG);
+        let _ = tx.send(outcome);
+    });
+    rx
+}
+
+/// Whether `client` has connected to every master more than once.
+fn reconnected(client: &Redlock) -> bool {
+    client.stats().masters.iter().all(|m| m.connects >= 2)
+}
+
+/// A waiter whose connections are dropped reconnects on its own, though it
+/// sends nothing while it waits, and is told again: the release that
+/// follows hands it the lock.
+#[test]
+fn a_waiter_whose_connections_drop_reconnects_and_is_handed_the_lock() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    let client = Arc::new(waiter(&cluster));
+    let outcome = wait_long(&client);
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 1) == 3));
+    for i in 0..3 {
+        kill_clients(&cluster, i);
+    }
+    assert!(
+        eventually(SOON, || reconnected(&client)),
+        "the waiter reconnects by itself: {:?}",
+        client.stats().masters
+    );
+    holder.unlock(&mut held).expect("released");
+    let lock = outcome
+        .recv_timeout(SOON)
+        .expect("the waiter is told, not left to its deadline")
+        .expect("the waiter gets the lock");
+    assert!(lock.validity() > Duration::from_secs(20));
+    // The refused attempt, those its reconnects woke (one per master at
+    // most), and the one it was told to make: no polling.
+    let attempts = client.stats().attempts;
+    assert!((3..=5).contains(&attempts), "{attempts} attempts");
+}
+
+/// A release that comes while a waiter's connections are down finds
+/// nobody to tell; the waiter reconnects on its own and, woken by that,
+/// finds the key free.
+#[test]
+fn a_waiter_whose_connections_drop_before_the_release_is_served_when_it_reconnects() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    let client = Arc::new(waiter(&cluster));
+    let outcome = wait_long(&client);
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 1) == 3));
+    for i in 0..3 {
+        kill_clients(&cluster, i);
+    }
+    holder.unlock(&mut held).expect("released");
+    let lock = outcome
+        .recv_timeout(SOON)
+        .expect("the waiter is woken by its reconnect, not left to its deadline")
+        .expect("the waiter gets the lock");
+    assert!(lock.validity() > Duration::from_secs(20));
+    assert!(reconnected(&client), "{:?}", client.stats().masters);
+    let attempts = client.stats().attempts;
+    assert!((2..=5).contains(&attempts), "{attempts} attempts");
+}
+
+/// Queue entries of waiters whose client is gone (a crashed process with
+/// many waiting threads leaves one per thread), first in line on every
+/// master: `count` of them, on a channel nobody hears.
+fn dead_entries(cluster: &Cluster, count: usize, first_place: usize) {
+    for i in 0..cluster.len() {
+        for n in 0..count {
+            let place = (first_place + n).to_string();
+            let member = format!("300|{}|redlock-mio:wake:00000000000000dd", 100 + n);
+            cluster.command(i, &[b"ZADD", QUEUE, place.as_bytes(), member.as_bytes()]);
+        }
+    }
+}
+
+/// However many dead entries are ahead of it, the first live waiter is the
+/// one a release hands the lock to: each dead one is skipped.
+#[test]
+fn a_release_skips_any_number_of_dead_waiters_to_the_live_one() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    dead_entries(&cluster, 9, 1);
+    let client = Arc::new(waiter(&cluster));
+    let outcome = wait_long(&client);
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 10) == 3));
+    holder.unlock(&mut held).expect("released");
+    let lock = outcome
+        .recv_timeout(SOON)
+        .expect("the live waiter is told, not left to the holder's TTL")
+        .expect("the live waiter gets the lock");
+    assert!(lock.validity() > Duration::from_secs(20));
+    assert_eq!(client.stats().attempts, 2, "refused once, then told");
+    // Every dead entry was dropped (the third master may answer the
+    // release a moment after the quorum).
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 1) == 0));
+}
+
+/// Behind a waiter that never comes, however many dead entries there are,
+/// the next live waiter is told to try once the first one's window has
+/// passed.
+#[test]
+fn the_waiter_told_to_try_next_is_found_behind_any_number_of_dead_ones() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    // First in line, a waiter whose client hears but never comes.
+    let stalled: &[u8] = b"300|8|redlock-mio:wake:00000000000000ee";
+    let mut listeners = Vec::new();
+    for i in 0..3 {
+        cluster.command(i, &[b"ZADD", QUEUE, b"0", stalled]);
+        let mut listener = cluster.node(i).connect(PATIENCE).expect("connect");
+        listener
+            .request(&[b"SUBSCRIBE", b"redlock-mio:wake:00000000000000ee"])
+            .expect("subscribed");
+        listeners.push(listener);
+    }
+    dead_entries(&cluster, 9, 1);
+    let client = Arc::new(waiter(&cluster));
+    let outcome = wait_long(&client);
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 11) == 3));
+    holder.unlock(&mut held).expect("released");
+    let lock = outcome
+        .recv_timeout(SOON)
+        .expect("the live waiter is told when to try, not left to the holder's TTL")
+        .expect("the live waiter gets the lock");
+    assert!(lock.validity() > Duration::from_secs(20));
+    // Refused once, then the attempt it was told to make (and one more if
+    // a master's window outlasted the others' by a moment).
+    let attempts = client.stats().attempts;
+    assert!((2..=3).contains(&attempts), "{attempts} attempts");
+    drop(listeners);
+}
+
+/// Subscribes a connection to each master on the channel of client
+/// `client` (16 hex digits), which then hears its waiters' wake-ups but
+/// never acts on them: a stalled process. Dropped, it is gone.
+fn stalled_client(cluster: &Cluster, client: &str) -> Vec<crate::support::cluster::Connection> {
+    let channel = format!("redlock-mio:wake:{client}");
+    (0..cluster.len())
+        .map(|i| {
+            let mut listener = cluster.node(i).connect(PATIENCE).expect("connect");
+            listener
+                .request(&[b"SUBSCRIBE", channel.as_bytes()])
+                .expect("subscribed");
+            listener
+        })
+        .collect()
+}
+
+/// Two waiters of a stalled process first in line: each costs the live
+/// waiter behind them one reservation window, not the holder's TTL. The
+/// release reserves the lock for the first and tells the second, both of
+/// the stalled client, and also tells the first waiter of another client
+/// when its turn comes, should both never come; that waiter then passes
+/// over them.
+#[test]
+fn stalled_waiters_first_in_line_cost_one_window_each() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    let listeners = stalled_client(&cluster, "00000000000000ee");
+    for i in 0..3 {
+        cluster.command(
+            i,
+            &[
+                b"ZADD",
+                QUEUE,
+                b"1",
+                b"300|8|redlock-mio:wake:00000000000000ee",
+                b"2",
+                b"300|9|redlock-mio:wake:00000000000000ee",
+            ],
+        );
+    }
+    let client = Arc::new(waiter(&cluster));
+    let outcome = wait_long(&client);
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 3) == 3));
+    holder.unlock(&mut held).expect("released");
+    let lock = outcome
+        .recv_timeout(SOON)
+        .expect("the live waiter is told when its turn comes, not left to the holder's TTL")
+        .expect("the live waiter gets the lock");
+    assert!(lock.validity() > Duration::from_secs(20));
+    // Refused once, then the attempt its turn called for, which passed
+    // over the second stalled waiter (its turn was over) rather than
+    // handing it a window of its own again: every master's turn began
+    // before the waiter heard of it.
+    assert_eq!(client.stats().attempts, 2);
+    // The stalled waiters' turns are over: their entries are gone where
+    // the lock was granted (a quorum, at least).
+    assert!(queued_on(&cluster, RESOURCE, 1) <= 1);
+    drop(listeners);
+}
+
+/// A stalled waiter first in line, then one that gives up after the
+/// release told it to try once the first one's window has passed: its turn
+/// passes to the live waiter behind it when it leaves, so that the live
+/// one is served after that one window, not at the holder's TTL.
+#[test]
+fn a_waiter_told_to_try_next_that_gives_up_passes_its_turn_on() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    let listeners = stalled_client(&cluster, "00000000000000ee");
+    for i in 0..3 {
+        cluster.command(
+            i,
+            &[
+                b"ZADD",
+                QUEUE,
+                b"1",
+                b"300|8|redlock-mio:wake:00000000000000ee",
+            ],
+        );
+    }
+    // Second in line, an async waiter that will give up.
+    let quitter = Arc::new(waiter(&cluster));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let task = {
+        let quitter = Arc::clone(&quitter);
+        runtime.spawn(async move {
+            quitter
+                .lock_until_async(RESOURCE, Duration::from_secs(30), Instant::now() + LONG)
+                .await
+        })
+    };
+    runtime.block_on(async {
+        while queued_on(&cluster, RESOURCE, 2) < 3 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    // Third, the live waiter.
+    let client = Arc::new(waiter(&cluster));
+    let outcome = wait_long(&client);
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 3) == 3));
+    holder.unlock(&mut held).expect("released");
+    // The second gives up (its future is dropped): it leaves the queues.
+    task.abort();
+    let _ = runtime.block_on(task);
+    let lock = outcome
+        .recv_timeout(SOON)
+        .expect("the live waiter is told when its turn comes, not left to the holder's TTL")
+        .expect("the live waiter gets the lock");
+    assert!(lock.validity() > Duration::from_secs(20));
+    let attempts = client.stats().attempts;
+    assert!((2..=3).contains(&attempts), "{attempts} attempts");
+    drop(listeners);
 }

@@ -1,5 +1,5 @@
 //! The commands on sorted sets: what the wait queue's scripts call
-//! (`ZADD NX`, `ZRANGE` by rank, `ZREM`) and what tests read and other
+//! (`ZADD NX`, `ZRANGE` by rank, `ZREM`, `ZRANK`) and what tests read and other
 //! clients write (`ZCARD`, `ZSCORE`, `ZADD`'s other options).
 
 use super::{Ctx, not_an_integer, parse_int, syntax_error};
@@ -176,6 +176,20 @@ pub(super) fn zscore(c: &mut Ctx<'_>) -> Reply {
         Ok(zset) => zset
             .and_then(|zset| zset.score(&c.words[2]))
             .map_or(Reply::Null, Reply::Double),
+        Err(wrong) => wrong.into(),
+    }
+}
+
+/// `ZRANK key member`: its rank, or nil if it is not a member (the
+/// option the scripts never send, `WITHSCORE`, is refused).
+pub(super) fn zrank(c: &mut Ctx<'_>) -> Reply {
+    if c.words.len() > 3 {
+        return Reply::error("ERR the model does not implement ZRANK WITHSCORE");
+    }
+    match c.server.db(c.session).zset(&c.words[1], c.now) {
+        Ok(zset) => zset
+            .and_then(|zset| zset.rank(&c.words[2]))
+            .map_or(Reply::Null, |rank| Reply::Integer(rank as i64)),
         Err(wrong) => wrong.into(),
     }
 }

@@ -49,35 +49,126 @@ fn first(s: &mut Call<'_>, queue: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
+/// `tell(q,t,ch,at,i,told)`, the hand-off's telling, from rank `i` of
+/// the queue `q`: the first waiter whose client hears it is told `<id>
+/// <at>` (to try in `at` ms, should the waiters before it never come),
+/// and the entries before it that are malformed or that nobody hears are
+/// dropped. If that waiter is of the client of channel `ch` (the waiter
+/// the key is reserved for), it is told too, but the telling goes on past
+/// the entries of that client, adding their windows to `at`, to the first
+/// waiter of another client, who is told and named in the turn key `t`
+/// (its turn ends at `at` plus its window). `told` starts it past the
+/// first step.
+///
+/// ```lua
+/// local function tell(q,t,ch,at,i,told) while true do
+///   local e=redis.pcall("zrange",q,i,i) if type(e)~="table" or e.err or #e==0 then return end
+///   e=e[1] local w,eid,ech=string.match(e,"^(%d+)|(%d+)|(redlock%-mio:wake:%x+)$")
+///   if eid and told and ech==ch then at=at+tonumber(w) i=i+1
+///   else local n=0
+///     if eid then n=redis.pcall("publish",ech,eid.." "..string.format("%d",at))
+///       if type(n)~="number" then return end end
+///     if n==0 then if redis.pcall("zrem",q,e)~=1 then return end
+///     elseif ech~=ch then redis.pcall("set",t,e,"px",string.format("%d",at+tonumber(w))) return
+///     else told=true at=at+tonumber(w) i=i+1 end end end end
+/// ```
+fn tell(
+    s: &mut Call<'_>,
+    (queue, turn): (&[u8], &[u8]),
+    channel: Option<&[u8]>,
+    mut at: f64,
+    mut i: i64,
+    mut told: bool,
+) {
+    loop {
+        let rank = i.to_string();
+        let entry = match s.pcall("zrange", &[queue, rank.as_bytes(), rank.as_bytes()]) {
+            Reply::Array(items) => match items.into_iter().next() {
+                Some(Reply::Bulk(entry)) => entry,
+                _ => return,
+            },
+            _ => return,
+        };
+        let parsed = parse_member(&entry);
+        let window = parsed.and_then(|(w, _, _)| tonumber(w)).unwrap_or(0.0);
+        match parsed {
+            Some((_, _, ech)) if told && Some(ech) == channel => {
+                at += window;
+                i += 1;
+                continue;
+            }
+            _ => {}
+        }
+        let mut heard = 0;
+        if let Some((_, id, ech)) = parsed {
+            let hint = [id, b" ", lua_int(at).as_bytes()].concat();
+            match s.pcall("publish", &[ech, &hint]) {
+                Reply::Integer(n) => heard = n,
+                _ => return,
+            }
+        }
+        match parsed {
+            Some((_, _, ech)) if heard != 0 => {
+                if Some(ech) != channel {
+                    let px = lua_int(at + window);
+                    s.pcall("set", &[turn, &entry, b"px", px.as_bytes()]);
+                    return;
+                }
+                told = true;
+                at += window;
+                i += 1;
+            }
+            _ => {
+                if s.pcall("zrem", &[queue, &entry]) != Reply::Integer(1) {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// `string.format("%d",n)` of a Lua number the scripts compute (a sum of
+/// windows): its integer part.
+fn lua_int(n: f64) -> String {
+    (n as i64).to_string()
+}
+
+/// Where a key's turn lives: `"redlock-mio:turn:"..k`, the waiter the
+/// last hand-off told to try when its turn comes, should the waiters
+/// before it never come, until that turn ends.
+fn turn_of(key: &[u8]) -> Vec<u8> {
+    [&b"redlock-mio:turn:"[..], key].concat()
+}
+
 /// `handoff(k)`, the function at the top of every script that frees a
 /// key (see [`redlock_mio::scripts`]):
 ///
 /// ```lua
 /// local function handoff(k) local q="redlock-mio:queue:"..k
-///   if redis.pcall("exists",q)~=1 then return end for _=1,8 do
+///   if redis.pcall("exists",q)~=1 then return end
+///   local t="redlock-mio:turn:"..k redis.pcall("del",t) while true do
 ///   local h=redis.pcall("zrange",q,0,0) if type(h)~="table" or h.err or #h==0 then return end
-///   h=h[1] redis.pcall("zrem",q,h)
+///   h=h[1] if redis.pcall("zrem",q,h)~=1 then return end
 ///   local r,id,ch=string.match(h,"^([1-9]%d*)|(%d+)|(redlock%-mio:wake:%x+)$")
 ///   if r and #r<=9 then
 ///     local n=redis.pcall("publish",ch,id) if type(n)~="number" then return end
 ///     if n>0 then redis.call("set",k,"reserved "..h,"px",r)
-///       local nx=redis.pcall("zrange",q,0,7) if type(nx)=="table" and not nx.err then
-///         for _,e in ipairs(nx) do local _,eid,ech=string.match(e,"^(%d+)|(%d+)|(redlock%-mio:wake:%x+)$")
-///           if eid then local m=redis.pcall("publish",ech,eid.." "..r)
-///             if type(m)~="number" or m>0 then break end end
-///           redis.pcall("zrem",q,e) end end
-///       return end end end end
+///       tell(q,t,ch,tonumber(r),0,false) return end end end end
 /// ```
 pub(super) fn handoff(s: &mut Call<'_>, key: &[u8]) -> Result<(), Reply> {
     let queue = queue_of(key);
     if s.pcall("exists", &[&queue]) != Reply::Integer(1) {
         return Ok(());
     }
-    for _ in 0..8 {
+    let turn = turn_of(key);
+    s.pcall("del", &[&turn]);
+    loop {
         let Some(head) = first(s, &queue) else {
             return Ok(());
         };
-        s.pcall("zrem", &[&queue, &head]);
+        if s.pcall("zrem", &[&queue, &head]) != Reply::Integer(1) {
+            return Ok(());
+        }
         let Some((window, id, channel)) = parse_member(&head) else {
             continue;
         };
@@ -91,32 +182,64 @@ pub(super) fn handoff(s: &mut Call<'_>, key: &[u8]) -> Result<(), Reply> {
         };
         if heard > 0 {
             s.call("set", &[key, &reserved(&head), b"px", window])?;
-            hint_next(s, &queue, window);
+            let at = tonumber(window).unwrap_or(0.0);
+            tell(s, (&queue, &turn), Some(channel), at, 0, false);
             return Ok(());
         }
     }
-    Ok(())
 }
 
-/// The hand-off's last step: tells the next waiter (of the first eight)
-/// whose client hears it to try once `window` has passed, and drops the
-/// entries before it that are malformed or that nobody hears.
-fn hint_next(s: &mut Call<'_>, queue: &[u8], window: &[u8]) {
-    let Reply::Array(next) = s.pcall("zrange", &[queue, b"0", b"7"]) else {
-        return;
-    };
-    for entry in next {
-        let Reply::Bulk(entry) = entry else {
-            continue;
-        };
-        if let Some((_, id, channel)) = parse_member(&entry) {
-            let hint = [id, b" ", window].concat();
-            if !matches!(s.pcall("publish", &[channel, &hint]), Reply::Integer(0)) {
-                break;
-            }
-        }
-        s.pcall("zrem", &[queue, &entry]);
+/// `turn(k,m)`: whether the turn of `member` on `key` has come (the turn
+/// key names it, and less than its window is left of it), in which case
+/// the entries before it in the queue, whose turns are over, are dropped.
+///
+/// ```lua
+/// local function turn(k,m) local t="redlock-mio:turn:"..k
+///   if redis.pcall("get",t)~=m then return false end
+///   local w=tonumber(string.match(m,"^(%d+)|")) local p=redis.pcall("pttl",t)
+///   if not w or type(p)~="number" or p>w then return false end
+///   local q="redlock-mio:queue:"..k local rk=redis.pcall("zrank",q,m)
+///   if type(rk)~="number" then return false end
+///   for _=1,rk do local h=redis.pcall("zrange",q,0,0)
+///     if type(h)~="table" or h.err or #h==0 or redis.pcall("zrem",q,h[1])~=1 then return false end end
+///   return true end
+/// ```
+fn turn(s: &mut Call<'_>, key: &[u8], member: &[u8]) -> bool {
+    let turn = turn_of(key);
+    if !is_string(&s.pcall("get", &[&turn]), member) {
+        return false;
     }
+    let Some(window) = leading_window(member) else {
+        return false;
+    };
+    match s.pcall("pttl", &[&turn]) {
+        Reply::Integer(p) if p as f64 <= window => {}
+        _ => return false,
+    }
+    let queue = queue_of(key);
+    let Reply::Integer(rank) = s.pcall("zrank", &[&queue, member]) else {
+        return false;
+    };
+    for _ in 0..rank {
+        let Some(head) = first(s, &queue) else {
+            return false;
+        };
+        if s.pcall("zrem", &[&queue, &head]) != Reply::Integer(1) {
+            return false;
+        }
+    }
+    true
+}
+
+/// `tonumber(string.match(m,"^(%d+)|"))`: the digits before a member's
+/// first `|`, as a number.
+fn leading_window(member: &[u8]) -> Option<f64> {
+    let end = member.iter().position(|&b| b == b'|')?;
+    let digits = &member[..end];
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    tonumber(digits)
 }
 
 /// [`WAIT_ACQUIRE_SCRIPT`](redlock_mio::scripts::WAIT_ACQUIRE_SCRIPT),
@@ -192,7 +315,7 @@ fn blocked(s: &mut Call<'_>, keys: &[Vec<u8>], member: &[u8]) -> Result<Option<f
         let mut value = s.call("get", &[key])?;
         if value == Reply::Null {
             let head = first(s, &queue_of(key));
-            if head.is_some_and(|head| head != member) {
+            if head.is_some_and(|head| head != member) && !turn(s, key, member) {
                 handoff(s, key)?;
                 value = s.call("get", &[key])?;
             }
@@ -251,19 +374,35 @@ fn take(s: &mut Call<'_>, keys: &[Vec<u8>], member: &[u8]) -> Result<(), Reply> 
 /// [`LEAVE_SCRIPT`](redlock_mio::scripts::LEAVE_SCRIPT), after `handoff`:
 ///
 /// ```lua
-/// local mine="reserved "..ARGV[1]
-/// for i=1,#KEYS do redis.pcall("zrem","redlock-mio:queue:"..KEYS[i],ARGV[1])
-///   if redis.call("get",KEYS[i])==mine then redis.call("del",KEYS[i]) handoff(KEYS[i]) end end
+/// local m=ARGV[1] local mine="reserved "..m
+/// for i=1,#KEYS do local k=KEYS[i] local q="redlock-mio:queue:"..k local t="redlock-mio:turn:"..k
+///   local rk=redis.pcall("zrank",q,m) redis.pcall("zrem",q,m)
+///   if redis.call("get",k)==mine then redis.call("del",k) handoff(k)
+///   elseif type(rk)=="number" and redis.pcall("get",t)==m then
+///     local p=redis.pcall("pttl",t) local w=tonumber(string.match(m,"^(%d+)|")) redis.pcall("del",t)
+///     if type(p)=="number" and w then tell(q,t,nil,math.max(p-w,0),rk,true) end end end
 /// return 1
 /// ```
 pub(super) fn leave(s: &mut Call<'_>) -> Outcome {
     let member = s.arg(0)?;
     let mine = reserved(member);
     for key in s.keys_from(0) {
-        s.pcall("zrem", &[&queue_of(key), member]);
+        let (queue, turn) = (queue_of(key), turn_of(key));
+        let rank = s.pcall("zrank", &[&queue, member]);
+        s.pcall("zrem", &[&queue, member]);
         if is_string(&s.call("get", &[key])?, &mine) {
             s.call("del", &[key])?;
             handoff(s, key)?;
+        } else if let Reply::Integer(rank) = rank {
+            if is_string(&s.pcall("get", &[&turn]), member) {
+                let left = s.pcall("pttl", &[&turn]);
+                let window = leading_window(member);
+                s.pcall("del", &[&turn]);
+                if let (Reply::Integer(left), Some(window)) = (left, window) {
+                    let at = (left as f64 - window).max(0.0);
+                    tell(s, (&queue, &turn), None, at, rank, true);
+                }
+            }
         }
     }
     Ok(Reply::Integer(1))

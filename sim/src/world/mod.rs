@@ -375,7 +375,8 @@ impl World {
             let now_us = master.clock.now_us(self.t);
             for (key, _) in master.model.keys(0, now_us) {
                 let ours = permanent.iter().any(|p| key == p.as_bytes())
-                    || key.starts_with(b"redlock-mio:queue:");
+                    || key.starts_with(b"redlock-mio:queue:")
+                    || key.starts_with(b"redlock-mio:turn:");
                 if key.starts_with(redlock_mio::RESERVED_PREFIX.as_bytes()) && !ours {
                     found.push(format!(
                         "master {m} holds {} in the crate's space",

@@ -125,3 +125,27 @@ fn a_server_reached_twice_gets_nothing_held_for_the_second_handshake() {
         "the extend held back would go to the same server again"
     );
 }
+
+/// A session that is down reconnects by its timer, without a round,
+/// while a caller waits to be told; an idle client keeps no such timer.
+#[test]
+fn a_session_that_is_down_reconnects_by_itself_while_a_caller_waits() {
+    let t0 = Instant::now();
+    let addrs = [ServerAddr::parse("redis://127.0.0.1:7000").unwrap()];
+    let mut core: Core<()> = Core::new(&addrs, config(), t0);
+    core.connect(t0);
+    assert!(core.socket(0).is_some());
+    // The connect fails: down, with a back-off.
+    core.handle_failure(0, NodeError::Closed, t0);
+    assert!(core.socket(0).is_none());
+    assert_eq!(core.next_timer(), None, "nobody waits: no timer");
+    core.handle_timeout(t0 + Duration::from_secs(1));
+    assert!(core.socket(0).is_none(), "nobody waits: stays down");
+    let id = core.begin_wait().unwrap();
+    let t1 = t0 + Duration::from_secs(1);
+    let due = core.next_timer().unwrap();
+    assert!(due <= t0 + 10 * MS, "due at the back-off's end: {due:?}");
+    core.handle_timeout(t1);
+    assert_eq!(core.socket(0), Some(2), "a new start of the session");
+    core.end_wait(id);
+}
