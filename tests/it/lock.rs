@@ -340,7 +340,17 @@ fn guards_with_a_deadline_and_from_a_lock() {
         let guard = redlock
             .lock_guard_until("until", TTL, Instant::now() + SETTLE)
             .expect("free now");
-        assert_held_everywhere(&cluster, b"until", guard.token());
+        // A quorum, not every master: the holder's release may reach a
+        // master before the first call's leave (two clients, two
+        // connections), and then reserves the key there for the departed
+        // wait for its window.
+        let quorum = cluster.len() / 2 + 1;
+        let held = holders(&cluster, 0..cluster.len(), b"until", guard.token()).len();
+        assert!(
+            held >= quorum,
+            "token held on {held} of {} nodes",
+            cluster.len()
+        );
     }
     assert_gone_everywhere(&cluster, b"until");
 
