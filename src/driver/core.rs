@@ -97,7 +97,7 @@ impl<W> Core<W> {
             .collect();
         Core {
             flights: Flights::new(config.in_flight, nodes.len()),
-            waits: Waits::new(config.in_flight, nodes.len()),
+            waits: Waits::new(config.in_flight, nodes.len(), config.request_timeout),
             nodes,
             encoded: Vec::with_capacity(ENCODED_CAPACITY),
             unflushed: false,

@@ -13,7 +13,7 @@
 //! an attempt early).
 
 use std::cell::Cell;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{INDEX_BITS, INDEX_MASK};
 
@@ -46,6 +46,11 @@ pub(crate) struct Waits<W> {
     /// ([`crate::EngineStats::scanned`]), so that a test can hold a lone
     /// caller's cycle to its budget.
     scanned: Cell<u64>,
+    /// How much later than the first time to try at that the masters'
+    /// times for the same hand-off may fall (see
+    /// [`handle_hint`](Self::handle_hint)): the request timeout, past
+    /// which a master's answer counts for nothing anyway.
+    spread: Duration,
 }
 
 struct Slot<W> {
@@ -60,6 +65,9 @@ struct Slot<W> {
     /// by then, the reservations of every master that told it have
     /// expired.
     hinted: Option<Instant>,
+    /// The first time to try at since it was armed: later hints move
+    /// `hinted` no further than `spread` past it.
+    first_hint: Option<Instant>,
     waiter: Option<W>,
 }
 
@@ -77,7 +85,7 @@ impl<W> Waits<W> {
 
     /// A table for up to `cap` waits (at least 1, at most 2^16) over
     /// `masters` masters, allocated now.
-    pub(crate) fn new(cap: usize, masters: usize) -> Waits<W> {
+    pub(crate) fn new(cap: usize, masters: usize, spread: Duration) -> Waits<W> {
         let cap = cap.clamp(1, 1 << INDEX_BITS);
         Waits {
             slots: (0..cap)
@@ -86,6 +94,7 @@ impl<W> Waits<W> {
                     masters: 0,
                     listed: false,
                     hinted: None,
+                    first_hint: None,
                     waiter: None,
                 })
                 .collect(),
@@ -97,6 +106,7 @@ impl<W> Waits<W> {
             hinted: 0,
             high: 0,
             scanned: Cell::new(0),
+            spread,
         }
     }
 
@@ -116,6 +126,7 @@ impl<W> Waits<W> {
         slot.masters = 0;
         slot.listed = false;
         slot.hinted = None;
+        slot.first_hint = None;
         slot.waiter = None;
         self.high = self.high.max(index as usize + 1);
         Some(id)
@@ -146,6 +157,7 @@ impl<W> Waits<W> {
             slot.masters = 0;
             slot.listed = false;
             let hinted = slot.hinted.take().is_some();
+            slot.first_hint = None;
             self.hinted -= usize::from(hinted);
         }
     }
@@ -188,15 +200,27 @@ impl<W> Waits<W> {
     /// lock before (the waiter before it may never come). Its waiter is
     /// woken then ([`handle_timeout`](Self::handle_timeout)), not now: a
     /// waiter next in line is usually handed the lock long before.
+    ///
+    /// The masters that tell it of one hand-off give times a little apart
+    /// (each its own reservation's end, as it saw it); the latest counts, so
+    /// that every one of those reservations has ended by then. But a time
+    /// more than `spread` past the first one is another hand-off's (a
+    /// release that came later): it moves the attempt no further, or a
+    /// waiter under frequent releases would be told to wait again and again
+    /// and never make its attempt.
     pub(crate) fn handle_hint(&mut self, id: u64, at: Instant) {
+        let spread = self.spread;
         let Some(slot) = self.slot_mut(id) else {
             return;
         };
-        match slot.hinted {
-            Some(later) if later >= at => {}
-            Some(_) => slot.hinted = Some(at),
-            None => {
+        match (slot.hinted, slot.first_hint) {
+            (Some(latest), Some(first)) => {
+                let cap = first.checked_add(spread).unwrap_or(first);
+                slot.hinted = Some(latest.max(at.min(cap)));
+            }
+            _ => {
                 slot.hinted = Some(at);
+                slot.first_hint = Some(at);
                 self.hinted += 1;
             }
         }
@@ -295,9 +319,12 @@ impl<W> Waits<W> {
 mod tests {
     use super::Waits;
 
+    /// The masters' times for one hand-off may be this far apart.
+    const SPREAD: std::time::Duration = std::time::Duration::from_millis(50);
+
     #[test]
     fn a_wait_is_told_once_a_quorum_of_masters_told_it() {
-        let mut waits: Waits<&str> = Waits::new(4, 5);
+        let mut waits: Waits<&str> = Waits::new(4, 5, SPREAD);
         let id = waits.begin().unwrap_or(0);
         waits.arm(id);
         waits.set_waiter(id, "caller");
@@ -316,7 +343,7 @@ mod tests {
 
     #[test]
     fn arming_forgets_what_told_the_last_attempt() {
-        let mut waits: Waits<()> = Waits::new(1, 3);
+        let mut waits: Waits<()> = Waits::new(1, 3, SPREAD);
         let id = waits.begin().unwrap_or(0);
         waits.handle_wake(id, 0);
         waits.handle_wake(id, 1);
@@ -327,7 +354,7 @@ mod tests {
 
     #[test]
     fn a_wake_up_for_an_ended_wait_reaches_nobody() {
-        let mut waits: Waits<&str> = Waits::new(1, 1);
+        let mut waits: Waits<&str> = Waits::new(1, 1, SPREAD);
         let old = waits.begin().unwrap_or(0);
         waits.end(old);
         let new = waits.begin().unwrap_or(0);
@@ -343,7 +370,7 @@ mod tests {
 
     #[test]
     fn a_reconnect_wakes_every_waiter() {
-        let mut waits: Waits<u8> = Waits::new(4, 3);
+        let mut waits: Waits<u8> = Waits::new(4, 3, SPREAD);
         let a = waits.begin().unwrap_or(0);
         let b = waits.begin().unwrap_or(0);
         waits.set_waiter(a, 1);
@@ -360,7 +387,7 @@ mod tests {
     fn a_time_to_try_at_wakes_its_waiter_then_not_before() {
         let t0 = std::time::Instant::now();
         let ms = std::time::Duration::from_millis;
-        let mut waits: Waits<&str> = Waits::new(2, 3);
+        let mut waits: Waits<&str> = Waits::new(2, 3, SPREAD);
         let id = waits.begin().unwrap_or(0);
         waits.set_waiter(id, "second in line");
         assert_eq!(waits.next_hint(), None);
@@ -389,7 +416,7 @@ mod tests {
     #[test]
     fn an_ended_waits_id_asks_nothing_of_its_slots_next_wait() {
         let t0 = std::time::Instant::now();
-        let mut waits: Waits<&str> = Waits::new(1, 3);
+        let mut waits: Waits<&str> = Waits::new(1, 3, SPREAD);
         let old = waits.begin().unwrap_or(0);
         waits.handle_hint(old, t0);
         waits.end(old);
@@ -402,13 +429,14 @@ mod tests {
         assert!(waits.is_told(0), "the id no wait has");
     }
 
-    /// A master's later time to try at replaces an earlier one; a wait
-    /// whose waiter was taken back has nobody to wake at its time.
+    /// A master's later time to try at for the same hand-off replaces an
+    /// earlier one; a wait whose waiter was taken back has nobody to wake
+    /// at its time.
     #[test]
     fn times_to_try_at_keep_the_latest_and_need_a_waiter() {
         let t0 = std::time::Instant::now();
         let ms = std::time::Duration::from_millis;
-        let mut waits: Waits<&str> = Waits::new(1, 3);
+        let mut waits: Waits<&str> = Waits::new(1, 3, SPREAD);
         let id = waits.begin().unwrap_or(0);
         waits.handle_hint(id, t0 + ms(150));
         waits.handle_hint(id, t0 + ms(200));
@@ -431,7 +459,7 @@ mod tests {
     /// told yet, never one a quorum told (it is about to be woken).
     #[test]
     fn only_an_untold_waits_waiter_takes_over() {
-        let mut waits: Waits<&str> = Waits::new(4, 3);
+        let mut waits: Waits<&str> = Waits::new(4, 3, SPREAD);
         let told = waits.begin().unwrap_or(0);
         let untold = waits.begin().unwrap_or(0);
         waits.set_waiter(told, "told");
@@ -456,7 +484,7 @@ mod tests {
     #[test]
     fn the_hinted_count_follows_the_waits() {
         let t0 = std::time::Instant::now();
-        let mut waits: Waits<()> = Waits::new(3, 3);
+        let mut waits: Waits<()> = Waits::new(3, 3, SPREAD);
         let ids = [(); 3].map(|()| waits.begin().unwrap_or(0));
         for id in ids {
             waits.handle_hint(id, t0);
@@ -473,11 +501,42 @@ mod tests {
 
     #[test]
     fn the_table_is_bounded_and_slots_come_back() {
-        let mut waits: Waits<()> = Waits::new(2, 3);
+        let mut waits: Waits<()> = Waits::new(2, 3, SPREAD);
         let a = waits.begin();
         assert!(a.is_some() && waits.begin().is_some());
         assert_eq!(waits.begin(), None);
         waits.end(a.unwrap_or(0));
         assert!(waits.begin().is_some());
+    }
+
+    /// Times to try at from later hand-offs (releases one after another)
+    /// move the attempt no further than the spread past the first: the
+    /// waiter makes its attempt, however often the lock changes hands.
+    #[test]
+    fn later_hand_offs_never_put_the_attempt_off_past_the_spread() {
+        let t0 = std::time::Instant::now();
+        let ms = std::time::Duration::from_millis;
+        let mut waits: Waits<&str> = Waits::new(1, 3, SPREAD);
+        let id = waits.begin().unwrap_or(0);
+        waits.handle_hint(id, t0 + ms(400));
+        waits.handle_hint(id, t0 + ms(420));
+        assert_eq!(waits.hinted(id), Some(t0 + ms(420)), "the same hand-off");
+        for later in 1..10 {
+            waits.handle_hint(id, t0 + ms(400 + 400 * later));
+        }
+        assert_eq!(waits.hinted(id), Some(t0 + ms(400) + SPREAD));
+        waits.handle_hint(id, t0 + ms(100));
+        assert_eq!(
+            waits.hinted(id),
+            Some(t0 + ms(400) + SPREAD),
+            "never sooner"
+        );
+        waits.arm(id);
+        waits.handle_hint(id, t0 + ms(2000));
+        assert_eq!(
+            waits.hinted(id),
+            Some(t0 + ms(2000)),
+            "a new attempt, a new first time"
+        );
     }
 }
