@@ -184,9 +184,12 @@
 //!   other waiting calls) is queued on the masters at when it began to
 //!   wait by its client's clock, and a release hands the lock to the first
 //!   in line ([how it works](crate::how_it_works#waiting-for-a-contended-lock)).
-//!   A client whose clock runs fast by `d` waits behind waiters that came
-//!   up to `d` after it; one whose clock runs slow by `d` goes ahead of
-//!   waiters that came up to `d` before it.
+//!   Each master takes that place within a second of its own clock, so a
+//!   client whose clock runs fast by `d` waits behind waiters that came
+//!   up to `d` (a second at most) after it, and one whose clock runs slow
+//!   by `d` goes ahead of waiters that came up to `d` (a second at most)
+//!   before it: a wrong clock cannot keep the lock from the others for
+//!   longer than that.
 //!   [`try_lock`](crate::Redlock::try_lock) does not queue, and neither do
 //!   the callers of a client that is not told of releases
 //!   ([`wake_on_release(false)`](crate::Builder::wake_on_release), or

@@ -128,7 +128,10 @@
 //!   taking it, so that waiters woken at once (a holder's key expiring)
 //!   still leave one winner. Nobody starves: a waiter's place only moves
 //!   forward, and newcomers queue behind it (a client whose wall clock runs
-//!   fast by `d` waits behind newcomers of up to `d`; a
+//!   fast by `d` waits behind newcomers of up to `d`, and one that runs
+//!   slow goes ahead of earlier waiters by up to `d`, a second at most
+//!   either way: each master takes a place within a second of its own
+//!   clock; a
 //!   [`try_lock`](crate::Redlock::try_lock), which does not wait, takes a
 //!   key it finds free, which happens only once a reservation has
 //!   expired).

@@ -16,7 +16,10 @@
 //! - **Fairness is first come, first served by the waiters' wall clocks.**
 //!   A client whose clock runs fast waits behind waiters that came after
 //!   it, by up to its error; one whose clock runs slow goes ahead of
-//!   waiters that came before it, by up to its error.
+//!   waiters that came before it, by up to its error; each by a second
+//!   at most, as each master takes a place within a second of its own
+//!   clock (the masters' clocks then order the waiters whose clients'
+//!   clocks are further off).
 //! - **`try_lock` in a tight loop wins less than a slower client would.**
 //!   Under heavy contention, fast back-to-back attempts split the masters
 //!   among themselves (each failed attempt holds its keys until its release

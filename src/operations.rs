@@ -164,11 +164,11 @@
 //!
 //! For waiters to be told when a lock is released
 //! ([`Builder::wake_on_release`](crate::Builder::wake_on_release)), add
-//! `+hello +subscribe +publish +pttl +exists +zadd +zrange +zrem +zrank`, the keys
+//! `+hello +subscribe +publish +pttl +exists +zadd +zrange +zrem +zrank +time`, the keys
 //! `~redlock-mio:*` and the channels `&redlock-mio:wake:*`:
 //!
 //! ```text
-//! ACL SETUSER locker reset on >password ~lock:* ~redlock-mio:* resetchannels &redlock-mio:wake:* -@all +set +evalsha +eval +script|load +get +del +pexpire +info +hello +subscribe +publish +pttl +exists +zadd +zrange +zrem +zrank
+//! ACL SETUSER locker reset on >password ~lock:* ~redlock-mio:* resetchannels &redlock-mio:wake:* -@all +set +evalsha +eval +script|load +get +del +pexpire +info +hello +subscribe +publish +pttl +exists +zadd +zrange +zrem +zrank +time
 //! ```
 //!
 //! Without them nothing fails: a master that refuses `HELLO 3` or

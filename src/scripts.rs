@@ -150,6 +150,13 @@ pub const FENCE_SYNC_SHA1: &str = "e7eb612d01abf6d2da6913abebdfb55835592cf6";
 /// microseconds of its client's wall clock), and how long its queue entry
 /// must outlive the key that blocks it, in ms.
 ///
+/// The place is taken within a second of the master's own clock (`TIME`):
+/// a client whose wall clock is off by more than that goes ahead of other
+/// waiters, or behind them, by a second at most, so that a slow clock
+/// cannot keep the lock from the others (clients whose clocks are right
+/// keep the order of their wall clocks). A user that may not run `TIME`
+/// keeps the client's place as it is.
+///
 /// A key is free for the waiter if it is missing or reserved for it. A
 /// missing key with another waiter first in its queue is handed to that
 /// one, and so is not free, unless the waiter's turn has come (see the
@@ -163,10 +170,10 @@ pub const FENCE_SYNC_SHA1: &str = "e7eb612d01abf6d2da6913abebdfb55835592cf6";
 /// TTL).
 pub const WAIT_ACQUIRE_SCRIPT: &str = concat!(
     handoff!(),
-    r#"local m=ARGV[3] local mine="reserved "..m local wait=0 local held=false for i=1,#KEYS do local k=KEYS[i] local v=redis.call("get",k) if not v then local h=redis.pcall("zrange","redlock-mio:queue:"..k,0,0) if type(h)=="table" and not h.err and #h>0 and h[1]~=m and not turn(k,m) then handoff(k) v=redis.call("get",k) end end if v and v~=mine then held=true local p=redis.pcall("pttl",k) if type(p)~="number" or p<0 then wait=-1 elseif wait>=0 and p>wait then wait=p end end end if not held then for i=1,#KEYS do redis.call("set",KEYS[i],ARGV[1],"px",ARGV[2]) redis.pcall("zrem","redlock-mio:queue:"..KEYS[i],m) end return redis.status_reply("OK") end local keep=math.max(wait,0)+tonumber(ARGV[5]) for i=1,#KEYS do local q="redlock-mio:queue:"..KEYS[i] redis.pcall("zadd",q,"NX",ARGV[4],m) local t=redis.pcall("pttl",q) if type(t)=="number" and t<keep then redis.pcall("pexpire",q,keep) end end return redis.status_reply("WAIT "..string.format("%d",wait))"#
+    r#"local m=ARGV[3] local mine="reserved "..m local wait=0 local held=false for i=1,#KEYS do local k=KEYS[i] local v=redis.call("get",k) if not v then local h=redis.pcall("zrange","redlock-mio:queue:"..k,0,0) if type(h)=="table" and not h.err and #h>0 and h[1]~=m and not turn(k,m) then handoff(k) v=redis.call("get",k) end end if v and v~=mine then held=true local p=redis.pcall("pttl",k) if type(p)~="number" or p<0 then wait=-1 elseif wait>=0 and p>wait then wait=p end end end if not held then for i=1,#KEYS do redis.call("set",KEYS[i],ARGV[1],"px",ARGV[2]) redis.pcall("zrem","redlock-mio:queue:"..KEYS[i],m) end return redis.status_reply("OK") end local keep=math.max(wait,0)+tonumber(ARGV[5]) local p=ARGV[4] local tm=redis.pcall("time") if type(tm)=="table" and not tm.err then local now=tonumber(tm[1])*1000000+tonumber(tm[2]) local c=tonumber(p) if c and c<now-1000000 then p=string.format("%d",now-1000000) elseif c and c>now+1000000 then p=string.format("%d",now+1000000) end end for i=1,#KEYS do local q="redlock-mio:queue:"..KEYS[i] redis.pcall("zadd",q,"NX",p,m) local t=redis.pcall("pttl",q) if type(t)=="number" and t<keep then redis.pcall("pexpire",q,keep) end end return redis.status_reply("WAIT "..string.format("%d",wait))"#
 );
 /// SHA1 of [`WAIT_ACQUIRE_SCRIPT`].
-pub const WAIT_ACQUIRE_SHA1: &str = "66290d04d3939075c17d22df8439e55fa2a0d550";
+pub const WAIT_ACQUIRE_SHA1: &str = "02b648cc24fe60b097844f75167405382359a564";
 
 /// A waiter leaves the queues of `KEYS`: takes the member `ARGV[1]` off
 /// each, and a key reserved for it is handed to the next waiter; a turn
@@ -191,7 +198,7 @@ pub const LEAVE_SHA1: &str = "b3663c4e6b79b5e3865b837f6557a49be9dff3ca";
 /// writes and reply (the counter, or minus the loss id; `FOREIGNKEY`).
 pub const FENCED_WAIT_ACQUIRE_SCRIPT: &str = concat!(
     handoff!(),
-    r#"local function ok(v) return v==false or (type(v)=="string" and #v<=16 and string.find(v,"^[1-9]%d*$")~=nil and tonumber(v)<9007199254740992) end local m=ARGV[3] local mine="reserved "..m local wait=0 local held=false for i=3,#KEYS do local k=KEYS[i] local v=redis.call("get",k) if not v then local h=redis.pcall("zrange","redlock-mio:queue:"..k,0,0) if type(h)=="table" and not h.err and #h>0 and h[1]~=m and not turn(k,m) then handoff(k) v=redis.call("get",k) end end if v and v~=mine then held=true local p=redis.pcall("pttl",k) if type(p)~="number" or p<0 then wait=-1 elseif wait>=0 and p>wait then wait=p end end end if held then local keep=math.max(wait,0)+tonumber(ARGV[5]) for i=3,#KEYS do local q="redlock-mio:queue:"..KEYS[i] redis.pcall("zadd",q,"NX",ARGV[4],m) local t=redis.pcall("pttl",q) if type(t)=="number" and t<keep then redis.pcall("pexpire",q,keep) end end return redis.status_reply("WAIT "..string.format("%d",wait)) end local c=redis.pcall("get",KEYS[1]) if not ok(c) then return redis.error_reply("FOREIGNKEY "..KEYS[1]) end local l=false if not c then l=redis.pcall("get",KEYS[2]) if not ok(l) then return redis.error_reply("FOREIGNKEY "..KEYS[2]) end end for i=3,#KEYS do redis.call("set",KEYS[i],ARGV[1],"px",ARGV[2]) redis.pcall("zrem","redlock-mio:queue:"..KEYS[i],m) end if c then return redis.call("incr",KEYS[1]) end if not l then local t=redis.call("time") l=t[1]..string.format("%06d",t[2]) redis.call("set",KEYS[2],l) end return -tonumber(l)"#
+    r#"local function ok(v) return v==false or (type(v)=="string" and #v<=16 and string.find(v,"^[1-9]%d*$")~=nil and tonumber(v)<9007199254740992) end local m=ARGV[3] local mine="reserved "..m local wait=0 local held=false for i=3,#KEYS do local k=KEYS[i] local v=redis.call("get",k) if not v then local h=redis.pcall("zrange","redlock-mio:queue:"..k,0,0) if type(h)=="table" and not h.err and #h>0 and h[1]~=m and not turn(k,m) then handoff(k) v=redis.call("get",k) end end if v and v~=mine then held=true local p=redis.pcall("pttl",k) if type(p)~="number" or p<0 then wait=-1 elseif wait>=0 and p>wait then wait=p end end end if held then local keep=math.max(wait,0)+tonumber(ARGV[5]) local p=ARGV[4] local tm=redis.pcall("time") if type(tm)=="table" and not tm.err then local now=tonumber(tm[1])*1000000+tonumber(tm[2]) local c=tonumber(p) if c and c<now-1000000 then p=string.format("%d",now-1000000) elseif c and c>now+1000000 then p=string.format("%d",now+1000000) end end for i=3,#KEYS do local q="redlock-mio:queue:"..KEYS[i] redis.pcall("zadd",q,"NX",p,m) local t=redis.pcall("pttl",q) if type(t)=="number" and t<keep then redis.pcall("pexpire",q,keep) end end return redis.status_reply("WAIT "..string.format("%d",wait)) end local c=redis.pcall("get",KEYS[1]) if not ok(c) then return redis.error_reply("FOREIGNKEY "..KEYS[1]) end local l=false if not c then l=redis.pcall("get",KEYS[2]) if not ok(l) then return redis.error_reply("FOREIGNKEY "..KEYS[2]) end end for i=3,#KEYS do redis.call("set",KEYS[i],ARGV[1],"px",ARGV[2]) redis.pcall("zrem","redlock-mio:queue:"..KEYS[i],m) end if c then return redis.call("incr",KEYS[1]) end if not l then local t=redis.call("time") l=t[1]..string.format("%06d",t[2]) redis.call("set",KEYS[2],l) end return -tonumber(l)"#
 );
 /// SHA1 of [`FENCED_WAIT_ACQUIRE_SCRIPT`].
-pub const FENCED_WAIT_ACQUIRE_SHA1: &str = "31cad6fc2eb018205b35e0a397d746a4990b052e";
+pub const FENCED_WAIT_ACQUIRE_SHA1: &str = "972e6fa6ec41cad5b8036694f9b2e0c79283a66c";

@@ -722,3 +722,137 @@ fn a_waiter_told_to_try_next_that_gives_up_passes_its_turn_on() {
     assert!((2..=3).contains(&attempts), "{attempts} attempts");
     drop(listeners);
 }
+
+/// A locker of a client whose wall clock runs an hour slow, played by
+/// hand on each master: it hears its channel (a stalled listener would
+/// too), waits with the crate's own script at a place an hour back, and
+/// releases with the crate's own release.
+struct SlowLocker {
+    listeners: Vec<crate::support::cluster::Connection>,
+    conns: Vec<crate::support::cluster::Connection>,
+    token: Vec<u8>,
+    member: Vec<u8>,
+}
+
+impl SlowLocker {
+    fn new(cluster: &Cluster, client: &str, id: u32) -> SlowLocker {
+        SlowLocker {
+            listeners: stalled_client(cluster, client),
+            conns: (0..cluster.len())
+                .map(|i| cluster.node(i).connect(PATIENCE).expect("connect"))
+                .collect(),
+            token: format!("slow-token-{client}").into_bytes(),
+            member: format!("300|{id}|redlock-mio:wake:{client}").into_bytes(),
+        }
+    }
+
+    /// An attempt of a wait that began an hour ago by the master's clock:
+    /// on how many masters it won the lock.
+    fn attempt(&mut self) -> usize {
+        use redlock_mio::scripts::WAIT_ACQUIRE_SHA1;
+        let place = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .saturating_sub(Duration::from_secs(3600))
+            .as_micros()
+            .to_string();
+        let mut won = 0;
+        for conn in &mut self.conns {
+            let reply = conn
+                .request(&[
+                    b"EVALSHA",
+                    WAIT_ACQUIRE_SHA1.as_bytes(),
+                    b"1",
+                    RESOURCE,
+                    &self.token,
+                    b"30000",
+                    &self.member,
+                    place.as_bytes(),
+                    b"1000",
+                ])
+                .expect("wait acquire");
+            won += usize::from(reply.starts_with(b"+OK"));
+        }
+        won
+    }
+
+    fn release(&mut self) {
+        use redlock_mio::scripts::RELEASE_SHA1;
+        for conn in &mut self.conns {
+            conn.request(&[
+                b"EVALSHA",
+                RELEASE_SHA1.as_bytes(),
+                b"1",
+                RESOURCE,
+                &self.token,
+            ])
+            .expect("release");
+        }
+    }
+}
+
+/// Two lockers whose clocks run an hour slow hand the lock to each other,
+/// each queueing again while the other holds it: a waiter with a right
+/// clock behind them is handed the lock once a second has passed, not
+/// after every one of their turns. Each master takes a waiter's place
+/// within a second of its own clock, so a slow clock goes ahead by a
+/// second at most; without that, the slow lockers keep the lock for as
+/// long as they go on (here, until the loop's bound).
+#[test]
+fn lockers_with_slow_clocks_go_ahead_of_a_waiter_by_a_second_at_most() {
+    let cluster = Cluster::start(3);
+    // A client connects first: its handshakes load the scripts.
+    let client = Arc::new(waiter(&cluster));
+    client.stats();
+    let mut slow = [
+        SlowLocker::new(&cluster, "00000000000000a1", 1),
+        SlowLocker::new(&cluster, "00000000000000a2", 2),
+    ];
+    assert!(eventually(PATIENCE, || {
+        (0..3).all(|i| {
+            cluster.command(
+                i,
+                &[
+                    b"SCRIPT",
+                    b"EXISTS",
+                    redlock_mio::scripts::WAIT_ACQUIRE_SHA1.as_bytes(),
+                ],
+            ) == b"*1\r\n:1\r\n"
+        })
+    }));
+    assert_eq!(slow[0].attempt(), 3, "the lock is free");
+    let outcome = wait_long(&client);
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 1) == 3));
+    // The slow lockers take turns for as long as each wins the hand-off,
+    // for fifteen seconds at most: the second they may go ahead by, many
+    // times over for a busy machine.
+    let mut turns = 0;
+    let mut holder = 0;
+    let mut handed = false;
+    let started = Instant::now();
+    while !handed && started.elapsed() < Duration::from_secs(15) {
+        let next = 1 - holder;
+        assert_eq!(slow[next].attempt(), 0, "queued behind the holder");
+        slow[holder].release();
+        // Less than a quorum: the hand-off went to the waiter whose clock
+        // is right.
+        handed = slow[next].attempt() < 2;
+        if !handed {
+            turns += 1;
+            holder = next;
+        }
+    }
+    assert!(
+        handed,
+        "the slow lockers kept the lock for {turns} turns: their places are an hour early"
+    );
+    let lock = outcome
+        .recv_timeout(SOON)
+        .expect(
+            "the waiter is told within a second of queue, not after the slow lockers' every turn",
+        )
+        .expect("the waiter gets the lock");
+    assert!(lock.validity() > Duration::from_secs(20));
+    assert!(turns > 0, "the slow lockers went first for a while");
+    drop(slow);
+}

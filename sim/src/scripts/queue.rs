@@ -255,7 +255,11 @@ fn leading_window(member: &[u8]) -> Option<f64> {
 /// if not held then for i=1,#KEYS do redis.call("set",KEYS[i],ARGV[1],"px",ARGV[2])
 ///   redis.pcall("zrem","redlock-mio:queue:"..KEYS[i],m) end return redis.status_reply("OK") end
 /// local keep=math.max(wait,0)+tonumber(ARGV[5])
-/// for i=1,#KEYS do local q="redlock-mio:queue:"..KEYS[i] redis.pcall("zadd",q,"NX",ARGV[4],m)
+/// local p=ARGV[4] local tm=redis.pcall("time") if type(tm)=="table" and not tm.err then
+///   local now=tonumber(tm[1])*1000000+tonumber(tm[2]) local c=tonumber(p)
+///   if c and c<now-1000000 then p=string.format("%d",now-1000000)
+///   elseif c and c>now+1000000 then p=string.format("%d",now+1000000) end end
+/// for i=1,#KEYS do local q="redlock-mio:queue:"..KEYS[i] redis.pcall("zadd",q,"NX",p,m)
 ///   local t=redis.pcall("pttl",q) if type(t)=="number" and t<keep then redis.pcall("pexpire",q,keep) end end
 /// return redis.status_reply("WAIT "..string.format("%d",wait))
 /// ```
@@ -282,7 +286,11 @@ pub(super) fn wait_acquire(s: &mut Call<'_>) -> Outcome {
 ///   if v and v~=mine then held=true local p=redis.pcall("pttl",k)
 ///     if type(p)~="number" or p<0 then wait=-1 elseif wait>=0 and p>wait then wait=p end end end
 /// if held then local keep=math.max(wait,0)+tonumber(ARGV[5])
-///   for i=3,#KEYS do local q="redlock-mio:queue:"..KEYS[i] redis.pcall("zadd",q,"NX",ARGV[4],m)
+///   local p=ARGV[4] local tm=redis.pcall("time") if type(tm)=="table" and not tm.err then
+///     local now=tonumber(tm[1])*1000000+tonumber(tm[2]) local c=tonumber(p)
+///     if c and c<now-1000000 then p=string.format("%d",now-1000000)
+///     elseif c and c>now+1000000 then p=string.format("%d",now+1000000) end end
+///   for i=3,#KEYS do local q="redlock-mio:queue:"..KEYS[i] redis.pcall("zadd",q,"NX",p,m)
 ///     local t=redis.pcall("pttl",q) if type(t)=="number" and t<keep then redis.pcall("pexpire",q,keep) end end
 ///   return redis.status_reply("WAIT "..string.format("%d",wait)) end
 /// local c=redis.pcall("get",KEYS[1]) if not ok(c) then return redis.error_reply("FOREIGNKEY "..KEYS[1]) end
@@ -347,9 +355,10 @@ fn enqueue(s: &mut Call<'_>, keys: &[Vec<u8>], member: &[u8], wait: f64) -> Outc
     let keep = wait.max(0.0) + margin;
     // A Lua number passed to a command is written `%.17g`.
     let keep_arg = format_g(keep, 17);
+    let place = clamped_place(s)?;
     for key in keys {
         let queue = queue_of(key);
-        s.pcall("zadd", &[&queue, b"NX", s.arg(3)?, member]);
+        s.pcall("zadd", &[&queue, b"NX", &place, member]);
         if let Reply::Integer(t) = s.pcall("pttl", &[&queue]) {
             if (t as f64) < keep {
                 s.pcall("pexpire", &[&queue, keep_arg.as_bytes()]);
@@ -358,6 +367,29 @@ fn enqueue(s: &mut Call<'_>, keys: &[Vec<u8>], member: &[u8], wait: f64) -> Outc
     }
     // `string.format("%d", wait)`: an integer, however large.
     Ok(Reply::Simple(format!("WAIT {}", wait as i64).into()))
+}
+
+/// The waiter's place (`ARGV[4]`) taken within a second of the master's
+/// `TIME`, as text; as it is when `TIME` fails or the place is no number.
+fn clamped_place(s: &mut Call<'_>) -> Result<Vec<u8>, Reply> {
+    const SECOND: f64 = 1_000_000.0;
+    let place = s.arg(3)?.to_vec();
+    let Reply::Array(parts) = s.pcall("time", &[]) else {
+        return Ok(place);
+    };
+    let now = match parts.as_slice() {
+        [Reply::Bulk(secs), Reply::Bulk(micros)] => match (tonumber(secs), tonumber(micros)) {
+            (Some(secs), Some(micros)) => secs * SECOND + micros,
+            _ => return Ok(place),
+        },
+        _ => return Ok(place),
+    };
+    // `string.format("%d", ...)`: an integer.
+    Ok(match tonumber(&place) {
+        Some(c) if c < now - SECOND => format!("{}", (now - SECOND) as i64).into_bytes(),
+        Some(c) if c > now + SECOND => format!("{}", (now + SECOND) as i64).into_bytes(),
+        _ => place,
+    })
 }
 
 /// A waiter's acquire: sets each key to the token (`ARGV[1]`, `PX`

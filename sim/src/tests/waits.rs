@@ -10,12 +10,15 @@ use crate::{ConnState, Master, PushOrder};
 
 const CHANNEL: &[u8] = b"redlock-mio:wake:00000000000000aa";
 const MEMBER: &[u8] = b"250|7|redlock-mio:wake:00000000000000aa";
+/// The waiter's place: when it began to wait, 17 µs after the master's
+/// clock at [`T0`] (the time `TIME` gives there, 1,700,000,000 s).
+const PLACE: &[u8] = b"1700000000000017";
 
 /// `WAIT_ACQUIRE` of `key` for [`MEMBER`], by `EVAL`.
 fn wait_acquire<'a>(key: &'a [u8], token: &'a [u8]) -> [&'a [u8]; 9] {
     let script = WAIT_ACQUIRE_SCRIPT.as_bytes();
     [
-        b"EVAL", script, b"1", key, token, b"1000", MEMBER, b"17", b"500",
+        b"EVAL", script, b"1", key, token, b"1000", MEMBER, PLACE, b"500",
     ]
 }
 
@@ -24,7 +27,7 @@ fn fenced_wait_acquire(token: &[u8]) -> [&[u8]; 11] {
     let script = FENCED_WAIT_ACQUIRE_SCRIPT.as_bytes();
     let (counter, lost) = (FENCE_KEY.as_bytes(), FENCE_LOST_KEY.as_bytes());
     [
-        b"EVAL", script, b"3", counter, lost, b"k", token, b"1000", MEMBER, b"17", b"500",
+        b"EVAL", script, b"3", counter, lost, b"k", token, b"1000", MEMBER, PLACE, b"500",
     ]
 }
 
@@ -93,7 +96,7 @@ fn a_fenced_waiter_handed_the_key_counts_a_fence() {
         holder.send(T0, &fenced_wait_acquire(b"mine")),
         b"+WAIT 3000\r\n"
     );
-    assert_eq!(queue(&holder.master), [(MEMBER, 17.0)]);
+    assert_eq!(queue(&holder.master), [(MEMBER, 1_700_000_000_000_017.0)]);
     assert_eq!(release(&mut holder, b"tok"), b":1\r\n");
     holder.master.take_pushes(&listening, &mut Vec::new());
     // No counter: minus the loss id, which is the master's clock in µs.
@@ -117,7 +120,7 @@ fn a_waiter_nobody_hears_is_dropped_and_the_key_freed() {
         holder.send(T0, &wait_acquire(b"k", b"mine")),
         b"+WAIT -1\r\n"
     );
-    assert_eq!(queue(&holder.master), [(MEMBER, 17.0)]);
+    assert_eq!(queue(&holder.master), [(MEMBER, 1_700_000_000_000_017.0)]);
     assert_eq!(release(&mut holder, b"tok"), b":1\r\n");
     assert_eq!(holder.master.get(0, b"k", T0), None);
     assert!(queue(&holder.master).is_empty());
@@ -165,4 +168,24 @@ fn a_resp2_connection_that_listens_runs_only_the_pub_sub_commands() {
     client.send(T0, &[b"UNSUBSCRIBE"]);
     assert_eq!(client.send(T0, &[b"GET", b"k"]), b"$-1\r\n");
     assert_eq!(client.state, ConnState::Open);
+}
+
+/// A place more than a second from the master's clock (a client whose
+/// wall clock runs an hour slow, or an hour fast) is taken a second from
+/// it.
+#[test]
+fn a_place_far_from_the_masters_clock_is_taken_within_a_second() {
+    for (place, taken) in [
+        (&b"1699996400000000"[..], 1_699_999_999_000_000.0),
+        (&b"1700003600000000"[..], 1_700_000_001_000_000.0),
+    ] {
+        let mut holder = Client::new(Master::new(1, T0));
+        holder.send(T0, &[b"SET", b"k", b"tok"]);
+        let script = WAIT_ACQUIRE_SCRIPT.as_bytes();
+        let request: [&[u8]; 9] = [
+            b"EVAL", script, b"1", b"k", b"mine", b"1000", MEMBER, place, b"500",
+        ];
+        assert_eq!(holder.send(T0, &request), b"+WAIT -1\r\n");
+        assert_eq!(queue(&holder.master), [(MEMBER, taken)]);
+    }
 }
