@@ -5,7 +5,9 @@
 //! `--slow-at`) and the variants interleave, in batches, over the same
 //! connections. Each cycle is acquire + release, closed loop, checked as in
 //! the loopback suite; PINGs through the line measure the RTT the clients
-//! actually saw, and the line reports how late it wrote.
+//! actually saw, and the line reports how late it wrote. Before anything is
+//! measured, a self-check proves the line keeps each connection's bytes
+//! whole and in order under the widest jitter.
 
 use super::*;
 use delay::DelayLine;
@@ -223,6 +225,51 @@ fn ping(conns: &mut [TcpStream], scenario: Scenario, into: &mut [Histogram<u64>;
     Ok(())
 }
 
+/// Commands the line's self-check sends to each master.
+const CHECK_ECHOES: usize = 500;
+
+/// The line's promise, checked before anything is measured: with every
+/// master at 1 ms and the widest jitter (±90%), `CHECK_ECHOES` `ECHO`s sent
+/// one write each come back complete and in order, from every master.
+fn check_line(line: &DelayLine, env: &Env) -> Result<()> {
+    for i in 0..env.addrs.len() {
+        line.set(i, Scenario::rtt(1.0), 0.9);
+    }
+    let mut conns = Vec::new();
+    for addr in &env.addrs {
+        let conn = TcpStream::connect_timeout(addr, Duration::from_secs(1))?;
+        conn.set_nodelay(true)?;
+        conn.set_read_timeout(Some(Duration::from_secs(5)))?;
+        conns.push(conn);
+    }
+    for n in 0..CHECK_ECHOES {
+        let word = format!("echo-{n}");
+        let cmd = encode(&[b"ECHO", word.as_bytes()]);
+        for conn in &mut conns {
+            conn.write_all(&cmd)?;
+        }
+    }
+    for (i, conn) in conns.iter().enumerate() {
+        let mut reader = BufReader::new(conn);
+        let mut line = String::new();
+        for n in 0..CHECK_ECHOES {
+            let word = format!("echo-{n}");
+            for expected in [format!("${}", word.len()), word] {
+                line.clear();
+                reader.read_line(&mut line)?;
+                if line.trim_end() != expected {
+                    return Err(format!(
+                        "the delay line did not keep a connection whole and in order: master {i} answered {line:?} \
+                         where {expected:?} was due"
+                    )
+                    .into());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The scenarios of the run: each base RTT, then each slow-master one.
 fn scenarios(args: &Args) -> Vec<Scenario> {
     let mut out: Vec<Scenario> = args
@@ -271,6 +318,7 @@ pub(crate) fn run_rtt(args: &Args, urls: Vec<String>) -> Result<()> {
         args.batch
     );
 
+    check_line(&line, &env)?;
     scenarios[0].apply(&line, masters, args.jitter);
     let mut slots = Vec::new();
     for &kind in &kinds {
