@@ -57,6 +57,13 @@ pub(crate) fn parse() -> Result<Option<Args>, String> {
             _ => Err(format!("{name}: {v:?} is not a positive number")),
         }
     };
+    let count = |name: &str, v: Option<String>| -> Result<usize, String> {
+        let v = v.ok_or_else(|| format!("{name} needs a value\n{USAGE}"))?;
+        match v.parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(format!("{name}: {v:?} is not a positive whole number")),
+        }
+    };
     while let Some(arg) = words.next() {
         match arg.as_str() {
             "-h" | "--help" => {
@@ -70,9 +77,9 @@ pub(crate) fn parse() -> Result<Option<Args>, String> {
             "--markdown" => args.markdown = true,
             "--secs" => secs = Some(positive("--secs", words.next())?),
             "--warm-up" => warm_up = Some(positive("--warm-up", words.next())?),
-            "--tasks" => args.tasks = positive("--tasks", words.next())? as usize,
-            "--threads" => args.threads = positive("--threads", words.next())? as usize,
-            "--resources" => args.resources = positive("--resources", words.next())? as usize,
+            "--tasks" => args.tasks = count("--tasks", words.next())?,
+            "--threads" => args.threads = count("--threads", words.next())?,
+            "--resources" => args.resources = count("--resources", words.next())?,
             "--zipf" => args.zipf = positive("--zipf", words.next())?,
             "--cells" => {
                 let list = words.next().ok_or("--cells needs a list")?;
