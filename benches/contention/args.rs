@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::variants::{ALL, Variant};
 
 pub(crate) const USAGE: &str = "usage: contention [--quick] [--secs S] [--cells 1,8,32,128,shared32,crash] \
-                                [--only redlock_mio,redlock_mio_5ms,rslock] [--pin] [--markdown]";
+                                [--only redlock_mio,redlock_mio_5ms,rslock] [--rtt MS] [--pin] [--markdown]";
 
 /// One cell of the table.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -66,6 +66,9 @@ pub(crate) struct Args {
     pub(crate) trials: usize,
     pub(crate) pin: bool,
     pub(crate) markdown: bool,
+    /// The masters behind the delay line at this round-trip time in ms,
+    /// ± 20% (`--rtt`; `benches/delay.rs`).
+    pub(crate) rtt: Option<f64>,
 }
 
 /// The options, or `None` after `--help`.
@@ -75,6 +78,7 @@ pub(crate) fn parse() -> Result<Option<Args>, String> {
     let mut cells: Option<Vec<Cell>> = None;
     let mut variants: Vec<Variant> = ALL.to_vec();
     let (mut pin, mut markdown) = (false, false);
+    let mut rtt = None;
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
@@ -94,6 +98,13 @@ pub(crate) fn parse() -> Result<Option<Args>, String> {
                     return Err(format!("--secs {v}: between 0 and 3600"));
                 }
                 secs = Some(s);
+            }
+            "--rtt" => {
+                let v = it.next().ok_or("--rtt needs milliseconds")?;
+                match v.parse::<f64>() {
+                    Ok(ms) if ms.is_finite() && ms >= 0.0 => rtt = Some(ms),
+                    _ => return Err(format!("--rtt {v}: not a number of milliseconds")),
+                }
             }
             "--cells" => {
                 let v = it.next().ok_or("--cells needs a list")?;
@@ -140,5 +151,6 @@ pub(crate) fn parse() -> Result<Option<Args>, String> {
         trials: if quick { 1 } else { 5 },
         pin,
         markdown,
+        rtt,
     }))
 }

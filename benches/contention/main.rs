@@ -21,6 +21,7 @@
 //! cargo bench -p redlock-mio-bench --bench contention -- --quick   # smoke run, about 6 s
 //! cargo bench -p redlock-mio-bench --bench contention -- --markdown  # and the tables of benches/README.md
 //! cargo bench -p redlock-mio-bench --bench contention -- --cells 32,shared32 --only redlock_mio --secs 10
+//! cargo bench -p redlock-mio-bench --bench contention -- --rtt 1 --cells 32  # masters behind the delay line
 //! ```
 //!
 //! Writes `target/contention/contention.svg`.
@@ -36,6 +37,9 @@ mod analyse;
 mod args;
 mod cpu;
 mod crash;
+#[path = "../delay.rs"]
+#[allow(dead_code, reason = "the contention bench uses part of the delay line")]
+mod delay;
 mod drive;
 #[path = "../markdown.rs"]
 mod markdown;
@@ -127,7 +131,23 @@ fn main() -> ExitCode {
             }
         }
     }
-    let urls = cluster.urls();
+    // `--rtt`: the workers reach the masters through the delay line; the
+    // probe reads master 0 directly.
+    let line = args.rtt.map(|ms| {
+        let addrs: Vec<std::net::SocketAddr> = cluster
+            .nodes()
+            .iter()
+            .map(|n| n.addr().socket_addr().expect("masters on TCP"))
+            .collect();
+        let line = delay::DelayLine::start(&addrs).expect("the delay line");
+        for i in 0..MASTERS {
+            line.set(i, Duration::from_secs_f64(ms / 1000.0), 0.2);
+        }
+        line
+    });
+    let urls = line
+        .as_ref()
+        .map_or_else(|| cluster.urls(), delay::DelayLine::urls);
     let probe = Arc::new(Probe::connect(
         cluster
             .node(0)
@@ -138,7 +158,10 @@ fn main() -> ExitCode {
     let rt = runtime();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
-        "contention bench: {MASTERS} local masters, one resource, {:?} per cell, load average {}",
+        "contention bench: {MASTERS} local masters{}, one resource, {:?} per cell, load average {}",
+        args.rtt.map_or(String::new(), |ms| format!(
+            " behind the delay line at an RTT of {ms} ms ± 20%"
+        )),
         args.run,
         load.trim()
     );
@@ -162,6 +185,15 @@ fn main() -> ExitCode {
     }
     if args.markdown {
         println!("\n{}", report::markdown(&results, args.run, args.crash_ttl));
+    }
+    if let Some(line) = &line {
+        let late = line.take_lateness();
+        println!(
+            "the delay line ({:?} priority) wrote each chunk {:.1} µs after its due time at p50, {:.1} µs at p99",
+            line.priority(),
+            late.value_at_quantile(0.5) as f64 / 1000.0,
+            late.value_at_quantile(0.99) as f64 / 1000.0
+        );
     }
     println!("took {:.1} s", began.elapsed().as_secs_f64());
     if failed {

@@ -9,7 +9,8 @@ use super::*;
 pub(crate) type Result<T> = std::result::Result<T, Box<dyn StdError>>;
 
 pub(crate) const USAGE: &str = "usage: latency [--quick] [--cycles N] [--paced N] [--rate N] [--closed-only] [--only ID,..] \
-                     [--contention-secs N] [--no-fault] [--no-tls] [--no-fence] [--pin] [--markdown] [redis://HOST:PORT ...]";
+                     [--contention-secs N] [--no-fault] [--no-tls] [--no-fence] [--pin] [--markdown] \
+                     [--rtt [--rtts MS,..] [--slow MS] [--slow-at MS,..] [--jitter PCT]] [redis://HOST:PORT ...]";
 pub(crate) const MASTERS: usize = 5;
 pub(crate) const TTL: Duration = Duration::from_secs(10);
 pub(crate) const TTL_MS: u64 = 10_000;
@@ -53,6 +54,17 @@ pub(crate) struct Args {
     pub(crate) pin: bool,
     /// Print the summary table as markdown at the end (`--markdown`).
     pub(crate) markdown: bool,
+    /// The masters behind the delay line instead of the loopback suite
+    /// (`--rtt`, see `rtt.rs`).
+    pub(crate) rtt: bool,
+    /// The round-trip times every master gets in turn, in ms (`--rtts`).
+    pub(crate) rtts: Vec<f64>,
+    /// The round-trip time of the one slow master, in ms (`--slow`).
+    pub(crate) slow: f64,
+    /// The base round-trip times with a slow master, in ms (`--slow-at`).
+    pub(crate) slow_at: Vec<f64>,
+    /// The jitter, a fraction of the delay (`--jitter` in percent).
+    pub(crate) jitter: f64,
     pub(crate) urls: Vec<String>,
 }
 
@@ -78,12 +90,28 @@ pub(crate) fn parse_args() -> Result<Option<Args>> {
         only: Vec::new(),
         pin: false,
         markdown: false,
+        rtt: false,
+        rtts: vec![0.2, 1.0, 2.0],
+        slow: 10.0,
+        slow_at: vec![1.0],
+        jitter: 0.2,
         urls: Vec::new(),
     };
     let mut cycles = None;
     let mut paced = None;
     let mut contention = None;
     let mut it = std::env::args().skip(1);
+    let millis = |it: &mut dyn Iterator<Item = String>, name: &str| -> Result<Vec<f64>> {
+        let v = it
+            .next()
+            .ok_or_else(|| format!("{name} needs milliseconds"))?;
+        v.split(',')
+            .map(|ms| match ms.parse::<f64>() {
+                Ok(ms) if ms.is_finite() && ms >= 0.0 => Ok(ms),
+                _ => Err(format!("{name}: {ms:?} is not a number of milliseconds").into()),
+            })
+            .collect()
+    };
     let number = |it: &mut dyn Iterator<Item = String>, name: &str| -> Result<u64> {
         let v = it.next().ok_or_else(|| format!("{name} needs a number"))?;
         let n: u64 = v.parse().map_err(|e| format!("{name} {v}: {e}"))?;
@@ -106,6 +134,23 @@ pub(crate) fn parse_args() -> Result<Option<Args>> {
             "--no-fence" => args.fence = false,
             "--pin" => args.pin = true,
             "--markdown" => args.markdown = true,
+            "--rtt" => args.rtt = true,
+            "--rtts" => args.rtts = millis(&mut it, "--rtts")?,
+            "--slow-at" => args.slow_at = millis(&mut it, "--slow-at")?,
+            "--slow" => {
+                args.slow = *millis(&mut it, "--slow")?
+                    .first()
+                    .ok_or("--slow needs milliseconds")?;
+            }
+            "--jitter" => {
+                let pct = *millis(&mut it, "--jitter")?
+                    .first()
+                    .ok_or("--jitter needs a percentage")?;
+                if pct >= 100.0 {
+                    return Err("--jitter must be below 100 (%)".into());
+                }
+                args.jitter = pct / 100.0;
+            }
             "--closed-only" => {
                 args.fault = false;
                 args.tls = false;
@@ -145,6 +190,15 @@ pub(crate) fn parse_args() -> Result<Option<Args>> {
         args.fault_attempts = 200;
         args.tls_cycles = 300;
         args.fence_cycles = 300;
+    }
+    if args.rtt {
+        // Every cycle waits for round trips of milliseconds: fewer cycles,
+        // in smaller batches, so that the scenarios interleave finely.
+        (args.cycles, args.batch, args.warm_up) = if args.quick {
+            (150, 50, 30)
+        } else {
+            (2_000, 100, 200)
+        };
     }
     if let Some(n) = cycles {
         args.cycles = n;

@@ -6,6 +6,7 @@
 //! cargo bench -p redlock-mio-bench --bench latency -- --quick           # smoke run
 //! cargo bench -p redlock-mio-bench --bench latency -- redis://h1:6379 redis://h2:6379 ...
 //! cargo bench -p redlock-mio-bench --bench latency -- --markdown        # and the table of benches/README.md
+//! cargo bench -p redlock-mio-bench --bench latency -- --rtt             # the masters across a network (rtt.rs)
 //! ```
 //!
 //! Writes `target/latency/latency.json` and `target/latency/latency.svg`.
@@ -17,6 +18,8 @@
 mod support;
 
 mod args;
+#[path = "../delay.rs"]
+mod delay;
 mod floor;
 #[path = "../markdown.rs"]
 mod markdown;
@@ -25,6 +28,7 @@ mod pair;
 #[path = "../pin.rs"]
 mod pin;
 mod report;
+mod rtt;
 mod summary;
 mod tls;
 mod variants;
@@ -34,6 +38,7 @@ use floor::*;
 use measure::*;
 use pair::*;
 use report::*;
+use rtt::*;
 use summary::*;
 use tls::*;
 use variants::*;
@@ -105,6 +110,11 @@ fn run(args: Args) -> Result<()> {
     } else {
         args.urls.clone()
     };
+    if args.rtt {
+        let result = run_rtt(&args, urls);
+        drop(cluster);
+        return result;
+    }
     let env = Env::new(urls)?;
     let quorum = env.quorum();
     let all: Vec<usize> = (0..env.addrs.len()).collect();

@@ -18,7 +18,7 @@ pub(crate) struct Summary<'a> {
 
 /// The name of a variant in the table: this crate in bold, the floors and
 /// crates by their ids.
-fn label(kind: Kind) -> &'static str {
+pub(crate) fn label(kind: Kind) -> &'static str {
     match kind {
         Kind::Mine => "**redlock-mio**",
         Kind::MineAsync => "**redlock-mio** async",
