@@ -728,7 +728,8 @@ fn a_waiter_told_to_try_next_that_gives_up_passes_its_turn_on() {
 /// too), waits with the crate's own script at a place an hour back, and
 /// releases with the crate's own release.
 struct SlowLocker {
-    listeners: Vec<crate::support::cluster::Connection>,
+    /// Kept open for as long as the locker lives: its channel is heard.
+    _listeners: Vec<crate::support::cluster::Connection>,
     conns: Vec<crate::support::cluster::Connection>,
     token: Vec<u8>,
     member: Vec<u8>,
@@ -737,7 +738,7 @@ struct SlowLocker {
 impl SlowLocker {
     fn new(cluster: &Cluster, client: &str, id: u32) -> SlowLocker {
         SlowLocker {
-            listeners: stalled_client(cluster, client),
+            _listeners: stalled_client(cluster, client),
             conns: (0..cluster.len())
                 .map(|i| cluster.node(i).connect(PATIENCE).expect("connect"))
                 .collect(),
