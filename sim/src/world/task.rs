@@ -92,6 +92,11 @@ struct Call {
     begun_g: u64,
     /// The rounds its fenced attempts ran beyond one each.
     more_rounds: u32,
+    /// When its attempts that left it queued (refused) ended, if it waits
+    /// in the masters' queues.
+    queued: Vec<u64>,
+    /// It stalled when told, and has not attempted since.
+    stalled: bool,
 }
 
 /// What a holder does next.
@@ -295,11 +300,35 @@ impl World {
     /// At the end: the holdings still counted on go to the history.
     pub(crate) fn close_holdings(&mut self, c: usize) {
         for task in &self.clients[c].tasks {
-            if let State::Hold(lock) | State::Extend(lock, _) = &task.state {
-                record(&mut self.history, lock);
+            match &task.state {
+                State::Hold(lock) | State::Extend(lock, _) => record(&mut self.history, lock),
+                State::Acquire(call) => record_wait(&mut self.history, c, call, self.t, false),
+                _ => {}
             }
         }
     }
+}
+
+/// `call` of client `c`, over at `to`, goes to `history` if it waited in
+/// the masters' queues.
+fn record_wait(
+    history: &mut super::history::History,
+    c: usize,
+    call: &Call,
+    to: u64,
+    acquired: bool,
+) {
+    if call.wait.is_none() {
+        return;
+    }
+    history.waits.push(super::history::Waiting {
+        client: c,
+        resources: call.res.clone(),
+        from: call.begun_g,
+        queued: call.queued.clone(),
+        to,
+        acquired,
+    });
 }
 
 /// The stretch of `lock`'s validity counted on so far goes to `history`,

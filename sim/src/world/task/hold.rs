@@ -186,6 +186,13 @@ impl World {
         let result = self.clients[c]
             .client
             .end_release(pending.id, &mut lock.held);
+        if result.is_ok() {
+            self.history.releases.push(super::history::Release {
+                client: c,
+                resources: lock.res.clone(),
+                sent: pending.begun_g,
+            });
+        }
         self.kept_released(c, lock, &result);
         self.check_bound(
             c,
