@@ -102,6 +102,9 @@ pub(crate) struct Release {
     pub(crate) client: usize,
     pub(crate) resources: Vec<usize>,
     pub(crate) sent: u64,
+    /// The reservation windows its hand-off may spend on nobody who comes
+    /// (entries the masters disagree on, entries whose callers left).
+    pub(crate) idle: u64,
 }
 
 /// Something other than the hand-off that may hold a waiter up: a fault
@@ -353,8 +356,9 @@ impl History {
     /// stalled)` (see `Params::handoff_bound`), or that waiter's call is
     /// over by then. `left`: the other waiters of `r` whose calls end
     /// without the lock on the way; `stalled`: those whose clients pause
-    /// on the way (`pauses`, by client), each of which may cost a
-    /// reservation window. Dead entries (waiters nobody hears) are no
+    /// on the way (`pauses`, by client), and the release's idle windows
+    /// (entries the masters' queues disagree on, or whose callers left),
+    /// each of which may cost a reservation window. Dead entries (waiters nobody hears) are no
     /// excuse however many; a waiter of several resources among those of
     /// `r` is (a reserved key it cannot take yet), and so is any
     /// disturbance of the masters, of the waiter's, the releaser's or
@@ -389,7 +393,7 @@ impl History {
                     };
                     // The other waiters on the way, with the bound they
                     // make: twice, the second with the first's reach.
-                    let mut deadline = release.sent + bound(0, 0);
+                    let mut deadline = release.sent + bound(0, release.idle);
                     let mut parties = vec![w.client, release.client];
                     let mut withheld = false;
                     let (mut left, mut stalled) = (0, 0);
@@ -409,7 +413,7 @@ impl History {
                                 stalled += 1;
                             }
                         }
-                        deadline = release.sent + bound(left, stalled);
+                        deadline = release.sent + bound(left, stalled + release.idle);
                     }
                     if withheld || paused(w.client, queued, deadline) {
                         continue;
@@ -565,6 +569,7 @@ mod tests {
             client: 0,
             resources: vec![0],
             sent: 1000,
+            idle: 0,
         }];
         // Served by the hand-off (its call ends with the lock in time).
         history.waits = vec![waiting(1, 0, 500, 1008, true)];

@@ -59,6 +59,9 @@ struct Pending {
     begun: Instant,
     begun_g: u64,
     ttl: Duration,
+    /// A release's: the reservations its hand-off may make for nobody
+    /// who comes (see `World::idle_windows`).
+    idle: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,6 +151,11 @@ impl Task {
     /// Whether it makes no call and holds no lock.
     pub(crate) fn is_done(&self) -> bool {
         matches!(self.state, State::Done)
+    }
+
+    /// Whether it makes a call that waits in the queue of resource `r`.
+    fn waits_on(&self, r: usize) -> bool {
+        matches!(&self.state, State::Acquire(call) if call.wait.is_some() && call.res.contains(&r))
     }
 
     pub(crate) fn describe(&self) -> &'static str {
