@@ -139,7 +139,6 @@ fn the_checkers_catch_deliberate_regressions() {
         Regression::Untold,
         Regression::EightDead,
         Regression::NoReconnectWhileWaiting,
-        Regression::TurnIgnored,
     ] {
         if only
             .as_ref()

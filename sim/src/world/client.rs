@@ -173,6 +173,8 @@ impl World {
                     let now = self.local(c);
                     let error = NodeError::Connect(ErrorKind::AddrNotAvailable);
                     self.note(|| format!("client {c}: no socket to master {i}"));
+                    let to = self.t + 2 * self.params.reconnect_bound();
+                    self.disturb((Some(c), None, false), to, "no socket");
                     self.clients[c].client.handle_unopened(i, error, now);
                     continue;
                 }

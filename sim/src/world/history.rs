@@ -87,6 +87,9 @@ pub(crate) struct Waiting {
     pub(crate) resources: Vec<usize>,
     /// When the call began.
     pub(crate) from: u64,
+    /// Its place in the queues (their score: its client's wall clock when
+    /// it began, in microseconds).
+    pub(crate) place: u64,
     /// When each of its attempts that left it queued on a quorum of the
     /// masters ended (refused).
     pub(crate) queued: Vec<u64>,
@@ -354,9 +357,10 @@ impl History {
     /// waiting for `r` alone and queued (an attempt of its call refused
     /// before `sent`), some caller holds `r` by `sent + bound(left,
     /// stalled)` (see `Params::handoff_bound`), or that waiter's call is
-    /// over by then. `left`: the other waiters of `r` whose calls end
-    /// without the lock on the way; `stalled`: those whose clients pause
-    /// on the way (`pauses`, by client), and the release's idle windows
+    /// over by then. `left`: the other waiters of `r` ahead of it (by
+    /// place) whose calls end without the lock on the way; `stalled`:
+    /// those ahead of it whose clients pause on the way (`pauses`, by
+    /// client), and the release's idle windows
     /// (entries the masters' queues disagree on, or whose callers left),
     /// each of which may cost a reservation window. Dead entries (waiters nobody hears) are no
     /// excuse however many; a waiter of several resources among those of
@@ -401,15 +405,16 @@ impl History {
                         (left, stalled) = (0, 0);
                         for (j, o) in on_r.iter().enumerate() {
                             let during = o.to > release.sent && o.from <= deadline;
+                            let ahead = o.place <= w.place;
                             if j == i || !during {
                                 continue;
                             }
                             withheld |= o.resources.len() > 1;
                             parties.push(o.client);
-                            if !o.acquired && o.to <= deadline {
+                            if ahead && !o.acquired && o.to <= deadline {
                                 left += 1;
                             }
-                            if paused(o.client, release.sent, deadline) {
+                            if ahead && paused(o.client, release.sent, deadline) {
                                 stalled += 1;
                             }
                         }
@@ -550,6 +555,7 @@ mod tests {
             client,
             resources: vec![0],
             from,
+            place: from,
             queued: vec![queued],
             to,
             acquired,

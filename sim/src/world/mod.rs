@@ -183,7 +183,6 @@ impl World {
                 let fault = match options.regression {
                     Regression::Untold => Some(crate::HandoffFault::Untold),
                     Regression::EightDead => Some(crate::HandoffFault::SkipCapped(8)),
-                    Regression::TurnIgnored => Some(crate::HandoffFault::TurnIgnored),
                     _ => None,
                 };
                 if let Some(fault) = fault {

@@ -100,6 +100,8 @@ struct Call {
     queued: Vec<u64>,
     /// It stalled when told, and has not attempted since.
     stalled: bool,
+    /// Its place in the queues (its client's wall clock when it began).
+    place: u64,
 }
 
 /// What a holder does next.
@@ -333,6 +335,7 @@ fn record_wait(
         client: c,
         resources: call.res.clone(),
         from: call.begun_g,
+        place: call.place,
         queued: call.queued.clone(),
         to,
         acquired,

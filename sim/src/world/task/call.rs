@@ -79,6 +79,7 @@ impl World {
             more_rounds: 0,
             queued: Vec::new(),
             stalled: false,
+            place: wall,
         };
         self.attempt(c, k, Box::new(call));
     }
