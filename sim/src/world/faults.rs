@@ -146,7 +146,10 @@ impl World {
         let d = self.params.restart_delay(&mut self.rng);
         self.note(|| format!("master {m} crashes, restarts in {:.6}s", secs(d)));
         self.at(self.t + d, Ev::Restart { master: m });
-        let to = self.t + d + self.params.reconnect_bound();
+        // (With the restart guard, the master it restarts as counts for
+        // nothing until the guard is over.)
+        let guard = self.params.settings.restart_guard.unwrap_or_default();
+        let to = self.t + d + self.params.reconnect_bound() + guard.as_nanos() as u64;
         self.disturb((None, None, true), to, "a master's crash");
     }
 

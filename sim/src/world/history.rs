@@ -90,9 +90,10 @@ pub(crate) struct Waiting {
     /// Its place in the queues (their score: its client's wall clock when
     /// it began, in microseconds).
     pub(crate) place: u64,
-    /// When each of its attempts that left it queued on a quorum of the
-    /// masters ended (refused).
-    pub(crate) queued: Vec<u64>,
+    /// When each of its attempts ended (refused), and whether it left it
+    /// queued on a quorum of the masters for the hand-off to serve (else
+    /// something other than contention refused it).
+    pub(crate) queued: Vec<(u64, bool)>,
     /// When the call ended (or the world did).
     pub(crate) to: u64,
     /// Whether it ended with the lock.
@@ -391,8 +392,10 @@ impl History {
                     if w.resources.len() > 1 || w.to <= release.sent {
                         continue;
                     }
-                    let Some(&queued) = w.queued.iter().filter(|&&q| q <= release.sent).max()
-                    else {
+                    // Its last attempt before the release that left it
+                    // queued.
+                    let last = w.queued.iter().rfind(|&&(q, ok)| ok && q <= release.sent);
+                    let Some(&(queued, _)) = last else {
                         continue;
                     };
                     // The other waiters on the way, with the bound they
@@ -556,7 +559,7 @@ mod tests {
             resources: vec![0],
             from,
             place: from,
-            queued: vec![queued],
+            queued: vec![(queued, true)],
             to,
             acquired,
         }

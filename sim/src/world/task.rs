@@ -95,9 +95,9 @@ struct Call {
     begun_g: u64,
     /// The rounds its fenced attempts ran beyond one each.
     more_rounds: u32,
-    /// When its attempts that left it queued (refused) ended, if it waits
-    /// in the masters' queues.
-    queued: Vec<u64>,
+    /// When its attempts ended refused, if it waits in the masters'
+    /// queues, and whether each left it queued for the hand-off.
+    queued: Vec<(u64, bool)>,
     /// It stalled when told, and has not attempted since.
     stalled: bool,
     /// Its place in the queues (its client's wall clock when it began).

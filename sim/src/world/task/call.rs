@@ -224,6 +224,19 @@ impl World {
                 }
             )
         });
+        let quarantined = round.as_ref().is_some_and(|r| {
+            r.nodes()
+                .iter()
+                .any(|n| matches!(n, redlock_mio::rules::NodeState::Quarantined))
+        });
+        if quarantined {
+            // The restart guard counts a master that started lately for
+            // nothing until the longest TTL has passed: its waiters wait
+            // for that, not for a hand-off.
+            let guard = self.params.settings.restart_guard.unwrap_or_default();
+            let to = self.t + guard.as_nanos() as u64 + self.params.reconnect_bound();
+            self.disturb((Some(c), None, false), to, "a master quarantined");
+        }
         let held = match result {
             Ok(held) => held,
             Err(error) => return self.retry(c, k, call, &error, free_in),
@@ -298,8 +311,9 @@ impl World {
         // them.)
         let twice = self.params.masters != self.params.procs;
         let served = !(twice && self.params.fenced[c]) && matches!(error, Error::Contended(_));
-        if call.wait.is_some() && served && self.queued_on_quorum(c, &call.res) {
-            call.queued.push(self.t);
+        if call.wait.is_some() {
+            let queued = served && self.queued_on_quorum(c, &call.res);
+            call.queued.push((self.t, queued));
         }
         let units = (self.clients[c].rng.unit(), self.clients[c].rng.unit());
         let client = &mut self.clients[c].client;
