@@ -40,6 +40,23 @@ pub struct Master {
     push_order: PushOrder,
 }
 
+/// A deliberate fault of a master's wait queue, which the scripts that
+/// free a key and the acquires that wait run (see
+/// [`redlock_mio::scripts`]): each breaks one progress promise of the
+/// waiting calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandoffFault {
+    /// The hand-off does nothing: a key freed is left free, and no
+    /// waiter is told.
+    Untold,
+    /// The hand-off drops at most this many entries that nobody hears
+    /// before it gives up, the key left free and nobody told.
+    SkipCapped(usize),
+    /// A waiter's turn never comes: an attempt hands a free key to the
+    /// first in line, however long its turn has been over.
+    TurnIgnored,
+}
+
 /// Where a master writes a push to the connection whose command caused it
 /// (a `PUBLISH`, or a script that publishes, on a channel that connection
 /// listens to), against that command's reply. Pushes caused by other
@@ -134,6 +151,14 @@ impl Master {
     /// `SET ... NX` sets the key even when it exists.
     pub fn with_double_grants(mut self) -> Master {
         self.server.double_grants = true;
+        self
+    }
+
+    /// The same master with a deliberate fault of its wait queue's
+    /// hand-off, for proving that a simulation's progress checkers catch
+    /// it (see [`HandoffFault`]).
+    pub fn with_handoff_fault(mut self, fault: HandoffFault) -> Master {
+        self.server.handoff_fault = Some(fault);
         self
     }
 

@@ -223,6 +223,11 @@ pub(crate) struct Call<'a> {
 }
 
 impl<'a> Call<'a> {
+    /// The master's deliberate fault of its hand-off, if it has one.
+    pub(crate) fn handoff_fault(&self) -> Option<crate::HandoffFault> {
+        self.server.handoff_fault
+    }
+
     /// `redis.call(command, args...)`: the reply, or `Err` with the error
     /// that ends the script.
     pub(crate) fn call(&mut self, command: &str, args: &[&[u8]]) -> Outcome {

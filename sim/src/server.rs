@@ -29,6 +29,9 @@ pub(crate) struct Server {
     /// A deliberate fault: `SET NX` sets a key that exists (see
     /// [`Master::with_double_grants`](crate::Master::with_double_grants)).
     pub(crate) double_grants: bool,
+    /// A deliberate fault of the hand-off (see
+    /// [`Master::with_handoff_fault`](crate::Master::with_handoff_fault)).
+    pub(crate) handoff_fault: Option<crate::HandoffFault>,
 }
 
 impl Server {
@@ -43,6 +46,7 @@ impl Server {
             last_client: 0,
             pubsub: PubSub::default(),
             double_grants: false,
+            handoff_fault: None,
         }
     }
 

@@ -4,7 +4,8 @@
 //!
 //! - `cargo test -p redlock-mio-sim --test simulate`: the short form,
 //!   seeds `0, 1, 2, ...` for 15 s of CPU, and the proof that the
-//!   checkers catch deliberate regressions.
+//!   checkers catch deliberate regressions (`SIM_REGRESSION=<name>`, as
+//!   `Regression` spells it, proves that one alone).
 //! - `SIM_SECS=600 cargo test --release -p redlock-mio-sim --test simulate
 //!   -- --nocapture`: a long campaign from a seed drawn from the clock
 //!   (printed); `SIM_BASE=<seed>` starts it from a given one.
@@ -88,7 +89,7 @@ fn every_seed_keeps_every_guarantee() {
     let start = cpu();
     let (mut seeds, mut rounds, mut simulated) = (0u64, 0u64, 0u64);
     let (mut acquired, mut fenced, mut kept, mut extensions) = (0u64, 0u64, 0u64, 0u64);
-    let mut at_limit = 0u64;
+    let (mut at_limit, mut handoffs) = (0u64, 0u64);
     let mut failures = Vec::new();
     while cpu() - start < budget {
         let outcome = simulate(options(base.wrapping_add(seeds)));
@@ -100,6 +101,7 @@ fn every_seed_keeps_every_guarantee() {
         kept += outcome.kept;
         extensions += outcome.kept_extensions;
         at_limit += outcome.at_limit;
+        handoffs += outcome.handoffs;
         if !outcome.violations.is_empty() {
             println!("FAILED {}", report(&outcome));
             failures.push(report(&outcome));
@@ -110,7 +112,7 @@ fn every_seed_keeps_every_guarantee() {
     }
     let spent = (cpu() - start).as_secs_f64();
     println!(
-        "{seeds} seeds, {rounds} rounds, {acquired} locks won ({fenced} fenced, {kept} kept: {extensions} keeper extensions; {at_limit} extensions at the limit), {:.1}s simulated in {spent:.1}s of CPU: {:.0} rounds per CPU-minute",
+        "{seeds} seeds, {rounds} rounds, {acquired} locks won ({fenced} fenced, {kept} kept: {extensions} keeper extensions; {at_limit} extensions at the limit), {handoffs} hand-offs checked, {:.1}s simulated in {spent:.1}s of CPU: {:.0} rounds per CPU-minute",
         simulated as f64 / 1e9,
         rounds as f64 / spent * 60.0
     );
@@ -124,6 +126,7 @@ fn the_checkers_catch_deliberate_regressions() {
     if env_u64("SIM_SEED").is_some() || env_u64("SIM_SECS").is_some() {
         return;
     }
+    let only = std::env::var("SIM_REGRESSION").ok();
     for regression in [
         Regression::DoubleGrants,
         Regression::NoDrift,
@@ -133,7 +136,16 @@ fn the_checkers_catch_deliberate_regressions() {
         Regression::NoRaise,
         Regression::KeptNotHeld,
         Regression::LateKeeper,
+        Regression::Untold,
+        Regression::EightDead,
+        Regression::NoReconnectWhileWaiting,
     ] {
+        if only
+            .as_ref()
+            .is_some_and(|o| *o != format!("{regression:?}"))
+        {
+            continue;
+        }
         let start = cpu();
         let mut seed = 0;
         let caught = loop {

@@ -10,6 +10,7 @@
 
 use super::fence::fenced_grant;
 use super::{Call, Outcome, is_string, tonumber};
+use crate::HandoffFault;
 use crate::numbers::format_g;
 use crate::reply::Reply;
 
@@ -156,13 +157,24 @@ fn turn_of(key: &[u8]) -> Vec<u8> {
 ///       tell(q,t,ch,tonumber(r),0,false) return end end end end
 /// ```
 pub(super) fn handoff(s: &mut Call<'_>, key: &[u8]) -> Result<(), Reply> {
+    let fault = s.handoff_fault();
+    if fault == Some(HandoffFault::Untold) {
+        return Ok(());
+    }
     let queue = queue_of(key);
     if s.pcall("exists", &[&queue]) != Reply::Integer(1) {
         return Ok(());
     }
     let turn = turn_of(key);
     s.pcall("del", &[&turn]);
+    let mut skipped = 0;
     loop {
+        if let Some(HandoffFault::SkipCapped(cap)) = fault {
+            if skipped >= cap {
+                return Ok(());
+            }
+            skipped += 1;
+        }
         let Some(head) = first(s, &queue) else {
             return Ok(());
         };
@@ -205,6 +217,9 @@ pub(super) fn handoff(s: &mut Call<'_>, key: &[u8]) -> Result<(), Reply> {
 ///   return true end
 /// ```
 fn turn(s: &mut Call<'_>, key: &[u8], member: &[u8]) -> bool {
+    if s.handoff_fault() == Some(HandoffFault::TurnIgnored) {
+        return false;
+    }
     let turn = turn_of(key);
     if !is_string(&s.pcall("get", &[&turn]), member) {
         return false;

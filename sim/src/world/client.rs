@@ -36,6 +36,8 @@ pub(crate) struct ClientProc {
     /// Its wake channel, where releases tell its waiters.
     pub(crate) channel: Vec<u8>,
     woken: Vec<u64>,
+    /// Per master: whether it ever opened a socket to it.
+    opened: Vec<bool>,
 }
 
 impl ClientProc {
@@ -66,6 +68,7 @@ impl ClientProc {
             rng: rng.fork(),
             channel: format!("redlock-mio:wake:{id:016x}").into_bytes(),
             woken: Vec::new(),
+            opened: vec![false; params.masters],
         }
     }
 
@@ -170,13 +173,25 @@ impl World {
                     let now = self.local(c);
                     let error = NodeError::Connect(ErrorKind::AddrNotAvailable);
                     self.note(|| format!("client {c}: no socket to master {i}"));
+                    let to = self.t + 2 * self.params.reconnect_bound();
+                    self.disturb((Some(c), None, false), to, "no socket");
                     self.clients[c].client.handle_unopened(i, error, now);
                     continue;
                 }
+                let again = self.clients[c].opened[i];
+                if again
+                    && self.params.regression == super::Regression::NoReconnectWhileWaiting
+                    && self.clients[c].client.in_flight() == 0
+                {
+                    // The deliberate fault: a connection lost comes back
+                    // only for a round.
+                    continue;
+                }
                 if self.clients[c].socks[i].is_none() {
+                    self.clients[c].opened[i] = true;
                     let conn = self.net.open(c, i, start);
                     self.clients[c].socks[i] = Some(conn);
-                    let delay = self.net.delay(conn, &mut self.rng);
+                    let delay = self.net.delay(conn, self.t, &mut self.rng);
                     self.net.conns[conn].up.push(self.t, delay, Up::Syn);
                     self.arm(conn, true);
                 }
@@ -193,7 +208,7 @@ impl World {
         let k = &mut self.net.conns[conn];
         k.open = false;
         k.down.clear();
-        let delay = self.net.delay(conn, &mut self.rng);
+        let delay = self.net.delay(conn, self.t, &mut self.rng);
         self.net.conns[conn].up.push(self.t, delay, Up::Fin);
         self.arm(conn, true);
     }
@@ -203,6 +218,7 @@ impl World {
         let Some(next) = self.clients[c].client.next_timer() else {
             return;
         };
+
         // A timer still due after its turn (the stall timer fires only
         // once its instant has passed) is looked at again a nanosecond
         // later, as a real clock moves on between two polls.
@@ -256,7 +272,7 @@ impl World {
             for &piece in &pieces {
                 let data = bytes[at..at + piece].to_vec();
                 at += piece;
-                let delay = self.net.delay(conn, &mut self.rng);
+                let delay = self.net.delay(conn, self.t, &mut self.rng);
                 self.net.conns[conn].up.push(self.t, delay, Up::Data(data));
             }
             self.clients[c].client.advance(i, take);

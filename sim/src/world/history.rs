@@ -3,7 +3,8 @@
 //! granted both lost its data in between), fences that grow in the order
 //! holdings began (where `crate::fencing` says they do), every call within
 //! its bound, the standings kept locks' keepers report as
-//! `redlock_mio::Standing` documents them, and (see the world) nothing
+//! `redlock_mio::Standing` documents them, waiters served within the
+//! hand-off's bound once a release is sent, and (see the world) nothing
 //! left on the masters past its own bound.
 
 use std::collections::BTreeMap;
@@ -78,6 +79,55 @@ pub(crate) struct KeepStep {
     pub(crate) reported: Option<Standing>,
 }
 
+/// One call that waited (a `lock` or `lock_until` with a slot in the
+/// table of waits, whose client's releases tell it).
+#[derive(Debug, Clone)]
+pub(crate) struct Waiting {
+    pub(crate) client: usize,
+    pub(crate) resources: Vec<usize>,
+    /// When the call began.
+    pub(crate) from: u64,
+    /// Its place in the queues (their score: its client's wall clock when
+    /// it began, in microseconds).
+    pub(crate) place: u64,
+    /// When each of its attempts ended (refused), and whether it left it
+    /// queued on a quorum of the masters for the hand-off to serve (else
+    /// something other than contention refused it).
+    pub(crate) queued: Vec<(u64, bool)>,
+    /// When the call ended (or the world did).
+    pub(crate) to: u64,
+    /// Whether it ended with the lock.
+    pub(crate) acquired: bool,
+}
+
+/// A release that a quorum answered, from when it was sent.
+#[derive(Debug, Clone)]
+pub(crate) struct Release {
+    pub(crate) client: usize,
+    pub(crate) resources: Vec<usize>,
+    pub(crate) sent: u64,
+    /// The reservation windows its hand-off may spend on nobody who comes
+    /// (entries the masters disagree on, entries whose callers left).
+    pub(crate) idle: u64,
+}
+
+/// Something other than the hand-off that may hold a waiter up: a fault
+/// of a master or of the paths, or another client's write, from when it
+/// began to when its effect is over.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Disturbance {
+    /// Only this client's waiters (its paths), if given.
+    pub(crate) client: Option<usize>,
+    /// Only this resource's waiters (its key or its queue), if given.
+    pub(crate) resource: Option<usize>,
+    /// It may take entries out of the queues (the waiters then wait for
+    /// their next attempt): it holds up the waiters queued before it
+    /// too.
+    pub(crate) wipes: bool,
+    pub(crate) from: u64,
+    pub(crate) to: u64,
+}
+
 /// Everything the checkers look at.
 #[derive(Debug, Default)]
 pub(crate) struct History {
@@ -103,6 +153,11 @@ pub(crate) struct History {
     pub(crate) steps: Vec<u64>,
     /// The master process each address names (grants are by address).
     proc_of: Vec<usize>,
+    /// The calls that waited, the releases, and what else may hold a
+    /// waiter up.
+    pub(crate) waits: Vec<Waiting>,
+    pub(crate) releases: Vec<Release>,
+    pub(crate) disturbed: Vec<Disturbance>,
     /// Calls that took longer than their bound.
     pub(crate) slow_calls: Vec<String>,
     /// Anything else a check found wrong as it happened.
@@ -297,6 +352,118 @@ impl History {
     }
 }
 
+impl History {
+    /// Every waiter left waiting after a release, past the hand-off's
+    /// bound: where a release of `r`, sent at `sent`, finds a caller
+    /// waiting for `r` alone and queued (an attempt of its call refused
+    /// before `sent`), some caller holds `r` by `sent + bound(left,
+    /// stalled)` (see `Params::handoff_bound`), or that waiter's call is
+    /// over by then. `left`: the other waiters of `r` ahead of it (by
+    /// place) whose calls end without the lock on the way; `stalled`:
+    /// those ahead of it whose clients pause on the way (`pauses`, by
+    /// client), and the release's idle windows
+    /// (entries the masters' queues disagree on, or whose callers left),
+    /// each of which may cost a reservation window. Dead entries (waiters nobody hears) are no
+    /// excuse however many; a waiter of several resources among those of
+    /// `r` is (a reserved key it cannot take yet), and so is any
+    /// disturbance of the masters, of the waiter's, the releaser's or
+    /// another waiter's paths, or the waiter's own pause, between its
+    /// queueing and the bound (a reset's lasts the link's back-off and a
+    /// reconnect: a waiting client reconnects within it, and is told
+    /// after).
+    pub(crate) fn handoffs(
+        &self,
+        names: &[String],
+        bound: &dyn Fn(u64, u64) -> u64,
+        pauses: &[Vec<(u64, u64)>],
+    ) -> (Vec<String>, u64) {
+        let paused =
+            |c: usize, from: u64, to: u64| pauses[c].iter().any(|&(a, b)| a <= to && from <= b);
+        let mut found = Vec::new();
+        let mut checked = 0;
+        for release in &self.releases {
+            for &r in &release.resources {
+                let on_r: Vec<&Waiting> = self
+                    .waits
+                    .iter()
+                    .filter(|w| w.resources.contains(&r))
+                    .collect();
+                for (i, w) in on_r.iter().enumerate() {
+                    if w.resources.len() > 1 || w.to <= release.sent {
+                        continue;
+                    }
+                    // Its last attempt before the release that left it
+                    // queued.
+                    let last = w.queued.iter().rfind(|&&(q, ok)| ok && q <= release.sent);
+                    let Some(&(queued, _)) = last else {
+                        continue;
+                    };
+                    // The other waiters on the way, with the bound they
+                    // make: twice, the second with the first's reach.
+                    let mut deadline = release.sent + bound(0, release.idle);
+                    let mut parties = vec![w.client, release.client];
+                    let mut withheld = false;
+                    let (mut left, mut stalled) = (0, 0);
+                    for _ in 0..2 {
+                        (left, stalled) = (0, 0);
+                        for (j, o) in on_r.iter().enumerate() {
+                            let during = o.to > release.sent && o.from <= deadline;
+                            let ahead = o.place <= w.place;
+                            if j == i || !during {
+                                continue;
+                            }
+                            withheld |= o.resources.len() > 1;
+                            parties.push(o.client);
+                            if ahead && !o.acquired && o.to <= deadline {
+                                left += 1;
+                            }
+                            if ahead && paused(o.client, release.sent, deadline) {
+                                stalled += 1;
+                            }
+                        }
+                        deadline = release.sent + bound(left, stalled + release.idle);
+                    }
+                    if withheld || paused(w.client, queued, deadline) {
+                        continue;
+                    }
+                    let disturbed = self.disturbed.iter().any(|d| {
+                        let since = if d.wipes { queued } else { release.sent };
+                        d.from <= deadline
+                            && since <= d.to
+                            && d.client.is_none_or(|c| parties.contains(&c))
+                            && d.resource.is_none_or(|dr| dr == r)
+                    });
+                    if disturbed {
+                        continue;
+                    }
+                    checked += 1;
+                    let taken = self
+                        .holdings
+                        .iter()
+                        .any(|h| h.resource == r && release.sent <= h.from && h.from <= deadline);
+                    if taken || w.to <= deadline {
+                        continue;
+                    }
+                    found.push(format!(
+                        "a waiter of client {} for {} (queued {:.6}s) was not served within {:.3} ms ({stalled} waiters stalled, {left} left on the way) of a release by client {} sent at {:.6}s (its call ended {:.6}s)",
+                        w.client,
+                        names[r],
+                        secs(queued),
+                        (deadline - release.sent) as f64 / 1e6,
+                        release.client,
+                        secs(release.sent),
+                        secs(w.to)
+                    ));
+                    if found.len() >= 5 {
+                        return (found, checked);
+                    }
+                }
+            }
+        }
+        (found, checked)
+    }
+}
+
 fn describe_step(step: &KeepStep, standing: Standing, why: &str) -> String {
     format!(
         "client {} kept lock {}: {standing:?} {why}, after {:?} at {:.6}s ({})",
@@ -382,6 +549,70 @@ mod tests {
         assert!(history.overlaps(&names).is_empty(), "master 1 lost the key");
         history.holdings.push(held(3, 100, 200, 0b111));
         assert_eq!(history.overlaps(&names).len(), 1, "3 overlaps 2 only");
+    }
+
+    /// A caller of `client` waiting for resource 0 from `from` to `to`,
+    /// queued at `queued`.
+    fn waiting(client: usize, from: u64, queued: u64, to: u64, acquired: bool) -> Waiting {
+        Waiting {
+            client,
+            resources: vec![0],
+            from,
+            place: from,
+            queued: vec![(queued, true)],
+            to,
+            acquired,
+        }
+    }
+
+    /// A waiter queued when a release is sent is served within the
+    /// hand-off's bound, a window more for each other waiter stalled on
+    /// the way; a disturbance of its paths or the masters excuses it.
+    #[test]
+    fn waiters_left_waiting_past_the_handoffs_bound_are_found() {
+        let names = vec!["r".to_owned()];
+        let bound = |left: u64, stalled: u64| 10 + 2 * left + 100 * stalled;
+        let mut pauses = vec![Vec::new(); 3];
+        let mut history = History::new(vec![0]);
+        history.releases = vec![Release {
+            client: 0,
+            resources: vec![0],
+            sent: 1000,
+            idle: 0,
+        }];
+        // Served by the hand-off (its call ends with the lock in time).
+        history.waits = vec![waiting(1, 0, 500, 1008, true)];
+        assert_eq!(history.handoffs(&names, &bound, &pauses), (vec![], 1));
+        // Still waiting past the bound, nobody holding the resource.
+        history.waits[0].to = 1050;
+        assert_eq!(history.handoffs(&names, &bound, &pauses).0.len(), 1);
+        // Someone took it within the bound: the lock was handed on.
+        history.holdings.push(held(7, 1005, 1040, 1));
+        assert!(history.handoffs(&names, &bound, &pauses).0.is_empty());
+        history.holdings.clear();
+        // Another waiter, stalled on the way, costs one window.
+        history.waits.push(waiting(2, 0, 400, 2000, false));
+        pauses[2].push((900, 1500));
+        assert!(history.handoffs(&names, &bound, &pauses).0.is_empty());
+        history.waits[0].to = 1200;
+        assert_eq!(history.handoffs(&names, &bound, &pauses).0.len(), 1);
+        // A disturbance of a party's paths (the waiter's, the releaser's,
+        // another waiter's of the resource) excuses it; another client's
+        // does not.
+        history.disturbed.push(Disturbance {
+            client: Some(0),
+            resource: None,
+            wipes: false,
+            from: 990,
+            to: 1010,
+        });
+        history.disturbed[0].client = Some(2);
+        assert_eq!(history.handoffs(&names, &bound, &pauses).0.len(), 0);
+        pauses[2].clear();
+        history.waits.pop();
+        assert_eq!(history.handoffs(&names, &bound, &pauses).0.len(), 1);
+        history.disturbed[0].client = Some(1);
+        assert_eq!(history.handoffs(&names, &bound, &pauses), (vec![], 0));
     }
 
     /// Step `seen` of kept lock 1 at `at`, reported `reported`.

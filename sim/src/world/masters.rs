@@ -71,10 +71,14 @@ pub(crate) fn foreign_write(
     resources: &[Vec<u8>],
     channels: &[Vec<u8>],
     max_ttl_ms: u64,
+    dead_only: bool,
 ) -> Vec<Vec<Vec<u8>>> {
     let resource = resources[rng.index(resources.len())].clone();
     let mut queue = b"redlock-mio:queue:".to_vec();
     queue.extend_from_slice(&resource);
+    if dead_only {
+        return vec![dead_waiters(rng, &queue)];
+    }
     let ttl = rng.range(1, max_ttl_ms).to_string().into_bytes();
     let word = |s: &str| s.as_bytes().to_vec();
     let expire = |key: &[u8]| vec![word("PEXPIRE"), key.to_vec(), ttl.clone()];
@@ -153,6 +157,23 @@ pub(crate) fn foreign_write(
                 ttl,
             ]]
         }
+        // A crashed process's waiters, in front of a queue that is there
+        // (the world adds them only then).
+        9 if rng.chance(0.5) => vec![dead_waiters(rng, &queue)],
         _ => vec![vec![word("PING")]],
     }
+}
+
+/// A crashed process's waiters (1 to 23 of them), to put in front of
+/// `queue`: nobody hears their channel, and a hand-off skips them
+/// however many. `ZADDDEAD` is the world's word for a `ZADD` it sends
+/// only where the queue is there (one it made would never expire).
+fn dead_waiters(rng: &mut super::rng::Rng, queue: &[u8]) -> Vec<Vec<u8>> {
+    let mut zadd = vec![b"ZADDDEAD".to_vec(), queue.to_vec()];
+    let client = rng.next_u64() | 1;
+    for id in 0..rng.range(1, 24) {
+        zadd.push(rng.below(1000).to_string().into_bytes());
+        zadd.push(format!("50|{id}|redlock-mio:wake:{client:016x}").into_bytes());
+    }
+    zadd
 }

@@ -112,6 +112,9 @@ pub(crate) struct Net {
     pub(crate) timing: Timing,
     /// Until when each client-master path is cut.
     pub(crate) cut_until: Vec<Vec<u64>>,
+    /// The spikes so far: the client whose path, when the segment was
+    /// sent, and when it is due.
+    pub(crate) spikes: Vec<(usize, u64, u64)>,
 }
 
 impl Net {
@@ -120,6 +123,7 @@ impl Net {
             conns: Vec::new(),
             timing,
             cut_until: vec![vec![0; masters]; clients],
+            spikes: Vec::new(),
         }
     }
 
@@ -140,13 +144,15 @@ impl Net {
         self.conns.len() - 1
     }
 
-    /// The delay of a segment on `conn`'s path.
-    pub(crate) fn delay(&self, conn: usize, rng: &mut Rng) -> u64 {
+    /// The delay of a segment sent at `now` on `conn`'s path.
+    pub(crate) fn delay(&mut self, conn: usize, now: u64, rng: &mut Rng) -> u64 {
         let c = &self.conns[conn];
         let t = &self.timing;
         let mut delay = t.base[c.client][c.master] + rng.exp(t.jitter);
         if rng.chance(t.spike.0) {
             delay += rng.exp(t.spike.1);
+            let client = c.client;
+            self.spikes.push((client, now, now + delay));
         }
         delay
     }

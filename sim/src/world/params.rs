@@ -46,10 +46,22 @@ pub enum Regression {
     /// The keepers of kept locks wake half a period after their schedule
     /// says: later than their documentation promises.
     LateKeeper,
+    /// The simulated masters' hand-off does nothing: a release tells
+    /// nobody, and a waiter tries again only when its own wait ends.
+    Untold,
+    /// The simulated masters' hand-off examines at most eight queue
+    /// entries: more dead ones ahead of a live waiter leave the key free
+    /// and the waiter untold.
+    EightDead,
+    /// A client's connection that was lost is opened again only while the
+    /// client has a round in flight: a link that went down while its
+    /// client only waits does not come back (as a link without a timer
+    /// for `Down` does not).
+    NoReconnectWhileWaiting,
 }
 
 /// How often each fault comes, relative to the others.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Weights {
     pub(crate) client_pause: u64,
     pub(crate) master_pause: u64,
@@ -110,11 +122,24 @@ pub(crate) struct Params {
     /// until its holder releases it) rather than held and extended by
     /// hand.
     pub(crate) kept: f64,
+    /// How often a call asks for several resources at once (never, in a
+    /// third of the worlds: there the hand-off's bound is checked on
+    /// every waiter, none withholding a resource it cannot take yet).
+    pub(crate) several: f64,
+    /// A world where nothing but the waiters' own troubles happens:
+    /// connections reset, clients paused, dead waiters in the queues
+    /// (the only foreign writes), and calls of one resource each; the
+    /// hand-off's bound is then checked on most waiters.
+    pub(crate) waits_only: bool,
 }
 
 impl Params {
     pub(crate) fn draw(rng: &mut Rng, regression: Regression) -> Params {
-        let procs = [1, 3, 3, 5, 5, 4][rng.index(6)];
+        let mut procs = [1, 3, 3, 5, 5, 4][rng.index(6)];
+        if regression == Regression::NoReconnectWhileWaiting {
+            // One master: a waiter whose only link is down hears nothing.
+            procs = 1;
+        }
         let clients = rng.range(2, 5) as usize;
         let tasks = rng.range(1, 3) as usize;
         let request_ms = [10, 20, 30, 50][rng.index(4)];
@@ -233,6 +258,27 @@ impl Params {
         let max_extensions = rng.chance(0.2).then(|| rng.range(1, 6) as u32);
         settings.max_extensions = max_extensions;
         client_settings.max_extensions = max_extensions;
+        let mut several = [0.15, 0.15, 0.0][rng.index(3)];
+        let waits_only = match regression {
+            Regression::Untold | Regression::EightDead | Regression::NoReconnectWhileWaiting => {
+                true
+            }
+            _ => rng.chance(0.25),
+        };
+        if waits_only {
+            several = 0.0;
+            // (The regression of a link that does not come back gets the
+            // fault that shows it.)
+            let (pause, reset) = match regression {
+                Regression::NoReconnectWhileWaiting => (0, 3),
+                _ => (weights.client_pause.max(1), weights.reset.max(1)),
+            };
+            weights = Weights {
+                client_pause: pause,
+                reset,
+                ..Weights::default()
+            };
+        }
         Params {
             masters,
             procs,
@@ -259,6 +305,8 @@ impl Params {
             fenced,
             eviction,
             kept,
+            several,
+            waits_only,
         }
     }
 
@@ -296,9 +344,45 @@ impl Params {
     }
 
     /// A waiter's reservation window, as the front end has it.
-    fn window(&self) -> Duration {
+    pub(crate) fn window(&self) -> Duration {
         (self.settings.request_timeout * 4)
             .clamp(Duration::from_millis(50), Duration::from_secs(10))
+    }
+
+    /// The longest a segment takes one way on any path when no spike
+    /// holds it up: the slowest path's latency, 25 times the jitter's
+    /// mean (an exponential: longer once in e^25), and, where writes
+    /// are cut short, 25 times the 0.2 ms mean a socket takes to become
+    /// writable again. The masters' processing takes no simulated time.
+    pub(crate) fn one_way(&self) -> u64 {
+        let t = &self.timing;
+        let base = t.base.iter().flatten().copied().max().unwrap_or(0);
+        let writable = if t.split > 0.0 { 25 * 200_000 } else { 0 };
+        base + 25 * t.jitter + writable
+    }
+
+    /// How long after a release is sent a waiter of its resource may take
+    /// to hold it, where nothing disturbs the hand-off: the release to
+    /// the masters, their telling to the waiter, its attempt and the
+    /// reply (four one-way trips; a fenced attempt's up to five rounds
+    /// add eight), two more per waiter that left on the way (its leave
+    /// passes the turn on), and one reservation window per waiter stalled
+    /// on the way (`stalled`).
+    pub(crate) fn handoff_bound(&self, fenced: bool, left: u64, stalled: u64) -> u64 {
+        let trips = 4 + if fenced { 8 } else { 0 } + 2 * left;
+        trips * self.one_way() + stalled * self.window().as_nanos() as u64
+    }
+
+    /// How long after a connection of a client is cut (a reset, a crash
+    /// or pause of its master, a partition) its link may take to be
+    /// back, and its waiters to have tried again: the longest back-off,
+    /// then the connect, the handshake's rounds and an attempt's (eight
+    /// one-way trips), and a request timeout for a round that met the
+    /// cut. (A socket that cannot even be opened is a disturbance of its
+    /// own.)
+    pub(crate) fn reconnect_bound(&self) -> u64 {
+        let s = &self.settings;
+        (s.backoff_max + s.request_timeout).as_nanos() as u64 + 8 * self.one_way()
     }
 
     /// How long a wait queue outlives the keys that block it.

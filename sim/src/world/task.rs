@@ -59,6 +59,9 @@ struct Pending {
     begun: Instant,
     begun_g: u64,
     ttl: Duration,
+    /// A release's: the reservations its hand-off may make for nobody
+    /// who comes (see `World::idle_windows`).
+    idle: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +95,13 @@ struct Call {
     begun_g: u64,
     /// The rounds its fenced attempts ran beyond one each.
     more_rounds: u32,
+    /// When its attempts ended refused, if it waits in the masters'
+    /// queues, and whether each left it queued for the hand-off.
+    queued: Vec<(u64, bool)>,
+    /// It stalled when told, and has not attempted since.
+    stalled: bool,
+    /// Its place in the queues (its client's wall clock when it began).
+    place: u64,
 }
 
 /// What a holder does next.
@@ -143,6 +153,11 @@ impl Task {
     /// Whether it makes no call and holds no lock.
     pub(crate) fn is_done(&self) -> bool {
         matches!(self.state, State::Done)
+    }
+
+    /// Whether it makes a call that waits in the queue of resource `r`.
+    fn waits_on(&self, r: usize) -> bool {
+        matches!(&self.state, State::Acquire(call) if call.wait.is_some() && call.res.contains(&r))
     }
 
     pub(crate) fn describe(&self) -> &'static str {
@@ -295,11 +310,36 @@ impl World {
     /// At the end: the holdings still counted on go to the history.
     pub(crate) fn close_holdings(&mut self, c: usize) {
         for task in &self.clients[c].tasks {
-            if let State::Hold(lock) | State::Extend(lock, _) = &task.state {
-                record(&mut self.history, lock);
+            match &task.state {
+                State::Hold(lock) | State::Extend(lock, _) => record(&mut self.history, lock),
+                State::Acquire(call) => record_wait(&mut self.history, c, call, self.t, false),
+                _ => {}
             }
         }
     }
+}
+
+/// `call` of client `c`, over at `to`, goes to `history` if it waited in
+/// the masters' queues.
+fn record_wait(
+    history: &mut super::history::History,
+    c: usize,
+    call: &Call,
+    to: u64,
+    acquired: bool,
+) {
+    if call.wait.is_none() {
+        return;
+    }
+    history.waits.push(super::history::Waiting {
+        client: c,
+        resources: call.res.clone(),
+        from: call.begun_g,
+        place: call.place,
+        queued: call.queued.clone(),
+        to,
+        acquired,
+    });
 }
 
 /// The stretch of `lock`'s validity counted on so far goes to `history`,

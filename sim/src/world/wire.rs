@@ -145,6 +145,8 @@ impl World {
             let mut out = Vec::new();
             self.masters[m].model.take_pushes(model, &mut out);
             if !out.is_empty() {
+                let c = self.net.conns[other].client;
+                self.note(|| format!("master {m} pushes to client {c}: {}", out.escape_ascii()));
                 self.send_down(other, Down::Data(out));
             }
         }
@@ -152,7 +154,7 @@ impl World {
 
     /// The master's end of `conn` (or its host) sends `seg`.
     pub(crate) fn send_down(&mut self, conn: usize, seg: Down) {
-        let delay = self.net.delay(conn, &mut self.rng);
+        let delay = self.net.delay(conn, self.t, &mut self.rng);
         self.net.conns[conn].down.push(self.t, delay, seg);
         self.arm(conn, false);
     }

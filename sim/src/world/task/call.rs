@@ -30,7 +30,7 @@ impl World {
             return;
         }
         let mut res = vec![rng.index(p.resources.len())];
-        if p.resources.len() > 1 && rng.chance(0.15) {
+        if p.resources.len() > 1 && rng.chance(p.several) {
             // All or nothing over two (or more) of them.
             let more = (res[0] + 1 + rng.index(p.resources.len() - 1)) % p.resources.len();
             res.push(more);
@@ -77,6 +77,9 @@ impl World {
             begun: now,
             begun_g: self.t,
             more_rounds: 0,
+            queued: Vec::new(),
+            stalled: false,
+            place: wall,
         };
         self.attempt(c, k, Box::new(call));
     }
@@ -97,6 +100,7 @@ impl World {
     /// One attempt of `call`.
     pub(super) fn attempt(&mut self, c: usize, k: usize, mut call: Box<Call>) {
         let now = self.local(c);
+        call.stalled = false;
         for byte in &mut call.token {
             *byte = self.clients[c].rng.below(256) as u8;
         }
@@ -220,11 +224,25 @@ impl World {
                 }
             )
         });
+        let quarantined = round.as_ref().is_some_and(|r| {
+            r.nodes()
+                .iter()
+                .any(|n| matches!(n, redlock_mio::rules::NodeState::Quarantined))
+        });
+        if quarantined {
+            // The restart guard counts a master that started lately for
+            // nothing until the longest TTL has passed: its waiters wait
+            // for that, not for a hand-off.
+            let guard = self.params.settings.restart_guard.unwrap_or_default();
+            let to = self.t + guard.as_nanos() as u64 + self.params.reconnect_bound();
+            self.disturb((Some(c), None, false), to, "a master quarantined");
+        }
         let held = match result {
             Ok(held) => held,
             Err(error) => return self.retry(c, k, call, &error, free_in),
         };
         self.outcome.acquired += 1;
+        record_wait(&mut self.history, c, &call, self.t, true);
         if let Some(wait) = call.wait.take() {
             self.clients[c].client.end_wait(wait, &call.names, now);
         }
@@ -286,6 +304,17 @@ impl World {
         free_in: Option<Duration>,
     ) {
         let now = self.local(c);
+        // Queued for the hand-off to serve: refused as contended, and
+        // in a quorum of the queues. (A fenced client's attempts where a
+        // server is listed twice never hear every master, and their
+        // counters may never start: nothing a release hands on serves
+        // them.)
+        let twice = self.params.masters != self.params.procs;
+        let served = !(twice && self.params.fenced[c]) && matches!(error, Error::Contended(_));
+        if call.wait.is_some() {
+            let queued = served && self.queued_on_quorum(c, &call.res);
+            call.queued.push((self.t, queued));
+        }
         let units = (self.clients[c].rng.unit(), self.clients[c].rng.unit());
         let client = &mut self.clients[c].client;
         let next = match call.pursuit.as_mut() {
@@ -301,6 +330,36 @@ impl World {
         }
     }
 
+    /// Whether a client told that its turn has come stalls there: now and
+    /// then in a world of the waiters' own troubles where clients pause,
+    /// while the faults go on.
+    fn stalls_when_told(&mut self) -> bool {
+        let pauses = self.params.weights.client_pause > 0;
+        self.params.waits_only && pauses && !self.calm && self.rng.chance(0.25)
+    }
+
+    /// Whether a quorum of the masters' queues of each of `res` hold an
+    /// entry of client `c` (a waiter of its is queued there). A queue of
+    /// another type, which a waiting attempt cannot join (and whose life
+    /// it extends all the same), holds none.
+    fn queued_on_quorum(&self, c: usize, res: &[usize]) -> bool {
+        let suffix = [b"|".as_slice(), &self.clients[c].channel].concat();
+        let queued = (0..self.params.masters)
+            .filter(|&i| {
+                let master = &self.masters[self.params.proc_of[i]];
+                let now_us = master.clock.now_us(self.t);
+                !master.down
+                    && res.iter().all(|&r| {
+                        let queue =
+                            [b"redlock-mio:queue:".as_slice(), &self.params.resources[r]].concat();
+                        let members = master.model.members(0, &queue, now_us);
+                        members.iter().any(|(m, _)| m.ends_with(&suffix))
+                    })
+            })
+            .count();
+        queued > self.params.masters / 2
+    }
+
     /// `call` waits between attempts: told by a quorum of masters that
     /// the lock was handed to it, or until its wait ends (sooner if a
     /// master told it a time to try at), as the front end's wait does.
@@ -312,6 +371,26 @@ impl World {
             Some(hinted) => hinted.min(call.until),
             None => call.until,
         };
+        if told && !call.stalled && self.stalls_when_told() {
+            // Its process stops as its turn comes; the caller goes on
+            // when it resumes.
+            let rt = self.params.settings.request_timeout.as_nanos() as u64;
+            let longest = self.params.longest().as_nanos() as u64;
+            let mean = 2 * rt + self.rng.below(longest);
+            let until = self.fault_end(mean);
+            self.note(|| {
+                format!(
+                    "client {c} pauses as it is told, until {:.6}",
+                    history::secs(until)
+                )
+            });
+            self.pause_client(c, until);
+            let mut call = call;
+            call.stalled = true;
+            self.task_timer_at(c, k, self.t);
+            return self.put_state(c, k, State::Acquire(call));
+        }
+        let client = &mut self.clients[c].client;
         if told || now >= until {
             if let Some(wait) = call.wait.as_ref() {
                 client.take_wait_waiter(wait);
@@ -350,6 +429,7 @@ impl World {
     /// `call` ends: checked against its bound, its wait left.
     pub(super) fn end_call(&mut self, c: usize, k: usize, mut call: Box<Call>) {
         self.check_call(c, "acquire", &call);
+        record_wait(&mut self.history, c, &call, self.t, false);
         if let Some(wait) = call.wait.take() {
             let now = self.local(c);
             self.clients[c].client.end_wait(wait, &call.names, now);
@@ -361,6 +441,7 @@ impl World {
     /// release follows the round, and its wait leaves the queues.
     pub(super) fn drop_call(&mut self, c: usize, k: usize, mut call: Box<Call>) {
         let now = self.local(c);
+        record_wait(&mut self.history, c, &call, self.t, false);
         let client = &mut self.clients[c].client;
         match call.round.take() {
             Some(Flight::Plain(id)) => client.drop_acquire(id, &call.names, &call.token, now),

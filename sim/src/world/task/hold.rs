@@ -105,7 +105,8 @@ impl World {
             Ok(id) => {
                 self.clients[c].client.set_waiter(id, k as u64);
                 self.clients[c].rounds += 1;
-                let pending = self.pending(c, k, id, Duration::ZERO, drop);
+                let mut pending = self.pending(c, k, id, Duration::ZERO, drop);
+                pending.idle = self.idle_windows(&lock.res);
                 self.put_state(c, k, State::Release(lock, pending));
             }
             Err(error) => {
@@ -135,7 +136,61 @@ impl World {
             begun: self.local(c),
             begun_g: self.t,
             ttl,
+            idle: 0,
         }
+    }
+
+    /// How many reservation windows a hand-off of `res` may spend on
+    /// entries that are not the one waiter every master agrees is first:
+    /// one where the masters' queues disagree on the first entry of a
+    /// client (an attempt granted by some masters is queued on the others
+    /// only; a leave that did not reach every master), and one for each
+    /// entry of a client beyond its callers waiting there now (a leave
+    /// lost: its client hears the hand-off, and nobody comes).
+    pub(super) fn idle_windows(&self, res: &[usize]) -> u64 {
+        let mut windows = 0;
+        for &r in res {
+            let queue = [b"redlock-mio:queue:".as_slice(), &self.params.resources[r]].concat();
+            let owner = |member: &[u8]| {
+                self.clients.iter().position(|client| {
+                    member.len() > client.channel.len() + 1
+                        && member.ends_with(&client.channel)
+                        && member[member.len() - client.channel.len() - 1] == b'|'
+                })
+            };
+            let waiting: Vec<usize> = self
+                .clients
+                .iter()
+                .map(|client| client.tasks.iter().filter(|t| t.waits_on(r)).count())
+                .collect();
+            let mut firsts = Vec::new();
+            let mut ghosts = 0;
+            for i in 0..self.params.masters {
+                let master = &self.masters[self.params.proc_of[i]];
+                if master.down {
+                    continue;
+                }
+                let now_us = master.clock.now_us(self.t);
+                let members = master.model.members(0, &queue, now_us);
+                let mut count = vec![0usize; self.clients.len()];
+                let mut first = None;
+                for (member, _) in &members {
+                    if let Some(c) = owner(member) {
+                        count[c] += 1;
+                        first.get_or_insert(member.to_vec());
+                    }
+                }
+                firsts.push(first);
+                let excess = count
+                    .iter()
+                    .zip(&waiting)
+                    .map(|(n, w)| n.saturating_sub(*w));
+                ghosts = ghosts.max(excess.sum::<usize>() as u64);
+            }
+            firsts.dedup();
+            windows += ghosts + u64::from(firsts.len() > 1);
+        }
+        windows
     }
 
     /// The extend of `lock` is decided.
@@ -186,6 +241,14 @@ impl World {
         let result = self.clients[c]
             .client
             .end_release(pending.id, &mut lock.held);
+        if result.is_ok() {
+            self.history.releases.push(super::history::Release {
+                client: c,
+                resources: lock.res.clone(),
+                sent: pending.begun_g,
+                idle: pending.idle,
+            });
+        }
         self.kept_released(c, lock, &result);
         self.check_bound(
             c,
