@@ -88,7 +88,8 @@ pub(crate) struct Waiting {
     /// When the call began.
     pub(crate) from: u64,
     /// Its place in the queues (their score: its client's wall clock when
-    /// it began, in microseconds).
+    /// it began, in microseconds, as each master takes it within a second
+    /// of its own clock).
     pub(crate) place: u64,
     /// When each of its attempts ended (refused), and whether it left it
     /// queued on a quorum of the masters for the hand-off to serve (else
@@ -352,6 +353,8 @@ impl History {
     }
 }
 
+/// A second of global time, in nanoseconds.
+const SECOND: u64 = 1_000_000_000;
 impl History {
     /// Every waiter left waiting after a release, past the hand-off's
     /// bound: where a release of `r`, sent at `sent`, finds a caller
@@ -408,7 +411,13 @@ impl History {
                         (left, stalled) = (0, 0);
                         for (j, o) in on_r.iter().enumerate() {
                             let during = o.to > release.sent && o.from <= deadline;
-                            let ahead = o.place <= w.place;
+                            // Ahead by place (its client's wall clock), or
+                            // by when it came: each master takes a place
+                            // within a second of its own clock, so that a
+                            // waiter whose client's clock is further off
+                            // than that stands where it came, a second or
+                            // so either way.
+                            let ahead = o.place <= w.place || o.from <= w.from + 2 * SECOND;
                             if j == i || !during {
                                 continue;
                             }
