@@ -522,7 +522,7 @@ fn times(a: u64, b: u64) -> String {
     format!("×{}", ratio(a, b))
 }
 
-/// The goals as measured: this crate over `floor_quorum` at each
+/// The goals as measured: this crate over `floor_quorum` at each
 /// RTT; the slow-master scenarios over their base RTT, for each variant.
 fn goals(measured: &[Measured], kinds: &[Kind]) -> String {
     let mut out = String::from("\n## against the goals\n");

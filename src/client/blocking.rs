@@ -105,12 +105,7 @@ impl Redlock {
         deadline: Instant,
     ) -> Result<Lock, Error> {
         let resource = resource.as_ref();
-        let ttl_ms = self.check(resource, ttl)?;
-        let deadline = crate::clock::from_std(deadline);
-        let started = crate::clock::now();
-        if started >= deadline {
-            return Err(Error::DeadlinePassed);
-        }
+        let (ttl_ms, deadline, started) = self.check_until(resource, ttl, deadline)?;
         let result = self.pursue(Keys::One(resource), ttl_ms, Terms::Deadline(deadline));
         waited(result, started)
     }

@@ -306,6 +306,25 @@ impl Redlock {
         self.check_acquire_ttl(ttl)
     }
 
+    /// The checks of a call that waits until `deadline`: the TTL in
+    /// milliseconds, the deadline on the client's clock and when the call
+    /// began; [`Error::DeadlinePassed`], without asking the masters, if the
+    /// deadline is not in the future.
+    fn check_until(
+        &self,
+        resource: &[u8],
+        ttl: Duration,
+        deadline: Instant,
+    ) -> Result<(u64, Instant, Instant), Error> {
+        let ttl_ms = self.check(resource, ttl)?;
+        let deadline = crate::clock::from_std(deadline);
+        let started = crate::clock::now();
+        if started >= deadline {
+            return Err(Error::DeadlinePassed);
+        }
+        Ok((ttl_ms, deadline, started))
+    }
+
     /// [`check_ttl`](Self::check_ttl), which also bounds it by the
     /// longest TTL of the restart guard or fencing.
     fn check_acquire_ttl(&self, ttl: Duration) -> Result<u64, Error> {

@@ -153,6 +153,38 @@ fn a_waiter_that_gives_up_leaves_no_queue_entry() {
     );
 }
 
+/// `client` waits for the resource in a task on a runtime of its own, for
+/// `patience` at most; returns the runtime and the task once the wait is
+/// queued on every master as the `place`-th waiter.
+fn queued_async(
+    cluster: &Cluster,
+    client: &Arc<Redlock>,
+    patience: Duration,
+    place: i64,
+) -> (
+    tokio::runtime::Runtime,
+    tokio::task::JoinHandle<Result<redlock_mio::Lock, Error>>,
+) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let task = {
+        let client = Arc::clone(client);
+        runtime.spawn(async move {
+            client
+                .lock_until_async(RESOURCE, Duration::from_secs(30), Instant::now() + patience)
+                .await
+        })
+    };
+    runtime.block_on(async {
+        while queued_on(cluster, RESOURCE, place) < 3 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    (runtime, task)
+}
+
 #[test]
 fn a_dropped_async_waiter_leaves_no_queue_entry() {
     let cluster = Cluster::start(3);
@@ -161,23 +193,7 @@ fn a_dropped_async_waiter_leaves_no_queue_entry() {
         .try_lock(RESOURCE, Duration::from_secs(3600))
         .expect("held");
     let client = Arc::new(waiter(&cluster));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
-    let task = {
-        let client = Arc::clone(&client);
-        runtime.spawn(async move {
-            client
-                .lock_until_async(RESOURCE, Duration::from_secs(30), Instant::now() + PATIENCE)
-                .await
-        })
-    };
-    runtime.block_on(async {
-        while queued_on(&cluster, RESOURCE, 1) < 3 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    });
+    let (runtime, task) = queued_async(&cluster, &client, PATIENCE, 1);
     task.abort();
     let _ = runtime.block_on(task);
     assert!(
@@ -688,23 +704,7 @@ fn a_waiter_told_to_try_next_that_gives_up_passes_its_turn_on() {
     }
     // Second in line, an async waiter that will give up.
     let quitter = Arc::new(waiter(&cluster));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime");
-    let task = {
-        let quitter = Arc::clone(&quitter);
-        runtime.spawn(async move {
-            quitter
-                .lock_until_async(RESOURCE, Duration::from_secs(30), Instant::now() + LONG)
-                .await
-        })
-    };
-    runtime.block_on(async {
-        while queued_on(&cluster, RESOURCE, 2) < 3 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    });
+    let (runtime, task) = queued_async(&cluster, &quitter, LONG, 2);
     // Third, the live waiter.
     let client = Arc::new(waiter(&cluster));
     let outcome = wait_long(&client);
