@@ -110,16 +110,39 @@ pub(crate) struct Slot {
     pub(crate) leftovers: u64,
 }
 
-/// One verified cycle: acquire (timed), spot-check (untimed), release
-/// (timed), spot-check (untimed). `intended` is the start the latencies are
-/// measured from (now, in closed loop).
-pub(crate) fn cycle(
+/// What one acquire + release took: the instants around each call and
+/// the heap allocations of each.
+pub(crate) struct Timed {
+    pub(crate) t: [Instant; 4],
+    pub(crate) allocations: u64,
+}
+
+impl Timed {
+    pub(crate) fn acquire(&self) -> Duration {
+        self.t[1] - self.t[0]
+    }
+
+    pub(crate) fn release(&self) -> Duration {
+        self.t[3] - self.t[2]
+    }
+}
+
+/// Why a cycle did not complete: a call that failed (its phase and the
+/// variant's message), or the bench's own failure.
+pub(crate) enum Broken {
+    Acquire(String),
+    Release(String),
+    Bench(Box<dyn StdError>),
+}
+
+/// One verified cycle: acquire (timed), spot-check every `check_every`
+/// cycles (untimed: on a quorum after the acquire, gone from every master
+/// after the release), release (timed).
+pub(crate) fn timed_cycle(
     slot: &mut Slot,
     checker: &mut Checker,
     quorum: usize,
-    intended: Option<Instant>,
-    stats: Option<&mut Stats>,
-) -> Result<()> {
+) -> std::result::Result<Timed, Broken> {
     let check = slot.cycles.is_multiple_of(slot.check_every);
     slot.cycles += 1;
     let a0 = allocations();
@@ -127,17 +150,17 @@ pub(crate) fn cycle(
     let acquired = slot.variant.acquire();
     let t1 = Instant::now();
     let a1 = allocations();
-    if let Err(e) = acquired {
-        return Err(format!("{}: acquire failed in a healthy run: {e}", slot.kind.name()).into());
-    }
+    acquired.map_err(Broken::Acquire)?;
     if check {
-        let n = checker.count(&slot.resource)?;
+        let n = checker.count(&slot.resource).map_err(Broken::Bench)?;
         if n < quorum {
-            return Err(format!(
-                "{}: acquired, but the key is on {n} masters only",
-                slot.kind.name()
-            )
-            .into());
+            return Err(Broken::Bench(
+                format!(
+                    "{}: acquired, but the key is on {n} masters only",
+                    slot.kind.name()
+                )
+                .into(),
+            ));
         }
     }
     let a2 = allocations();
@@ -145,40 +168,73 @@ pub(crate) fn cycle(
     let released = slot.variant.release();
     let t3 = Instant::now();
     let a3 = allocations();
-    released.map_err(|e| format!("{}: release failed: {e}", slot.kind.name()))?;
+    released.map_err(Broken::Release)?;
     if check {
-        // A client that decides at quorum returns before the last masters
-        // have answered the release: give them a moment.
-        let mut n = checker.count(&slot.resource)?;
-        let deadline = Instant::now() + Duration::from_millis(500);
-        while n != 0 && Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(1));
-            n = checker.count(&slot.resource)?;
-        }
-        slot.checks += 1;
-        if n != 0 {
-            // Counted and reported, not fatal: the next acquire still finds
-            // a quorum as long as a minority is left, else it aborts.
-            slot.leftovers += 1;
-            eprintln!(
-                "warning: {}: released, but the key is still on {n} masters after 500 ms \
-                 (spot check {}; PTTL per master in ms, -2 = gone: {:?})",
-                slot.kind.name(),
-                slot.checks,
-                checker.pttls(&slot.resource)?
+        released_everywhere(slot, checker).map_err(Broken::Bench)?;
+    }
+    Ok(Timed {
+        t: [t0, t1, t2, t3],
+        allocations: (a1 - a0) + (a3 - a2),
+    })
+}
+
+/// The spot check after a release: the key gone from every master. A
+/// client that decides at quorum returns before the last masters have
+/// answered the release: they are given 500 ms. A key left is counted and
+/// reported, not fatal: the next acquire still finds a quorum as long as a
+/// minority is left, else it aborts.
+fn released_everywhere(slot: &mut Slot, checker: &mut Checker) -> Result<()> {
+    let mut n = checker.count(&slot.resource)?;
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while n != 0 && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(1));
+        n = checker.count(&slot.resource)?;
+    }
+    slot.checks += 1;
+    if n != 0 {
+        slot.leftovers += 1;
+        eprintln!(
+            "warning: {}: released, but the key is still on {n} masters after 500 ms \
+             (spot check {}; PTTL per master in ms, -2 = gone: {:?})",
+            slot.kind.name(),
+            slot.checks,
+            checker.pttls(&slot.resource)?
+        );
+    }
+    Ok(())
+}
+
+/// One verified cycle ([`timed_cycle`]), which must succeed: the masters
+/// are healthy. `intended` is the start the latencies are measured from
+/// (now, in closed loop).
+pub(crate) fn cycle(
+    slot: &mut Slot,
+    checker: &mut Checker,
+    quorum: usize,
+    intended: Option<Instant>,
+    stats: Option<&mut Stats>,
+) -> Result<()> {
+    let timed = match timed_cycle(slot, checker, quorum) {
+        Ok(timed) => timed,
+        Err(Broken::Acquire(e)) => {
+            return Err(
+                format!("{}: acquire failed in a healthy run: {e}", slot.kind.name()).into(),
             );
         }
-    }
+        Err(Broken::Release(e)) => {
+            return Err(format!("{}: release failed: {e}", slot.kind.name()).into());
+        }
+        Err(Broken::Bench(e)) => return Err(e),
+    };
     if let Some(stats) = stats {
-        let start = intended.unwrap_or(t0);
         // Paced: acquire from the intended start; release is its own service
         // time; the cycle from the intended start to the end of release.
-        let acquire = t1.saturating_duration_since(start);
-        let release = t3 - t2;
+        let acquire = timed.t[1].saturating_duration_since(intended.unwrap_or(timed.t[0]));
+        let release = timed.release();
         stats.acquire.saturating_record(nanos(acquire));
         stats.release.saturating_record(nanos(release));
         stats.cycle.saturating_record(nanos(acquire + release));
-        stats.allocations += (a1 - a0) + (a3 - a2);
+        stats.allocations += timed.allocations;
     }
     Ok(())
 }

@@ -78,13 +78,14 @@ struct Measured {
     lateness: Histogram<u64>,
 }
 
-/// One cycle as `measure::cycle` runs it, except that a failed acquire or
-/// release is counted (in `stats.failures`, the first reason in
-/// `stats.note`) rather than fatal: on a loaded machine a round can outlast
-/// its timeout. After a failure the cycle waits, untimed, until the key is
-/// gone from every master (at most its TTL), and says so (`true`): the
-/// caller then builds the variant anew, as a service would, because some
-/// (the redis-rs sync baseline) drop a connection that timed out for good.
+/// One cycle as `measure::cycle` runs it ([`timed_cycle`]), except that a
+/// failed acquire or release is counted (in `stats.failures`, the first
+/// reason in `stats.note`) rather than fatal: on a loaded machine a round
+/// can outlast its timeout. After a failure the cycle waits, untimed, until
+/// the key is gone from every master (at most its TTL), and says so
+/// (`true`): the caller then builds the variant anew, as a service would,
+/// because some (the redis-rs sync baseline) drop a connection that timed
+/// out for good.
 fn rtt_cycle(
     slot: &mut Slot,
     checker: &mut Checker,
@@ -92,56 +93,23 @@ fn rtt_cycle(
     stats: &mut Stats,
     timed: bool,
 ) -> Result<bool> {
-    let check = slot.cycles.is_multiple_of(slot.check_every);
-    slot.cycles += 1;
-    let a0 = allocations();
-    let t0 = Instant::now();
-    let acquired = slot.variant.acquire();
-    let t1 = Instant::now();
-    let a1 = allocations();
-    if let Err(e) = acquired {
-        return failed(slot, checker, stats, &format!("acquire failed: {e}"));
-    }
-    if check {
-        let n = checker.count(&slot.resource)?;
-        if n < quorum {
-            return Err(format!(
-                "{}: acquired, but the key is on {n} masters only",
-                slot.kind.name()
-            )
-            .into());
+    let cycle = match timed_cycle(slot, checker, quorum) {
+        Ok(cycle) => cycle,
+        Err(Broken::Acquire(e)) => {
+            return failed(slot, checker, stats, &format!("acquire failed: {e}"));
         }
-    }
-    let a2 = allocations();
-    let t2 = Instant::now();
-    let released = slot.variant.release();
-    let t3 = Instant::now();
-    let a3 = allocations();
-    if let Err(e) = released {
-        return failed(slot, checker, stats, &format!("release failed: {e}"));
-    }
-    if check {
-        // The late masters' releases are still on the line: give them time.
-        let deadline = Instant::now() + Duration::from_millis(500);
-        let mut n = checker.count(&slot.resource)?;
-        while n != 0 && Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(1));
-            n = checker.count(&slot.resource)?;
+        Err(Broken::Release(e)) => {
+            return failed(slot, checker, stats, &format!("release failed: {e}"));
         }
-        slot.checks += 1;
-        if n != 0 {
-            slot.leftovers += 1;
-            eprintln!(
-                "warning: {}: released, but the key is still on {n} masters after 500 ms",
-                slot.kind.name()
-            );
-        }
-    }
+        Err(Broken::Bench(e)) => return Err(e),
+    };
     if timed {
-        stats.acquire.saturating_record(nanos(t1 - t0));
-        stats.release.saturating_record(nanos(t3 - t2));
-        stats.cycle.saturating_record(nanos((t1 - t0) + (t3 - t2)));
-        stats.allocations += (a1 - a0) + (a3 - a2);
+        stats.acquire.saturating_record(nanos(cycle.acquire()));
+        stats.release.saturating_record(nanos(cycle.release()));
+        stats
+            .cycle
+            .saturating_record(nanos(cycle.acquire() + cycle.release()));
+        stats.allocations += cycle.allocations;
     }
     Ok(false)
 }
