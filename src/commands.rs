@@ -156,21 +156,21 @@ pub(crate) struct Probe<'a> {
 }
 
 impl Step {
-    /// The script a `SCRIPT LOAD` step loads, and its SHA1.
-    pub(crate) fn script(self) -> Option<(&'static str, &'static str)> {
+    /// The script a `SCRIPT LOAD` step loads.
+    pub(crate) fn script(self) -> Option<Script> {
         Some(match self {
-            Step::LoadRelease => (RELEASE_SCRIPT, RELEASE_SHA1),
-            Step::LoadExtend => (EXTEND_SCRIPT, EXTEND_SHA1),
-            Step::LoadAcquireMany => (ACQUIRE_MANY_SCRIPT, ACQUIRE_MANY_SHA1),
-            Step::LoadReleaseMany => (RELEASE_MANY_SCRIPT, RELEASE_MANY_SHA1),
-            Step::LoadExtendMany => (EXTEND_MANY_SCRIPT, EXTEND_MANY_SHA1),
-            Step::LoadFencedAcquire => (FENCED_ACQUIRE_SCRIPT, FENCED_ACQUIRE_SHA1),
-            Step::LoadRaise => (RAISE_SCRIPT, RAISE_SHA1),
-            Step::LoadFenceRead => (FENCE_READ_SCRIPT, FENCE_READ_SHA1),
-            Step::LoadFenceSync => (FENCE_SYNC_SCRIPT, FENCE_SYNC_SHA1),
-            Step::LoadWaitAcquire => (WAIT_ACQUIRE_SCRIPT, WAIT_ACQUIRE_SHA1),
-            Step::LoadLeave => (LEAVE_SCRIPT, LEAVE_SHA1),
-            Step::LoadFencedWaitAcquire => (FENCED_WAIT_ACQUIRE_SCRIPT, FENCED_WAIT_ACQUIRE_SHA1),
+            Step::LoadRelease => Script::Release,
+            Step::LoadExtend => Script::Extend,
+            Step::LoadAcquireMany => Script::AcquireMany,
+            Step::LoadReleaseMany => Script::ReleaseMany,
+            Step::LoadExtendMany => Script::ExtendMany,
+            Step::LoadFencedAcquire => Script::FencedAcquire,
+            Step::LoadRaise => Script::Raise,
+            Step::LoadFenceRead => Script::FenceRead,
+            Step::LoadFenceSync => Script::FenceSync,
+            Step::LoadWaitAcquire => Script::WaitAcquire,
+            Step::LoadLeave => Script::Leave,
+            Step::LoadFencedWaitAcquire => Script::FencedWaitAcquire,
             Step::Auth
             | Step::Hello
             | Step::Select
@@ -239,8 +239,8 @@ pub(crate) fn encode_handshake(
     .chain(fence_steps)
     .chain(wake_steps)
     {
-        if let Some((script, _)) = step.script() {
-            encode_command(out, &["SCRIPT".into(), "LOAD".into(), script.into()]);
+        if let Some(script) = step.script() {
+            encode_command(out, &["SCRIPT".into(), "LOAD".into(), script.text().into()]);
             steps.push(step);
         }
     }
@@ -426,7 +426,7 @@ pub(crate) fn handshake_ok(step: Step, token: &Token<'_>) -> Result<bool, Server
         (Step::Auth | Step::Select, Token::Simple(b"OK")) => Ok(true),
         (step, Token::Bulk(sha1)) if step.script().is_some() => Ok(step
             .script()
-            .is_some_and(|(_, expected)| sha1.eq_ignore_ascii_case(expected.as_bytes()))),
+            .is_some_and(|script| sha1.eq_ignore_ascii_case(script.sha1().as_bytes()))),
         (Step::Identify, Token::Bulk(_) | Token::Verbatim { .. }) => Ok(true),
         // The whole map was read (see `Link`); an error is caught above.
         (Step::Hello, Token::Map(_)) => Ok(true),

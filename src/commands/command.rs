@@ -533,7 +533,7 @@ impl<'a> Command<'a> {
                 ttl_ms,
                 fenced: false,
             } => {
-                let script = (ACQUIRE_MANY_SCRIPT, ACQUIRE_MANY_SHA1);
+                let script = Script::AcquireMany;
                 self.encode_keyed(out, script, Keys::Packed(packed), token, Some(ttl_ms));
             }
             Args::Acquire {
@@ -543,12 +543,7 @@ impl<'a> Command<'a> {
                 fenced: true,
             } => {
                 let tail = [Arg::Bytes(token), Arg::Uint(ttl_ms)];
-                self.encode_fenced(
-                    out,
-                    (FENCED_ACQUIRE_SCRIPT, FENCED_ACQUIRE_SHA1),
-                    keys,
-                    &tail,
-                );
+                self.encode_fenced(out, Script::FencedAcquire, keys, &tail);
             }
             Args::Extend {
                 keys,
@@ -556,24 +551,24 @@ impl<'a> Command<'a> {
                 ttl_ms,
             } => {
                 let script = match keys {
-                    Keys::One(_) => (EXTEND_SCRIPT, EXTEND_SHA1),
-                    Keys::Packed(_) => (EXTEND_MANY_SCRIPT, EXTEND_MANY_SHA1),
+                    Keys::One(_) => Script::Extend,
+                    Keys::Packed(_) => Script::ExtendMany,
                 };
                 self.encode_keyed(out, script, keys, token, Some(ttl_ms));
             }
             Args::Release { keys, token, .. } => {
                 let script = match keys {
-                    Keys::One(_) => (RELEASE_SCRIPT, RELEASE_SHA1),
-                    Keys::Packed(_) => (RELEASE_MANY_SCRIPT, RELEASE_MANY_SHA1),
+                    Keys::One(_) => Script::Release,
+                    Keys::Packed(_) => Script::ReleaseMany,
                 };
                 self.encode_keyed(out, script, keys, token, None);
             }
             Args::Raise { keys, token, fence } => {
                 let tail = [Arg::Bytes(token), Arg::Uint(fence)];
-                self.encode_fenced(out, (RAISE_SCRIPT, RAISE_SHA1), keys, &tail);
+                self.encode_fenced(out, Script::Raise, keys, &tail);
             }
             Args::FenceRead => {
-                let args = self.fence_head((FENCE_READ_SCRIPT, FENCE_READ_SHA1));
+                let args = self.fence_head(Script::FenceRead);
                 encode_command(out, &args);
             }
             Args::Wait {
@@ -593,15 +588,15 @@ impl<'a> Command<'a> {
                     Arg::Uint(margin_ms),
                 ];
                 if fenced {
-                    let script = (FENCED_WAIT_ACQUIRE_SCRIPT, FENCED_WAIT_ACQUIRE_SHA1);
+                    let script = Script::FencedWaitAcquire;
                     self.encode_fenced(out, script, keys, &tail);
                 } else {
-                    let script = (WAIT_ACQUIRE_SCRIPT, WAIT_ACQUIRE_SHA1);
+                    let script = Script::WaitAcquire;
                     self.encode_script(out, script, keys, &tail);
                 }
             }
             Args::Leave { keys, member } => {
-                let script = (LEAVE_SCRIPT, LEAVE_SHA1);
+                let script = Script::Leave;
                 self.encode_script(out, script, keys, &[Arg::Bytes(member)]);
             }
             Args::FenceSync {
@@ -609,7 +604,7 @@ impl<'a> Command<'a> {
                 mode,
                 value,
             } => {
-                let mut args = self.fence_head((FENCE_SYNC_SCRIPT, FENCE_SYNC_SHA1));
+                let mut args = self.fence_head(Script::FenceSync);
                 args.push(Arg::Uint(value));
                 args.push(Arg::Bytes(mode.as_bytes()));
                 args.extend(unpack_keys(losses).map(Arg::Bytes));
@@ -619,11 +614,11 @@ impl<'a> Command<'a> {
     }
 
     /// `EVAL script` or `EVALSHA sha1`: the verb and its first argument.
-    fn script_call(&self, (script, sha1): (&'static str, &'static str)) -> [Arg<'static>; 2] {
+    fn script_call(&self, script: Script) -> [Arg<'static>; 2] {
         if self.eval {
-            [Arg::Bytes(b"EVAL"), Arg::Bytes(script.as_bytes())]
+            [Arg::Bytes(b"EVAL"), Arg::Bytes(script.text().as_bytes())]
         } else {
-            [Arg::Bytes(b"EVALSHA"), Arg::Bytes(sha1.as_bytes())]
+            [Arg::Bytes(b"EVALSHA"), Arg::Bytes(script.sha1().as_bytes())]
         }
     }
 
@@ -632,7 +627,7 @@ impl<'a> Command<'a> {
     fn encode_keyed(
         &self,
         out: &mut Vec<u8>,
-        script: (&'static str, &'static str),
+        script: Script,
         keys: Keys<&[u8]>,
         token: &[u8],
         ttl_ms: Option<u64>,
@@ -650,7 +645,7 @@ impl<'a> Command<'a> {
     fn encode_script(
         &self,
         out: &mut Vec<u8>,
-        script: (&'static str, &'static str),
+        script: Script,
         keys: Keys<&[u8]>,
         tail: &[Arg<'_>],
     ) {
@@ -668,7 +663,7 @@ impl<'a> Command<'a> {
     fn encode_fenced(
         &self,
         out: &mut Vec<u8>,
-        script: (&'static str, &'static str),
+        script: Script,
         keys: Keys<&[u8]>,
         tail: &[Arg<'_>],
     ) {
@@ -681,7 +676,7 @@ impl<'a> Command<'a> {
 
     /// The start of a fence script's call: [`FENCE_KEY`] and
     /// [`FENCE_LOST_KEY`] as its keys.
-    fn fence_head(&self, script: (&'static str, &'static str)) -> SmallVec<[Arg<'_>; 24]> {
+    fn fence_head(&self, script: Script) -> SmallVec<[Arg<'_>; 24]> {
         let mut args: SmallVec<[Arg<'_>; 24]> = SmallVec::new();
         args.extend(self.script_call(script));
         args.extend([

@@ -297,7 +297,7 @@ pub(super) fn step_reply(step: Step, flavour: u8, resp3: bool) -> Piece {
         Step::Marker if flavour & 32 != 0 => bytes.extend_from_slice(b"_\r\n"),
         Step::Marker => bulk(&mut bytes, &[b'm'; 32]),
         script => {
-            let sha = script.script().map_or("", |(_, sha)| sha);
+            let sha = script.script().map_or("", |script| script.sha1());
             bulk(&mut bytes, sha.as_bytes());
         }
     }

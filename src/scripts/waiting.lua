@@ -1,0 +1,106 @@
+-- What the acquires that wait share: `ARGV` holds the token, the TTL in
+-- ms, the waiter's member (its queue entry), its place (µs of its
+-- client's wall clock) and how long its queue entries must outlive the
+-- keys that block it (ms).
+
+-- Whether the turn of key `k` names the waiter `m` and has come (less
+-- than its window left): then the entries before it, whose turns are
+-- over, are dropped.
+local function turn(k, m)
+  local t = turn_key(k)
+  if redis.pcall("get", t) ~= m then
+    return false
+  end
+  local w = tonumber(string.match(m, "^(%d+)|"))
+  local p = redis.pcall("pttl", t)
+  if not w or type(p) ~= "number" or p > w then
+    return false
+  end
+  local q = queue(k)
+  local rk = redis.pcall("zrank", q, m)
+  if type(rk) ~= "number" then
+    return false
+  end
+  for _ = 1, rk do
+    local h = redis.pcall("zrange", q, 0, 0)
+    if type(h) ~= "table" or h.err or #h == 0 or redis.pcall("zrem", q, h[1]) ~= 1 then
+      return false
+    end
+  end
+  return true
+end
+
+-- Whether a key of `KEYS[first..]` keeps the waiter `m` out, and the
+-- longest PTTL of those that do (-1 if one has none). A key is free for
+-- the waiter if it is missing or reserved for it; a missing key with
+-- another waiter first in its queue is handed to that one, unless the
+-- waiter's turn has come.
+local function blocked(first, m)
+  local mine = "reserved " .. m
+  local held, wait = false, 0
+  for i = first, #KEYS do
+    local k = KEYS[i]
+    local v = redis.call("get", k)
+    if not v then
+      local h = redis.pcall("zrange", queue(k), 0, 0)
+      if type(h) == "table" and not h.err and #h > 0 and h[1] ~= m and not turn(k, m) then
+        handoff(k)
+        v = redis.call("get", k)
+      end
+    end
+    if v and v ~= mine then
+      held = true
+      local p = redis.pcall("pttl", k)
+      if type(p) ~= "number" or p < 0 then
+        wait = -1
+      elseif wait >= 0 and p > wait then
+        wait = p
+      end
+    end
+  end
+  return held, wait
+end
+
+-- The place `claimed` taken within a second of the master's clock, so
+-- that a client's wrong wall clock moves it a second at most. A user
+-- that may not run TIME keeps the claimed place.
+local function place(claimed)
+  local tm = redis.pcall("time")
+  if type(tm) ~= "table" or tm.err then
+    return claimed
+  end
+  local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+  local c = tonumber(claimed)
+  if c and c < now - 1000000 then
+    return string.format("%d", now - 1000000)
+  elseif c and c > now + 1000000 then
+    return string.format("%d", now + 1000000)
+  end
+  return claimed
+end
+
+-- Queues the waiter `m` on every key of `KEYS[first..]`, keeping its
+-- place across attempts (NX), and each queue until the keys that block
+-- it expire plus the margin; the reply `+WAIT <ms>`.
+local function enqueue(first, m, wait)
+  local keep = math.max(wait, 0) + tonumber(ARGV[5])
+  local p = place(ARGV[4])
+  for i = first, #KEYS do
+    local q = queue(KEYS[i])
+    redis.pcall("zadd", q, "NX", p, m)
+    local t = redis.pcall("pttl", q)
+    if type(t) == "number" and t < keep then
+      redis.pcall("pexpire", q, keep)
+    end
+  end
+  return redis.status_reply("WAIT " .. string.format("%d", wait))
+end
+
+-- Sets every key of `KEYS[first..]` to the token for the TTL and takes
+-- the waiter `m` off their queues.
+local function take(first, m)
+  for i = first, #KEYS do
+    redis.call("set", KEYS[i], ARGV[1], "px", ARGV[2])
+    redis.pcall("zrem", queue(KEYS[i]), m)
+  end
+end
