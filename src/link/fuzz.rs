@@ -443,7 +443,7 @@ impl Run {
         Some(fate)
     }
 
-    /// Sends the push that the operands describe ([`Run::craft`]), in one
+    /// Sends the push that the operands describe ([`frames::craft`]), in one
     /// copy or more, in chunks; read from the start of a frame, it must
     /// answer no request, and leave the requests waiting as they were (but
     /// the subscription it may confirm).
