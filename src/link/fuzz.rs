@@ -47,7 +47,8 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use super::{Expect, Link, LinkConfig, READ_BUFFER, Sink, Skip, State, UNSOLICITED_BUDGET};
+use super::limits::UNSOLICITED_BUDGET;
+use super::{Expect, Link, LinkConfig, READ_BUFFER, Sink, Skip, State};
 use crate::commands::{Command, Keys, Outcome, Step, TOKEN_LEN, WakeChannel, wake_channel};
 use crate::rules::{NodeError, Op};
 use frames::{CHANNEL, Fate, Is, Piece, backing, foresee};
@@ -187,7 +188,7 @@ struct Capacities {
     out: usize,
     held: usize,
     replay: usize,
-    pending: usize,
+    requests: usize,
 }
 
 /// A wake-up as the sink received it: the waiter's id, and its delay.
@@ -280,7 +281,7 @@ impl Run {
             out: self.link.out.capacity(),
             held: self.link.held.capacity(),
             replay: self.link.replay.capacity(),
-            pending: self.link.pending.capacity(),
+            requests: self.link.requests.capacity(),
         }
     }
 
@@ -442,7 +443,7 @@ impl Run {
         Some(fate)
     }
 
-    /// Sends the push that the operands describe ([`Run::craft`]), in one
+    /// Sends the push that the operands describe ([`frames::craft`]), in one
     /// copy or more, in chunks; read from the start of a frame, it must
     /// answer no request, and leave the requests waiting as they were (but
     /// the subscription it may confirm).
@@ -458,7 +459,7 @@ impl Run {
             }
         }
         let confirmed = usize::from(matches!(pieces[0].is, Is::Push { confirms: true, .. }));
-        let pending = self.link.pending.len();
+        let requests = self.link.requests.len();
         let outcomes = self.seen.outcomes;
         let Some(fate) = self.play(&pieces, usize::from(chunk)) else {
             return;
@@ -466,8 +467,8 @@ impl Run {
         assert_eq!(self.seen.outcomes, outcomes, "a push answered a request");
         if fate == Fate::Lives {
             assert_eq!(
-                self.link.pending.len() + confirmed,
-                pending,
+                self.link.requests.len() + confirmed,
+                requests,
                 "a push changed the requests waiting"
             );
             self.seen.subscriptions += confirmed as u64;
@@ -511,8 +512,8 @@ impl Run {
         }
         let flavour = input.byte();
         let (refuse_hello, refuse_subscribe) = (op & 8 != 0, op & 16 != 0);
-        let steps: Vec<Step> = (self.link.pending.iter())
-            .map_while(|pending| match pending.expect {
+        let steps: Vec<Step> = (self.link.requests.iter())
+            .map_while(|request| match request.expect {
                 Expect::Step(step) => Some(step),
                 Expect::Command(_) => None,
             })
@@ -573,8 +574,8 @@ impl Run {
         if self.link.is_connecting() {
             self.link.connected(self.now);
         }
-        let pending = self.link.transmit().len();
-        let n = if n == 0 { pending } else { n.min(pending) };
+        let unwritten = self.link.transmit().len();
+        let n = if n == 0 { unwritten } else { n.min(unwritten) };
         self.link.advance(n);
     }
 
@@ -599,16 +600,16 @@ impl Run {
             assert!(link.held.is_empty(), "a ready link holds commands back");
         }
         if link.is_down() {
-            assert!(link.pending.is_empty() && link.out.is_empty() && link.held.is_empty());
+            assert!(link.requests.is_empty() && link.out.is_empty() && link.held.is_empty());
         }
         assert_eq!(&self.capacities(), at_first, "a buffer grew");
-        assert!(link.pending.len() <= link.config.capacity());
+        assert!(link.requests.len() <= link.config.capacity());
         assert!(self.now >= self.t0);
         if link.config.wake.is_none() {
             assert!(!link.wakes, "wake-ups on a link without a channel");
         }
-        let is = |step| move |p: &super::Pending| matches!(p.expect, Expect::Step(s) if s == step);
-        if let Some(at) = link.pending.iter().position(is(Step::Subscribe)) {
+        let is = |step| move |p: &super::Request| matches!(p.expect, Expect::Step(s) if s == step);
+        if let Some(at) = link.requests.iter().position(is(Step::Subscribe)) {
             assert!(link.wakes, "a subscription asked after a refusal");
             assert_ne!(
                 link.state,
@@ -616,11 +617,11 @@ impl Run {
                 "a ready link waits for its subscription"
             );
             assert!(
-                !link.pending.iter().any(is(Step::Hello)),
+                !link.requests.iter().any(is(Step::Hello)),
                 "a subscription asked before HELLO was answered"
             );
             assert!(
-                (link.pending.iter().skip(at + 1)).all(|p| matches!(p.expect, Expect::Command(_))),
+                (link.requests.iter().skip(at + 1)).all(|p| matches!(p.expect, Expect::Command(_))),
                 "a step answered after the subscription"
             );
         }

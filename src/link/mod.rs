@@ -13,65 +13,35 @@
 //! the socket when it fails ([`close`](Link::close)). The outcomes of lock
 //! commands go to a callback, tagged with the round they belong to; what
 //! they mean for the lock is decided by [`crate::rules::Round`].
+//!
+//! This file holds the session and its flow: connecting, queueing, writing,
+//! reading, and matching each reply to its request. Its parts:
+//! [`handshake`] (the steps' replies and what they teach of the master),
+//! [`pushes`] (frames that answer nothing, and wake-ups), [`replay`] (lock
+//! commands' replies and `NOSCRIPT` replay), [`limits`] (the budgets and
+//! the sizes allocated at build), [`timers`] (connect and stall deadlines,
+//! back-off).
 
 use std::collections::VecDeque;
 use std::io;
 use std::time::{Duration, Instant};
 
 use crate::clock::after;
-use crate::commands::{self, Command, Outcome, Probe, Shape, Step, WakeChannel};
-use crate::resp::{Decoder, Limits, Status, Token};
-use crate::rules::identity::{Found, Info, MarkerValue, Sighting, Suspicion};
-use crate::rules::{NodeError, Op, Reply, ServerError};
+use crate::commands::{self, Command, Outcome, Probe, Step, WakeChannel};
+use crate::resp::{Decoder, Status, Token};
+use crate::rules::identity::{Found, Info, Sighting, Suspicion};
+use crate::rules::{NodeError, Op, Reply};
 
-/// The decoder limits for replies to lock commands: all are tiny, so a
-/// server that sends more is broken or hostile.
-pub(crate) const REPLY_LIMITS: Limits = Limits::DEFAULT
-    .with_max_depth(8)
-    .with_max_elements(1024)
-    .with_max_bulk_len(8 * 1024)
-    .with_max_line_len(8 * 1024);
+mod handshake;
+mod limits;
+mod pushes;
+mod replay;
+mod timers;
 
-/// The read buffer holds the largest token the limits allow, plus its
-/// header and CRLF; it never grows.
-pub(crate) const READ_BUFFER: usize = 8 * 1024 + 64;
-
-/// Unanswered requests after which a connection takes no new request
-/// ([`NodeError::Lagging`]), beyond two per round the client may have in
-/// flight ([`LinkConfig::in_flight`]). A healthy connection has the
-/// handshake and the rounds in flight, plus the late replies of rounds
-/// decided without it; a stopped server would otherwise collect a request
-/// per round until the stall timer fires.
-const MAX_PENDING: usize = 32;
-
-/// Requests beyond [`MAX_PENDING`] that releases may still queue.
-const RELEASE_HEADROOM: usize = 8;
-
-/// Bytes of replay arena per request: the arguments of a script command on
-/// a resource stored inline in a `Lock` (64 bytes) with a 20-byte token,
-/// and a waiter's queue member (80 bytes at most).
-/// The queue and the arena are allocated for the most requests a
-/// connection may hold: a lagging master never makes them grow.
-const REPLAY_PER_REQUEST: usize = 64 + commands::TOKEN_LEN + 80;
-
-/// Room in the output and held-back buffers for the handshake, and per
-/// request for a command on a resource stored inline in a `Lock` (an
-/// `EVALSHA` of the acquire that waits on a 64-byte name is about 280
-/// bytes):
-/// allocated for the most requests a connection may hold, so that a master
-/// that stops answering never makes them grow (past the limits, rounds skip
-/// it, and the stall timer drops its connection).
-const OUTPUT_BASE: usize = 1024;
-const OUTPUT_PER_REQUEST: usize = 288;
-
-/// Unwritten bytes after which a connection takes no new request (at
-/// least).
-const MAX_UNWRITTEN: usize = 64 * 1024;
-
-/// Bytes of frames that answer nothing (pushes, attributes) accepted
-/// between two replies. The client never asks for pushes (it speaks
-/// RESP2), so a server that sends more is broken or hostile.
-pub(crate) const UNSOLICITED_BUDGET: usize = 16 * 1024;
+pub(crate) use limits::READ_BUFFER;
+use limits::{RELEASE_HEADROOM, REPLAY_PER_REQUEST, REPLY_LIMITS};
+use pushes::{Frame, Skip};
+use replay::Sent;
 
 /// Where a link hands the outcomes of the rounds in progress. Replies to
 /// rounds that are not live are matched to their requests and dropped.
@@ -103,10 +73,16 @@ impl<F: FnMut(u64, Op, Outcome, Instant)> Sink for (std::ops::Range<u64>, F) {
 /// Timing of a connection.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct LinkConfig {
+    /// How long a request may take before its reply counts as late.
     pub(crate) request_timeout: Duration,
+    /// How long a connect may take, and then the handshake.
     pub(crate) connect_timeout: Duration,
+    /// How long the oldest request may go unanswered before the
+    /// connection counts as stalled.
     pub(crate) stall_timeout: Duration,
+    /// The first back-off after a failure, and the most it doubles to.
     pub(crate) backoff_min: Duration,
+    /// See `backoff_min`.
     pub(crate) backoff_max: Duration,
     /// Ask each server who it is at the handshake (`INFO`).
     pub(crate) identify: bool,
@@ -129,59 +105,7 @@ pub(crate) struct LinkConfig {
     pub(crate) wake: Option<WakeChannel>,
 }
 
-impl LinkConfig {
-    /// The most requests a connection holds; past it, new rounds skip the
-    /// master ([`NodeError::Lagging`]): one per round in flight, and as
-    /// many again for the late replies of rounds decided without this
-    /// master. A master behind the others under load is slow, not stalled:
-    /// its connection, and the releases it holds, stay; one that stops
-    /// answering is caught by the stall timer.
-    fn max_requests(&self) -> usize {
-        MAX_PENDING + RELEASE_HEADROOM + 2 * self.in_flight
-    }
-
-    /// Requests past every limit that releases which must reach this
-    /// master may still queue (see [`Link::queue`]): one per round the
-    /// client may have in flight, and at least [`MAX_PENDING`].
-    fn reserve(&self) -> usize {
-        self.in_flight.max(MAX_PENDING)
-    }
-
-    /// The most requests a connection ever holds: its limit and the
-    /// reserve. The queue and the argument arena are allocated for them.
-    pub(crate) fn capacity(&self) -> usize {
-        self.max_requests() + self.reserve()
-    }
-
-    /// Room allocated for requests: the most a connection holds, and the
-    /// `SUBSCRIBE` a handshake adds once `HELLO` succeeded, behind the
-    /// steps but before the commands held back for it (which were counted
-    /// against the limits without it).
-    fn queue_room(&self) -> usize {
-        self.capacity() + usize::from(self.wake.is_some())
-    }
-
-    /// The most unwritten bytes a release that must reach this master may
-    /// find and still be queued: the limit and the reserve's share.
-    fn max_unwritten_reserved(&self) -> usize {
-        self.max_unwritten() + self.reserve() * OUTPUT_PER_REQUEST
-    }
-
-    /// The room allocated for bytes to write (and for those held back
-    /// during a handshake): at most the limit of unwritten bytes and the
-    /// reserve's share.
-    fn output_capacity(&self) -> usize {
-        OUTPUT_BASE + self.max_unwritten_reserved()
-    }
-
-    /// Unwritten bytes after which a connection takes no new request: room
-    /// for a command of every round in flight and more (at least
-    /// [`MAX_UNWRITTEN`]).
-    fn max_unwritten(&self) -> usize {
-        MAX_UNWRITTEN.max((MAX_PENDING + RELEASE_HEADROOM + self.in_flight) * OUTPUT_PER_REQUEST)
-    }
-}
-
+/// Where the connection is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// No socket; a new connect may start at `retry_at`.
@@ -194,8 +118,10 @@ enum State {
     Ready,
 }
 
+/// What answers a request.
 #[derive(Debug, Clone, Copy)]
 enum Expect {
+    /// A step of the handshake.
     Step(Step),
     /// A lock command. A script command's byte arguments wait in the
     /// replay arena ([`Sent::kept`] bytes), so that a `NOSCRIPT` reply,
@@ -203,30 +129,12 @@ enum Expect {
     Command(Sent),
 }
 
-/// What is kept of a lock command sent, to classify its reply and to send
-/// it again with its script.
+/// A request written or queued, waiting for its reply.
 #[derive(Debug, Clone, Copy)]
-struct Sent {
-    round: u64,
-    /// The command without its byte arguments.
-    shape: Shape,
-}
-
-impl Sent {
-    /// Bytes of the command's arguments in the replay arena: those of a
-    /// script command, which may have to be sent again.
-    fn kept(&self) -> usize {
-        if self.shape.is_script() {
-            self.shape.args_len()
-        } else {
-            0
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy)]
-struct Pending {
+struct Request {
+    /// What answers it.
     expect: Expect,
+    /// When it was queued.
     sent: Instant,
     /// `sent` + the stall timeout: past it, the connection is stalled.
     /// (Kept, not computed at each check: the timers are checked at every
@@ -234,9 +142,10 @@ struct Pending {
     stall_at: Instant,
 }
 
-impl Pending {
-    fn new(expect: Expect, sent: Instant, config: &LinkConfig) -> Pending {
-        Pending {
+impl Request {
+    /// A request queued at `sent`, stalled past `config`'s stall timeout.
+    fn new(expect: Expect, sent: Instant, config: &LinkConfig) -> Request {
+        Request {
             expect,
             sent,
             stall_at: after(sent, config.stall_timeout),
@@ -244,117 +153,31 @@ impl Pending {
     }
 }
 
-/// Tokens of a top-level frame that is not a reply, or of a reply that
-/// is an aggregate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Skip {
-    No,
-    /// A push, read element by element up to the frame's end.
-    Push(PushRead),
-    /// An attribute: skip its pairs; the value after it is the reply.
-    Attribute,
-    /// The map that answers `HELLO`: skip to the frame's end, then it is
-    /// the step's reply.
-    Hello,
-}
-
-/// What a push said, so far: `>3 message <channel> <id>` tells a waiter
-/// of this client, `>3 subscribe <channel> <count>` confirms the
-/// handshake's `SUBSCRIBE`; any other push is skipped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct PushRead {
-    /// Elements read.
-    seen: u8,
-    kind: PushKind,
-    /// Its channel is this client's wake channel.
-    ours: bool,
-    /// A message's payload: a waiter's id, and a delay in ms when the
-    /// waiter is told to try once it has passed (see the hand-off in
-    /// [`crate::scripts`]).
-    id: Option<u64>,
-    later: Option<u64>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PushKind {
-    Unknown,
-    Message,
-    Subscribe,
-    Other,
-}
-
-impl PushRead {
-    const NEW: PushRead = PushRead {
-        seen: 0,
-        kind: PushKind::Unknown,
-        ours: false,
-        id: None,
-        later: None,
-    };
-
-    /// Reads one more token of the push; `nested`: it is an aggregate, or
-    /// inside one.
-    fn read(&mut self, token: &Token<'_>, nested: bool, channel: Option<&[u8]>) {
-        let element = self.seen;
-        self.seen = self.seen.saturating_add(1);
-        if nested || self.kind == PushKind::Other {
-            self.kind = PushKind::Other;
-            return;
-        }
-        let Token::Bulk(bytes) = token else {
-            if element != 2 || self.kind != PushKind::Subscribe {
-                self.kind = PushKind::Other;
-            }
-            return;
-        };
-        match element {
-            0 => {
-                self.kind = match *bytes {
-                    b"message" => PushKind::Message,
-                    b"subscribe" => PushKind::Subscribe,
-                    _ => PushKind::Other,
-                }
-            }
-            1 => self.ours = channel == Some(*bytes),
-            2 => {
-                let mut numbers = bytes.splitn(2, |&b| b == b' ').map(|field| {
-                    std::str::from_utf8(field)
-                        .ok()
-                        .and_then(|n| n.parse::<u64>().ok())
-                });
-                self.id = numbers.next().flatten();
-                self.later = numbers.next().flatten();
-            }
-            _ => self.kind = PushKind::Other,
-        }
-    }
-}
-
-/// What a top-level frame turned out to be.
-enum Frame {
-    /// A reply (or the first token of one).
-    Reply,
-    /// Part of a frame that answers nothing, skipped.
-    Skipped,
-    /// The end of a push.
-    Push(PushRead),
-    /// The end of the map that answers `HELLO`.
-    HelloEnd,
-}
-
 /// One master's protocol session (see the module docs).
 pub(crate) struct Link {
+    /// Timing and limits.
     config: LinkConfig,
+    /// Where the connection is in its life.
     state: State,
+    /// Bytes to write: the handshake, then the commands.
     out: Vec<u8>,
+    /// Bytes of `out` already written.
     written: usize,
+    /// The read buffer, [`READ_BUFFER`] bytes, allocated once.
     input: Vec<u8>,
+    /// Where the bytes read and not yet decoded start in `input`.
     start: usize,
+    /// Where they end.
     end: usize,
+    /// The RESP decoder, under [`REPLY_LIMITS`].
     decoder: Decoder,
-    pending: VecDeque<Pending>,
+    /// The requests waiting for their replies, oldest first.
+    requests: VecDeque<Request>,
+    /// The handshake's steps, as encoded at the last connect.
     steps: Vec<Step>,
+    /// What the tokens being read belong to, if not to a reply.
     skip: Skip,
+    /// The back-off before the next connect after a failure.
     backoff: Duration,
     /// Commands queued while the handshake is under way: written only once
     /// it has succeeded, so that nothing runs on a connection whose `AUTH`
@@ -407,7 +230,7 @@ impl Link {
             start: 0,
             end: 0,
             decoder: Decoder::with_limits(REPLY_LIMITS),
-            pending: VecDeque::with_capacity(config.queue_room()),
+            requests: VecDeque::with_capacity(config.queue_room()),
             steps: Vec::with_capacity(4),
             skip: Skip::No,
             backoff: config.backoff_min,
@@ -428,46 +251,22 @@ impl Link {
         }
     }
 
-    /// Whether a handshake completed after a reconnect since the last
-    /// call (the first connect is no reconnect).
-    pub(crate) fn take_reconnected(&mut self) -> bool {
-        std::mem::take(&mut self.reconnected)
-    }
-
-    /// What this client knows of the server: its `run_id`, quarantine.
-    pub(crate) fn sighting(&self) -> &Sighting {
-        &self.sighting
-    }
-
-    /// The `run_id` of a handshake completed since the last call, for the
-    /// driver to compare with the other masters'.
-    pub(crate) fn take_fresh_run_id(&mut self) -> Option<[u8; 40]> {
-        if !std::mem::take(&mut self.fresh) || !self.is_ready() {
-            return None;
-        }
-        self.sighting.run_id().copied()
-    }
-
-    /// The suspicion that quarantined the server at the last handshake,
-    /// once.
-    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
-    pub(crate) fn take_suspicion(&mut self) -> Option<Suspicion> {
-        self.suspicion.take()
-    }
-
     /// How many connects were started.
     pub(crate) fn connects(&self) -> u64 {
         self.connects
     }
 
+    /// Whether the handshake is done.
     pub(crate) fn is_ready(&self) -> bool {
         self.state == State::Ready
     }
 
+    /// Whether there is no socket.
     pub(crate) fn is_down(&self) -> bool {
         matches!(self.state, State::Down { .. })
     }
 
+    /// Whether a connect is in progress.
     pub(crate) fn is_connecting(&self) -> bool {
         matches!(self.state, State::Connecting { .. })
     }
@@ -491,36 +290,18 @@ impl Link {
         )
     }
 
-    /// When a link that is down may connect again (its back-off's end);
-    /// `None` while it is up or connecting.
-    pub(crate) fn retry_at(&self) -> Option<Instant> {
-        match self.state {
-            State::Down { retry_at } => Some(retry_at),
-            _ => None,
-        }
-    }
-
-    /// Whether the link is up, or down with its back-off expired (so that
-    /// a connect may start now).
-    pub(crate) fn may_send(&self, now: Instant) -> bool {
-        match self.state {
-            State::Down { retry_at } => now >= retry_at,
-            _ => true,
-        }
-    }
-
     /// Whether a request of `round` is still unanswered.
     #[cfg(test)]
-    pub(crate) fn has_pending_for(&self, round: u64) -> bool {
-        self.pending
+    pub(crate) fn has_request_for(&self, round: u64) -> bool {
+        self.requests
             .iter()
             .any(|p| matches!(p.expect, Expect::Command(sent) if sent.round == round))
     }
 
     /// The rounds of the lock commands still unanswered, oldest first.
     #[cfg(test)]
-    pub(crate) fn pending_rounds(&self) -> impl Iterator<Item = u64> + '_ {
-        self.pending.iter().filter_map(|p| match p.expect {
+    pub(crate) fn request_rounds(&self) -> impl Iterator<Item = u64> + '_ {
+        self.requests.iter().filter_map(|p| match p.expect {
             Expect::Command(sent) => Some(sent.round),
             Expect::Step(_) => None,
         })
@@ -545,8 +326,8 @@ impl Link {
         };
         commands::encode_handshake(&mut self.out, user, password, db, probe, &mut self.steps);
         for &step in &self.steps {
-            self.pending
-                .push_back(Pending::new(Expect::Step(step), now, &self.config));
+            self.requests
+                .push_back(Request::new(Expect::Step(step), now, &self.config));
         }
         self.state = State::Connecting {
             deadline: after(now, self.config.connect_timeout),
@@ -562,13 +343,15 @@ impl Link {
         }
     }
 
+    /// Forgets the connection: what it had to write, read and answer, and
+    /// what its handshake learned.
     fn clear_buffers(&mut self) {
         self.out.clear();
         self.written = 0;
         self.start = 0;
         self.end = 0;
         self.decoder.reset();
-        self.pending.clear();
+        self.requests.clear();
         self.skip = Skip::No;
         self.held.clear();
         self.replay.clear();
@@ -585,31 +368,10 @@ impl Link {
     /// and a reconnect may start after the back-off, which doubles up to
     /// its maximum.
     pub(crate) fn close(&mut self, error: NodeError, now: Instant) {
-        // A healthy connection that was closed, reset or stalled is re-made
-        // at once (the next round reconnects and waits for the handshake):
-        // servers restart, middleboxes drop idle connections. A server
-        // that broke the protocol, and repeated failures, back off,
-        // doubling up to the maximum.
-        let benign = matches!(
-            error,
-            NodeError::Closed | NodeError::Io(_) | NodeError::Stalled
-        );
-        let retry_at = if self.state == State::Ready && benign {
-            now
-        } else {
-            let at = after(now, self.backoff);
-            self.backoff = (self.backoff * 2).min(self.config.backoff_max);
-            at
-        };
+        let retry_at = self.retry_after(&error, now);
         self.clear_buffers();
         self.state = State::Down { retry_at };
         self.last_error = Some(error);
-    }
-
-    /// The round that started at `started` reached its deadline without a
-    /// reply from this link.
-    pub(crate) fn note_late(&mut self, started: Instant) {
-        self.late_since.get_or_insert(started);
     }
 
     /// Queues `command`, whose encoding is `bytes` (encoded once for all
@@ -665,7 +427,7 @@ impl Link {
                 self.replay.extend_from_slice(arg);
             }
         }
-        self.pending.push_back(Pending::new(
+        self.requests.push_back(Request::new(
             Expect::Command(Sent { round, shape }),
             now,
             &self.config,
@@ -688,56 +450,6 @@ impl Link {
         if self.written == self.out.len() {
             self.out.clear();
             self.written = 0;
-        }
-    }
-
-    /// Refuses a request to a connection that holds `requests` requests or
-    /// more than `unwritten` unwritten bytes ([`NodeError::Lagging`]: the
-    /// request is not queued, the connection stays).
-    fn check_limits(&self, requests: usize, unwritten: usize) -> Result<(), NodeError> {
-        let held = self.out.len() - self.written + self.held.len();
-        if self.pending.len() >= requests || held > unwritten {
-            return Err(NodeError::Lagging);
-        }
-        Ok(())
-    }
-
-    /// Fails a connection that stopped answering: its oldest request, or
-    /// its late replies, older than the stall timeout.
-    fn check_stall(&self, now: Instant) -> Result<(), NodeError> {
-        if let Some(since) = self.late_since {
-            if now.saturating_duration_since(since) > self.config.stall_timeout {
-                return Err(NodeError::Stalled);
-            }
-        }
-        match self.pending.front() {
-            Some(oldest) if now > oldest.stall_at => Err(NodeError::Stalled),
-            _ => Ok(()),
-        }
-    }
-
-    /// Fails the connection whose connect or handshake ran out of time, or
-    /// whose oldest request went unanswered past the stall limit.
-    pub(crate) fn check_timers(&self, now: Instant) -> Result<(), NodeError> {
-        match self.state {
-            State::Connecting { deadline } | State::Handshaking { deadline } if now >= deadline => {
-                Err(NodeError::Connect(io::ErrorKind::TimedOut))
-            }
-            _ => self.check_stall(now),
-        }
-    }
-
-    /// The next instant at which [`check_timers`](Self::check_timers) may
-    /// fail.
-    pub(crate) fn next_timer(&self) -> Option<Instant> {
-        let stall = self.pending.front().map(|oldest| oldest.stall_at);
-        let connect = match self.state {
-            State::Connecting { deadline } | State::Handshaking { deadline } => Some(deadline),
-            _ => None,
-        };
-        match (stall, connect) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
         }
     }
 
@@ -783,6 +495,7 @@ impl Link {
         result
     }
 
+    /// The loop of [`process`](Self::process) over the lent `input`.
     fn process_input(
         &mut self,
         input: &[u8],
@@ -814,85 +527,6 @@ impl Link {
         Ok(())
     }
 
-    /// Sorts a token: a reply, or part of what answers nothing (pushes and
-    /// attributes, counted against their budget), or of an aggregate reply
-    /// (`HELLO`'s map, handed on at its end). Fails once what answers
-    /// nothing exceeds its budget.
-    fn frame(
-        &mut self,
-        token: &Token<'_>,
-        len: usize,
-        frame_end: bool,
-    ) -> Result<Frame, NodeError> {
-        if self.skip == Skip::Hello {
-            if !frame_end {
-                return Ok(Frame::Skipped);
-            }
-            self.skip = Skip::No;
-            return Ok(Frame::HelloEnd);
-        }
-        let reply = self.skip == Skip::No && !matches!(token, Token::Push(_) | Token::Attribute(_));
-        if reply {
-            self.unsolicited = 0;
-            return Ok(Frame::Reply);
-        }
-        self.unsolicited += len;
-        if self.unsolicited > UNSOLICITED_BUDGET {
-            return Err(NodeError::Unsolicited);
-        }
-        match &mut self.skip {
-            Skip::Push(push) => {
-                let depth = self.decoder.depth();
-                push.read(
-                    token,
-                    is_aggregate(token) || depth > 1,
-                    self.config.wake.as_ref().map(|c| &c[..]),
-                );
-                if frame_end {
-                    let push = *push;
-                    self.skip = Skip::No;
-                    return Ok(Frame::Push(push));
-                }
-            }
-            Skip::Attribute if self.decoder.depth() == 0 => self.skip = Skip::No,
-            Skip::Attribute | Skip::Hello => {}
-            Skip::No => match token {
-                Token::Push(_) if !frame_end => self.skip = Skip::Push(PushRead::NEW),
-                Token::Attribute(_) if self.decoder.depth() > 0 => self.skip = Skip::Attribute,
-                _ => {}
-            },
-        }
-        Ok(Frame::Skipped)
-    }
-
-    /// Whether the oldest request unanswered is handshake step `step`.
-    fn expects(&self, step: Step) -> bool {
-        matches!(self.pending.front(), Some(Pending { expect: Expect::Step(s), .. }) if *s == step)
-    }
-
-    /// A whole push: a wake-up for a waiter of this client goes to `sink`;
-    /// the confirmation of the handshake's `SUBSCRIBE` is that step's
-    /// reply; anything else was skipped.
-    fn handle_push(
-        &mut self,
-        push: PushRead,
-        now: Instant,
-        sink: &mut dyn Sink,
-    ) -> Result<(), NodeError> {
-        match (push.kind, push.ours, push.id) {
-            (PushKind::Message, true, Some(id)) => {
-                sink.on_wake(id, push.later.map(Duration::from_millis), now)
-            }
-            (PushKind::Subscribe, true, _) if self.expects(Step::Subscribe) => {
-                self.unsolicited = 0;
-                self.pending.pop_front();
-                self.handshake_progress(now);
-            }
-            _ => {}
-        }
-        Ok(())
-    }
-
     /// A whole reply, to the oldest request unanswered.
     fn handle_reply(
         &mut self,
@@ -900,145 +534,31 @@ impl Link {
         now: Instant,
         sink: &mut dyn Sink,
     ) -> Result<(), NodeError> {
-        let Some(pending) = self.pending.front().copied() else {
+        let Some(request) = self.requests.front().copied() else {
             // A reply to a request never sent.
             return Err(NodeError::UnexpectedReply);
         };
-        if self.late_since.is_some() && now <= after(pending.sent, self.config.request_timeout) {
+        if self.late_since.is_some() && now <= after(request.sent, self.config.request_timeout) {
             // An answer in time: the connection keeps up.
             self.late_since = None;
         }
         // A request sent again (`NOSCRIPT`) is queued once this one is off
         // the queue: a full queue never grows.
-        let again = match pending.expect {
+        let again = match request.expect {
             Expect::Step(step) => {
                 self.handle_step(step, token)?;
                 None
             }
             Expect::Command(sent) => self
                 .handle_command_reply(sent, token, now, sink)?
-                .map(|sent| Pending::new(Expect::Command(sent), pending.sent, &self.config)),
+                .map(|sent| Request::new(Expect::Command(sent), request.sent, &self.config)),
         };
-        self.pending.pop_front();
+        self.requests.pop_front();
         if let Some(again) = again {
-            self.pending.push_back(again);
+            self.requests.push_back(again);
         }
         self.handshake_progress(now);
         Ok(())
-    }
-
-    /// The reply to a step of the handshake: what it teaches about the
-    /// master is kept; a refusal fails the connection.
-    fn handle_step(&mut self, step: Step, token: &Token<'_>) -> Result<(), NodeError> {
-        if matches!(step, Step::Hello | Step::Subscribe) {
-            self.handle_wake_step(step, token);
-            return Ok(());
-        }
-        match commands::handshake_ok(step, token) {
-            Ok(true) => learn(
-                &mut self.info,
-                [&mut self.marker, &mut self.longest],
-                step,
-                token,
-            ),
-            Ok(false) => Err(NodeError::UnexpectedReply),
-            Err(error) => Err(NodeError::Handshake(error)),
-        }
-    }
-
-    /// The reply to `HELLO 3` or an error in answer to `SUBSCRIBE` (which
-    /// is confirmed by a push). Neither refusal fails the connection: a
-    /// server that will not speak RESP3 or let this user subscribe (an ACL
-    /// without those permissions) serves locks all the same, and its
-    /// releases tell nobody. `SUBSCRIBE` goes out only once `HELLO` has
-    /// succeeded: on a RESP2 connection it would take over the connection.
-    fn handle_wake_step(&mut self, step: Step, token: &Token<'_>) {
-        let refused = matches!(token, Token::Error(_) | Token::BulkError(_));
-        match (step, &self.config.wake) {
-            (Step::Hello, Some(channel)) if !refused => {
-                crate::resp::encode_command(
-                    &mut self.out,
-                    &[b"SUBSCRIBE".as_slice().into(), channel.as_slice().into()],
-                );
-                // Its reply comes after the handshake's other steps and
-                // before the commands held back for the handshake, which
-                // are written once it is over.
-                let sent = self
-                    .pending
-                    .front()
-                    .map_or_else(crate::clock::now, |p| p.sent);
-                let at = self
-                    .pending
-                    .iter()
-                    .position(|p| matches!(p.expect, Expect::Command(_)))
-                    .unwrap_or(self.pending.len());
-                let step = Pending::new(Expect::Step(Step::Subscribe), sent, &self.config);
-                self.pending.insert(at, step);
-            }
-            _ => self.wakes = false,
-        }
-    }
-
-    /// The reply to lock command `sent`: told to its round if the round
-    /// still waits; the request sent again with its script if the reply
-    /// is `NOSCRIPT` and that is safe (returned, to queue).
-    fn handle_command_reply(
-        &mut self,
-        sent: Sent,
-        token: &Token<'_>,
-        now: Instant,
-        sink: &mut dyn Sink,
-    ) -> Result<Option<Sent>, NodeError> {
-        let mut outcome = commands::classify(&sent.shape, token);
-        let args = 0..sent.kept();
-        if self.replay.len() < args.end {
-            return Err(NodeError::UnexpectedReply);
-        }
-        if outcome == Outcome::NoScript && sent.shape.is_eval() {
-            // EVAL carries the script: it cannot be missing.
-            outcome = Outcome::Server(ServerError::new(b"NOSCRIPT"));
-        }
-        let live = sink.is_live(sent.round);
-        let again = match outcome {
-            Outcome::Unexpected => return Err(NodeError::UnexpectedReply),
-            // An extend of a round that is over is never replayed: newer
-            // commands (a later extend of the same lock, with another TTL)
-            // may already have been applied on this master, and this one
-            // must not overtake them. The lock's validity already assumes
-            // the worst of this round. Nor is an acquire (of several keys):
-            // its release may be queued already, and must come after it.
-            Outcome::NoScript if sent.shape.op() != Op::Release && !live => None,
-            // The script cache was emptied: the same request again with the
-            // script, for this round, or a release of a finished one (it
-            // frees a key; with its own token it cannot touch a newer lock).
-            Outcome::NoScript => Some(self.resend_with_script(sent, args.end)?),
-            _ if live => {
-                self.deliver(sent, outcome, now, sink);
-                None
-            }
-            _ => None,
-        };
-        // Drop the consumed arguments now: with early decision a connection
-        // may never be idle, so waiting for an empty arena could grow it
-        // without bound. What is left is a request or two, cheap to move.
-        // (A request sent again took them to the arena's end.)
-        if args.end > 0 && again.is_none() {
-            self.replay.drain(..args.end);
-        }
-        Ok(again)
-    }
-
-    /// Encodes `sent` again as `EVAL` with its script; its arguments (the
-    /// arena's first `used` bytes) move to the arena's end, where the
-    /// request sent again (last in the queue) finds them: a full arena
-    /// never grows. Fails if the arena does not hold them.
-    fn resend_with_script(&mut self, sent: Sent, used: usize) -> Result<Sent, NodeError> {
-        let shape = sent.shape.with_script();
-        let args = self.replay.get(..used).ok_or(NodeError::UnexpectedReply)?;
-        let command = Command::join(shape, args).ok_or(NodeError::UnexpectedReply)?;
-        command.encode(&mut self.out);
-        self.replay.rotate_left(used);
-        Ok(Sent { shape, ..sent })
     }
 
     /// Tells a live round what this master answered.
@@ -1065,93 +585,6 @@ impl Link {
         };
         sink.on_reply(sent.round, sent.shape.op(), outcome, now);
     }
-
-    fn handshake_progress(&mut self, now: Instant) {
-        if let State::Handshaking { .. } = self.state {
-            let waiting = matches!(
-                self.pending.front(),
-                Some(Pending {
-                    expect: Expect::Step(_),
-                    ..
-                })
-            );
-            if !waiting {
-                let (guard, ours) = match &self.config.guard {
-                    Some((guard, ours)) => (Some(*guard), &ours[..]),
-                    None => (None, &[][..]),
-                };
-                self.suspicion = self.sighting.handle_handshake(
-                    self.info.as_ref(),
-                    self.marker.as_ref(),
-                    ours,
-                    self.longest.as_ref().zip(self.config.longest_ttl),
-                    guard,
-                    now,
-                );
-                self.fresh = true;
-                self.reconnected = self.connects > 1;
-                self.state = State::Ready;
-                self.backoff = self.config.backoff_min;
-                self.last_error = None;
-                self.out.extend_from_slice(&self.held);
-                self.held.clear();
-            }
-        }
-    }
-}
-
-/// Whether `token` opens an aggregate.
-fn is_aggregate(token: &Token<'_>) -> bool {
-    matches!(
-        token,
-        Token::Array(_)
-            | Token::Set(_)
-            | Token::Push(_)
-            | Token::Map(_)
-            | Token::Attribute(_)
-            | Token::StreamedString
-            | Token::StreamedArray
-            | Token::StreamedSet
-            | Token::StreamedMap
-    )
-}
-
-/// Keeps what a handshake reply says of the server; refuses a replica and
-/// a cluster-mode node.
-fn learn(
-    info: &mut Option<Info>,
-    [marker, longest]: [&mut Option<Found>; 2],
-    step: Step,
-    token: &Token<'_>,
-) -> Result<(), NodeError> {
-    match (step, token) {
-        (Step::Identify, Token::Bulk(text) | Token::Verbatim { text, .. }) => {
-            let parsed = Info::parse(text);
-            if parsed.replica {
-                return Err(NodeError::Replica);
-            }
-            if parsed.cluster {
-                return Err(NodeError::ClusterMode);
-            }
-            *info = Some(parsed);
-        }
-        (Step::Marker | Step::LongestTtl, _) => {
-            let found = match token {
-                Token::Bulk(value) => Found::Holds(MarkerValue::from_slice(value)),
-                Token::Null(_) => Found::Missing,
-                // `WRONGTYPE` (`handshake_ok` let no other error through).
-                _ => Found::Foreign,
-            };
-            let slot = if step == Step::Marker {
-                marker
-            } else {
-                longest
-            };
-            *slot = Some(found);
-        }
-        _ => {}
-    }
-    Ok(())
 }
 
 #[cfg(any(test, feature = "fuzzing"))]

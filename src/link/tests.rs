@@ -5,7 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Link, LinkConfig, MAX_PENDING, RELEASE_HEADROOM, UNSOLICITED_BUDGET, encoded};
+use super::limits::{MAX_UNANSWERED, RELEASE_HEADROOM, UNSOLICITED_BUDGET};
+use super::{Link, LinkConfig, encoded};
 use crate::commands::{Command, Keys, Outcome};
 use crate::rules::{NodeError, Op, Reply};
 use crate::scripts::{EXTEND_SCRIPT, EXTEND_SHA1, RELEASE_SCRIPT, RELEASE_SHA1};
@@ -199,7 +200,7 @@ fn replies_match_requests_in_order() {
             (Op::Release, Outcome::Reply(Reply::Refused))
         ]
     );
-    assert!(!link.has_pending_for(1));
+    assert!(!link.has_request_for(1));
 }
 
 #[test]
@@ -253,7 +254,7 @@ fn each_live_round_gets_exactly_its_replies() {
         "round 7 is not live: its +OK is matched and dropped"
     );
     for round in 7..=10 {
-        assert!(!link.has_pending_for(round));
+        assert!(!link.has_request_for(round));
     }
 }
 
@@ -330,7 +331,7 @@ fn noscript_never_replays_a_finished_rounds_extend() {
     let outcomes = feed(&mut link, b"-NOSCRIPT x\r\n:1\r\n", t0, 2).unwrap();
     assert_eq!(outcomes, [(Op::Extend, Outcome::Reply(Reply::Ok))]);
     assert_eq!(take(&mut link), "");
-    assert!(!link.has_pending_for(1));
+    assert!(!link.has_request_for(1));
 }
 
 #[test]
@@ -370,12 +371,12 @@ fn noscript_on_a_full_link_grows_nothing() {
         }
     }
     assert_eq!(queued, link.config.max_requests(), "the link is full");
-    let capacities = (link.pending.capacity(), link.replay.capacity());
+    let capacities = (link.requests.capacity(), link.replay.capacity());
     take(&mut link);
     let replies = "-NOSCRIPT x\r\n".repeat(2) + &":1\r\n".repeat(queued - 2);
     feed(&mut link, replies.as_bytes(), t0, 1).unwrap();
     assert_eq!(
-        (link.pending.capacity(), link.replay.capacity()),
+        (link.requests.capacity(), link.replay.capacity()),
         capacities
     );
     // The two requests sent again, last in the queue, with their own
@@ -388,7 +389,7 @@ fn noscript_on_a_full_link_grows_nothing() {
         "{resent}"
     );
     feed(&mut link, b":1\r\n:1\r\n", t0, 1).unwrap();
-    assert!(link.pending.is_empty() && link.replay.is_empty());
+    assert!(link.requests.is_empty() && link.replay.is_empty());
 }
 
 /// A master that answers nothing: acquires stop at the limit less the
@@ -400,7 +401,7 @@ fn releases_that_must_reach_a_master_stop_at_the_reserve() {
     let t0 = Instant::now();
     let mut link = ready(t0);
     let capacities = (
-        link.pending.capacity(),
+        link.requests.capacity(),
         link.replay.capacity(),
         link.out.capacity(),
     );
@@ -425,11 +426,11 @@ fn releases_that_must_reach_a_master_stop_at_the_reserve() {
     assert_eq!(fill(&mut link, Op::Release, 0), RELEASE_HEADROOM);
     let reserved = fill(&mut link, Op::Release, 1);
     assert_eq!(reserved, config.capacity() - config.max_requests());
-    assert!(reserved >= MAX_PENDING, "{reserved}");
-    assert_eq!(link.pending.len(), config.capacity());
+    assert!(reserved >= MAX_UNANSWERED, "{reserved}");
+    assert_eq!(link.requests.len(), config.capacity());
     assert_eq!(
         (
-            link.pending.capacity(),
+            link.requests.capacity(),
             link.replay.capacity(),
             link.out.capacity()
         ),
@@ -666,7 +667,7 @@ fn a_lagging_link_refuses_new_requests_and_stays() {
     let t0 = Instant::now();
     let mut link = ready(t0);
     // One round in flight allowed: 32 + 2 unanswered requests at most
-    // (MAX_PENDING + 2 x in_flight), 8 more for releases.
+    // (MAX_UNANSWERED + 2 x in_flight), 8 more for releases.
     let mut queued = 0u64;
     while queue(&mut link, command(Op::Acquire, 30_000), queued + 1, t0).is_ok() {
         queued += 1;

@@ -7,7 +7,7 @@ use std::ops::Range;
 use std::time::Duration;
 
 use crate::commands::{Step, wake_channel};
-use crate::link::UNSOLICITED_BUDGET;
+use crate::link::limits::UNSOLICITED_BUDGET;
 use crate::rules::NodeError;
 
 /// The id that names the wake channel of the client under test.

@@ -153,7 +153,7 @@ impl Masters {
     /// its reply, or its master's failure or timeout).
     fn assert_tracked(&self) {
         for (node, link) in self.links.iter().enumerate() {
-            if let Some(last) = link.pending_rounds().last() {
+            if let Some(last) = link.request_rounds().last() {
                 assert!(
                     self.flights.is_live(last),
                     "master {node} holds commands no live round covers"
@@ -255,7 +255,7 @@ fn a_handshake_that_fails_after_the_drop_ends_the_release_there() {
     // Master 2's handshake times out: neither the acquire nor its release
     // was written there.
     masters.fail(2, t0 + 2 * MS);
-    assert_eq!(masters.links[2].pending_rounds().count(), 0);
+    assert_eq!(masters.links[2].request_rounds().count(), 0);
     assert!(masters.flights.is_live(release));
     for node in 0..2 {
         let sent = masters.connect(node, t0 + 3 * MS);

@@ -295,7 +295,7 @@ fn a_full_link_of_the_largest_inline_commands_grows_nothing() {
         ..config()
     };
     let mut link = ready_with(many, t0);
-    let capacities = (link.pending.capacity(), link.replay.capacity());
+    let capacities = (link.requests.capacity(), link.replay.capacity());
     let (name, token, member) = ([b'n'; 64], [b't'; 20], [b'm'; 80]);
     let keys = Keys::One(&name[..]);
     let written_fill = |link: &mut Link, command: Command<'_>| {
@@ -313,7 +313,7 @@ fn a_full_link_of_the_largest_inline_commands_grows_nothing() {
     assert_eq!(written_fill(&mut link, release), 8);
     assert_eq!(written_fill(&mut link, release.reaching(1)), 300);
     assert_eq!(
-        (link.pending.capacity(), link.replay.capacity()),
+        (link.requests.capacity(), link.replay.capacity()),
         capacities,
         "a buffer grew"
     );
@@ -332,5 +332,5 @@ fn a_link_allocates_what_its_limits_need() {
         "{}",
         link.replay.capacity()
     );
-    assert!(link.pending.capacity() >= requests);
+    assert!(link.requests.capacity() >= requests);
 }

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use super::{MS, command, config, scripts, take};
 use crate::commands::{Outcome, WakeChannel, wake_channel};
-use crate::link::{Link, LinkConfig, Sink, UNSOLICITED_BUDGET};
+use crate::link::limits::UNSOLICITED_BUDGET;
+use crate::link::{Link, LinkConfig, Sink};
 use crate::rules::{NodeError, Op, Reply};
 use crate::scripts::{LEAVE_SHA1, WAIT_ACQUIRE_SHA1};
 

@@ -1,0 +1,174 @@
+//! The pipelined handshake's replies: each step's reply checked, and what
+//! it teaches of the master kept (`INFO`, the restart guard's marker, the
+//! longest TTL); `HELLO 3` and then `SUBSCRIBE` to the client's wake
+//! channel, whose refusals leave the connection without wake-ups; and the
+//! handshake's end, when the commands held back for it are let out and
+//! what it learned is compared with what this client knew of the master.
+
+use std::time::Instant;
+
+use super::{Expect, Link, Request, State};
+use crate::commands::{self, Step};
+use crate::resp::Token;
+use crate::rules::NodeError;
+use crate::rules::identity::{Found, Info, MarkerValue, Sighting, Suspicion};
+
+impl Link {
+    /// Whether a handshake completed after a reconnect since the last
+    /// call (the first connect is no reconnect).
+    pub(crate) fn take_reconnected(&mut self) -> bool {
+        std::mem::take(&mut self.reconnected)
+    }
+
+    /// What this client knows of the server: its `run_id`, quarantine.
+    pub(crate) fn sighting(&self) -> &Sighting {
+        &self.sighting
+    }
+
+    /// The `run_id` of a handshake completed since the last call, for the
+    /// driver to compare with the other masters'.
+    pub(crate) fn take_fresh_run_id(&mut self) -> Option<[u8; 40]> {
+        if !std::mem::take(&mut self.fresh) || !self.is_ready() {
+            return None;
+        }
+        self.sighting.run_id().copied()
+    }
+
+    /// The suspicion that quarantined the server at the last handshake,
+    /// once.
+    #[cfg_attr(not(feature = "tracing"), allow(dead_code))]
+    pub(crate) fn take_suspicion(&mut self) -> Option<Suspicion> {
+        self.suspicion.take()
+    }
+
+    /// Whether the oldest request unanswered is handshake step `step`.
+    pub(super) fn expects(&self, step: Step) -> bool {
+        matches!(self.requests.front(), Some(Request { expect: Expect::Step(s), .. }) if *s == step)
+    }
+
+    /// The reply to a step of the handshake: what it teaches about the
+    /// master is kept; a refusal fails the connection.
+    pub(super) fn handle_step(&mut self, step: Step, token: &Token<'_>) -> Result<(), NodeError> {
+        if matches!(step, Step::Hello | Step::Subscribe) {
+            self.handle_wake_step(step, token);
+            return Ok(());
+        }
+        match commands::handshake_ok(step, token) {
+            Ok(true) => learn(
+                &mut self.info,
+                [&mut self.marker, &mut self.longest],
+                step,
+                token,
+            ),
+            Ok(false) => Err(NodeError::UnexpectedReply),
+            Err(error) => Err(NodeError::Handshake(error)),
+        }
+    }
+
+    /// The reply to `HELLO 3` or an error in answer to `SUBSCRIBE` (which
+    /// is confirmed by a push). Neither refusal fails the connection: a
+    /// server that will not speak RESP3 or let this user subscribe (an ACL
+    /// without those permissions) serves locks all the same, and its
+    /// releases tell nobody. `SUBSCRIBE` goes out only once `HELLO` has
+    /// succeeded: on a RESP2 connection it would take over the connection.
+    fn handle_wake_step(&mut self, step: Step, token: &Token<'_>) {
+        let refused = matches!(token, Token::Error(_) | Token::BulkError(_));
+        match (step, &self.config.wake) {
+            (Step::Hello, Some(channel)) if !refused => {
+                crate::resp::encode_command(
+                    &mut self.out,
+                    &[b"SUBSCRIBE".as_slice().into(), channel.as_slice().into()],
+                );
+                // Its reply comes after the handshake's other steps and
+                // before the commands held back for the handshake, which
+                // are written once it is over.
+                let sent = self
+                    .requests
+                    .front()
+                    .map_or_else(crate::clock::now, |p| p.sent);
+                let at = self
+                    .requests
+                    .iter()
+                    .position(|p| matches!(p.expect, Expect::Command(_)))
+                    .unwrap_or(self.requests.len());
+                let step = Request::new(Expect::Step(Step::Subscribe), sent, &self.config);
+                self.requests.insert(at, step);
+            }
+            _ => self.wakes = false,
+        }
+    }
+
+    /// Ends the handshake once no step is left unanswered: what it learned
+    /// is judged, the back-off is reset, and the commands held back for it
+    /// go out.
+    pub(super) fn handshake_progress(&mut self, now: Instant) {
+        if let State::Handshaking { .. } = self.state {
+            let waiting = matches!(
+                self.requests.front(),
+                Some(Request {
+                    expect: Expect::Step(_),
+                    ..
+                })
+            );
+            if !waiting {
+                let (guard, ours) = match &self.config.guard {
+                    Some((guard, ours)) => (Some(*guard), &ours[..]),
+                    None => (None, &[][..]),
+                };
+                self.suspicion = self.sighting.handle_handshake(
+                    self.info.as_ref(),
+                    self.marker.as_ref(),
+                    ours,
+                    self.longest.as_ref().zip(self.config.longest_ttl),
+                    guard,
+                    now,
+                );
+                self.fresh = true;
+                self.reconnected = self.connects > 1;
+                self.state = State::Ready;
+                self.backoff = self.config.backoff_min;
+                self.last_error = None;
+                self.out.extend_from_slice(&self.held);
+                self.held.clear();
+            }
+        }
+    }
+}
+
+/// Keeps what a handshake reply says of the server; refuses a replica and
+/// a cluster-mode node.
+fn learn(
+    info: &mut Option<Info>,
+    [marker, longest]: [&mut Option<Found>; 2],
+    step: Step,
+    token: &Token<'_>,
+) -> Result<(), NodeError> {
+    match (step, token) {
+        (Step::Identify, Token::Bulk(text) | Token::Verbatim { text, .. }) => {
+            let parsed = Info::parse(text);
+            if parsed.replica {
+                return Err(NodeError::Replica);
+            }
+            if parsed.cluster {
+                return Err(NodeError::ClusterMode);
+            }
+            *info = Some(parsed);
+        }
+        (Step::Marker | Step::LongestTtl, _) => {
+            let found = match token {
+                Token::Bulk(value) => Found::Holds(MarkerValue::from_slice(value)),
+                Token::Null(_) => Found::Missing,
+                // `WRONGTYPE` (`handshake_ok` let no other error through).
+                _ => Found::Foreign,
+            };
+            let slot = if step == Step::Marker {
+                marker
+            } else {
+                longest
+            };
+            *slot = Some(found);
+        }
+        _ => {}
+    }
+    Ok(())
+}
