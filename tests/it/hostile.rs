@@ -47,7 +47,7 @@ const MAX_BACKOFF: Duration = Duration::from_millis(100);
 /// The fake's position among the five masters.
 const HOSTILE: usize = 2;
 
-/// The client's limits for replies (`REPLY_LIMITS` in src/driver/conn.rs).
+/// The client's limits for replies (`REPLY_LIMITS` in src/link/limits.rs).
 const BULK_LIMIT: u64 = 8 * 1024;
 const LINE_LIMIT: usize = 8 * 1024;
 const ELEMENT_LIMIT: u64 = 1024;
