@@ -103,7 +103,13 @@
 //!   enters the caller in the resource's queue on that master
 //!   (`redlock-mio:queue:<resource>`, a sorted set) and answers with the
 //!   key's `PTTL`. A caller keeps its place (when it began to wait, the
-//!   same number on every master) across attempts.
+//!   same number on every master) across attempts. A caller for several
+//!   resources is queued only on the keys that are held, and leaves the
+//!   queues of the others: a key free for it, or handed to it while
+//!   another of its keys is held, goes on to whoever waits for it, so that
+//!   it never keeps a free resource from others (it takes its resources
+//!   when all are free at once, and is not served ahead of a stream of
+//!   callers that keep one of them held).
 //! - **Handed over by the release.** A release that deletes the key takes
 //!   the first waiter off the queue, publishes its id on its client's
 //!   channel (`redlock-mio:wake:<client id>`), and, if that client heard

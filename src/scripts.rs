@@ -139,15 +139,19 @@ pub enum Script {
     /// (see the hand-off above): then the entries before it, whose turns
     /// are over, are dropped, and the key is free. If every key is free,
     /// sets each to the token (`PX` the TTL), takes the waiter off their
-    /// queues and replies `+OK`. Else it changes no key of the waiter's,
-    /// enters it in every key's queue (`ZADD NX`: a waiter keeps its place
-    /// across attempts), keeps each queue until the blocking keys expire
-    /// plus the margin, and replies `+WAIT <ms>`: the longest `PTTL` of the
-    /// keys that block it (`-1` if one has no TTL).
+    /// queues and replies `+OK`. Else it takes no key, enters the waiter
+    /// in the queue of each key that blocks it (`ZADD NX`: a waiter keeps
+    /// its place across attempts), keeps each queue until the blocking
+    /// keys expire plus the margin, leaves the keys that are free for it
+    /// as [`Script::Leave`] does (a key reserved for it is handed on, a
+    /// free key to whoever waits for it: a waiter for several resources
+    /// never keeps a free one from others while another is held), and
+    /// replies `+WAIT <ms>`: the longest `PTTL` of the keys that block it
+    /// (`-1` if one has no TTL).
     WaitAcquire,
     /// A waiter leaves the queues of `KEYS`: takes the member `ARGV[1]` off
-    /// each, and a key reserved for it is handed to the next waiter; a
-    /// turn that named it passes to the next waiter behind it whose client
+    /// each, and a key reserved for it, or free, is handed to the next
+    /// waiter; a turn that named it passes to the next waiter behind it whose client
     /// hears it, told to try when the leaver would have (at once if that
     /// time has passed). Sent when a wait ends, whether the lock was won
     /// (the masters that refused it had queued it) or not (the caller gave

@@ -30,14 +30,14 @@ local function turn(k, m)
   return true
 end
 
--- Whether a key of `KEYS[first..]` keeps the waiter `m` out, and the
--- longest PTTL of those that do (-1 if one has none). A key is free for
--- the waiter if it is missing or reserved for it; a missing key with
--- another waiter first in its queue is handed to that one, unless the
--- waiter's turn has come.
+-- Whether a key of `KEYS[first..]` keeps the waiter `m` out, the
+-- longest PTTL of those that do (-1 if one has none), and which do (by
+-- index). A key is free for the waiter if it is missing or reserved for
+-- it; a missing key with another waiter first in its queue is handed to
+-- that one, unless the waiter's turn has come.
 local function blocked(first, m)
   local mine = "reserved " .. m
-  local held, wait = false, 0
+  local held, wait, blocks = false, 0, {}
   for i = first, #KEYS do
     local k = KEYS[i]
     local v = redis.call("get", k)
@@ -50,6 +50,7 @@ local function blocked(first, m)
     end
     if v and v ~= mine then
       held = true
+      blocks[i] = true
       local p = redis.pcall("pttl", k)
       if type(p) ~= "number" or p < 0 then
         wait = -1
@@ -58,7 +59,7 @@ local function blocked(first, m)
       end
     end
   end
-  return held, wait
+  return held, wait, blocks
 end
 
 -- The place `claimed` taken within a second of the master's clock, so
@@ -79,18 +80,24 @@ local function place(claimed)
   return claimed
 end
 
--- Queues the waiter `m` on every key of `KEYS[first..]`, keeping its
--- place across attempts (NX), and each queue until the keys that block
--- it expire plus the margin; the reply `+WAIT <ms>`.
-local function enqueue(first, m, wait)
+-- Queues the waiter `m` on the keys of `KEYS[first..]` that block it,
+-- keeping its place across attempts (NX), and each queue until the keys
+-- that block it expire plus the margin; the reply `+WAIT <ms>`. It leaves
+-- the keys that are free for it: a waiter for several resources never
+-- keeps one from others while another is held.
+local function enqueue(first, m, wait, blocks)
   local keep = math.max(wait, 0) + tonumber(ARGV[5])
   local p = place(ARGV[4])
   for i = first, #KEYS do
-    local q = queue(KEYS[i])
-    redis.pcall("zadd", q, "NX", p, m)
-    local t = redis.pcall("pttl", q)
-    if type(t) == "number" and t < keep then
-      redis.pcall("pexpire", q, keep)
+    if blocks[i] then
+      local q = queue(KEYS[i])
+      redis.pcall("zadd", q, "NX", p, m)
+      local t = redis.pcall("pttl", q)
+      if type(t) == "number" and t < keep then
+        redis.pcall("pexpire", q, keep)
+      end
+    else
+      leave(KEYS[i], m)
     end
   end
   return redis.status_reply("WAIT " .. string.format("%d", wait))

@@ -857,3 +857,67 @@ fn lockers_with_slow_clocks_go_ahead_of_a_waiter_by_a_second_at_most() {
     assert!(turns > 0, "the slow lockers went first for a while");
     drop(slow);
 }
+
+/// A client that waits for several resources, told at every hand-over:
+/// enough attempts for each of them, and no retry delay to fall back on.
+fn waiter_for_several(cluster: &Cluster) -> Redlock {
+    Redlock::builder(cluster.urls())
+        .request_timeout(Duration::from_secs(2))
+        .retry_count(10)
+        .retry_delay(NEVER)
+        .retry_jitter(Duration::ZERO)
+        .build()
+        .expect("client")
+}
+
+/// A caller that waits for several resources never keeps a free one from
+/// others: it is queued only where a key is held, and a key handed to it
+/// while another of its keys is held goes on to whoever comes. It is
+/// served once all its keys are free at once, told each time.
+///
+/// (A release that reaches a master after the waiter's attempt there
+/// reserves the key on that master for the waiter's window: a minority,
+/// as the waiter attempts once a quorum told it, so the others still win
+/// the key on a quorum at their first try.)
+#[test]
+fn a_waiter_for_several_resources_never_withholds_a_free_one() {
+    let cluster = Cluster::start(3);
+    let ttl = Duration::from_secs(3600);
+    let deadline = Instant::now() + PATIENCE;
+    let holder = waiter(&cluster);
+    let mut y = holder.try_lock(b"y", ttl).expect("y held");
+    let both = Arc::new(waiter_for_several(&cluster));
+    let waiting = {
+        let both = Arc::clone(&both);
+        thread::spawn(move || both.lock_all(&[&b"x"[..], b"y"], Duration::from_secs(30)))
+    };
+    assert!(eventually(PATIENCE, || queued_on(&cluster, b"y", 1) == 3));
+    assert_eq!(queued_on(&cluster, b"x", 1), 0, "not queued where free");
+    // Another caller that waits takes the free resource at its first try.
+    let second = waiter(&cluster);
+    let mut x = second.lock_until(b"x", ttl, deadline).expect("x taken");
+    assert_eq!(second.stats().attempts, 1, "x was not kept for the waiter");
+
+    // `y` is handed to the waiter while `x` is held: once its attempt has
+    // queued it for `x`, `y` is free for others.
+    holder.unlock(&mut y).expect("y released");
+    assert!(eventually(PATIENCE, || queued_on(&cluster, b"x", 1) == 3));
+    let third = waiter(&cluster);
+    let mut y = third.lock_until(b"y", ttl, deadline).expect("y taken");
+    assert_eq!(third.stats().attempts, 1, "y was not kept for the waiter");
+
+    // The same with `x` handed over while `y` is held.
+    second.unlock(&mut x).expect("x released");
+    assert!(eventually(PATIENCE, || queued_on(&cluster, b"y", 1) == 3));
+    let fourth = waiter(&cluster);
+    let mut x = fourth.lock_until(b"x", ttl, deadline).expect("x taken");
+    assert_eq!(fourth.stats().attempts, 1, "x was not kept for the waiter");
+    fourth.unlock(&mut x).expect("x released");
+
+    third.unlock(&mut y).expect("y released");
+    let lock = waiting.join().expect("thread").expect("served");
+    assert_eq!(lock.resources().count(), 2);
+    // Refused, then told at each of the three hand-overs: no attempt of
+    // its own.
+    assert_eq!(both.stats().attempts, 4);
+}
