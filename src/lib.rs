@@ -264,6 +264,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod addr;
+mod calls;
 mod client;
 mod clock;
 mod commands;

@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use super::{Lock, Redlock, TOKEN_LEN, check_resource};
+use super::{Lock, Redlock, TOKEN_LEN};
+use crate::calls::{Acquire, check_resource};
 use crate::commands::{Command, Keys};
 use crate::error::Error;
 
@@ -67,7 +68,7 @@ impl Redlock {
         for resource in resources {
             check_resource(resource.as_ref())?;
         }
-        let ttl_ms = self.check_acquire_ttl(ttl)?;
+        let ttl_ms = self.check_ttl(ttl)?;
         if self.config.fencing.is_some() {
             let keys = resources.iter().map(AsRef::as_ref);
             return Ok(self.fenced_attempt(keys, false, ttl_ms, None).into_vec());
@@ -76,15 +77,15 @@ impl Redlock {
             let mut source = self.tokens();
             resources.iter().map(|_| source.token()).collect()
         };
-        let commands: Vec<Command<'_>> = resources
+        let calls: Vec<Acquire<'_>> = resources
             .iter()
-            .zip(&tokens)
-            .map(|(resource, token)| Command::acquire(Keys::One(resource.as_ref()), token, ttl_ms))
+            .zip(tokens)
+            .map(|(resource, token)| Acquire::new(Keys::One(resource.as_ref()), token, ttl_ms))
             .collect();
+        let commands: Vec<Command<'_>> = calls.iter().map(Acquire::command).collect();
         let ends = self.rounds(&commands, None);
         let mut results = Vec::with_capacity(commands.len());
-        for ((resource, token), end) in resources.iter().zip(&tokens).zip(ends) {
-            let keys = Keys::One(resource.as_ref());
+        for (call, end) in calls.iter().zip(ends) {
             let end = match end {
                 Ok(end) => end,
                 Err(error) => {
@@ -93,7 +94,7 @@ impl Redlock {
                     continue;
                 }
             };
-            results.push(self.acquired(keys, *token, &end));
+            results.push(self.acquired(call.claim(), &end));
         }
         Ok(results)
     }

@@ -5,7 +5,8 @@
 use std::time::{Duration, Instant};
 
 use super::{Builder, Lock, LockGuard, Redlock, waited};
-use crate::commands::{Command, Keys};
+use crate::calls::Extend;
+use crate::commands::Keys;
 use crate::error::Error;
 use crate::rules::wait::Terms;
 
@@ -182,10 +183,11 @@ impl Redlock {
     /// [`Error::TooSlow`] or [`Error::Io`] (the lock's validity is capped
     /// at what this round would have granted).
     pub fn extend(&self, lock: &mut Lock, ttl: Duration) -> Result<(), Error> {
-        let ttl_ms = self.check_extend(lock, ttl)?;
-        let command = Command::extend(lock.keys(), lock.token(), ttl_ms);
-        let end = self.round(&command, None)?;
-        self.extended(lock, &end)
+        let call = Extend::new(&self.limits(), lock.holding(), ttl, crate::clock::now())?;
+        let end = self.round(&call.command(), None)?;
+        let (result, validity) = self.extended(&end);
+        lock.apply(validity);
+        result
     }
 
     /// Releases `lock` on every master. Afterwards the lock is expired,

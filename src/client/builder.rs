@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::addr::ServerAddr;
+use crate::calls::Limits;
 use crate::commands::WakeChannel;
 use crate::driver::{Driver, Engine, TlsConfig};
 use crate::error::ConfigError;
@@ -133,6 +134,18 @@ pub(super) struct Config {
     /// The wake channel its connections subscribe to, when releases are to
     /// tell its waiters ([`Builder::wake_on_release`]).
     pub(super) wake: Option<WakeChannel>,
+}
+
+impl Config {
+    /// What the calls' arguments are checked against.
+    pub(super) fn limits(&self) -> Limits {
+        Limits {
+            request_timeout: self.request_timeout,
+            drift_factor: self.drift_factor,
+            longest_ttl: self.longest_ttl,
+            max_extensions: self.max_extensions,
+        }
+    }
 }
 
 impl fmt::Debug for Builder {
@@ -549,7 +562,7 @@ impl Builder {
             drift_factor: self.drift_factor,
             max_extensions: self.max_extensions,
             fencing: self.fencing,
-            longest_ttl: self.restart_guard.or(self.fencing),
+            longest_ttl: crate::calls::longest_ttl(self.restart_guard, self.fencing),
             max_in_flight: self.max_in_flight,
             async_spin: self.async_spin,
             wake: link.wake,
@@ -582,9 +595,7 @@ impl Builder {
                 }
                 (guard, marker)
             }),
-            longest_ttl: self
-                .restart_guard
-                .or(self.fencing)
+            longest_ttl: crate::calls::longest_ttl(self.restart_guard, self.fencing)
                 .map(|ttl| ttl.as_millis() as u64),
             // One channel per client, named at random.
             wake: self

@@ -13,13 +13,13 @@ use mio::{Registry, Token};
 use smallvec::SmallVec;
 
 use super::builder::{Builder, Config};
-use super::rounds::{Validity, no_quorum, restarter};
 use super::token::TokenSource;
-use super::{Lock, TOKEN_LEN, check_resource, check_ttl};
+use super::{Lock, TOKEN_LEN};
+use crate::calls::{self, Acquire, Acquired, Claim, Release};
 use crate::commands::{Command, Keys};
 use crate::driver::Driver;
 use crate::error::{ConfigError, Error};
-use crate::rules::{Decision, Op, Report, Round};
+use crate::rules::{Op, Report, Round};
 use pursue::LockUntil;
 
 /// Names an operation started on an [`EmbeddedRedlock`], in its
@@ -140,7 +140,7 @@ impl Base {
         timeout: Duration,
         now: Instant,
     ) -> Result<u64, Error> {
-        let restart = restarter(&self.config, self.masters.len(), timeout);
+        let restart = calls::restarter(self.config.drift_factor, self.masters.len(), timeout);
         let mut ids: SmallVec<[u64; 1]> = SmallVec::new();
         self.driver
             .submit(std::slice::from_ref(command), restart, &mut ids, true, now);
@@ -179,44 +179,35 @@ impl Base {
         }
     }
 
-    /// After an acquire of `keys` with `token` whose round ended as
-    /// `round`: the lock, or the error, after which its release is queued
-    /// on every master without waiting (as `try_lock` does).
-    fn acquired(
-        &mut self,
-        keys: Keys<&[u8]>,
-        token: [u8; TOKEN_LEN],
-        round: Option<&Round>,
-    ) -> Result<Lock, Error> {
-        let error = match (round.and_then(Round::decision), round) {
-            (Some(Decision::Quorum { .. }), Some(round)) => {
-                return Ok(Lock::new(
-                    keys,
-                    token,
-                    round.valid_until(),
-                    None,
-                    round.reached(),
-                ));
+    /// After an acquire (of `claim`) whose round ended as `round` (`None`:
+    /// gone from the table): the lock, or the error, after which its
+    /// release is queued on every master without waiting (as `try_lock`
+    /// does).
+    fn acquired(&mut self, claim: Claim<'_>, round: Option<&Round>) -> Result<Lock, Error> {
+        let acquired = match round {
+            Some(round) => {
+                claim.handle(round, calls::decision(round, Ok(())), || self.report(round))
             }
-            (Some(Decision::TooSlow), Some(round)) => Error::TooSlow(self.report(round)),
-            (_, Some(round)) => no_quorum(self.report(round), Error::Contended),
-            (_, None) => Error::Io(std::io::ErrorKind::Other),
+            None => claim.handle_lost(),
         };
-        // Unknown without the round: every master.
-        let reach = round.map_or(u64::MAX, Round::reached);
-        let release = Command::release(keys, &token).with_script().reaching(reach);
-        self.driver.queue(&release, crate::clock::now());
-        Err(error)
+        match acquired {
+            Acquired::Won(lock) => Ok(lock),
+            Acquired::Lost { error, release } => {
+                self.driver.queue(&release, crate::clock::now());
+                Err(error)
+            }
+        }
     }
 
-    /// After a release whose round ended as `round`: whether a quorum
-    /// released it.
+    /// After a release whose round ended as `round` (`None`: gone from
+    /// the table): whether a quorum released it.
     fn released(&mut self, round: Option<&Round>) -> Result<(), Error> {
-        match (round.and_then(Round::decision), round) {
-            (Some(Decision::Quorum { .. }), _) => Ok(()),
-            (_, Some(round)) => Err(no_quorum(self.report(round), Error::NotHeld)),
-            (_, None) => Err(Error::Io(std::io::ErrorKind::Other)),
-        }
+        let Some(round) = round else {
+            return Err(calls::unknown());
+        };
+        let decision = calls::decision(round, Ok(()));
+        let (result, _expired) = Release::handle(round, decision, || self.report(round));
+        result
     }
 }
 
@@ -354,11 +345,10 @@ impl EmbeddedRedlock {
     /// flight ([`Builder::max_in_flight`]).
     pub fn try_lock(&mut self, resource: impl AsRef<[u8]>, ttl: Duration) -> Result<Ticket, Error> {
         let resource = resource.as_ref();
-        check_resource(resource)?;
-        let ttl_ms = check_ttl(&self.base.config, ttl)?;
+        let ttl_ms = self.base.config.limits().acquire(resource, ttl)?;
         let token = self.base.tokens.token();
         let keys = Keys::One(resource);
-        self.start(&Command::acquire(keys, &token, ttl_ms), keys, token)
+        self.start(&Acquire::new(keys, token, ttl_ms).command(), keys, token)
     }
 
     /// Starts acquiring `resource` for `ttl`, trying again until
@@ -420,8 +410,7 @@ impl EmbeddedRedlock {
         deadline: Instant,
     ) -> Result<Ticket, Error> {
         let resource = resource.as_ref();
-        check_resource(resource)?;
-        let ttl_ms = check_ttl(&self.base.config, ttl)?;
+        let ttl_ms = self.base.config.limits().acquire(resource, ttl)?;
         let deadline = crate::clock::from_std(deadline);
         if crate::clock::now() >= deadline {
             return Err(Error::DeadlinePassed);
@@ -449,7 +438,8 @@ impl EmbeddedRedlock {
     pub fn unlock(&mut self, lock: &mut Lock) -> Result<Ticket, Error> {
         let token = *lock.token();
         let ticket = self.start(&lock.release(), lock.keys(), token)?;
-        lock.apply(Validity::after_release(crate::clock::now()));
+        // Expired from now on: its completion comes without the lock.
+        lock.apply(Release::begun(crate::clock::now()));
         Ok(ticket)
     }
 
@@ -540,7 +530,7 @@ impl EmbeddedRedlock {
                 ticket,
                 result: self
                     .base
-                    .acquired(started.keys(), started.token, round.as_ref()),
+                    .acquired(Claim::new(started.keys(), &started.token), round.as_ref()),
             },
         })
     }

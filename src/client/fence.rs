@@ -20,8 +20,9 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use super::rounds::{Ends, acquire_refused};
+use super::rounds::Ends;
 use super::{Lock, Redlock, RoundEnd, TOKEN_LEN};
+use crate::calls::{Claim, acquire_refused};
 use crate::commands::{self, Command, Keys, SyncMode};
 use crate::error::Error;
 use crate::rules::{self, Decision, NodeState, Op, Report, Round};
@@ -138,16 +139,11 @@ pub(crate) trait Host {
     fn busy(&self) -> Error;
     /// The report of the round that ended with `end`.
     fn report(&self, end: &RoundEnd) -> Box<Report>;
-    /// An acquire of `keys` by `token`, whose round ended with `end`,
-    /// failed with `error`: queues its release on every master without
-    /// waiting, counts the attempt, and returns the error.
-    fn not_acquired(
-        &mut self,
-        keys: Keys<&[u8]>,
-        token: &[u8],
-        end: &RoundEnd,
-        error: Error,
-    ) -> Error;
+    /// An acquire whose round ended with `end` failed with `error`:
+    /// queues `release` (what [`Claim::release`] says must follow it) on
+    /// every master without waiting, counts the attempt, and returns the
+    /// error.
+    fn not_acquired(&mut self, release: &Command<'_>, end: &RoundEnd, error: Error) -> Error;
     /// An acquire whose round ended with `end` won its lock (raised).
     fn won(&mut self, end: &RoundEnd);
 }
@@ -180,14 +176,8 @@ impl Host for &Redlock {
         Redlock::report(self, end)
     }
 
-    fn not_acquired(
-        &mut self,
-        keys: Keys<&[u8]>,
-        token: &[u8],
-        end: &RoundEnd,
-        error: Error,
-    ) -> Error {
-        Redlock::not_acquired(self, keys, token, end, error)
+    fn not_acquired(&mut self, release: &Command<'_>, end: &RoundEnd, error: Error) -> Error {
+        Redlock::not_acquired(self, release, end, error)
     }
 
     fn won(&mut self, end: &RoundEnd) {
@@ -463,6 +453,11 @@ impl<'r> FencedAcquire<'r> {
         Keys::new(&self.keys[i], self.many)
     }
 
+    /// What lock `i`'s acquire claims: the release that follows it.
+    fn claim(&self, i: usize) -> Claim<'_> {
+        Claim::new(self.keys(i), &self.tokens[i])
+    }
+
     /// The acquire of lock `i`.
     fn acquire(&self, i: usize) -> Command<'_> {
         match &self.queue {
@@ -619,12 +614,8 @@ impl<'r> FencedAcquire<'r> {
             // The script may have run before the poller failed.
             Err(kind) => Error::Io(kind),
         };
-        Slot::Done(Err(client.not_acquired(
-            self.keys(i),
-            &self.tokens[i],
-            &end,
-            error,
-        )))
+        let release = self.claim(i).release(Some(&end.round));
+        Slot::Done(Err(client.not_acquired(&release, &end, error)))
     }
 
     /// After lock `i`'s raise round (`end`), its acquire having ended with
@@ -668,7 +659,10 @@ impl<'r> FencedAcquire<'r> {
                     acquire.round.reached(),
                 ))
             }
-            Err(error) => Err(client.not_acquired(self.keys(i), &self.tokens[i], &acquire, error)),
+            Err(error) => {
+                let release = self.claim(i).release(Some(&acquire.round));
+                Err(client.not_acquired(&release, &acquire, error))
+            }
         })
     }
 
@@ -700,11 +694,7 @@ impl<'r> FencedAcquire<'r> {
             .iter()
             .enumerate()
             .filter_map(|(i, slot)| match slot {
-                Slot::Granted { end, .. } => Some(
-                    Command::release(self.keys(i), &self.tokens[i])
-                        .with_script()
-                        .reaching(end.round.reached()),
-                ),
+                Slot::Granted { end, .. } => Some(self.claim(i).release(Some(&end.round))),
                 _ => None,
             })
     }

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use super::rounds::Validity;
 use super::{Redlock, TOKEN_LEN};
+use crate::calls::{Holding, Release, Validity};
 use crate::commands::{self, Command, Keys};
 use crate::error::Error;
 
@@ -84,7 +84,7 @@ pub struct Lock {
 }
 
 impl Lock {
-    pub(super) fn new(
+    pub(crate) fn new(
         keys: Keys<&[u8]>,
         token: [u8; TOKEN_LEN],
         valid_until: Instant,
@@ -139,7 +139,18 @@ impl Lock {
 
     /// The release of this lock.
     pub(super) fn release(&self) -> Command<'_> {
-        Command::release(self.keys(), self.token()).reaching(self.reach)
+        Release::new(self.holding()).command()
+    }
+
+    /// What an extend or a release of it reads.
+    pub(crate) fn holding(&self) -> Holding<'_> {
+        Holding {
+            keys: self.keys(),
+            token: &self.token,
+            valid_until: self.valid_until,
+            extensions: self.extensions,
+            reach: self.reach,
+        }
     }
 
     /// The masters the acquire went out to (see [`release`](Self::release)).
@@ -167,7 +178,7 @@ impl Lock {
     }
 
     /// [`valid_until`](Self::valid_until) on the client's clock.
-    pub(super) fn valid_until_here(&self) -> Instant {
+    pub(crate) fn valid_until_here(&self) -> Instant {
         self.valid_until
     }
 

@@ -42,7 +42,8 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use crate::commands::{self, Command, Keys};
+use crate::calls::{Acquire, Limits};
+use crate::commands::Keys;
 use crate::driver::Engine;
 use crate::error::Error;
 use crate::rules;
@@ -287,23 +288,15 @@ impl Redlock {
         rules::quorum(self.masters())
     }
 
-    /// What [`extend`](Self::extend) checks before asking the masters;
-    /// the TTL in milliseconds.
-    fn check_extend(&self, lock: &Lock, ttl: Duration) -> Result<u64, Error> {
-        let ttl_ms = self.check_ttl(ttl)?;
-        let limit = self.config.max_extensions;
-        extend_allowed(
-            lock.valid_until_here(),
-            lock.extensions(),
-            limit,
-            crate::clock::now(),
-        )?;
-        Ok(ttl_ms)
+    /// What the calls' arguments are checked against.
+    fn limits(&self) -> Limits {
+        self.config.limits()
     }
 
+    /// The checks of an acquire of `resource` for `ttl`: the TTL in
+    /// milliseconds.
     fn check(&self, resource: &[u8], ttl: Duration) -> Result<u64, Error> {
-        check_resource(resource)?;
-        self.check_acquire_ttl(ttl)
+        self.limits().acquire(resource, ttl)
     }
 
     /// The checks of a call that waits until `deadline`: the TTL in
@@ -325,33 +318,20 @@ impl Redlock {
         Ok((ttl_ms, deadline, started))
     }
 
-    /// [`check_ttl`](Self::check_ttl), which also bounds it by the
-    /// longest TTL of the restart guard or fencing.
-    fn check_acquire_ttl(&self, ttl: Duration) -> Result<u64, Error> {
-        self.check_ttl(ttl)
-    }
-
-    /// Checks every name and packs them into `packed`.
+    /// Checks every name and packs them into `packed`; the TTL in
+    /// milliseconds.
     fn check_all<R: AsRef<[u8]>>(
         &self,
         resources: &[R],
         ttl: Duration,
         packed: &mut SmallVec<[u8; 256]>,
     ) -> Result<u64, Error> {
-        if resources.is_empty() || resources.len() > commands::MAX_KEYS {
-            return Err(Error::InvalidResources {
-                count: resources.len(),
-            });
-        }
-        for resource in resources {
-            check_resource(resource.as_ref())?;
-            commands::pack_key(packed, resource.as_ref());
-        }
-        self.check_acquire_ttl(ttl)
+        let names = resources.iter().map(AsRef::as_ref);
+        self.limits().acquire_all(names, ttl, packed)
     }
 
     fn check_ttl(&self, ttl: Duration) -> Result<u64, Error> {
-        check_ttl(&self.config, ttl)
+        self.limits().ttl(ttl)
     }
 
     fn retry_delay(&self) -> Duration {
@@ -375,10 +355,9 @@ impl Redlock {
                 .next()
                 .unwrap_or_else(|| Err(self.busy()));
         }
-        let token = self.tokens().token();
-        let keys = Keys::new(resource, many);
-        let end = self.round(&Command::acquire(keys, &token, ttl_ms), deadline)?;
-        self.acquired(keys, token, &end)
+        let call = Acquire::new(Keys::new(resource, many), self.tokens().token(), ttl_ms);
+        let end = self.round(&call.command(), deadline)?;
+        self.acquired(call.claim(), &end)
     }
 }
 
@@ -391,82 +370,4 @@ pub(super) fn waited(result: Result<Lock, Error>, started: Instant) -> Result<Lo
         }
         error
     })
-}
-
-/// Checks a TTL against the configuration; the TTL in milliseconds.
-fn check_ttl(config: &builder::Config, ttl: Duration) -> Result<u64, Error> {
-    check_ttl_for(
-        ttl,
-        config.request_timeout,
-        config.drift_factor,
-        config.longest_ttl,
-    )
-}
-
-/// What an extend checks of a lock before asking the masters (its TTL
-/// apart): at `now` the lock, valid until `valid_until` and extended
-/// `extensions` times, still has validity left, and is below the client's
-/// `limit` on extensions.
-pub(super) fn extend_allowed(
-    valid_until: Instant,
-    extensions: u32,
-    limit: Option<u32>,
-    now: Instant,
-) -> Result<(), Error> {
-    if now >= valid_until {
-        return Err(Error::Expired);
-    }
-    match limit {
-        Some(limit) if extensions >= limit => Err(Error::ExtensionLimit { limit }),
-        _ => Ok(()),
-    }
-}
-
-/// The check of a TTL for a client that waits `request_timeout` for the
-/// masters, allows `drift_factor` of clock drift and was given `longest`
-/// (restart guard or fencing): the TTL in whole milliseconds.
-pub(super) fn check_ttl_for(
-    ttl: Duration,
-    request_timeout: Duration,
-    drift_factor: f64,
-    longest: Option<Duration>,
-) -> Result<u64, Error> {
-    let invalid = |reason| Err(Error::InvalidTtl { ttl, reason });
-    if ttl > MAX_TTL {
-        return invalid("longer than MAX_TTL (2^31 - 1 ms)");
-    }
-    let ttl_ms = ttl.as_millis() as u64;
-    if ttl_ms == 0 {
-        return invalid("shorter than 1 ms");
-    }
-    let whole = Duration::from_millis(ttl_ms);
-    if whole <= request_timeout {
-        return invalid("it must be longer than the request timeout (Builder::request_timeout)");
-    }
-    let drift = rules::drift(whole, drift_factor);
-    if rules::validity(whole, request_timeout, drift).is_none() {
-        return invalid(
-            "too short: no validity would be left after the request timeout and the drift allowance (use a longer TTL or a shorter request timeout)",
-        );
-    }
-    if longest.is_some_and(|longest| ttl > longest) {
-        // Both rest on it: a longer lock (or extension) could outlive a
-        // quarantine or a fence counter's repair.
-        return invalid("longer than the longest TTL given to Builder::restart_guard or fencing");
-    }
-    Ok(ttl_ms)
-}
-
-/// The check of a resource name, before anything is sent: its length, and
-/// that it stays out of the crate's own key space.
-pub(super) fn check_resource(resource: &[u8]) -> Result<(), Error> {
-    if resource.is_empty() || resource.len() > MAX_RESOURCE_LEN {
-        return Err(Error::InvalidResource {
-            len: resource.len(),
-        });
-    }
-    if resource.starts_with(commands::RESERVED_PREFIX.as_bytes()) {
-        return Err(Error::ReservedResource);
-    }
-    Ok(())
 }

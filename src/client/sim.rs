@@ -15,17 +15,17 @@
 //! state machine of its rounds (`client/fence.rs`), which this client runs
 //! step by step (`sim/fenced.rs`).
 //!
-//! The front ends' own rules are called, not copied: the checks of a
-//! resource, a TTL and an extend (`client/mod.rs`, the limit on
-//! extensions included), what each round's decision means, its errors'
-//! kinds and the validity a lock keeps after each outcome (`Validity`,
-//! the table in [`Lock`](crate::Lock)'s docs: `client/rounds.rs`), a
-//! waiter's queue member, margin and entries ([`Wait`], `client/wait.rs`,
-//! and `rules::wait`), the fenced acquire (`client/fence.rs`). What is
-//! still mirrored here, because the front ends do it through their
-//! engine: the rounds' TTL and drift, the release after a failed acquire.
-//! A change there is made here too; the simulator's checkers hold
-//! whatever is here to the guarantees.
+//! The front ends' own rules are called, not copied: the machines of the
+//! plain calls (`crate::calls`: the checks of a resource, a TTL and an
+//! extend, the limit on extensions included; a round's set-up; what each
+//! round's decision means, its errors' kinds, the validity a lock keeps
+//! after each outcome, the table in [`Lock`](crate::Lock)'s docs; the
+//! release that follows a failed or dropped acquire), a waiter's queue
+//! member, margin and entries ([`Wait`], `client/wait.rs`, and
+//! `rules::wait`), the fenced acquire (`client/fence.rs`). This client
+//! only moves their commands and rounds through its [`Core`], so the
+//! simulator's checkers hold the front ends' own decisions to the
+//! guarantees.
 
 mod fenced;
 
@@ -35,14 +35,16 @@ use smallvec::SmallVec;
 
 pub use fenced::Fenced;
 
+use super::builder;
 use super::fence::FenceBook;
 use super::keeper::{extension, release_gone, standing};
-use super::rounds::{Validity, acquire_result, extend_result, release_result};
 pub use super::wait::Wait;
-use super::{builder, check_resource};
 use crate::Standing;
 use crate::TOKEN_LEN;
 use crate::addr::ServerAddr;
+use crate::calls::{
+    self, Acquire, Acquired, Claim, Extend, Holding, Limits, Release, Validity, check_resource,
+};
 use crate::commands::{self, Command, Keys, WakeChannel};
 use crate::driver::core::Core;
 use crate::error::Error;
@@ -89,7 +91,18 @@ impl Settings {
     /// The longest TTL the client accepts and keeps on the masters: the
     /// restart guard's or fencing's, as the builder has it.
     fn longest_ttl(&self) -> Option<Duration> {
-        self.restart_guard.or(self.fencing)
+        calls::longest_ttl(self.restart_guard, self.fencing)
+    }
+
+    /// What the calls' arguments are checked against, as the front end's
+    /// configuration has it.
+    fn limits(&self) -> Limits {
+        Limits {
+            request_timeout: self.request_timeout,
+            drift_factor: self.drift_factor,
+            longest_ttl: self.longest_ttl(),
+            max_extensions: self.max_extensions,
+        }
     }
 }
 
@@ -113,16 +126,8 @@ impl Names {
 
     /// Several resources, all or nothing, if the front end takes them.
     pub fn all(resources: &[&[u8]]) -> Result<Names, Error> {
-        if resources.is_empty() || resources.len() > commands::MAX_KEYS {
-            return Err(Error::InvalidResources {
-                count: resources.len(),
-            });
-        }
         let mut bytes = Vec::new();
-        for resource in resources {
-            check_resource(resource)?;
-            commands::pack_key(&mut bytes, resource);
-        }
+        calls::pack_names(resources.iter().copied(), &mut bytes)?;
         Ok(Names { bytes, many: true })
     }
 
@@ -156,6 +161,33 @@ impl Held {
     /// front ends apply it to a `Lock`.
     fn apply(&mut self, validity: Validity) {
         validity.apply(&mut self.valid_until, &mut self.extensions);
+    }
+
+    /// The lock the front end's machine won, as the simulator keeps it.
+    fn from_lock(lock: &super::Lock) -> Held {
+        let (bytes, many) = lock.keys().parts();
+        Held {
+            names: Names {
+                bytes: bytes.to_vec(),
+                many,
+            },
+            token: *lock.token(),
+            valid_until: lock.valid_until_here(),
+            extensions: lock.extensions(),
+            reach: lock.reach(),
+            fence: lock.fence(),
+        }
+    }
+
+    /// What an extend or a release of it reads.
+    fn holding(&self) -> Holding<'_> {
+        Holding {
+            keys: self.names.keys(),
+            token: &self.token,
+            valid_until: self.valid_until,
+            extensions: self.extensions,
+            reach: self.reach,
+        }
     }
 
     /// What it holds.
@@ -439,7 +471,7 @@ impl Client {
                 self.ready_attempt(wait);
                 self.submit(&wait.acquire(keys, token, ttl_ms), cap, now)
             }
-            None => self.submit(&Command::acquire(keys, token, ttl_ms), cap, now),
+            None => self.submit(&Acquire::new(keys, *token, ttl_ms).command(), cap, now),
         }
     }
 
@@ -470,50 +502,30 @@ impl Client {
             wait.entries.note(&round);
             rules::free_in(&round)
         });
-        if let Err(error) = acquire_result(decided(&round), || report(&round)) {
-            self.release_failed(names.keys(), token, &round, now);
-            return (Err(error), free_in.flatten());
+        let claim = Claim::new(names.keys(), token);
+        match claim.handle(&round, decided(&round), || report(&round)) {
+            Acquired::Won(lock) => (Ok(Held::from_lock(&lock)), free_in.flatten()),
+            Acquired::Lost { error, release } => {
+                self.core.queue(&release, now);
+                (Err(error), free_in.flatten())
+            }
         }
-        let held = Held {
-            names: names.clone(),
-            token: *token,
-            valid_until: round.valid_until(),
-            extensions: 0,
-            reach: round.reached(),
-            fence: None,
-        };
-        (Ok(held), free_in.flatten())
-    }
-
-    /// After a failed acquire of `keys` by `token`, whose round ended as
-    /// `round`: its release, queued on every master its command went out
-    /// to, also those that seemed to fail, without waiting.
-    fn release_failed(&mut self, keys: Keys<&[u8]>, token: &[u8], round: &Round, now: Instant) {
-        let release = Command::release(keys, token)
-            .with_script()
-            .reaching(round.reached());
-        self.core.queue(&release, now);
     }
 
     /// The caller of acquire round `id` of `names` by `token` is gone
     /// (a dropped future): its release follows it on every master, as
     /// the async front end does.
     pub fn drop_acquire(&mut self, id: u64, names: &Names, token: &[u8; TOKEN_LEN], now: Instant) {
-        let reach = self.core.round(id).map_or(u64::MAX, Round::reached);
-        let release = Command::release(names.keys(), token)
-            .with_script()
-            .reaching(reach);
+        let claim = Claim::new(names.keys(), token);
+        let release = claim.release(self.core.round(id));
         self.core.release_after(id, &release, now);
     }
 
     /// Starts an extend of `held` to `ttl`: its round's id, or the error
     /// the front end returns before sending anything.
     pub fn begin_extend(&mut self, held: &Held, ttl: Duration, now: Instant) -> Result<u64, Error> {
-        let ttl_ms = self.check_ttl(ttl)?;
-        let limit = self.settings.max_extensions;
-        super::extend_allowed(held.valid_until, held.extensions, limit, now)?;
-        let command = Command::extend(held.names.keys(), &held.token, ttl_ms);
-        self.submit(&command, None, now)
+        let call = Extend::new(&self.settings.limits(), held.holding(), ttl, now)?;
+        self.submit(&call.command(), None, now)
     }
 
     /// Ends the extend round `id` of `held`: its validity as the table in
@@ -522,8 +534,7 @@ impl Client {
         let Some(round) = self.take(id) else {
             return Err(self.busy());
         };
-        let result = extend_result(decided(&round), || report(&round));
-        let validity = Validity::after_extend(&result, round.started(), round.valid_until());
+        let (result, validity) = Extend::handle(&round, decided(&round), || report(&round));
         held.apply(validity);
         result
     }
@@ -553,7 +564,7 @@ impl Client {
 
     /// Starts the release of `held`: its round's id.
     pub fn begin_release(&mut self, held: &Held, now: Instant) -> Result<u64, Error> {
-        let command = Command::release(held.names.keys(), &held.token).reaching(held.reach);
+        let command = Release::new(held.holding()).command();
         self.submit(&command, None, now)
     }
 
@@ -563,8 +574,9 @@ impl Client {
         let Some(round) = self.take(id) else {
             return Err(self.busy());
         };
-        held.apply(Validity::after_release(round.started()));
-        release_result(decided(&round), || report(&round))
+        let (result, validity) = Release::handle(&round, decided(&round), || report(&round));
+        held.apply(validity);
+        result
     }
 
     /// The caller of extend round `id` of `held`, begun at `begun` with
@@ -585,7 +597,7 @@ impl Client {
     /// gone: the lock is expired, and the round goes on until every master
     /// has answered it, as the async front end has it.
     pub fn drop_release(&mut self, id: u64, held: &mut Held, begun: Instant) {
-        held.apply(Validity::after_release(begun));
+        held.apply(Release::begun(begun));
         self.core.orphan(id);
     }
 
@@ -594,8 +606,8 @@ impl Client {
     /// waiting for it, followed until every master has answered if a slot
     /// is free (returns whether one was), else only queued.
     pub fn drop_guard(&mut self, held: &mut Held, now: Instant) -> bool {
-        held.apply(Validity::after_release(now));
-        let release = Command::release(held.names.keys(), &held.token).reaching(held.reach);
+        held.apply(Release::begun(now));
+        let release = Release::new(held.holding()).command();
         self.core.release_orphan(&release, now)
     }
 
@@ -715,16 +727,8 @@ impl Client {
         now: Instant,
     ) {
         let s = self.settings;
-        let timeout = match cap {
-            Some(cap) => s.request_timeout.min(cap.saturating_duration_since(now)),
-            None => s.request_timeout,
-        };
-        let n = self.n;
-        let restart = |round: &mut Round, command: &Command<'_>, now: Instant| {
-            let ttl = Duration::from_millis(command.grant_ttl_ms().unwrap_or(0));
-            let drift = rules::drift(ttl, s.drift_factor);
-            round.restart(command.op(), n, ttl, drift, timeout, now);
-        };
+        let timeout = calls::timeout(s.request_timeout, cap, now);
+        let restart = calls::restarter(s.drift_factor, self.n, timeout);
         self.core.submit(commands, restart, ids, true, now);
     }
 
@@ -743,15 +747,14 @@ impl Client {
 
     /// The front ends' check of a TTL; the TTL in milliseconds.
     fn check_ttl(&self, ttl: Duration) -> Result<u64, Error> {
-        let s = &self.settings;
-        super::check_ttl_for(ttl, s.request_timeout, s.drift_factor, s.restart_guard)
+        self.settings.limits().ttl(ttl)
     }
 }
 
 /// The decision of a round taken out of the table, as the front ends read
-/// it: one still undecided found no quorum.
+/// it (no poller of its own fails it).
 fn decided(round: &Round) -> Result<Decision, std::io::ErrorKind> {
-    Ok(round.decision().unwrap_or(Decision::NoQuorum))
+    calls::decision(round, Ok(()))
 }
 
 fn report(round: &Round) -> Box<Report> {

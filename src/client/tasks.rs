@@ -31,9 +31,10 @@ use std::time::{Duration, Instant};
 use smallvec::SmallVec;
 
 use super::fence::FencedAcquire;
-use super::rounds::{Ends, Rounds, Spans, Validity, spans};
+use super::rounds::{Ends, Rounds, Spans, spans};
 use super::wait::Wait;
 use super::{Lock, Redlock, TOKEN_LEN};
+use crate::calls::{Acquire, Claim, Extend, Holding, Release, Validity, release_behind};
 use crate::commands::{Command, Keys};
 use crate::driver::{Engine, Polling};
 use crate::error::Error;
@@ -155,15 +156,13 @@ impl Drop for RoundsFuture<'_, '_> {
             let now = crate::clock::now();
             for (command, &id) in commands.iter().zip(ids.iter()) {
                 counters.abandoned(command.op());
-                if let Some(undo) = command.undo().filter(|_| release) {
+                let behind = release_behind(command, driver.round(id));
+                if let Some(undo) = behind.filter(|_| release) {
                     // Its slot passes to the release, queued behind it on
                     // every connection: it frees the key wherever the
                     // acquire set it, and is followed until every master
                     // has answered.
-                    let reach = driver
-                        .round(id)
-                        .map_or(u64::MAX, crate::rules::Round::reached);
-                    if driver.release_after(id, &undo.reaching(reach), now) {
+                    if driver.release_after(id, &undo, now) {
                         counters.drop_release();
                     }
                 } else if command.op() == Op::Release {
@@ -298,11 +297,39 @@ impl Drop for OnDrop<'_> {
     }
 }
 
-/// A lock's keys and token, copied out of it so that the future can hold
-/// the lock itself.
-fn copy_keys(lock: &Lock) -> (SmallVec<[u8; 128]>, bool, [u8; TOKEN_LEN]) {
-    let (resource, many) = lock.keys().parts();
-    (SmallVec::from_slice(resource), many, *lock.token())
+/// What an extend or a release reads of a lock, copied out of it so that
+/// the future can hold the lock itself.
+struct Copied {
+    resource: SmallVec<[u8; 128]>,
+    many: bool,
+    token: [u8; TOKEN_LEN],
+    valid_until: Instant,
+    extensions: u32,
+    reach: u64,
+}
+
+impl Copied {
+    fn of(lock: &Lock) -> Copied {
+        let (resource, many) = lock.keys().parts();
+        Copied {
+            resource: SmallVec::from_slice(resource),
+            many,
+            token: *lock.token(),
+            valid_until: lock.valid_until_here(),
+            extensions: lock.extensions(),
+            reach: lock.reach(),
+        }
+    }
+
+    fn holding(&self) -> Holding<'_> {
+        Holding {
+            keys: Keys::new(&self.resource, self.many),
+            token: &self.token,
+            valid_until: self.valid_until,
+            extensions: self.extensions,
+            reach: self.reach,
+        }
+    }
 }
 
 impl Redlock {
@@ -486,7 +513,7 @@ impl Redlock {
         let mut ends =
             RoundsFuture::new(self, std::slice::from_ref(&command), deadline, true).await;
         let end = self.first(&mut ends);
-        self.waited(keys, token, wait, end)
+        self.waited(Claim::new(keys, &token), wait, end)
     }
 
     /// [`extend`](Self::extend) as a future. Dropped with its round in
@@ -498,22 +525,19 @@ impl Redlock {
     ///
     /// As for [`extend`](Self::extend).
     pub async fn extend_async(&self, lock: &mut Lock, ttl: Duration) -> Result<(), Error> {
-        let ttl_ms = self.check_extend(lock, ttl)?;
-        let (resource, many, token) = copy_keys(lock);
-        let command = Command::extend(Keys::new(&resource, many), &token, ttl_ms);
-        let now = crate::clock::now();
+        let copied = Copied::of(lock);
+        let call = Extend::new(&self.limits(), copied.holding(), ttl, crate::clock::now())?;
+        let command = call.command();
         let mut guard = OnDrop {
             lock,
-            armed: Some(Validity::after_dropped_extend(
-                now,
-                ttl_ms,
-                self.config.drift_factor,
-            )),
+            armed: Some(call.dropped(crate::clock::now())),
         };
         let mut ends = RoundsFuture::new(self, std::slice::from_ref(&command), None, false).await;
         guard.armed = None;
         let end = self.first(&mut ends)?;
-        self.extended(guard.lock, &end)
+        let (result, validity) = self.extended(&end);
+        guard.lock.apply(validity);
+        result
     }
 
     /// [`unlock`](Self::unlock) as a future. Dropped with its round in
@@ -526,11 +550,11 @@ impl Redlock {
     ///
     /// As for [`unlock`](Self::unlock).
     pub async fn unlock_async(&self, lock: &mut Lock) -> Result<(), Error> {
-        let (resource, many, token) = copy_keys(lock);
-        let command = Command::release(Keys::new(&resource, many), &token).reaching(lock.reach());
+        let copied = Copied::of(lock);
+        let command = Release::new(copied.holding()).command();
         let mut guard = OnDrop {
             lock,
-            armed: Some(Validity::after_release(crate::clock::now())),
+            armed: Some(Release::begun(crate::clock::now())),
         };
         let mut ends = RoundsFuture::new(self, std::slice::from_ref(&command), None, false).await;
         guard.armed = None;
@@ -602,13 +626,12 @@ impl Redlock {
             // every plain acquire's future several times larger.
             return Box::pin(self.fenced_attempt_async(resource, ttl_ms, deadline)).await;
         }
-        let token = self.tokens().token();
-        let keys = Keys::One(resource);
-        let command = Command::acquire(keys, &token, ttl_ms);
+        let call = Acquire::new(Keys::One(resource), self.tokens().token(), ttl_ms);
+        let command = call.command();
         let mut ends =
             RoundsFuture::new(self, std::slice::from_ref(&command), deadline, true).await;
         let end = self.first(&mut ends)?;
-        self.acquired(keys, token, &end)
+        self.acquired(call.claim(), &end)
     }
 
     /// One fenced acquire attempt: the rounds of a [`FencedAcquire`] (the

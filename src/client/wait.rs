@@ -21,7 +21,8 @@ use smallvec::SmallVec;
 use super::builder::Config;
 use super::fence::FencedAcquire;
 use super::rounds::RoundEnd;
-use super::{Lock, Redlock, TOKEN_LEN};
+use super::{Lock, Redlock};
+use crate::calls::Claim;
 use crate::commands::{Command, Keys, WakeChannel};
 use crate::driver::Driver;
 use crate::error::Error;
@@ -264,7 +265,7 @@ impl Redlock {
         }
         let token = self.tokens().token();
         let end = self.round(&wait.acquire(keys, &token, ttl_ms), deadline);
-        self.waited(keys, token, wait, end)
+        self.waited(Claim::new(keys, &token), wait, end)
     }
 
     /// After a fenced attempt of an acquire that waits, its acquire round
@@ -298,13 +299,12 @@ impl Redlock {
         wait.entries.attempting();
     }
 
-    /// After an attempt of an acquire that waits, whose round ended with
-    /// `end`: the lock or the error, and when the keys that refused it
-    /// expire ([`rules::free_in`]).
+    /// After an attempt of an acquire that waits (of `claim`), whose round
+    /// ended with `end`: the lock or the error, and when the keys that
+    /// refused it expire ([`rules::free_in`]).
     pub(super) fn waited(
         &self,
-        keys: Keys<&[u8]>,
-        token: [u8; TOKEN_LEN],
+        claim: Claim<'_>,
         wait: &mut Wait,
         end: Result<RoundEnd, Error>,
     ) -> (Result<Lock, Error>, Option<Duration>) {
@@ -314,6 +314,6 @@ impl Redlock {
         };
         wait.entries.note(&end.round);
         let free_in = rules::free_in(&end.round);
-        (self.acquired(keys, token, &end), free_in)
+        (self.acquired(claim, &end), free_in)
     }
 }

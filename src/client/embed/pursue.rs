@@ -18,6 +18,7 @@ use smallvec::SmallVec;
 
 use super::super::wait::Wait;
 use super::{Base, Ticket};
+use crate::calls::Claim;
 use crate::client::{Lock, TOKEN_LEN};
 use crate::commands::{Command, Keys};
 use crate::driver::Driver;
@@ -227,7 +228,7 @@ impl Call {
             wait.entries.note(round);
         }
         let free_in = round.and_then(rules::free_in);
-        match base.acquired(self.keys(), token, round) {
+        match base.acquired(Claim::new(self.keys(), &token), round) {
             Ok(lock) => Stage::Done(Ok(lock)),
             Err(error) => self.failed(base, error, free_in, now),
         }

@@ -14,10 +14,10 @@ use smallvec::SmallVec;
 
 use super::{Client, Held, Names, Wait};
 use crate::TOKEN_LEN;
-use crate::client::Lock;
+use crate::calls::release_behind;
 use crate::client::fence::{FenceBook, FencedAcquire, Host};
 use crate::client::rounds::{Ends, RoundEnd};
-use crate::commands::{Command, Keys};
+use crate::commands::Command;
 use crate::error::Error;
 use crate::rules::{self, NodeState, Op, Reply, Report, Round};
 
@@ -163,7 +163,7 @@ impl Client {
             }
             _ => None,
         };
-        (result.map(held), free_in)
+        (result.map(|lock| Held::from_lock(&lock)), free_in)
     }
 
     /// The caller of `fenced` is gone during a step (a dropped future), at
@@ -177,10 +177,10 @@ impl Client {
             return;
         };
         for (command, &id) in next.commands.iter().zip(&fenced.ids) {
-            match command.undo().filter(|_| next.release_on_drop) {
-                Some(undo) => {
-                    let reach = self.core.round(id).map_or(u64::MAX, Round::reached);
-                    self.core.release_after(id, &undo.reaching(reach), now);
+            let behind = release_behind(command, self.core.round(id));
+            match behind.filter(|_| next.release_on_drop) {
+                Some(release) => {
+                    self.core.release_after(id, &release, now);
                 }
                 None => self.core.abandon(&[id]),
             }
@@ -258,22 +258,6 @@ impl Fenced {
     }
 }
 
-/// The lock a fenced acquire won, as the simulator keeps it.
-fn held(lock: Lock) -> Held {
-    let (bytes, many) = lock.keys().parts();
-    Held {
-        names: Names {
-            bytes: bytes.to_vec(),
-            many,
-        },
-        token: *lock.token(),
-        valid_until: lock.valid_until(),
-        extensions: 0,
-        reach: lock.reach(),
-        fence: lock.fence(),
-    }
-}
-
 /// The simulator's client as the machine's host, as the front ends'
 /// `Redlock` is: its token is the one the call was given, its clock the
 /// call's, and it counts nothing.
@@ -305,14 +289,8 @@ impl Host for &mut Client {
         Box::new(end.round.report())
     }
 
-    fn not_acquired(
-        &mut self,
-        keys: Keys<&[u8]>,
-        token: &[u8],
-        end: &RoundEnd,
-        error: Error,
-    ) -> Error {
-        self.release_failed(keys, token, &end.round, self.now);
+    fn not_acquired(&mut self, release: &Command<'_>, _end: &RoundEnd, error: Error) -> Error {
+        self.core.queue(release, self.now);
         error
     }
 

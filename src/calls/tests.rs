@@ -1,0 +1,41 @@
+//! Rounds as they ended, for the machines' tests: a fake clock, no socket.
+
+use std::time::Duration;
+
+use crate::rules::{self, NodeError, Op, Reply, Round};
+
+/// The TTL of the rounds made here.
+pub(super) const TTL: Duration = Duration::from_secs(10);
+
+/// What a master does in a round.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Does {
+    /// Does what was asked, at once.
+    Grants,
+    /// Refuses: held by another, or not held by the token.
+    Refuses,
+    /// Its connection fails.
+    Fails,
+    /// Has not answered when the round is read.
+    Silent,
+    /// Does what was asked, once the TTL has run out.
+    Late,
+}
+
+/// A round of `op` over one master per entry of `nodes`, each doing what
+/// it says.
+pub(super) fn ended(op: Op, nodes: &[Does]) -> Round {
+    let t0 = crate::clock::now();
+    let timeout = Duration::from_secs(1);
+    let mut round = Round::new(op, nodes.len(), TTL, rules::drift(TTL, 0.01), timeout, t0);
+    for (node, does) in nodes.iter().enumerate() {
+        match does {
+            Does::Grants => round.handle_reply(node, Reply::Ok, t0),
+            Does::Refuses => round.handle_reply(node, Reply::Refused, t0),
+            Does::Fails => round.handle_failure(node, NodeError::Closed, t0),
+            Does::Silent => {}
+            Does::Late => round.handle_reply(node, Reply::Ok, t0 + TTL),
+        }
+    }
+    round
+}
