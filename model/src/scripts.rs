@@ -1,4 +1,4 @@
-//! The library's scripts (`src/scripts.rs`) as steps on one master, each
+//! The library's scripts (`src/scripts/*.lua`) as steps on one master, each
 //! atomic as a Lua script is, with the reply already classified as
 //! `commands::classify` does. Only what the model can reach is kept: the
 //! `FOREIGNKEY` checks guard against values nobody writes here, and a
@@ -11,14 +11,14 @@ use crate::state::{Key, Master, Node, Request, Token, loss_id};
 /// checks them against the library's, so that a change of a script
 /// cannot go unnoticed here.
 pub const TRANSCRIBED: [(&str, &str); 5] = [
-    ("FENCED_ACQUIRE", "c565053341d28d86c5dd6777a2fd6a53ab23aac6"),
-    ("RAISE", "5e31fe373f41dba10fd9655b32f63c1d71097407"),
-    ("FENCE_READ", "85dbcb521bcf6946bbcbf7ee5711fca7f23c3755"),
-    ("FENCE_SYNC", "e7eb612d01abf6d2da6913abebdfb55835592cf6"),
+    ("FENCED_ACQUIRE", "7f84acac5b26e184c336769aa9854e54b1e3fae2"),
+    ("RAISE", "328c768f507503837cd5c88d2c1a52bd1053ba97"),
+    ("FENCE_READ", "16988b404aec70a4cbc08bd6a2442823aeb0d6a3"),
+    ("FENCE_SYNC", "d75dd8d749fdbefa6356c901b2a017531447e8c5"),
     // The compare-and-delete; the hand-off to a waiter that follows it
     // (queues and reservations) is not modelled: to the fence protocol a
     // reservation is a held key, one more refusal.
-    ("RELEASE", "89c567845b1b50f5306500cc27f4b258318b01cb"),
+    ("RELEASE", "935dd73380809bfd2cbff68d5d9685d9188ea615"),
 ];
 
 /// Where a script runs: the master (and its index), its `TIME` in
