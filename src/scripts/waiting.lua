@@ -91,10 +91,13 @@ local function enqueue(first, m, wait, blocks)
   for i = first, #KEYS do
     if blocks[i] then
       local q = queue(KEYS[i])
-      redis.pcall("zadd", q, "NX", p, m)
-      local t = redis.pcall("pttl", q)
-      if type(t) == "number" and t < keep then
-        redis.pcall("pexpire", q, keep)
+      -- A queue key of another type (not the crate's) refuses the ZADD,
+      -- and its expiry is not the crate's to change.
+      if type(redis.pcall("zadd", q, "NX", p, m)) == "number" then
+        local t = redis.pcall("pttl", q)
+        if type(t) == "number" and t < keep then
+          redis.pcall("pexpire", q, keep)
+        end
       end
     else
       leave(KEYS[i], m)

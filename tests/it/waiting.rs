@@ -921,3 +921,32 @@ fn a_waiter_for_several_resources_never_withholds_a_free_one() {
     // its own.
     assert_eq!(both.stats().attempts, 4);
 }
+
+/// A queue key that holds what the crate never writes there (another
+/// type) refuses the waiter, and its expiry is left as it was: the
+/// attempt is refused where the key is held, and nothing else changes.
+#[test]
+fn a_foreign_value_at_a_queue_key_keeps_its_expiry() {
+    let cluster = Cluster::start(3);
+    for i in 0..cluster.len() {
+        cluster.set(i, QUEUE, b"not a queue");
+    }
+    let holder = waiter(&cluster);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    let client = Redlock::builder(cluster.urls())
+        .request_timeout(Duration::from_secs(2))
+        .retry_count(1)
+        .build()
+        .expect("client");
+    assert!(matches!(
+        client.lock(RESOURCE, Duration::from_secs(30)),
+        Err(Error::Contended(_))
+    ));
+    for i in 0..cluster.len() {
+        assert_eq!(integer(&cluster.command(i, &[b"PTTL", QUEUE])), -1);
+        assert_eq!(cluster.get(i, QUEUE).as_deref(), Some(&b"not a queue"[..]));
+    }
+    holder.unlock(&mut held).expect("released");
+}
