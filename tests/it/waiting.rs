@@ -915,11 +915,11 @@ fn a_waiter_for_several_resources_never_withholds_a_free_one() {
     fourth.unlock(&mut x).expect("x released");
 
     third.unlock(&mut y).expect("y released");
+    // Served, and only ever told to try: its retry delay and the keys'
+    // TTLs outlast the test. (How many times it was told depends on the
+    // order in which each master saw the releases and its attempts.)
     let lock = waiting.join().expect("thread").expect("served");
     assert_eq!(lock.resources().count(), 2);
-    // Refused, then told at each of the three hand-overs: no attempt of
-    // its own.
-    assert_eq!(both.stats().attempts, 4);
 }
 
 /// A queue key that holds what the crate never writes there (another
