@@ -860,6 +860,7 @@ fn lockers_with_slow_clocks_go_ahead_of_a_waiter_by_a_second_at_most() {
 
 /// A client that waits for several resources, told at every hand-over:
 /// enough attempts for each of them, and no retry delay to fall back on.
+/// Its reservation window is four request timeouts, 8 s.
 fn waiter_for_several(cluster: &Cluster) -> Redlock {
     Redlock::builder(cluster.urls())
         .request_timeout(Duration::from_secs(2))
@@ -870,15 +871,18 @@ fn waiter_for_several(cluster: &Cluster) -> Redlock {
         .expect("client")
 }
 
+/// Whether `resource`'s key is missing on a majority of the masters.
+fn free_on_a_quorum(cluster: &Cluster, resource: &[u8]) -> bool {
+    let free = (0..cluster.len())
+        .filter(|&i| cluster.get(i, resource).is_none())
+        .count();
+    free > cluster.len() / 2
+}
+
 /// A caller that waits for several resources never keeps a free one from
 /// others: it is queued only where a key is held, and a key handed to it
 /// while another of its keys is held goes on to whoever comes. It is
 /// served once all its keys are free at once, told each time.
-///
-/// (A release that reaches a master after the waiter's attempt there
-/// reserves the key on that master for the waiter's window: a minority,
-/// as the waiter attempts once a quorum told it, so the others still win
-/// the key on a quorum at their first try.)
 #[test]
 fn a_waiter_for_several_resources_never_withholds_a_free_one() {
     let cluster = Cluster::start(3);
@@ -899,16 +903,25 @@ fn a_waiter_for_several_resources_never_withholds_a_free_one() {
     assert_eq!(second.stats().attempts, 1, "x was not kept for the waiter");
 
     // `y` is handed to the waiter while `x` is held: once its attempt has
-    // queued it for `x`, `y` is free for others.
+    // run on every master (queued for `x`, held everywhere), `y` is free on
+    // a quorum. (A release that reaches a master after the waiter's
+    // attempt there reserves the key on that master for the waiter: a
+    // minority, as the waiter attempts once a quorum told it.)
     holder.unlock(&mut y).expect("y released");
     assert!(eventually(PATIENCE, || queued_on(&cluster, b"x", 1) == 3));
+    assert!(free_on_a_quorum(&cluster, b"y"), "y was not kept");
     let third = waiter(&cluster);
     let mut y = third.lock_until(b"y", ttl, deadline).expect("y taken");
     assert_eq!(third.stats().attempts, 1, "y was not kept for the waiter");
 
-    // The same with `x` handed over while `y` is held.
+    // The same with `x` handed over while `y` is held on a quorum. Where
+    // the waiter found both keys free for it, its attempt took them and
+    // its failure's release frees them: `x` is free on a quorum well
+    // within the waiter's window, which would free a key kept for it.
     second.unlock(&mut x).expect("x released");
-    assert!(eventually(PATIENCE, || queued_on(&cluster, b"y", 1) == 3));
+    assert!(eventually(Duration::from_secs(4), || {
+        queued_on(&cluster, b"y", 1) >= 2 && free_on_a_quorum(&cluster, b"x")
+    }));
     let fourth = waiter(&cluster);
     let mut x = fourth.lock_until(b"x", ttl, deadline).expect("x taken");
     assert_eq!(fourth.stats().attempts, 1, "x was not kept for the waiter");
