@@ -120,6 +120,8 @@ mod canon;
 mod client;
 mod log;
 mod reduce;
+#[cfg(test)]
+mod tie;
 mod trace;
 
 pub use config::{ClockStart, Config, Order, StartRule};
