@@ -192,7 +192,7 @@ fn client(h: &mut Fingerprint, c: &Client, r: &Renaming) {
     let (phase, value) = match c.phase {
         Phase::Idle => (0, 0),
         Phase::Read => (1, 0),
-        Phase::Sync => (2, 0),
+        Phase::Sync { start } => (2, u64::from(start)),
         Phase::Acquire => (3, 0),
         Phase::Raise { fence, valid_until } => {
             h.mix(u64::from(valid_until));

@@ -244,12 +244,15 @@ pub(crate) fn handle(
             }
             None
         }
-        Phase::Sync => {
+        Phase::Sync { start } => {
             let book = &mut state.clients[c].book;
             for (node, s) in round.nodes.iter().enumerate() {
                 if matches!(s, Node::Ok(_)) {
                     book.lost[node] = None;
                 }
+            }
+            if start && round.count(|s| matches!(s, Node::Ok(_))) >= Q {
+                book.last_read = Some(now);
             }
             acquire(state, c, config, log);
             None
@@ -272,7 +275,12 @@ pub(crate) fn handle(
                     released: false,
                 })
             } else {
-                fail(state, c, "raise", log);
+                let why = if decision == Decision::Quorum {
+                    "raise too late"
+                } else {
+                    "raise without a quorum"
+                };
+                fail(state, c, why, log);
                 None
             }
         }
@@ -294,8 +302,13 @@ fn plan_sync(
     let now = state.now;
     let book = &mut state.clients[c].book;
     book.note(read, now);
-    book.last_read = Some(now);
-    let Some((value, start)) = sync_value(read, pick, config.clock_start) else {
+    let plan = sync_value(read, pick, config.clock_start);
+    if book.last_read.is_some() || matches!(plan, Some((_, false))) {
+        // Until a read finds a quorum in sync (or a start reaches a
+        // quorum), every attempt reads first.
+        book.last_read = Some(now);
+    }
+    let Some((value, start)) = plan else {
         return false;
     };
     if start {
@@ -325,7 +338,7 @@ fn plan_sync(
     }
     ids.sort_unstable();
     let client = &mut state.clients[c];
-    client.phase = Phase::Sync;
+    client.phase = Phase::Sync { start };
     client.round = Some(Round::new(Op::Sync, now));
     log.note(|| {
         let mode = if start { "start" } else { "repair" };

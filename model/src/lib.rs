@@ -30,8 +30,8 @@
 //!   `redlock-mio:fence-lost`, and a wall clock: the true time plus the
 //!   master's offset (by default master 0 runs an hour fast), which may
 //!   step. A master runs one request at a time, atomically, as Redis runs
-//!   a script ([`scripts`] transcribes the library's; a test checks their
-//!   SHA-1s against the library's). A master may lose its data a bounded
+//!   a script ([`scripts`] transcribes the library's). A master may lose
+//!   its data a bounded
 //!   number of times: key, counter and loss id are gone; the requests
 //!   queued on it stay, and run on the empty master, as after a `FLUSHALL`
 //!   (a restart fails them instead, which a connection reset, when
@@ -64,6 +64,32 @@
 //!   two readings of one clock differ by more than every fenced
 //!   acquisition a run can make: the documented clock assumption of a
 //!   start from the clocks, which only a step back breaks.
+//!
+//! # What ties the model to the library
+//!
+//! The model's client and scripts are transcriptions, so two tests
+//! (`src/tie/`, in the CI form) run the library's own code beside them on
+//! the same inputs and fail where they differ:
+//!
+//! - the client: the library's fenced acquire machine (`FencedAcquire`
+//!   and `FenceBook`, driven through `redlock_mio::sim::FenceMachine`, the
+//!   rounds' decisions those of `rules::Round`) and the model's client take
+//!   the same seeded sequences of round outcomes (50 000 cases of up to
+//!   four attempts: counts, losses with their ids and clocks, grants,
+//!   refusals, failures, at given ticks) and must agree at every step on
+//!   the round's decision, the next round (read, sync with its value, mode
+//!   and loss ids, acquire, raise to its fence), the outcome (the fence and
+//!   its validity, or why the attempt failed), the fence book and the
+//!   releases sent; targeted cases pin the confirmed start and the start
+//!   from the largest clock;
+//! - the scripts: seeded walks over one master run the library's Lua
+//!   scripts on a real `redis-server` (started by the test on a free
+//!   loopback port) and the model's [`scripts`] on the model's master, and
+//!   compare replies, lock key, counter and loss id after every step.
+//!
+//! Where the library keeps what the model abstracts away (below), the tests
+//! keep to the model's inputs: single-key locks, rounds that always start,
+//! no deadlines but the time-outs given, clocks below 2^53.
 //!
 //! # What the model abstracts away
 //!
@@ -120,6 +146,8 @@ mod canon;
 mod client;
 mod log;
 mod reduce;
+#[cfg(test)]
+mod tie;
 mod trace;
 
 pub use config::{ClockStart, Config, Order, StartRule};

@@ -189,7 +189,11 @@ pub enum Phase {
     /// Reading every counter.
     Read,
     /// Putting masters back in sync.
-    Sync,
+    Sync {
+        /// Whether the sync starts the counters from the clocks (a start
+        /// that reaches a quorum counts as the client's last read).
+        start: bool,
+    },
     /// Acquiring the lock.
     Acquire,
     /// Raising the counters to `fence`; the lock is valid until

@@ -168,18 +168,3 @@ fn the_reduction_agrees_with_the_full_search() {
     assert_eq!(steps(&cut), steps(&full));
     holds(&run(&reduced(ClockStart::Largest)), DEPTH, 50_000);
 }
-
-/// The model transcribes the library's scripts as they are: a change of
-/// a script shows here first, and the model must follow it.
-#[test]
-fn the_scripts_are_the_librarys() {
-    use redlock_mio::scripts;
-    let library = [
-        ("FENCED_ACQUIRE", scripts::FENCED_ACQUIRE_SHA1),
-        ("RAISE", scripts::RAISE_SHA1),
-        ("FENCE_READ", scripts::FENCE_READ_SHA1),
-        ("FENCE_SYNC", scripts::FENCE_SYNC_SHA1),
-        ("RELEASE", scripts::RELEASE_SHA1),
-    ];
-    assert_eq!(redlock_mio_model::scripts::TRANSCRIBED, library);
-}

@@ -51,6 +51,20 @@ impl FenceBook {
         }
     }
 
+    /// Per master, the loss id it reported and when this client first saw
+    /// it: what the simulator's `FenceMachine` shows of the book, for the
+    /// model check to compare.
+    #[cfg(feature = "sim")]
+    pub(crate) fn losses(&self) -> &[Option<(u64, Instant)>] {
+        &self.lost
+    }
+
+    /// When the counters were last read (see [`losses`](Self::losses)).
+    #[cfg(feature = "sim")]
+    pub(crate) fn last_read(&self) -> Option<Instant> {
+        self.last_read
+    }
+
     /// Master `node` reported its counter missing, the loss named `id`.
     fn saw_lost(&mut self, node: usize, id: u64, now: Instant) {
         if id == 0 {

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-pub use fenced::Fenced;
+pub use fenced::{FenceMachine, Fenced};
 
 use super::builder;
 use super::fence::FenceBook;
