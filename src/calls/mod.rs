@@ -25,7 +25,9 @@ use crate::commands::{Command, Keys, TOKEN_LEN};
 use crate::rules::{self, Decision, Round};
 
 pub(crate) use acquire::{Acquire, Acquired, Claim, release_behind};
-pub(crate) use checks::{Limits, check_resource, longest_ttl, pack_names};
+#[cfg(feature = "sim")]
+pub(crate) use checks::pack_names;
+pub(crate) use checks::{Limits, check_resource, longest_ttl};
 pub(crate) use errors::{acquire_refused, unknown};
 pub(crate) use extend::Extend;
 pub(crate) use release::Release;
