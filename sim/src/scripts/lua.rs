@@ -1,0 +1,406 @@
+//! A master's Lua state: Lua 5.1, as Redis and Valkey embed it, with the
+//! `redis` table and the sandbox Redis 7 gives a script, and the
+//! conversions between Redis replies and Lua values that Redis 7 makes
+//! for a script in RESP2.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use mlua::{Function, LuaOptions, MultiValue, StdLib, Table, Value};
+use redlock_mio::scripts::Script;
+
+use super::faults;
+use crate::HandoffFault;
+use crate::commands::execute_in_script;
+use crate::keyspace::Now;
+use crate::numbers::format_g;
+use crate::reply::Reply;
+use crate::server::{Server, Session};
+
+/// What the master sets up in a new state (`redis.call`, `redis.pcall`,
+/// the sandbox).
+const SETUP: &str = include_str!("redis.lua");
+
+/// The name scripts are compiled under, as Redis names them: errors read
+/// `user_script:<line>: ...`.
+const CHUNK: &str = "@user_script";
+
+/// A master's Lua state, made at its first script and kept until the
+/// master goes (a restart makes a new one), as Redis keeps one per
+/// process. A clone starts without one: a state holds nothing a script
+/// left (scripts set no globals), only what any state rebuilds.
+#[derive(Default)]
+pub(crate) struct Interpreter {
+    state: Option<State>,
+}
+
+impl Clone for Interpreter {
+    fn clone(&self) -> Interpreter {
+        Interpreter::default()
+    }
+}
+
+impl fmt::Debug for Interpreter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let compiled = self.state.as_ref().map_or(0, |s| s.compiled.len());
+        f.debug_struct("Interpreter")
+            .field("compiled", &compiled)
+            .finish()
+    }
+}
+
+/// A live Lua state and what the master keeps of it.
+struct State {
+    lua: mlua::Lua,
+    /// `bridge.run`, set for each run, is what `redis.call` and
+    /// `redis.pcall` call (see `redis.lua`).
+    bridge: Table,
+    /// Lua's own `xpcall`, taken before a script can reach it.
+    xpcall: Function,
+    /// Turns what a script raised into the error table Redis builds: the
+    /// message and the script's line where it was raised.
+    handler: Function,
+    /// Each script compiled once, by its SHA-1.
+    compiled: BTreeMap<&'static str, Function>,
+}
+
+impl Interpreter {
+    /// Compiles `script` if this state has not, as `SCRIPT LOAD` and the
+    /// first `EVAL` do, with the master's deliberate fault patched in.
+    pub(crate) fn load(
+        &mut self,
+        script: Script,
+        fault: Option<HandoffFault>,
+    ) -> Result<(), Reply> {
+        self.function(script, fault).map(drop)
+    }
+
+    /// Runs `script` with `keys` and `argv` on the server, at the clock
+    /// of its start, for the connection of `session`: its reply.
+    pub(crate) fn run(
+        &mut self,
+        server: &mut Server,
+        session: &Session,
+        now: Now,
+        script: Script,
+        (keys, argv): (&[Vec<u8>], &[Vec<u8>]),
+    ) -> Reply {
+        let function = match self.function(script, server.handoff_fault) {
+            Ok(function) => function,
+            Err(reply) => return reply,
+        };
+        let Some(state) = &self.state else {
+            return lua_failed(mlua::Error::runtime("no Lua state"));
+        };
+        // The script's commands run on a client of its own, which starts
+        // on the caller's database: a `SELECT` in the script stays there.
+        let mut own = session.clone();
+        state
+            .call(function, server, &mut own, now, (keys, argv), script.sha1())
+            .unwrap_or_else(lua_failed)
+    }
+
+    /// The compiled `script`, compiling it (and making the state) if this
+    /// is its first run here.
+    fn function(&mut self, script: Script, fault: Option<HandoffFault>) -> Result<Function, Reply> {
+        let state = match &mut self.state {
+            Some(state) => state,
+            empty => empty.insert(State::new().map_err(lua_failed)?),
+        };
+        let sha = script.sha1();
+        if let Some(function) = state.compiled.get(sha) {
+            return Ok(function.clone());
+        }
+        let text = match fault {
+            Some(fault) => faults::patch(script.text(), fault),
+            None => script.text().to_owned(),
+        };
+        let function = state
+            .lua
+            .load(text)
+            .set_name(CHUNK)
+            .into_function()
+            .map_err(|e| Reply::error(format!("ERR Error compiling script (new function): {e}")))?;
+        state.compiled.insert(sha, function.clone());
+        Ok(function)
+    }
+}
+
+impl State {
+    /// A new state: the libraries Redis loads that the model has (base,
+    /// table, string, math, coroutine; not `bit`, `cjson`, `struct`,
+    /// `cmsgpack`), the `redis` table, the sandbox.
+    fn new() -> mlua::Result<State> {
+        // Lua 5.1's base library holds `coroutine`.
+        let libs = StdLib::TABLE | StdLib::STRING | StdLib::MATH;
+        let lua = mlua::Lua::new_with(libs, LuaOptions::new())?;
+        let globals = lua.globals();
+        let xpcall: Function = globals.get("xpcall")?;
+        let redis = lua.create_table()?;
+        redis.set("error_reply", lua.create_function(error_reply)?)?;
+        redis.set("status_reply", lua.create_function(status_reply)?)?;
+        globals.set("redis", redis)?;
+        let bridge: Table = lua.load(SETUP).set_name("=redis").eval()?;
+        let handler = lua.create_function(raised)?;
+        Ok(State {
+            lua,
+            bridge,
+            xpcall,
+            handler,
+            compiled: BTreeMap::new(),
+        })
+    }
+
+    /// Runs `function` as the script of SHA-1 `sha`, its `redis.call`s on
+    /// `server` through `session`.
+    fn call(
+        &self,
+        function: Function,
+        server: &mut Server,
+        session: &mut Session,
+        now: Now,
+        (keys, argv): (&[Vec<u8>], &[Vec<u8>]),
+        sha: &str,
+    ) -> mlua::Result<Reply> {
+        let lua = &self.lua;
+        let globals = lua.globals();
+        globals.raw_set("KEYS", lua.create_sequence_from(strings(lua, keys)?)?)?;
+        globals.raw_set("ARGV", lua.create_sequence_from(strings(lua, argv)?)?)?;
+        lua.scope(|scope| {
+            let run = scope.create_function_mut(|lua, args: MultiValue| {
+                let reply = match words(args) {
+                    Ok(words) => execute_in_script(server, session, &words, now),
+                    Err(reply) => reply,
+                };
+                to_lua(lua, reply)
+            })?;
+            self.bridge.raw_set("run", run)?;
+            let (ok, value): (bool, Value) = self.xpcall.call((function, self.handler.clone()))?;
+            self.bridge.raw_set("run", Value::Nil)?;
+            Ok(if ok {
+                to_reply(value)
+            } else {
+                error_reply_of(&value, sha)
+            })
+        })
+    }
+}
+
+/// Lua strings of `items`, byte for byte.
+fn strings(lua: &mlua::Lua, items: &[Vec<u8>]) -> mlua::Result<Vec<mlua::String>> {
+    items.iter().map(|item| lua.create_string(item)).collect()
+}
+
+/// The words of a command a script calls, as Redis 7 makes them: strings
+/// byte for byte, numbers printed `%.17g` (`1500`, `0.10000000000000001`),
+/// anything else an error reply.
+fn words(args: MultiValue) -> Result<Vec<Vec<u8>>, Reply> {
+    if args.is_empty() {
+        return Err(Reply::error(
+            "ERR Please specify at least one argument for this redis lib call",
+        ));
+    }
+    args.into_iter()
+        .map(|arg| match arg {
+            Value::String(s) => Ok(s.as_bytes().to_vec()),
+            Value::Integer(n) => Ok(format_g(n as f64, 17).into_bytes()),
+            Value::Number(x) => Ok(format_g(x, 17).into_bytes()),
+            _ => Err(Reply::error(
+                "ERR Lua redis lib command arguments must be strings or integers",
+            )),
+        })
+        .collect()
+}
+
+/// A reply as a script sees it (Redis 7, RESP2): an integer a number, a
+/// bulk string a string, a null `false`, an array a table, a status
+/// `{ok = ...}`, an error `{err = ...}`. The other RESP3 kinds come as
+/// RESP2 writes them: a double a string, a map a flat array.
+fn to_lua(lua: &mlua::Lua, reply: Reply) -> mlua::Result<Value> {
+    Ok(match reply {
+        Reply::Simple(text) => {
+            let table = lua.create_table()?;
+            table.raw_set("ok", text.as_ref())?;
+            Value::Table(table)
+        }
+        Reply::Error(text) => {
+            let table = lua.create_table()?;
+            table.raw_set("err", lua.create_string(error_text(&text))?)?;
+            Value::Table(table)
+        }
+        Reply::Integer(n) => Value::Number(n as f64),
+        Reply::Bulk(bytes) | Reply::Verbatim(bytes) => Value::String(lua.create_string(bytes)?),
+        Reply::Double(x) => Value::String(lua.create_string(format_g(x, 17))?),
+        Reply::Null => Value::Boolean(false),
+        Reply::Array(items) | Reply::Push(items) | Reply::Frames(items) => sequence(lua, items)?,
+        Reply::Map(pairs) => sequence(lua, pairs.into_iter().flat_map(|(k, v)| [k, v]))?,
+    })
+}
+
+/// A Lua array of `items`, each converted.
+fn sequence(lua: &mlua::Lua, items: impl IntoIterator<Item = Reply>) -> mlua::Result<Value> {
+    let values = items
+        .into_iter()
+        .map(|item| to_lua(lua, item))
+        .collect::<mlua::Result<Vec<Value>>>()?;
+    Ok(Value::Table(lua.create_sequence_from(values)?))
+}
+
+/// What a script returns, as a reply (Redis 7): a number its integer
+/// part, a string a bulk string, `true` 1, `false` and `nil` a null, a
+/// table with `err` an error, with `ok` a status, any other an array up
+/// to its first `nil`.
+fn to_reply(value: Value) -> Reply {
+    match value {
+        Value::Boolean(true) => Reply::Integer(1),
+        Value::Integer(n) => Reply::Integer(n),
+        Value::Number(x) => Reply::Integer(truncated(x)),
+        Value::String(s) => Reply::Bulk(s.as_bytes().to_vec()),
+        Value::Table(table) => {
+            if let Ok(Value::String(err)) = table.raw_get("err") {
+                return Reply::Error(err.as_bytes().to_vec());
+            }
+            if let Ok(Value::String(ok)) = table.raw_get("ok") {
+                let ok = String::from_utf8_lossy(&ok.as_bytes()).into_owned();
+                return Reply::Simple(ok.into());
+            }
+            let mut items = Vec::new();
+            for i in 1.. {
+                match table.raw_get(i) {
+                    Ok(Value::Nil) | Err(_) => break,
+                    Ok(item) => items.push(to_reply(item)),
+                }
+            }
+            Reply::Array(items)
+        }
+        _ => Reply::Null,
+    }
+}
+
+/// A Lua number as Redis casts it to a C `long long` on x86-64: toward
+/// zero, and the one value x86 gives for what does not fit (a NaN,
+/// `1e30`).
+fn truncated(x: f64) -> i64 {
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0; // 2^63
+    if x.is_nan() || !(-LIMIT..LIMIT).contains(&x) {
+        i64::MIN
+    } else {
+        x as i64
+    }
+}
+
+/// The reply to a script that raised `value` (the handler's table):
+/// Redis 7's `<error> script: <sha>, on @user_script:<line>.`
+fn error_reply_of(value: &Value, sha: &str) -> Reply {
+    let Value::Table(table) = value else {
+        return Reply::error("ERR unknown error");
+    };
+    let Ok(Value::String(err)) = table.raw_get("err") else {
+        return Reply::error("ERR unknown error");
+    };
+    let mut message = err.as_bytes().to_vec();
+    if let Ok(Some(line)) = table.raw_get::<Option<i64>>("line") {
+        message.extend_from_slice(format!(" script: {sha}, on {CHUNK}:{line}.").as_bytes());
+    }
+    Reply::Error(message)
+}
+
+/// The error handler of a run: what a script raised as the table Redis
+/// builds, `{err = ..., line = ...}` (a string `ERR <message>`, a
+/// `redis.call` error table as it is), the line that of the script's
+/// innermost frame.
+fn raised(lua: &mlua::Lua, value: Value) -> mlua::Result<Table> {
+    let table = match value {
+        Value::Table(table) if matches!(table.raw_get("err"), Ok(Value::String(_))) => table,
+        other => {
+            let text = match other {
+                Value::String(s) => s.as_bytes().to_vec(),
+                Value::Integer(n) => format_g(n as f64, 14).into_bytes(),
+                Value::Number(x) => format_g(x, 14).into_bytes(),
+                Value::Error(e) => e.to_string().into_bytes(),
+                _ => b"unknown error".to_vec(),
+            };
+            let table = lua.create_table()?;
+            table.raw_set("err", lua.create_string([&b"ERR "[..], &text].concat())?)?;
+            table
+        }
+    };
+    if let Some(line) = script_line(lua) {
+        table.raw_set("line", line)?;
+    }
+    Ok(table)
+}
+
+/// The current line of the innermost frame of the script on the stack
+/// (past the C functions and `redis.call` between it and the error).
+fn script_line(lua: &mlua::Lua) -> Option<i64> {
+    (1..64)
+        .map_while(|level| {
+            lua.inspect_stack(level, |frame| {
+                let source = frame.source();
+                (source.source.as_deref() == Some(CHUNK)).then(|| frame.current_line())
+            })
+        })
+        .flatten()
+        .next()
+        .flatten()
+        .and_then(|line| i64::try_from(line).ok())
+}
+
+/// `redis.error_reply(text)`: `{err = ...}`, the text read as Redis 7
+/// reads it (a leading `-` dropped, see [`error_text`]).
+fn error_reply(lua: &mlua::Lua, text: mlua::String) -> mlua::Result<Table> {
+    let table = lua.create_table()?;
+    let text = text.as_bytes();
+    let text = text.strip_prefix(b"-").unwrap_or(&text);
+    table.raw_set("err", lua.create_string(error_text(text))?)?;
+    Ok(table)
+}
+
+/// `redis.status_reply(text)`: `{ok = text}`.
+fn status_reply(lua: &mlua::Lua, text: mlua::String) -> mlua::Result<Table> {
+    let table = lua.create_table()?;
+    table.raw_set("ok", text)?;
+    Ok(table)
+}
+
+/// An error's text (after its `-`) as Redis 7 keeps it in a Lua error
+/// table: `CODE msg` as it is, a text without a space given the code
+/// `ERR`, no trailing newline.
+fn error_text(text: &[u8]) -> Vec<u8> {
+    let (code, message) = match text.iter().position(|&b| b == b' ') {
+        Some(space) => (&text[..space], &text[space + 1..]),
+        None => (&b"ERR"[..], text),
+    };
+    let end = message
+        .iter()
+        .rposition(|&b| b != b'\r' && b != b'\n')
+        .map_or(0, |last| last + 1);
+    [code, b" ", &message[..end]].concat()
+}
+
+/// The reply to a failure of the Lua machinery itself (a state that
+/// cannot be made, memory): never a script's doing.
+fn lua_failed(error: mlua::Error) -> Reply {
+    Reply::error(format!("ERR the model's Lua failed: {error}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{error_text, truncated};
+
+    #[test]
+    fn error_texts_take_a_code_as_redis_does() {
+        assert_eq!(error_text(b"FOREIGNKEY k"), b"FOREIGNKEY k");
+        assert_eq!(error_text(b"boom"), b"ERR boom");
+        assert_eq!(error_text(b"ERR no\r\n"), b"ERR no");
+    }
+
+    #[test]
+    fn numbers_truncate_toward_zero() {
+        assert_eq!(truncated(3.99), 3);
+        assert_eq!(truncated(-3.99), -3);
+        assert_eq!(truncated(1e30), i64::MIN);
+        assert_eq!(truncated(f64::NAN), i64::MIN);
+    }
+}
