@@ -5,8 +5,9 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::{Mutex, PoisonError};
 
-use mlua::{Function, LuaOptions, MultiValue, StdLib, Table, Value};
+use mlua::{ChunkMode, Function, LuaOptions, MultiValue, StdLib, Table, Value};
 use redlock_mio::scripts::Script;
 
 use super::faults;
@@ -24,6 +25,16 @@ const SETUP: &str = include_str!("redis.lua");
 /// The name scripts are compiled under, as Redis names them: errors read
 /// `user_script:<line>: ...`.
 const CHUNK: &str = "@user_script";
+
+/// Each script's bytecode (by SHA-1 and the fault patched in), compiled
+/// from its text once per process and loaded by every state after: a
+/// simulation makes a state for every master of every seed, and parsing
+/// the texts again for each costs more than loading what Lua compiled.
+static BYTECODE: Mutex<Vec<Bytecode>> = Mutex::new(Vec::new());
+
+/// A script's SHA-1, the fault patched into its text, and what Lua
+/// compiled of it.
+type Bytecode = (&'static str, Option<HandoffFault>, Vec<u8>);
 
 /// A master's Lua state, made at its first script and kept until the
 /// master goes (a restart makes a new one), as Redis keeps one per
@@ -111,19 +122,41 @@ impl Interpreter {
         if let Some(function) = state.compiled.get(sha) {
             return Ok(function.clone());
         }
-        let text = match fault {
-            Some(fault) => faults::patch(script.text(), fault),
-            None => script.text().to_owned(),
-        };
-        let function = state
-            .lua
-            .load(text)
-            .set_name(CHUNK)
-            .into_function()
-            .map_err(|e| Reply::error(format!("ERR Error compiling script (new function): {e}")))?;
+        let function = compile(&state.lua, script, fault)?;
         state.compiled.insert(sha, function.clone());
         Ok(function)
     }
+}
+
+/// `script`, with `fault` patched in, compiled in `lua`: from the
+/// bytecode another state compiled, or from its text.
+fn compile(
+    lua: &mlua::Lua,
+    script: Script,
+    fault: Option<HandoffFault>,
+) -> Result<Function, Reply> {
+    let sha = script.sha1();
+    let mut cache = BYTECODE.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, _, bytecode)) = cache.iter().find(|(s, f, _)| *s == sha && *f == fault) {
+        return lua
+            .load(bytecode.as_slice())
+            .set_mode(ChunkMode::Binary)
+            .into_function()
+            .map_err(lua_failed);
+    }
+    let text = match fault {
+        Some(fault) => faults::patch(script.text(), fault),
+        None => script.text().to_owned(),
+    };
+    let function = lua
+        .load(text)
+        .set_name(CHUNK)
+        .set_mode(ChunkMode::Text)
+        .into_function()
+        .map_err(|e| Reply::error(format!("ERR Error compiling script (new function): {e}")))?;
+    // Kept whole (not stripped): the lines name where an error was raised.
+    cache.push((sha, fault, function.dump(false)));
+    Ok(function)
 }
 
 impl State {
@@ -164,8 +197,8 @@ impl State {
     ) -> mlua::Result<Reply> {
         let lua = &self.lua;
         let globals = lua.globals();
-        globals.raw_set("KEYS", lua.create_sequence_from(strings(lua, keys)?)?)?;
-        globals.raw_set("ARGV", lua.create_sequence_from(strings(lua, argv)?)?)?;
+        globals.raw_set("KEYS", strings(lua, keys)?)?;
+        globals.raw_set("ARGV", strings(lua, argv)?)?;
         lua.scope(|scope| {
             let run = scope.create_function_mut(|lua, args: MultiValue| {
                 let reply = match words(args) {
@@ -186,9 +219,13 @@ impl State {
     }
 }
 
-/// Lua strings of `items`, byte for byte.
-fn strings(lua: &mlua::Lua, items: &[Vec<u8>]) -> mlua::Result<Vec<mlua::String>> {
-    items.iter().map(|item| lua.create_string(item)).collect()
+/// A Lua array of the strings `items`, byte for byte.
+fn strings(lua: &mlua::Lua, items: &[Vec<u8>]) -> mlua::Result<Table> {
+    let table = lua.create_table_with_capacity(items.len(), 0)?;
+    for (i, item) in items.iter().enumerate() {
+        table.raw_set(i + 1, lua.create_string(item)?)?;
+    }
+    Ok(table)
 }
 
 /// The words of a command a script calls, as Redis 7 makes them: strings
@@ -200,16 +237,24 @@ fn words(args: MultiValue) -> Result<Vec<Vec<u8>>, Reply> {
             "ERR Please specify at least one argument for this redis lib call",
         ));
     }
-    args.into_iter()
-        .map(|arg| match arg {
-            Value::String(s) => Ok(s.as_bytes().to_vec()),
-            Value::Integer(n) => Ok(format_g(n as f64, 17).into_bytes()),
-            Value::Number(x) => Ok(format_g(x, 17).into_bytes()),
-            _ => Err(Reply::error(
-                "ERR Lua redis lib command arguments must be strings or integers",
-            )),
-        })
-        .collect()
+    let mut words = Vec::with_capacity(args.len());
+    for arg in &args {
+        words.push(match arg {
+            Value::String(s) => s.as_bytes().to_vec(),
+            // `%.17g` prints a whole number below 10^17 as its digits.
+            Value::Integer(n) if n.unsigned_abs() < 100_000_000_000_000_000 => {
+                n.to_string().into_bytes()
+            }
+            Value::Integer(n) => format_g(*n as f64, 17).into_bytes(),
+            Value::Number(x) => format_g(*x, 17).into_bytes(),
+            _ => {
+                return Err(Reply::error(
+                    "ERR Lua redis lib command arguments must be strings or integers",
+                ));
+            }
+        });
+    }
+    Ok(words)
 }
 
 /// A reply as a script sees it (Redis 7, RESP2): an integer a number, a
