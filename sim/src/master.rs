@@ -43,7 +43,8 @@ pub struct Master {
 /// A deliberate fault of a master's wait queue, which the scripts that
 /// free a key and the acquires that wait run (see
 /// [`redlock_mio::scripts`]): each breaks one progress promise of the
-/// waiting calls.
+/// waiting calls. The faulted master runs the scripts' real text with the
+/// fault patched in, under the real SHA-1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HandoffFault {
     /// The hand-off does nothing: a key freed is left free, and no

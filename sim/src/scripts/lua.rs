@@ -3,6 +3,7 @@
 //! conversions between Redis replies and Lua values that Redis 7 makes
 //! for a script in RESP2.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Mutex, PoisonError};
@@ -63,9 +64,9 @@ impl fmt::Debug for Interpreter {
 /// A live Lua state and what the master keeps of it.
 struct State {
     lua: mlua::Lua,
-    /// `bridge.run`, set for each run, is what `redis.call` and
-    /// `redis.pcall` call (see `redis.lua`).
-    bridge: Table,
+    /// The `redis` table, whose `call` and `pcall` are set for each run
+    /// (they reach the server the run is on).
+    redis: Table,
     /// Lua's own `xpcall`, taken before a script can reach it.
     xpcall: Function,
     /// Turns what a script raised into the error table Redis builds: the
@@ -172,12 +173,12 @@ impl State {
         let redis = lua.create_table()?;
         redis.set("error_reply", lua.create_function(error_reply)?)?;
         redis.set("status_reply", lua.create_function(status_reply)?)?;
-        globals.set("redis", redis)?;
-        let bridge: Table = lua.load(SETUP).set_name("=redis").eval()?;
+        globals.set("redis", redis.clone())?;
+        lua.load(SETUP).set_name("=redis").exec()?;
         let handler = lua.create_function(raised)?;
         Ok(State {
             lua,
-            bridge,
+            redis,
             xpcall,
             handler,
             compiled: BTreeMap::new(),
@@ -199,17 +200,36 @@ impl State {
         let globals = lua.globals();
         globals.raw_set("KEYS", strings(lua, keys)?)?;
         globals.raw_set("ARGV", strings(lua, argv)?)?;
+        // One client for both functions, whichever the script calls.
+        let client = RefCell::new((server, session));
+        let command = |lua: &mlua::Lua, args: MultiValue| {
+            let reply = match words(args) {
+                Ok(words) => {
+                    let mut client = client.borrow_mut();
+                    let (server, session) = &mut *client;
+                    execute_in_script(server, session, &words, now)
+                }
+                Err(reply) => reply,
+            };
+            to_lua(lua, reply)
+        };
         lua.scope(|scope| {
-            let run = scope.create_function_mut(|lua, args: MultiValue| {
-                let reply = match words(args) {
-                    Ok(words) => execute_in_script(server, session, &words, now),
-                    Err(reply) => reply,
-                };
-                to_lua(lua, reply)
+            // Both are Rust functions, as on Redis, where they are C ones: a
+            // script's `return redis.call(...)` keeps its frame (Lua 5.1
+            // drops a frame only for a tail call to a Lua function), so an
+            // error names the script's line.
+            let pcall = scope.create_function(|lua, args| command(lua, args))?;
+            let call = scope.create_function(|lua, args| match command(lua, args)? {
+                Value::Table(reply) if reply.contains_key("err")? => {
+                    Err(mlua::Error::external(Raised(reply.raw_get("err")?)))
+                }
+                reply => Ok(reply),
             })?;
-            self.bridge.raw_set("run", run)?;
+            self.redis.raw_set("pcall", pcall)?;
+            self.redis.raw_set("call", call)?;
             let (ok, value): (bool, Value) = self.xpcall.call((function, self.handler.clone()))?;
-            self.bridge.raw_set("run", Value::Nil)?;
+            self.redis.raw_set("pcall", Value::Nil)?;
+            self.redis.raw_set("call", Value::Nil)?;
             Ok(if ok {
                 to_reply(value)
             } else {
@@ -351,30 +371,60 @@ fn error_reply_of(value: &Value, sha: &str) -> Reply {
 }
 
 /// The error handler of a run: what a script raised as the table Redis
-/// builds, `{err = ..., line = ...}` (a string `ERR <message>`, a
-/// `redis.call` error table as it is), the line that of the script's
-/// innermost frame.
+/// builds, `{err = ..., line = ...}` (an error table as it is, a
+/// `redis.call` error as its reply's text, anything else `ERR <message>`),
+/// the line that of the script's innermost frame.
 fn raised(lua: &mlua::Lua, value: Value) -> mlua::Result<Table> {
-    let table = match value {
-        Value::Table(table) if matches!(table.raw_get("err"), Ok(Value::String(_))) => table,
-        other => {
-            let text = match other {
-                Value::String(s) => s.as_bytes().to_vec(),
-                Value::Integer(n) => format_g(n as f64, 14).into_bytes(),
-                Value::Number(x) => format_g(x, 14).into_bytes(),
-                Value::Error(e) => e.to_string().into_bytes(),
-                _ => b"unknown error".to_vec(),
-            };
-            let table = lua.create_table()?;
-            table.raw_set("err", lua.create_string([&b"ERR "[..], &text].concat())?)?;
-            table
+    let err = match value {
+        Value::Table(table) if matches!(table.raw_get("err"), Ok(Value::String(_))) => {
+            return with_line(lua, table);
         }
+        Value::Error(error) => match raised_reply(&error) {
+            Some(err) => err.as_bytes().to_vec(),
+            None => [&b"ERR "[..], error.to_string().as_bytes()].concat(),
+        },
+        Value::String(s) => [&b"ERR "[..], &s.as_bytes()].concat(),
+        Value::Integer(n) => format!("ERR {}", format_g(n as f64, 14)).into_bytes(),
+        Value::Number(x) => format!("ERR {}", format_g(x, 14)).into_bytes(),
+        _ => b"ERR unknown error".to_vec(),
     };
+    let table = lua.create_table()?;
+    table.raw_set("err", lua.create_string(err)?)?;
+    with_line(lua, table)
+}
+
+/// `table` with the line of the script where it was raised.
+fn with_line(lua: &mlua::Lua, table: Table) -> mlua::Result<Table> {
     if let Some(line) = script_line(lua) {
         table.raw_set("line", line)?;
     }
     Ok(table)
 }
+
+/// The error table `redis.call` raised, inside what Lua carried of it.
+fn raised_reply(error: &mlua::Error) -> Option<mlua::String> {
+    match error {
+        mlua::Error::CallbackError { cause, .. } => raised_reply(cause),
+        mlua::Error::ExternalError(external) => external
+            .downcast_ref::<Raised>()
+            .map(|raised| raised.0.clone()),
+        _ => None,
+    }
+}
+
+/// What `redis.call` raises for an error reply: its `err` text. Lua
+/// carries it as an error of Rust's; the handler turns it back into the
+/// table Redis raises.
+#[derive(Debug)]
+struct Raised(mlua::String);
+
+impl fmt::Display for Raised {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.to_string_lossy())
+    }
+}
+
+impl std::error::Error for Raised {}
 
 /// The current line of the innermost frame of the script on the stack
 /// (past the C functions and `redis.call` between it and the error).
@@ -431,8 +481,172 @@ fn lua_failed(error: mlua::Error) -> Reply {
 }
 
 #[cfg(test)]
+#[allow(clippy::expect_used, reason = "a test fails loudly")]
 mod tests {
-    use super::{error_text, truncated};
+    use super::{State, error_text, truncated};
+    use crate::keyspace::Now;
+    use crate::reply::Reply;
+    use crate::server::Server;
+
+    const SHA: &str = "0123456789abcdef0123456789abcdef01234567";
+
+    const T0: u64 = 1_700_000_000_000_000;
+
+    /// What `text`, compiled as a script, replies with `keys` on a server
+    /// where `str` holds `abc`.
+    fn eval(text: &str, keys: &[&[u8]]) -> Reply {
+        run_with(text, keys).0
+    }
+
+    /// What `text` replies without keys, and the server after it.
+    fn run(text: &str) -> (Reply, Server) {
+        run_with(text, &[])
+    }
+
+    fn run_with(text: &str, keys: &[&[u8]]) -> (Reply, Server) {
+        let now = Now(T0);
+        let mut server = Server::new("r".repeat(40), now, None);
+        let mut session = server.open_session();
+        let state = State::new().expect("a Lua state");
+        let set = [b"SET".to_vec(), b"str".to_vec(), b"abc".to_vec()];
+        crate::commands::execute(&mut server, &mut session, &set, now);
+        let function = state
+            .lua
+            .load(text)
+            .set_name(super::CHUNK)
+            .into_function()
+            .expect("a script that compiles");
+        let keys: Vec<Vec<u8>> = keys.iter().map(|k| k.to_vec()).collect();
+        let reply = state
+            .call(function, &mut server, &mut session, now, (&keys, &[]), SHA)
+            .expect("Lua runs");
+        (reply, server)
+    }
+
+    fn error(text: &str) -> Reply {
+        Reply::error(text.replace("<sha>", SHA))
+    }
+
+    // Each reply below is what Redis 7.0 gave for the same script.
+
+    #[test]
+    fn replies_convert_as_redis_converts_them() {
+        let items = eval("return {1, 2.7, -2.7, 'a', true, false, nil, 3}", &[]);
+        let expected = [
+            Reply::Integer(1),
+            Reply::Integer(2),
+            Reply::Integer(-2),
+            Reply::bulk("a"),
+            Reply::Integer(1),
+            Reply::Null,
+        ];
+        assert_eq!(items, Reply::Array(expected.to_vec()));
+        assert_eq!(eval("return 1e30", &[]), Reply::Integer(i64::MIN));
+        assert_eq!(
+            eval("return KEYS[1]", &[b"\x00\xff\r\n"]),
+            Reply::bulk(b"\x00\xff\r\n")
+        );
+        assert_eq!(
+            eval("return redis.call('get', 'nokey') == false", &[]),
+            Reply::Integer(1)
+        );
+        assert_eq!(
+            eval("return redis.call('ping').ok", &[]),
+            Reply::bulk("PONG")
+        );
+        assert_eq!(
+            eval("return redis.status_reply('WAIT 5')", &[]),
+            Reply::Simple("WAIT 5".into())
+        );
+        assert_eq!(
+            eval("return redis.error_reply('boom')", &[]),
+            error("ERR boom")
+        );
+        assert_eq!(
+            eval("return redis.error_reply('FOREIGNKEY k')", &[]),
+            error("FOREIGNKEY k")
+        );
+        assert_eq!(eval("return {err = 'boom'}", &[]), error("boom"));
+    }
+
+    #[test]
+    fn arguments_convert_as_redis_converts_them() {
+        for (arg, stored) in [
+            ("1500", "1500"),
+            ("1.5", "1.5"),
+            ("0.1", "0.10000000000000001"),
+            ("1e20", "1e+20"),
+        ] {
+            let text = format!("redis.call('set', 'a', {arg}) return redis.call('get', 'a')");
+            assert_eq!(eval(&text, &[]), Reply::bulk(stored), "{arg}");
+        }
+        assert_eq!(
+            eval("return redis.call('set', 'a', true)", &[]),
+            error(
+                "ERR Lua redis lib command arguments must be strings or integers script: <sha>, on @user_script:1."
+            )
+        );
+        assert_eq!(
+            eval("return redis.pcall()", &[]),
+            error("ERR Please specify at least one argument for this redis lib call")
+        );
+    }
+
+    #[test]
+    fn errors_end_the_script_as_on_redis() {
+        let raised = [
+            (
+                "return redis.call('incr', KEYS[1])",
+                "ERR value is not an integer or out of range script: <sha>, on @user_script:1.",
+            ),
+            (
+                "local function f()\n  return redis.call('incr', 'str')\nend\nreturn f()",
+                "ERR value is not an integer or out of range script: <sha>, on @user_script:2.",
+            ),
+            (
+                "\nlocal x = 1\nx = x + nil",
+                "ERR user_script:3: attempt to perform arithmetic on a nil value script: <sha>, on @user_script:3.",
+            ),
+            (
+                "foo = 1",
+                "ERR user_script:1: Attempt to modify a readonly table script: <sha>, on @user_script:1.",
+            ),
+            (
+                "return foo",
+                "ERR user_script:1: Script attempted to access nonexistent global variable 'foo' script: <sha>, on @user_script:1.",
+            ),
+        ];
+        for (text, reply) in raised {
+            assert_eq!(eval(text, &[b"str"]), error(reply), "{text}");
+        }
+        let handed_on = [
+            ("incr', 'str", "ERR value is not an integer or out of range"),
+            (
+                "eval', 'return 1', '0",
+                "ERR This Redis command is not allowed from script",
+            ),
+            ("nosuch", "ERR Unknown Redis command called from script"),
+            (
+                "get",
+                "ERR Wrong number of args calling Redis command from script",
+            ),
+        ];
+        for (args, err) in handed_on {
+            let text = format!("return redis.pcall('{args}').err");
+            assert_eq!(eval(&text, &[]), Reply::bulk(err), "{text}");
+        }
+    }
+
+    #[test]
+    fn the_writes_before_an_error_stay() {
+        let (reply, mut server) = run("redis.call('set', 'w', '1') redis.call('incr', 'str')");
+        assert!(matches!(reply, Reply::Error(_)));
+        let mut session = server.open_session();
+        let get = [b"GET".to_vec(), b"w".to_vec()];
+        let now = Now(T0);
+        let value = crate::commands::execute(&mut server, &mut session, &get, now);
+        assert_eq!(value, Reply::bulk("1"));
+    }
 
     #[test]
     fn error_texts_take_a_code_as_redis_does() {

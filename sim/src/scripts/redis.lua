@@ -1,27 +1,7 @@
--- What a master sets up in its Lua state before any script runs, as
--- Redis 7 does: `redis.call` and `redis.pcall`, then the sandbox.
--- `error_reply` and `status_reply` are set from Rust before this runs.
--- Returns the bridge whose `run` the master sets for each script's run:
--- it runs one command and gives its reply as Lua sees it, an error reply
--- as the table `{err = ...}`.
+-- The sandbox a master's Lua state runs scripts in, set up once, after
+-- the `redis` table, as Redis 7 sets it up.
 
-local bridge = {}
-local error, type, tostring = error, type, tostring
-
--- An error reply is a value: the script decides what it means.
-function redis.pcall(...)
-  return bridge.run(...)
-end
-
--- An error reply ends the script, raised as the table `redis.pcall`
--- would have returned; the writes before it stay.
-function redis.call(...)
-  local reply = bridge.run(...)
-  if type(reply) == "table" and reply.err then
-    error(reply)
-  end
-  return reply
-end
+local error, tostring = error, tostring
 
 -- What Redis 7 leaves out of a script's globals: files, the environment
 -- functions, the output, and `math.random`, which would draw from the C
@@ -42,5 +22,3 @@ setmetatable(_G, {
     error("Attempt to modify a readonly table", 2)
   end,
 })
-
-return bridge
