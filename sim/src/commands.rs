@@ -33,7 +33,7 @@ pub(crate) struct Ctx<'a> {
 pub(crate) type Run = fn(&mut Ctx<'_>) -> Reply;
 
 /// A command: its name in error messages, its arity, whether it runs
-/// before `AUTH` and in subscribe mode, and what runs it.
+/// before `AUTH`, in subscribe mode and from a script, and what runs it.
 #[derive(Clone, Copy)]
 struct Spec {
     name: &'static str,
@@ -44,6 +44,8 @@ struct Spec {
     /// It runs on a RESP2 connection that listens to a channel, where
     /// every other command is refused.
     when_subscribed: bool,
+    /// A script may call it (Redis flags the others `noscript`).
+    in_scripts: bool,
     run: Run,
 }
 
@@ -54,6 +56,7 @@ impl Spec {
             arity,
             before_auth: false,
             when_subscribed: false,
+            in_scripts: true,
             run,
         }
     }
@@ -71,6 +74,14 @@ impl Spec {
     fn when_subscribed(self) -> Spec {
         Spec {
             when_subscribed: true,
+            ..self
+        }
+    }
+
+    /// A command a script may not call.
+    fn noscript(self) -> Spec {
+        Spec {
+            in_scripts: false,
             ..self
         }
     }
@@ -111,20 +122,29 @@ fn lookup(words: &[Vec<u8>]) -> Result<Spec, Reply> {
         b"ZSCORE" => Spec::new("zscore", 3, zsets::zscore),
         b"ZRANK" => Spec::new("zrank", -3, zsets::zrank),
         // Scripts.
-        b"EVAL" => Spec::new("eval", -3, scripts::eval),
-        b"EVALSHA" => Spec::new("evalsha", -3, scripts::evalsha),
+        b"EVAL" => Spec::new("eval", -3, scripts::eval).noscript(),
+        b"EVALSHA" => Spec::new("evalsha", -3, scripts::evalsha).noscript(),
         b"SCRIPT" => return script_subcommand(words),
         // The connection.
-        b"AUTH" => Spec::new("auth", -2, session::auth).before_auth(),
-        b"HELLO" => Spec::new("hello", -1, session::hello).before_auth(),
+        b"AUTH" => Spec::new("auth", -2, session::auth)
+            .before_auth()
+            .noscript(),
+        b"HELLO" => Spec::new("hello", -1, session::hello)
+            .before_auth()
+            .noscript(),
         b"QUIT" => Spec::new("quit", -1, session::quit)
             .before_auth()
-            .when_subscribed(),
+            .when_subscribed()
+            .noscript(),
         b"SELECT" => Spec::new("select", 2, session::select),
         b"PING" => Spec::new("ping", -1, session::ping).when_subscribed(),
         // Pub/sub: the wake-ups.
-        b"SUBSCRIBE" => Spec::new("subscribe", -2, pubsub::subscribe).when_subscribed(),
-        b"UNSUBSCRIBE" => Spec::new("unsubscribe", -1, pubsub::unsubscribe).when_subscribed(),
+        b"SUBSCRIBE" => Spec::new("subscribe", -2, pubsub::subscribe)
+            .when_subscribed()
+            .noscript(),
+        b"UNSUBSCRIBE" => Spec::new("unsubscribe", -1, pubsub::unsubscribe)
+            .when_subscribed()
+            .noscript(),
         b"PUBLISH" => Spec::new("publish", 3, pubsub::publish),
         // The server.
         b"INFO" => Spec::new("info", -1, admin::info),
@@ -141,7 +161,7 @@ fn lookup(words: &[Vec<u8>]) -> Result<Spec, Reply> {
 fn script_subcommand(words: &[Vec<u8>]) -> Result<Spec, Reply> {
     let Some(sub) = words.get(1) else {
         // The container alone fails its arity check.
-        return Ok(Spec::new("script", -2, scripts::script_load));
+        return Ok(Spec::new("script", -2, scripts::script_load).noscript());
     };
     Ok(match sub.to_ascii_uppercase().as_slice() {
         b"LOAD" => Spec::new("script|load", 3, scripts::script_load),
@@ -153,7 +173,8 @@ fn script_subcommand(words: &[Vec<u8>]) -> Result<Spec, Reply> {
                 "ERR unknown subcommand '{sub}'. Try SCRIPT HELP."
             )));
         }
-    })
+    }
+    .noscript())
 }
 
 /// Runs the command `words` on behalf of `session`: the reply, an error
@@ -185,6 +206,33 @@ pub(crate) fn execute(
             "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context",
             spec.name
         ));
+    }
+    (spec.run)(&mut Ctx {
+        server,
+        session,
+        words,
+        now,
+    })
+}
+
+/// Runs the command `words` for a script (`redis.call`, `redis.pcall`),
+/// with Redis's checks and wording for scripts: unknown command, then the
+/// number of arguments, then a command no script may call. The session is
+/// the script's own (logged in, never in subscribe mode).
+pub(crate) fn execute_in_script(
+    server: &mut Server,
+    session: &mut Session,
+    words: &[Vec<u8>],
+    now: Now,
+) -> Reply {
+    let Ok(spec) = lookup(words) else {
+        return Reply::error("ERR Unknown Redis command called from script");
+    };
+    if !spec.fits(words.len()) {
+        return Reply::error("ERR Wrong number of args calling Redis command from script");
+    }
+    if !spec.in_scripts {
+        return Reply::error("ERR This Redis command is not allowed from script");
     }
     (spec.run)(&mut Ctx {
         server,

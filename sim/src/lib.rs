@@ -56,15 +56,25 @@
 //! several keys, which hand each freed key to its first waiter; extend,
 //! the all-or-nothing acquire and extend of several keys; the fence
 //! scripts: fenced acquire, raise, read, sync; the acquires that wait,
-//! fenced or not, and the leave) runs as Rust code that follows its Lua
-//! call for call: a `redis.call` that fails ends the script with its error
-//! and leaves the writes before it (a publication included), a
-//! `redis.pcall` hands the error on as a value, `string.match` of a queue
-//! member is the same pattern, numbers cross Lua as doubles (a Lua number
-//! passed to a command is written `%.17g`, `string.format("%d")` prints a
-//! whole number however large, as in `+WAIT 200000000000000`), the time
-//! the fence scripts read is the master's clock.
-//!
+//! fenced or not, and the leave) runs from its own Lua text, in Lua 5.1
+//! as on Redis and Valkey: each master has a Lua state of its own and
+//! compiles each script once in it, so the simulator checks the scripts
+//! the masters run, not a copy. A script gets what Redis 7 gives it in
+//! RESP2: `KEYS` and `ARGV` as byte strings; `redis.call` and
+//! `redis.pcall`, which run commands through the same table as a client's
+//! on a client of the script's own (it starts on the caller's database;
+//! `EVAL`, `SCRIPT`, `AUTH`, `HELLO`, `QUIT` and the subscriptions are
+//! refused, as `noscript` commands are); `redis.error_reply` and
+//! `redis.status_reply`; Redis's conversions (a reply's integer a Lua
+//! number, a null `false`, a status `{ok = ...}`, an error `{err = ...}`;
+//! a Lua number passed to a command written `%.17g`, one returned
+//! truncated to an integer, `true` 1, a table with `err` an error reply);
+//! globals that a script may neither set nor read when absent. A
+//! `redis.call` that fails ends the script with `<error> script: <sha>,
+//! on @user_script:<line>.`, and the writes before it stay (a
+//! publication included); `redis.pcall` hands the error on as a value. The time the scripts read (`TIME`) is the master's clock at
+//! the script's start.
+
 //! Checks before a command run in Redis's order: unknown command or
 //! subcommand, then the number of arguments, then the login (`-NOAUTH`),
 //! then subscribe mode. Error replies carry Redis's codes (`ERR`,
@@ -119,9 +129,14 @@
 //!   prints them; Valkey prints the shortest text (`0.1` where Redis gives
 //!   `0.10000000000000001`). The two agree on integers, which is what the
 //!   client's places are.
-//! - Lua itself: a script the model does not know is an error reply, and a
-//!   known script called with fewer keys or arguments than the client
-//!   sends is an error where Lua would go on with `nil`.
+//! - Of Lua: a script the model does not know (not one of the crate's)
+//!   is an error reply. The libraries `bit`, `cjson`, `struct` and
+//!   `cmsgpack` are missing, and so is `math.random` (a script that calls
+//!   it fails, where the model would draw from the C library's state);
+//!   the globals are protected by a metatable, which `rawset` gets past
+//!   where Redis's read-only tables hold; a script's own
+//!   `pcall(redis.call, ...)` catches an error of the model's, not the
+//!   error table.
 //! - What a real server does on its own: background expiry (never
 //!   observable, since every access expires first), memory and eviction
 //!   (a key goes only when the caller says, [`Master::evict`], under the
@@ -234,10 +249,9 @@
 //! - A command: one arm in `commands::lookup` (name, arity, function) and
 //!   its function, in `commands/keys.rs` for commands on keys (on sorted
 //!   sets: `commands/zsets.rs`).
-//! - A script: one row in `scripts::SCRIPTS` (the crate's text and SHA-1
-//!   constants, and the body) and its body, which quotes the Lua and
-//!   follows it with `Call::call` and `Call::pcall` (`redis.call`,
-//!   `redis.pcall`).
+//! - A script: nothing here. The model runs every script of
+//!   `redlock_mio::scripts::Script::ALL` from its text; only a command the
+//!   script calls that the model lacks needs adding (above).
 //! - A data type: a variant of `keyspace::Value` with its `TYPE` name.
 //!
 //! Then cases for it in the differential test's generator, so that a real

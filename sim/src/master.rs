@@ -43,14 +43,16 @@ pub struct Master {
 /// A deliberate fault of a master's wait queue, which the scripts that
 /// free a key and the acquires that wait run (see
 /// [`redlock_mio::scripts`]): each breaks one progress promise of the
-/// waiting calls.
+/// waiting calls. The faulted master runs the scripts' real text with the
+/// fault patched in, under the real SHA-1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HandoffFault {
     /// The hand-off does nothing: a key freed is left free, and no
     /// waiter is told.
     Untold,
-    /// The hand-off drops at most this many entries that nobody hears
-    /// before it gives up, the key left free and nobody told.
+    /// The hand-off's loops (the reservation's and the telling's) each
+    /// look at this many entries at most before they give up: past as
+    /// many entries nobody hears, the key is left free and nobody told.
     SkipCapped(usize),
     /// A waiter's turn never comes: an attempt hands a free key to the
     /// first in line, however long its turn has been over.
@@ -156,9 +158,17 @@ impl Master {
 
     /// The same master with a deliberate fault of its wait queue's
     /// hand-off, for proving that a simulation's progress checkers catch
-    /// it (see [`HandoffFault`]).
+    /// it (see [`HandoffFault`]). The master runs the scripts' real text
+    /// with the fault patched in.
+    ///
+    /// # Panics
+    ///
+    /// If the scripts no longer hold the text the fault patches: the
+    /// fault must be remade against them, never silently lost.
     pub fn with_handoff_fault(mut self, fault: HandoffFault) -> Master {
+        crate::scripts::check_fault(fault);
         self.server.handoff_fault = Some(fault);
+        self.server.lua = crate::scripts::Interpreter::default();
         self
     }
 

@@ -64,11 +64,6 @@ impl Reply {
         Reply::Bulk(text.as_ref().to_vec())
     }
 
-    /// Whether this is an error reply.
-    pub(crate) fn is_error(&self) -> bool {
-        matches!(self, Reply::Error(_))
-    }
-
     /// Appends the reply's bytes in `protocol` to `out`.
     pub(crate) fn encode(&self, protocol: Protocol, out: &mut Vec<u8>) {
         let resp3 = protocol == Protocol::Resp3;

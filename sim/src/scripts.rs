@@ -1,117 +1,48 @@
-//! The scripts: `EVAL`, `EVALSHA` and `SCRIPT`, and the Lua scripts of
-//! [`redlock_mio::scripts`], each run by Rust code that does what its Lua
-//! does, call for call.
+//! The scripts: `EVAL`, `EVALSHA` and `SCRIPT`, running the Lua of
+//! [`redlock_mio::scripts`] as Redis and Valkey run it.
 //!
-//! The model runs no Lua. Each script the client sends is a row of
-//! [`SCRIPTS`]: its text and SHA-1 (the crate's own constants, so the
-//! model runs exactly what the client sends) and a body written against
-//! [`Call`], whose [`call`](Call::call) and [`pcall`](Call::pcall) are
-//! `redis.call` and `redis.pcall`: they run commands through the same
-//! table as a client's, on the caller's database, at the clock of the
-//! script's start. A body mirrors its Lua line by line, including what a
-//! failed `redis.call` leaves behind (the writes before it stay, as on a
-//! real server). A script the model does not know is an error reply, never
-//! a guess.
+//! Each master has a Lua 5.1 state of its own ([`Interpreter`], in
+//! `lua.rs`), as a server keeps one for its process, and compiles each
+//! script's text once in it: the text the client sends, never a copy, so
+//! what the simulator checks is what the masters run. The scripts the
+//! model knows are those of [`Script::ALL`] (text and SHA-1); a script it
+//! does not know is an error reply, never a guess.
 //!
-//! A new script is one row in [`SCRIPTS`] and its body, in `lock.rs`,
-//! `fence.rs`, `queue.rs` (the wait queue's), or a file of its own.
+//! A script sees what Redis 7 gives it in RESP2: `KEYS` and `ARGV` as
+//! tables of strings (byte for byte), `redis.call` and `redis.pcall`, which
+//! run a command through the same table as a client's (`commands.rs`), on
+//! a client of the script's own that starts on the caller's database, at
+//! the clock of the script's start (`TIME` included), with replies and
+//! arguments converted as Redis converts them; `redis.error_reply` and
+//! `redis.status_reply`; globals it may neither set nor read when absent.
+//! A `redis.call` that fails ends the script with its error and leaves
+//! the writes before it (a publication included), as on a real server.
+//!
+//! A master with a deliberate fault of the hand-off runs the scripts'
+//! text with the fault patched in (`faults.rs`), under the real SHA-1.
 
-mod fence;
-mod lock;
-mod queue;
+mod faults;
+mod lua;
 
-use redlock_mio::scripts::*;
+pub(crate) use lua::Interpreter;
+use redlock_mio::scripts::Script;
 
-use crate::commands::{Ctx, execute, not_an_integer, parse_int};
-use crate::keyspace::Now;
+use crate::commands::{Ctx, not_an_integer, parse_int};
 use crate::reply::Reply;
-use crate::server::{Server, Session};
-
-/// What a script body returns: its reply, or the error of a `redis.call`
-/// (or of the Lua runtime) that ended it.
-type Outcome = Result<Reply, Reply>;
-
-/// A script the model runs.
-struct Script {
-    text: &'static str,
-    sha: &'static str,
-    body: fn(&mut Call<'_>) -> Outcome,
-}
-
-/// Every script the model knows: one row each.
-const SCRIPTS: &[Script] = &[
-    Script {
-        text: RELEASE_SCRIPT,
-        sha: RELEASE_SHA1,
-        body: lock::release,
-    },
-    Script {
-        text: EXTEND_SCRIPT,
-        sha: EXTEND_SHA1,
-        body: lock::extend,
-    },
-    Script {
-        text: ACQUIRE_MANY_SCRIPT,
-        sha: ACQUIRE_MANY_SHA1,
-        body: lock::acquire_many,
-    },
-    Script {
-        text: RELEASE_MANY_SCRIPT,
-        sha: RELEASE_MANY_SHA1,
-        body: lock::release_many,
-    },
-    Script {
-        text: EXTEND_MANY_SCRIPT,
-        sha: EXTEND_MANY_SHA1,
-        body: lock::extend_many,
-    },
-    Script {
-        text: FENCED_ACQUIRE_SCRIPT,
-        sha: FENCED_ACQUIRE_SHA1,
-        body: fence::fenced_acquire,
-    },
-    Script {
-        text: RAISE_SCRIPT,
-        sha: RAISE_SHA1,
-        body: fence::raise,
-    },
-    Script {
-        text: FENCE_READ_SCRIPT,
-        sha: FENCE_READ_SHA1,
-        body: fence::read,
-    },
-    Script {
-        text: FENCE_SYNC_SCRIPT,
-        sha: FENCE_SYNC_SHA1,
-        body: fence::sync,
-    },
-    Script {
-        text: WAIT_ACQUIRE_SCRIPT,
-        sha: WAIT_ACQUIRE_SHA1,
-        body: queue::wait_acquire,
-    },
-    Script {
-        text: FENCED_WAIT_ACQUIRE_SCRIPT,
-        sha: FENCED_WAIT_ACQUIRE_SHA1,
-        body: queue::fenced_wait_acquire,
-    },
-    Script {
-        text: LEAVE_SCRIPT,
-        sha: LEAVE_SHA1,
-        body: queue::leave,
-    },
-];
+use crate::server::Server;
 
 /// The script whose text is `text`.
-fn by_text(text: &[u8]) -> Option<&'static Script> {
-    SCRIPTS.iter().find(|s| s.text.as_bytes() == text)
+fn by_text(text: &[u8]) -> Option<Script> {
+    Script::ALL
+        .into_iter()
+        .find(|s| s.text().as_bytes() == text)
 }
 
 /// The script whose SHA-1 is `sha` (in either case, as Redis reads it).
-fn by_sha(sha: &[u8]) -> Option<&'static Script> {
-    SCRIPTS
-        .iter()
-        .find(|s| s.sha.as_bytes().eq_ignore_ascii_case(sha))
+fn by_sha(sha: &[u8]) -> Option<Script> {
+    Script::ALL
+        .into_iter()
+        .find(|s| s.sha1().as_bytes().eq_ignore_ascii_case(sha))
 }
 
 /// The reply to a script the model does not know.
@@ -119,12 +50,18 @@ fn unknown_script() -> Reply {
     Reply::error("ERR the model knows no such script (it runs those of redlock_mio::scripts)")
 }
 
+/// Compiles `script` on the server, if it has not, and caches it.
+fn load(server: &mut Server, script: Script) -> Result<Script, Reply> {
+    let fault = server.handoff_fault;
+    server.lua.load(script, fault)?;
+    server.scripts.insert(script.sha1());
+    Ok(script)
+}
+
 /// `EVAL script numkeys key... arg...`: runs a known script and caches it.
 pub(crate) fn eval(c: &mut Ctx<'_>) -> Reply {
     run(c, |server, text| {
-        let script = by_text(text).ok_or_else(unknown_script)?;
-        server.scripts.insert(script.sha);
-        Ok(script)
+        load(server, by_text(text).ok_or_else(unknown_script)?)
     })
 }
 
@@ -132,16 +69,13 @@ pub(crate) fn eval(c: &mut Ctx<'_>) -> Reply {
 pub(crate) fn evalsha(c: &mut Ctx<'_>) -> Reply {
     run(c, |server, sha| {
         by_sha(sha)
-            .filter(|script| server.scripts.contains(script.sha))
+            .filter(|script| server.scripts.contains(script.sha1()))
             .ok_or_else(|| Reply::error("NOSCRIPT No matching script. Please use EVAL."))
     })
 }
 
 /// Checks the number of keys, finds the script with `find`, and runs it.
-fn run(
-    c: &mut Ctx<'_>,
-    find: impl FnOnce(&mut Server, &[u8]) -> Result<&'static Script, Reply>,
-) -> Reply {
+fn run(c: &mut Ctx<'_>, find: impl FnOnce(&mut Server, &[u8]) -> Result<Script, Reply>) -> Reply {
     let words = c.words;
     let Some(numkeys) = parse_int(&words[2]) else {
         return not_an_integer();
@@ -157,40 +91,28 @@ fn run(
         Ok(script) => script,
         Err(reply) => return reply,
     };
-    let (keys, argv) = args.split_at(numkeys);
-    let mut call = Call {
-        server: c.server,
-        session: c.session,
-        now: c.now,
-        keys,
-        argv,
-    };
-    match (script.body)(&mut call) {
-        Ok(reply) => reply,
-        // An error raised inside the script names it, as Redis 7 does.
-        Err(Reply::Error(mut message)) => {
-            let place = format!(" script: {}, on @user_script:1.", script.sha);
-            message.extend_from_slice(place.as_bytes());
-            Reply::Error(message)
-        }
-        Err(other) => other,
-    }
+    // The state leaves the server while it runs the script, whose
+    // commands change the server.
+    let mut lua = std::mem::take(&mut c.server.lua);
+    let reply = lua.run(c.server, c.session, c.now, script, args.split_at(numkeys));
+    c.server.lua = lua;
+    reply
 }
 
-/// `SCRIPT LOAD script`: its SHA-1, once cached.
+/// `SCRIPT LOAD script`: its SHA-1, once compiled and cached.
 pub(crate) fn script_load(c: &mut Ctx<'_>) -> Reply {
-    match by_text(&c.words[2]) {
-        Some(script) => {
-            c.server.scripts.insert(script.sha);
-            Reply::bulk(script.sha)
-        }
-        None => unknown_script(),
+    match by_text(&c.words[2]).ok_or_else(unknown_script) {
+        Ok(script) => match load(c.server, script) {
+            Ok(script) => Reply::bulk(script.sha1()),
+            Err(reply) => reply,
+        },
+        Err(reply) => reply,
     }
 }
 
 /// `SCRIPT EXISTS sha...`: 1 or 0 for each.
 pub(crate) fn script_exists(c: &mut Ctx<'_>) -> Reply {
-    let cached = |sha: &Vec<u8>| by_sha(sha).is_some_and(|s| c.server.scripts.contains(s.sha));
+    let cached = |sha: &Vec<u8>| by_sha(sha).is_some_and(|s| c.server.scripts.contains(s.sha1()));
     Reply::Array(
         c.words[2..]
             .iter()
@@ -199,7 +121,8 @@ pub(crate) fn script_exists(c: &mut Ctx<'_>) -> Reply {
     )
 }
 
-/// `SCRIPT FLUSH [ASYNC|SYNC]`: empties the cache.
+/// `SCRIPT FLUSH [ASYNC|SYNC]`: empties the cache, and gives the master
+/// a new Lua state, as Redis does.
 pub(crate) fn script_flush(c: &mut Ctx<'_>) -> Reply {
     match c.words {
         [_, _] => {}
@@ -208,98 +131,12 @@ pub(crate) fn script_flush(c: &mut Ctx<'_>) -> Reply {
         _ => return Reply::error("ERR SCRIPT FLUSH only support SYNC|ASYNC option"),
     }
     c.server.scripts.clear();
+    c.server.lua = Interpreter::default();
     Reply::OK
 }
 
-/// What a script body sees: `KEYS`, `ARGV`, and the server through
-/// `redis.call`.
-pub(crate) struct Call<'a> {
-    server: &'a mut Server,
-    session: &'a mut Session,
-    /// The clock at the script's start, which it keeps throughout.
-    now: Now,
-    keys: &'a [Vec<u8>],
-    argv: &'a [Vec<u8>],
-}
-
-impl<'a> Call<'a> {
-    /// The master's deliberate fault of its hand-off, if it has one.
-    pub(crate) fn handoff_fault(&self) -> Option<crate::HandoffFault> {
-        self.server.handoff_fault
-    }
-
-    /// `redis.call(command, args...)`: the reply, or `Err` with the error
-    /// that ends the script.
-    pub(crate) fn call(&mut self, command: &str, args: &[&[u8]]) -> Outcome {
-        let reply = self.pcall(command, args);
-        if reply.is_error() {
-            Err(reply)
-        } else {
-            Ok(reply)
-        }
-    }
-
-    /// `redis.pcall(command, args...)`: the reply, an error one included.
-    pub(crate) fn pcall(&mut self, command: &str, args: &[&[u8]]) -> Reply {
-        let mut words = Vec::with_capacity(args.len() + 1);
-        words.push(command.as_bytes().to_vec());
-        words.extend(args.iter().map(|arg| arg.to_vec()));
-        execute(self.server, self.session, &words, self.now)
-    }
-
-    /// `KEYS[i + 1]`.
-    pub(crate) fn key(&self, i: usize) -> Result<&'a [u8], Reply> {
-        self.keys.get(i).map(Vec::as_slice).ok_or_else(missing)
-    }
-
-    /// `KEYS[from + 1..]`.
-    pub(crate) fn keys_from(&self, from: usize) -> &'a [Vec<u8>] {
-        self.keys.get(from..).unwrap_or_default()
-    }
-
-    /// `ARGV[i + 1]`.
-    pub(crate) fn arg(&self, i: usize) -> Result<&'a [u8], Reply> {
-        self.argv.get(i).map(Vec::as_slice).ok_or_else(missing)
-    }
-
-    /// `ARGV[from + 1..]`.
-    pub(crate) fn args_from(&self, from: usize) -> &'a [Vec<u8>] {
-        self.argv.get(from..).unwrap_or_default()
-    }
-}
-
-/// A `KEYS` or `ARGV` entry the client always sends is missing: Lua would
-/// pass `nil` on, which the model does not follow.
-fn missing() -> Reply {
-    Reply::error("ERR the model runs scripts only with the keys and arguments the client sends")
-}
-
-/// Whether a reply, as Lua sees it, is the string `text` (`== ARGV[1]`).
-pub(crate) fn is_string(reply: &Reply, text: &[u8]) -> bool {
-    matches!(reply, Reply::Bulk(bytes) if bytes == text)
-}
-
-/// Lua's `tonumber` of a string, for the decimal numbers the scripts
-/// meet (and hexadecimal, which Lua 5.1 also reads).
-pub(crate) fn tonumber(text: &[u8]) -> Option<f64> {
-    let text = std::str::from_utf8(text).ok()?.trim();
-    match text.strip_prefix("0x").or_else(|| text.strip_prefix("0X")) {
-        Some(hex) => u64::from_str_radix(hex, 16).ok().map(|n| n as f64),
-        None => text.parse().ok(),
-    }
-}
-
-/// Lua's `a < b` on two numbers, or the runtime error for a `nil`.
-pub(crate) fn less(a: Option<f64>, b: Option<f64>) -> Result<bool, Reply> {
-    match (a, b) {
-        (Some(a), Some(b)) => Ok(a < b),
-        _ => Err(Reply::error(
-            "ERR user_script:1: attempt to compare number with nil",
-        )),
-    }
-}
-
-/// A Lua number returned by a script: Redis truncates it to an integer.
-pub(crate) fn number_reply(n: f64) -> Reply {
-    Reply::Integer(n as i64)
+/// Panics unless `fault` still finds, in the scripts' text, what it
+/// patches (see `faults.rs`).
+pub(crate) fn check_fault(fault: crate::HandoffFault) {
+    faults::check(fault);
 }

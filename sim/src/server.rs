@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use crate::keyspace::{Keyspace, Now};
 use crate::pubsub::PubSub;
 use crate::reply::Protocol;
+use crate::scripts::Interpreter;
 
 /// Databases a master has (`SELECT 0` to `SELECT 15`), as Redis by default.
 pub(crate) const DATABASES: usize = 16;
@@ -16,6 +17,8 @@ pub(crate) struct Server {
     pub(crate) dbs: Vec<Keyspace>,
     /// The SHA-1s of the scripts loaded (`SCRIPT LOAD`, `EVAL`).
     pub(crate) scripts: BTreeSet<&'static str>,
+    /// The Lua state the scripts run in, made at the first one.
+    pub(crate) lua: Interpreter,
     /// 40 hex digits, new at every start.
     pub(crate) run_id: String,
     /// When the process started, on its clock (`uptime_in_seconds`).
@@ -40,6 +43,7 @@ impl Server {
         Server {
             dbs: vec![Keyspace::default(); DATABASES],
             scripts: BTreeSet::new(),
+            lua: Interpreter::default(),
             run_id,
             started,
             password,
