@@ -308,7 +308,7 @@ pub mod fuzzing {
 #[doc(hidden)]
 pub mod sim {
     pub use crate::client::sim::{
-        Client, FenceMachine, Fenced, Held, Keep, KeepAction, Names, Next, Pursuit, Settings, Wait,
+        Client, FenceMachine, Fenced, Held, Keep, KeepAction, Names, Next, Pursue, Settings,
     };
 }
 /// The rustls version this crate uses, to build a

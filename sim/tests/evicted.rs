@@ -32,7 +32,7 @@ fn a_volatile_policy_evicts_a_held_lock_and_lets_a_second_holder_in() {
             .unwrap();
         rig.exchange_all();
         let now = rig.instant();
-        rig.client.end_acquire(id, &names, token, None, now).0
+        rig.client.end_acquire(id, &names, token, now)
     };
     let first = acquire(&mut rig, &[1; 20]).expect("free");
     assert!(acquire(&mut rig, &[2; 20]).is_err(), "held");

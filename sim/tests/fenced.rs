@@ -39,7 +39,7 @@ fn run(rig: &mut Rig, mut fenced: Fenced) -> (Held, usize) {
         rig.client.step_fenced(&mut fenced, now);
         steps += 1;
     }
-    let (held, _) = rig.client.end_fenced(fenced, None);
+    let held = rig.client.end_fenced(fenced);
     (held.expect("every master answered"), steps)
 }
 

@@ -1,5 +1,6 @@
 //! A waiter leaves the wait queues where it may be queued, as the front
-//! end's `Wait::note` decides, which the simulator's client mirrors.
+//! ends' machine of the acquire that waits decides, which the simulator's
+//! client drives.
 
 #![allow(
     clippy::unwrap_used,
@@ -36,20 +37,22 @@ fn a_wait_that_met_contention_leaves_the_queues_of_the_masters_still_to_answer()
         .unwrap();
     rig.exchange_all();
     let now = rig.instant();
-    let (held, _) = rig.client.end_acquire(id, &names, &[1; 20], None, now);
+    let held = rig.client.end_acquire(id, &names, &[1; 20], now);
     let mut held = held.expect("free");
 
-    let mut wait = rig.client.begin_wait(EPOCH_US).expect("a slot");
+    let mut pursue = rig
+        .client
+        .begin_pursuit(&names, ttl, Some(now + 60 * ttl), EPOCH_US)
+        .unwrap();
+    assert!(pursue.waits(), "a slot");
     let now = rig.instant();
     let id = rig
         .client
-        .begin_acquire(&names, &[2; 20], ttl, Some(&mut wait), None, now)
+        .begin_acquire(&names, &[2; 20], ttl, Some(&mut pursue), None, now)
         .unwrap();
     rig.exchange_all();
     let now = rig.instant();
-    let (refused, _) = rig
-        .client
-        .end_acquire(id, &names, &[2; 20], Some(&mut wait), now);
+    let refused = rig.client.end_attempt(id, &mut pursue, || 0.5, now);
     assert!(refused.is_err(), "held");
 
     let id = rig.client.begin_release(&held, rig.instant()).unwrap();
@@ -57,18 +60,17 @@ fn a_wait_that_met_contention_leaves_the_queues_of_the_masters_still_to_answer()
     rig.client.end_release(id, &mut held).unwrap();
 
     let now = rig.instant();
+    assert!(rig.client.resume(&mut pursue, true, now), "told: attempts");
     let id = rig
         .client
-        .begin_acquire(&names, &[3; 20], ttl, Some(&mut wait), None, now)
+        .begin_acquire(&names, &[3; 20], ttl, Some(&mut pursue), None, now)
         .unwrap();
     rig.exchange(0);
     rig.exchange(1);
     let now = rig.instant();
-    let (won, _) = rig
-        .client
-        .end_acquire(id, &names, &[3; 20], Some(&mut wait), now);
+    let won = rig.client.end_attempt(id, &mut pursue, || 0.5, now);
     won.expect("handed over, won on two of three");
-    rig.client.end_wait(wait, &names, rig.instant());
+    rig.client.end_pursuit(&mut pursue, rig.instant());
     let to_third = rig.take(2);
     let leaves = to_third
         .windows(LEAVE_SCRIPT.len())

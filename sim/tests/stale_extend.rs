@@ -44,9 +44,7 @@ fn a_stale_extend_from_a_dropped_connection_cannot_shorten_a_held_lock() {
     for i in 0..3 {
         rig.exchange(i);
     }
-    let (held, _) = rig
-        .client
-        .end_acquire(id, &names, &token, None, rig.instant());
+    let held = rig.client.end_acquire(id, &names, &token, rig.instant());
     let mut held = held.expect("acquired on three masters");
 
     // The first extend: master 0's copy is held up on the wire.

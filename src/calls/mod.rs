@@ -15,8 +15,10 @@ mod acquire;
 mod checks;
 mod errors;
 mod extend;
+mod pursue;
 mod release;
 mod validity;
+mod wait;
 
 use std::io;
 use std::time::{Duration, Instant};
@@ -30,8 +32,10 @@ pub(crate) use checks::pack_names;
 pub(crate) use checks::{Limits, check_resource, longest_ttl};
 pub(crate) use errors::{acquire_refused, unknown};
 pub(crate) use extend::Extend;
+pub(crate) use pursue::{Fenced, Leave, Pursue, Step, Waited};
 pub(crate) use release::Release;
 pub(crate) use validity::Validity;
+pub(crate) use wait::{Times, Wait};
 
 /// What a lock holds, as an extend or a release of it reads it: the
 /// front ends' [`Lock`](crate::Lock) or the simulator's lock.

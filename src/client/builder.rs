@@ -4,7 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::addr::ServerAddr;
-use crate::calls::Limits;
+use crate::calls::{Limits, Times};
 use crate::commands::WakeChannel;
 use crate::driver::{Driver, Engine, TlsConfig};
 use crate::error::ConfigError;
@@ -144,6 +144,15 @@ impl Config {
             drift_factor: self.drift_factor,
             longest_ttl: self.longest_ttl,
             max_extensions: self.max_extensions,
+        }
+    }
+
+    /// The times a call that waits reads.
+    pub(super) fn times(&self) -> Times {
+        Times {
+            request_timeout: self.request_timeout,
+            retry_delay: self.retry_delay,
+            retry_jitter: self.retry_jitter,
         }
     }
 }

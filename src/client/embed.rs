@@ -159,14 +159,7 @@ impl Base {
     /// The per-node report of `round`, the masters named by their
     /// addresses (allocates: for errors only).
     fn report(&mut self, round: &Round) -> Box<Report> {
-        let report = round.report().with_masters(self.masters.clone());
-        match self.spare_reports.pop() {
-            Some(mut spare) => {
-                *spare = report;
-                spare
-            }
-            None => Box::new(report),
-        }
+        report(&self.masters, &mut self.spare_reports, round)
     }
 
     /// `error` was dropped by a call that goes on: the box of its report
@@ -208,6 +201,23 @@ impl Base {
         let decision = calls::decision(round, Ok(()));
         let (result, _expired) = Release::handle(round, decision, || self.report(round));
         result
+    }
+}
+
+/// The per-node report of `round`, the masters named by `masters`, in a
+/// box of `spares` if one is left (allocates: for errors only).
+#[allow(
+    clippy::vec_box,
+    reason = "the boxes are what is kept: each goes back into an error"
+)]
+fn report(masters: &Arc<[String]>, spares: &mut Vec<Box<Report>>, round: &Round) -> Box<Report> {
+    let report = round.report().with_masters(masters.clone());
+    match spares.pop() {
+        Some(mut spare) => {
+            *spare = report;
+            spare
+        }
+        None => Box::new(report),
     }
 }
 

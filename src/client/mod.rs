@@ -334,11 +334,6 @@ impl Redlock {
         self.limits().ttl(ttl)
     }
 
-    fn retry_delay(&self) -> Duration {
-        let unit = self.tokens().unit();
-        rules::retry_delay(self.config.retry_delay, self.config.retry_jitter, unit)
-    }
-
     /// One acquire attempt, its round cut short at `deadline` if one is
     /// given; on failure, releases everywhere without waiting.
     fn attempt(

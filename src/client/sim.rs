@@ -9,8 +9,9 @@
 //! `begin_*` that starts the call's round, and, once the round is decided,
 //! an `end_*` that makes of it what the front end makes of it (a [`Held`]
 //! lock with its validity, an [`Error`], the release of a failed acquire).
-//! A caller that waits for a contended lock takes a [`Wait`] and is driven
-//! between attempts by a [`Pursuit`], the front end's own decisions. With
+//! A caller that waits for a contended lock is a [`Pursue`]: the front
+//! ends' own machine of the acquire that waits (`calls::Pursue`: its
+//! attempts, its waits, its queue entries and its leave). With
 //! [`Settings::fencing`], an acquire is a [`Fenced`]: the front ends' own
 //! state machine of its rounds (`client/fence.rs`), which this client runs
 //! step by step (`sim/fenced.rs`).
@@ -20,9 +21,9 @@
 //! extend, the limit on extensions included; a round's set-up; what each
 //! round's decision means, its errors' kinds, the validity a lock keeps
 //! after each outcome, the table in [`Lock`](crate::Lock)'s docs; the
-//! release that follows a failed or dropped acquire), a waiter's queue
-//! member, margin and entries ([`Wait`], `client/wait.rs`, and
-//! `rules::wait`), the fenced acquire (`client/fence.rs`). This client
+//! release that follows a failed or dropped acquire; the acquire that
+//! waits, `calls::Pursue`), the fenced acquire (`client/fence.rs`). This
+//! client
 //! only moves their commands and rounds through its [`Core`], so the
 //! simulator's checkers hold the front ends' own decisions to the
 //! guarantees.
@@ -38,12 +39,12 @@ pub use fenced::{FenceMachine, Fenced};
 use super::builder;
 use super::fence::FenceBook;
 use super::keeper::{extension, release_gone, standing};
-pub use super::wait::Wait;
 use crate::Standing;
 use crate::TOKEN_LEN;
 use crate::addr::ServerAddr;
 use crate::calls::{
-    self, Acquire, Acquired, Claim, Extend, Holding, Limits, Release, Validity, check_resource,
+    self, Acquire, Acquired, Claim, Extend, Holding, Limits, Release, Step, Validity, Wait,
+    check_resource,
 };
 use crate::commands::{self, Command, Keys, WakeChannel};
 use crate::driver::core::Core;
@@ -293,10 +294,36 @@ pub enum Next {
     Until(Instant),
 }
 
-/// The attempts of one call that waits for a lock: the front end's
-/// decisions between them (`rules::wait::Pursuit`).
-#[derive(Debug, Clone, Copy)]
-pub struct Pursuit(rules::wait::Pursuit);
+/// A call that waits for a lock (`lock`, `lock_until`, `lock_all`): the
+/// front ends' machine (`calls::Pursue`), its attempts made and ended by
+/// [`Client::begin_acquire`] and [`Client::end_acquire`] (or their fenced
+/// forms), its waits by the simulator's events.
+pub struct Pursue(calls::Pursue<Vec<u8>>);
+
+impl Pursue {
+    /// Whether it holds a slot in the table of waits: its attempts queue
+    /// it where they are refused, and releases tell it.
+    pub fn waits(&self) -> bool {
+        self.0.wait_id().is_some()
+    }
+
+    /// The lock its last attempt won, as the simulator keeps it.
+    fn won(&mut self) -> Result<Held, Error> {
+        match self.0.result() {
+            Some(Ok(lock)) => Ok(Held::from_lock(&lock)),
+            Some(Err(error)) => Err(error),
+            None => Err(calls::unknown()),
+        }
+    }
+
+    /// What it does after its last attempt failed.
+    pub fn next(&self) -> Next {
+        match self.0.poll() {
+            Step::Wait { until, .. } => Next::Until(until),
+            Step::Attempt { .. } | Step::InFlight | Step::Done => Next::Stop,
+        }
+    }
+}
 
 /// A client: the driver's core, waited for by callers named by `u64`s
 /// (see the module docs).
@@ -453,63 +480,89 @@ impl Client {
     // The calls.
 
     /// Starts an acquire of `names` by `token` for `ttl` (an attempt of
-    /// `wait`'s call, if given), cut short at `cap`: its round's id, or the
-    /// error the front end returns before sending anything.
+    /// `pursue`'s call, if given), cut short at `cap`: its round's id, or
+    /// the error the front end returns before sending anything.
     pub fn begin_acquire(
         &mut self,
         names: &Names,
         token: &[u8; TOKEN_LEN],
         ttl: Duration,
-        wait: Option<&mut Wait>,
+        pursue: Option<&mut Pursue>,
         cap: Option<Instant>,
         now: Instant,
     ) -> Result<u64, Error> {
         let ttl_ms = self.check_ttl(ttl)?;
-        let keys = names.keys();
-        match wait {
-            Some(wait) => {
-                self.ready_attempt(wait);
-                self.submit(&wait.acquire(keys, token, ttl_ms), cap, now)
+        match pursue {
+            Some(pursue) => {
+                self.arm(pursue);
+                self.submit(&pursue.0.command(*token), cap, now)
             }
-            None => self.submit(&Acquire::new(keys, *token, ttl_ms).command(), cap, now),
+            None => {
+                let call = Acquire::new(names.keys(), *token, ttl_ms);
+                self.submit(&call.command(), cap, now)
+            }
         }
     }
 
-    /// Before an attempt of `wait`'s call, as the front ends'
-    /// `ready_attempt`: forgets what told it so far, and counts it as
-    /// queued until the attempt's round says otherwise.
-    fn ready_attempt(&mut self, wait: &mut Wait) {
-        self.core.arm_wait(wait.id);
-        wait.entries.attempting();
+    /// Before an attempt of `pursue`'s call: forgets what told its wait so
+    /// far, as the front ends do.
+    fn arm(&mut self, pursue: &Pursue) {
+        if let Step::Attempt { arm: Some(id), .. } = pursue.0.poll() {
+            self.core.arm_wait(id);
+        }
     }
 
-    /// Ends the acquire round `id` of `names` by `token` (an attempt of
-    /// `wait`'s call, if given), at `now`: the lock, or the error after
-    /// which its release is queued on every master; with, for an attempt
-    /// that waits, when the keys that refused it expire.
+    /// Ends the acquire round `id` of `names` by `token` (a `try_lock`),
+    /// at `now`: the lock, or the error after which its release is queued
+    /// on every master.
     pub fn end_acquire(
         &mut self,
         id: u64,
         names: &Names,
         token: &[u8; TOKEN_LEN],
-        wait: Option<&mut Wait>,
         now: Instant,
-    ) -> (Result<Held, Error>, Option<Duration>) {
+    ) -> Result<Held, Error> {
         let Some(round) = self.take(id) else {
-            return (Err(self.busy()), None);
+            return Err(self.busy());
         };
-        let free_in = wait.map(|wait| {
-            wait.entries.note(&round);
-            rules::free_in(&round)
-        });
         let claim = Claim::new(names.keys(), token);
         match claim.handle(&round, decided(&round), || report(&round)) {
-            Acquired::Won(lock) => (Ok(Held::from_lock(&lock)), free_in.flatten()),
+            Acquired::Won(lock) => Ok(Held::from_lock(&lock)),
             Acquired::Lost { error, release } => {
                 self.core.queue(&release, now);
-                (Err(error), free_in.flatten())
+                Err(error)
             }
         }
+    }
+
+    /// Ends the acquire round `id` of an attempt of `pursue`'s call, at
+    /// `now`: the lock, or the error after which its release is queued on
+    /// every master; the call then decides what follows with the numbers
+    /// `draw` gives ([`Pursue::next`]).
+    pub fn end_attempt(
+        &mut self,
+        id: u64,
+        pursue: &mut Pursue,
+        draw: impl FnMut() -> f64,
+        now: Instant,
+    ) -> Result<Held, Error> {
+        let outcome = match self.take(id) {
+            Some(round) => {
+                let p = &mut pursue.0;
+                let attempted =
+                    p.handle_attempt(&round, decided(&round), || report(&round), draw, now);
+                if let Some(release) = &attempted.release {
+                    self.core.queue(release, now);
+                }
+                attempted.outcome.map_err(Clone::clone)
+            }
+            None => {
+                let release = pursue.0.handle_lost(draw, now);
+                self.core.queue(&release, now);
+                Err(calls::unknown())
+            }
+        };
+        outcome.and_then(|()| pursue.won())
     }
 
     /// The caller of acquire round `id` of `names` by `token` is gone
@@ -611,96 +664,110 @@ impl Client {
         self.core.release_orphan(&release, now)
     }
 
-    /// A slot in the table of waits for a call that waits, which began to
-    /// wait at `place` (microseconds of the client's wall clock), if
-    /// releases tell this client's waiters and the table has room.
-    pub fn begin_wait(&mut self, place: u64) -> Option<Wait> {
+    /// A call that waits for `names` for `ttl`: `lock` (the configured
+    /// retries) without a deadline, `lock_until` with one; with a slot in
+    /// the table of waits, its place in the queues `place` (microseconds
+    /// of the client's wall clock), if releases tell this client's waiters
+    /// and the table has room. Or the error the front end returns before
+    /// sending anything.
+    pub fn begin_pursuit(
+        &mut self,
+        names: &Names,
+        ttl: Duration,
+        deadline: Option<Instant>,
+        place: u64,
+    ) -> Result<Pursue, Error> {
+        let wait = self.begin_wait(place);
+        let ttl_ms = match self.check_ttl(ttl) {
+            Ok(ttl_ms) => ttl_ms,
+            Err(error) => {
+                if let Some(wait) = wait {
+                    self.core.end_wait(wait.id);
+                }
+                return Err(error);
+            }
+        };
+        let terms = match deadline {
+            Some(deadline) => Terms::Deadline(deadline),
+            None => Terms::Retries(self.settings.retry_count),
+        };
+        let keys = Keys::new(names.bytes.clone(), names.many);
+        let times = self.times();
+        Ok(Pursue(calls::Pursue::new(keys, ttl_ms, terms, times, wait)))
+    }
+
+    /// A slot in the table of waits, if releases tell this client's
+    /// waiters and the table has room.
+    fn begin_wait(&mut self, place: u64) -> Option<Wait> {
         let channel = self.wake?;
         let id = self.core.begin_wait()?;
-        let s = &self.settings;
-        let times = (s.request_timeout, s.retry_delay, s.retry_jitter);
-        let wait = Wait::new(id, &channel, place, times);
+        let wait = Wait::new(id, &channel, place, self.times());
         if wait.is_none() {
             self.core.end_wait(id);
         }
         wait
     }
 
-    /// Ends `wait`'s call on `names`: leaves the queues if it may be
-    /// queued somewhere (without waiting), and frees its slot.
-    pub fn end_wait(&mut self, wait: Wait, names: &Names, now: Instant) {
-        if let Some(leave) = wait.leave(names.keys()) {
-            self.core.queue(&leave, now);
-        }
-        self.core.end_wait(wait.id);
-    }
-
-    /// Whether a quorum of masters told `wait` since its last attempt.
-    pub fn is_told(&self, wait: &Wait) -> bool {
-        self.core.is_told(wait.id)
-    }
-
-    /// When a master told `wait` to try, should nobody hand it the lock
-    /// before.
-    pub fn hinted(&self, wait: &Wait) -> Option<Instant> {
-        self.core.hinted(wait.id)
-    }
-
-    /// Has `caller` woken when `wait` is told (or its time to try comes).
-    pub fn set_wait_waiter(&mut self, wait: &Wait, caller: u64) {
-        self.core.set_wait_waiter(wait.id, caller);
-    }
-
-    /// Takes `wait`'s caller back.
-    pub fn take_wait_waiter(&mut self, wait: &Wait) {
-        self.core.take_wait_waiter(wait.id);
-    }
-
-    /// The pursuit of a call that waits: `lock` (the configured retries)
-    /// without a deadline, `lock_until` with one.
-    pub fn pursuit(&self, deadline: Option<Instant>) -> Pursuit {
-        let terms = match deadline {
-            Some(deadline) => Terms::Deadline(deadline),
-            None => Terms::Retries(self.settings.retry_count),
-        };
-        Pursuit(rules::wait::Pursuit::new(
-            terms,
-            self.settings.request_timeout,
-        ))
-    }
-
-    /// After an attempt that failed with `error` at `now`: what `pursuit`
-    /// does next. `free_in`: what [`end_acquire`](Self::end_acquire) said;
-    /// `delay_unit` and `jitter_unit`: random numbers in `[0, 1)` for the
-    /// retry delay and the jitter on an expiry.
-    pub fn next(
-        &self,
-        pursuit: &mut Pursuit,
-        error: &Error,
-        free_in: Option<Duration>,
-        (delay_unit, jitter_unit): (f64, f64),
-        now: Instant,
-    ) -> Next {
+    /// The times a call that waits reads, as the front end's
+    /// configuration has them.
+    fn times(&self) -> calls::Times {
         let s = &self.settings;
-        let delay = rules::retry_delay(s.retry_delay, s.retry_jitter, delay_unit);
-        match pursuit
-            .0
-            .after_failure(error.is_retryable(), free_in, delay, jitter_unit, now)
-        {
-            rules::wait::Next::Stop => Next::Stop,
-            rules::wait::Next::Until(at) => Next::Until(at),
+        calls::Times {
+            request_timeout: s.request_timeout,
+            retry_delay: s.retry_delay,
+            retry_jitter: s.retry_jitter,
         }
     }
 
-    /// `pursuit`'s caller was told before its wait's end, at `now`: may it
-    /// attempt now?
-    pub fn may_attempt(&self, pursuit: &Pursuit, now: Instant) -> bool {
-        pursuit.0.may_attempt(now)
+    /// `pursue`'s call ends, returned or dropped: it leaves the queues if
+    /// it may be queued somewhere (without waiting), and its slot is
+    /// freed.
+    pub fn end_pursuit(&mut self, pursue: &mut Pursue, now: Instant) {
+        if let Some(leave) = pursue.0.leave() {
+            if let Some(command) = &leave.command {
+                self.core.queue(command, now);
+            }
+            self.core.end_wait(leave.wait);
+        }
     }
 
-    /// The deadline of `pursuit`'s call, if it has one.
-    pub fn deadline(&self, pursuit: &Pursuit) -> Option<Instant> {
-        pursuit.0.deadline()
+    /// `pursue`'s wait is over at `now`, told (a quorum of masters told
+    /// it) or not: whether it attempts again (else its call ends with the
+    /// last error: told once an attempt could end past its deadline).
+    pub fn resume(&mut self, pursue: &mut Pursue, told: bool, now: Instant) -> bool {
+        if told {
+            pursue.0.handle_told(now);
+        } else {
+            pursue.0.handle_timeout();
+        }
+        matches!(pursue.0.poll(), Step::Attempt { .. })
+    }
+
+    /// Whether a quorum of masters told `pursue`'s wait since its last
+    /// attempt.
+    pub fn is_told(&self, pursue: &Pursue) -> bool {
+        pursue.0.wait_id().is_some_and(|id| self.core.is_told(id))
+    }
+
+    /// When a master told `pursue`'s wait to try, should nobody hand it
+    /// the lock before.
+    pub fn hinted(&self, pursue: &Pursue) -> Option<Instant> {
+        pursue.0.wait_id().and_then(|id| self.core.hinted(id))
+    }
+
+    /// Has `caller` woken when `pursue`'s wait is told (or its time to try
+    /// comes).
+    pub fn set_wait_waiter(&mut self, pursue: &Pursue, caller: u64) {
+        if let Some(id) = pursue.0.wait_id() {
+            self.core.set_wait_waiter(id, caller);
+        }
+    }
+
+    /// Takes `pursue`'s caller back.
+    pub fn take_wait_waiter(&mut self, pursue: &Pursue) {
+        if let Some(id) = pursue.0.wait_id() {
+            self.core.take_wait_waiter(id);
+        }
     }
 
     /// Starts one round of `command`, waiting at most the request timeout

@@ -32,13 +32,12 @@ use smallvec::SmallVec;
 
 use super::fence::FencedAcquire;
 use super::rounds::{Ends, Rounds, Spans, spans};
-use super::wait::Wait;
 use super::{Lock, Redlock, TOKEN_LEN};
-use crate::calls::{Acquire, Claim, Extend, Holding, Release, Validity, release_behind};
+use crate::calls::{Acquire, Extend, Holding, Pursue, Release, Step, Validity, release_behind};
 use crate::commands::{Command, Keys};
 use crate::driver::{Engine, Polling};
 use crate::error::Error;
-use crate::rules::wait::{Next, Terms};
+use crate::rules::wait::Terms;
 use crate::rules::{self, Op};
 
 /// The rounds of one async call, started when first polled.
@@ -251,19 +250,16 @@ impl Drop for Told<'_> {
     }
 }
 
-/// Ends a call's wait when the call ends, returned or dropped: its queue
+/// Ends a call that waits when it ends, returned or dropped: its queue
 /// entries go, its slot is freed.
 struct EndWait<'a, 'k> {
     client: &'a Redlock,
-    wait: Option<Wait>,
-    keys: Keys<&'k [u8]>,
+    call: Pursue<&'k [u8]>,
 }
 
 impl Drop for EndWait<'_, '_> {
     fn drop(&mut self) {
-        if let Some(wait) = self.wait.take() {
-            self.client.end_wait(wait, self.keys);
-        }
+        self.client.end_pursuit(&mut self.call);
     }
 }
 
@@ -449,71 +445,46 @@ impl Redlock {
         ttl_ms: u64,
         terms: Terms,
     ) -> Result<Lock, Error> {
-        let mut pursuit = self.pursuit(terms);
-        let keys = Keys::One(resource);
         let mut place = EndWait {
             client: self,
-            wait: self.begin_wait(),
-            keys,
+            call: self.pursuing(Keys::One(resource), ttl_ms, terms),
         };
+        let call = &mut place.call;
         loop {
-            let deadline = pursuit.deadline();
-            let (result, free_in) = match place.wait.as_mut() {
-                Some(wait) => {
-                    self.attempt_waiting_async(keys, ttl_ms, wait, deadline)
-                        .await
+            match call.poll() {
+                Step::Attempt { arm, cap } => {
+                    self.arm(arm);
+                    if self.config.fencing.is_some() {
+                        // Boxed, as a fenced attempt is: its state would
+                        // make every plain attempt's future several times
+                        // larger.
+                        let attempt = self.fenced_waiting(call.fenced(), cap);
+                        let (waited, results) = Box::pin(self.run_fenced_async(attempt)).await;
+                        self.fence_attempted(call, waited, results);
+                    } else {
+                        let token = self.tokens().token();
+                        let command = call.command(token);
+                        let mut ends =
+                            RoundsFuture::new(self, std::slice::from_ref(&command), cap, true)
+                                .await;
+                        let end = self.first(&mut ends);
+                        self.attempted(call, end);
+                    }
                 }
-                None => (self.attempt_async(resource, ttl_ms, deadline).await, None),
-            };
-            let error = match result {
-                Ok(lock) => return Ok(lock),
-                Err(error) => error,
-            };
-            let now = crate::clock::now();
-            match self.next(&mut pursuit, &error, free_in, now) {
-                Next::Stop => return Err(error),
-                Next::Until(at) => {
-                    let told = match &place.wait {
-                        Some(wait) => self.told(wait.id, at).await,
+                Step::Wait { told, until } => {
+                    let told = match told {
+                        Some(id) => self.told(id, until).await,
                         None => {
-                            self.sleep_until(at).await;
+                            self.sleep_until(until).await;
                             false
                         }
                     };
-                    if told && !pursuit.may_attempt(crate::clock::now()) {
-                        return Err(error);
-                    }
-                    self.recycle(error);
+                    self.resume(call, told);
                 }
+                Step::InFlight | Step::Done => break,
             }
         }
-    }
-
-    /// One async attempt of an acquire that waits, as the blocking
-    /// `attempt_waiting` does.
-    async fn attempt_waiting_async(
-        &self,
-        keys: Keys<&[u8]>,
-        ttl_ms: u64,
-        wait: &mut Wait,
-        deadline: Option<Instant>,
-    ) -> (Result<Lock, Error>, Option<Duration>) {
-        self.ready_attempt(wait);
-        if self.config.fencing.is_some() {
-            let (resource, many) = keys.parts();
-            let attempt = FencedAcquire::new(self, [resource], many, ttl_ms, deadline);
-            // Boxed, as a fenced attempt is: its state would make every
-            // plain attempt's future several times larger.
-            let run = Box::pin(self.run_fenced_async(attempt.waiting(wait.queue())));
-            let (waited, results) = run.await;
-            return self.fence_waited(wait, waited, results);
-        }
-        let token = self.tokens().token();
-        let command = wait.acquire(keys, &token, ttl_ms);
-        let mut ends =
-            RoundsFuture::new(self, std::slice::from_ref(&command), deadline, true).await;
-        let end = self.first(&mut ends);
-        self.waited(Claim::new(keys, &token), wait, end)
+        call.result().unwrap_or_else(|| Err(self.busy()))
     }
 
     /// [`extend`](Self::extend) as a future. Dropped with its round in

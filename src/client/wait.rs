@@ -1,20 +1,11 @@
-//! Calls that wait for a lock (`lock`, `lock_until`, `lock_all` and their
-//! async forms): attempts until one wins, with the waits between them.
-//!
-//! The decisions are [`Pursuit`]'s, free of I/O. While releases tell
-//! waiters ([`Builder::wake_on_release`](crate::Builder::wake_on_release)),
-//! a call holds a slot of the client's table of waits for its whole
-//! length: each attempt is an acquire that waits
-//! ([`WAIT_ACQUIRE_SCRIPT`](crate::scripts::WAIT_ACQUIRE_SCRIPT)), which
-//! queues the caller where it is refused under the slot's id, and between
-//! attempts the caller sleeps until a quorum of masters has told it (a
-//! release handed it the lock) or until its fallback. When the call ends,
-//! its queue entries go ([`LEAVE_SCRIPT`](crate::scripts::LEAVE_SCRIPT)),
-//! unless no master its last attempt reached refused it or failed (one
-//! that granted took them).
+//! Calls that wait for a lock (`lock`, `lock_until`, `lock_all`), run on
+//! the caller's thread: the machine of `calls::Pursue` (the attempts, the
+//! waits between them, the queue entries, the leave) driven with the
+//! engine's rounds and [`Engine::wait_told`](crate::driver::Engine); what
+//! the async and embedded front ends share with it (a slot in the table
+//! of waits, an attempt's end handed to the machine) is here too.
 
-use std::io::Write;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use smallvec::SmallVec;
 
@@ -22,298 +13,183 @@ use super::builder::Config;
 use super::fence::FencedAcquire;
 use super::rounds::RoundEnd;
 use super::{Lock, Redlock};
-use crate::calls::Claim;
-use crate::commands::{Command, Keys, WakeChannel};
+use crate::calls::{Fenced, Leave, Pursue, Step, Wait, Waited};
+use crate::commands::{Keys, WakeChannel};
 use crate::driver::Driver;
 use crate::error::Error;
-use crate::rules::wait::{Entries, Next, Pursuit, Terms};
-use crate::rules::{self, Round};
+use crate::rules::Op;
+use crate::rules::wait::Terms;
 
-/// Room for a queue member: `<window ms>|<wait id>|<channel>`.
-const MEMBER: usize = 80;
-
-/// The most a waiter's reservation window may be.
-const MAX_WINDOW: Duration = Duration::from_secs(10);
-
-/// The least a waiter's reservation window may be: a release's hand-off
-/// must reach a waiter on a busy machine and its attempt come back.
-const MIN_WINDOW: Duration = Duration::from_millis(50);
-
-/// A call's place in the client's table of waits and in the masters'
-/// queues.
-// Public for the simulator's front end alone, which re-exports it.
-#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
-pub struct Wait {
-    /// Its slot's id: what releases publish to tell it.
-    pub(super) id: u64,
-    member: [u8; MEMBER],
-    member_len: usize,
-    /// When it began to wait, in microseconds of the wall clock: its place
-    /// in the queues, the same on every master.
-    place: u64,
-    /// How long its queue entries outlive the keys that block it, in ms.
-    margin_ms: u64,
-    /// Whether a master may hold an entry of it: the wait leaves the
-    /// queues when it ends.
-    pub(super) entries: Entries,
+/// Takes a slot in `driver`'s table of waits for a call of a client whose
+/// connections hear `channel`; `None` when the table is full. The call's
+/// place in the queues is now.
+pub(super) fn begin_wait(
+    driver: &mut Driver,
+    channel: &WakeChannel,
+    config: &Config,
+) -> Option<Wait> {
+    let id = driver.begin_wait()?;
+    let place = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_micros() as u64);
+    let wait = Wait::new(id, channel, place, config.times());
+    if wait.is_none() {
+        driver.end_wait(id);
+    }
+    wait
 }
 
-impl Wait {
-    /// The member, as the scripts read it.
-    fn member(&self) -> &[u8] {
-        &self.member[..self.member_len]
+/// Sends what a call that waits leaves behind (see
+/// [`Pursue::leave`]) on `driver`, without waiting, and frees its slot.
+pub(super) fn end_wait(driver: &mut Driver, leave: Leave<'_>) {
+    if let Some(command) = &leave.command {
+        driver.queue(command, crate::clock::now());
     }
-
-    /// The member, place and margin, as a fenced acquire that waits takes
-    /// them.
-    pub(super) fn queue(&self) -> (&[u8], u64, u64) {
-        (self.member(), self.place, self.margin_ms)
-    }
-
-    /// The acquire that waits, for `keys` with `token`.
-    pub(super) fn acquire<'a>(
-        &'a self,
-        keys: Keys<&'a [u8]>,
-        token: &'a [u8],
-        ttl_ms: u64,
-    ) -> Command<'a> {
-        Command::wait_acquire(keys, token, ttl_ms, self.queue())
-    }
-}
-
-impl Wait {
-    /// Takes a slot in `driver`'s table of waits for a call of a client
-    /// whose connections hear `channel`; `None` when the table is full.
-    /// The call's place in the queues is now.
-    pub(super) fn begin(
-        driver: &mut Driver,
-        channel: &WakeChannel,
-        config: &Config,
-    ) -> Option<Wait> {
-        let id = driver.begin_wait()?;
-        let place = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |since| since.as_micros() as u64);
-        let times = (
-            config.request_timeout,
-            config.retry_delay,
-            config.retry_jitter,
-        );
-        let wait = Wait::new(id, channel, place, times);
-        if wait.is_none() {
-            driver.end_wait(id);
-        }
-        wait
-    }
-
-    /// The wait of slot `id` of a client whose connections hear `channel`,
-    /// which began to wait at `place`, for a client with these request
-    /// timeout, retry delay and jitter (`times`): its queue member and
-    /// margin; `None` if the member does not fit.
-    pub(super) fn new(
-        id: u64,
-        channel: &WakeChannel,
-        place: u64,
-        times: (Duration, Duration, Duration),
-    ) -> Option<Wait> {
-        let (request_timeout, retry_delay, retry_jitter) = times;
-        let window = (request_timeout * 4).clamp(MIN_WINDOW, MAX_WINDOW);
-        let mut member = [0; MEMBER];
-        let mut out = &mut member[..];
-        write!(out, "{}|{id}|", window.as_millis())
-            .and_then(|()| out.write_all(channel))
-            .ok()?;
-        let member_len = MEMBER - out.len();
-        let margin = window + retry_delay + retry_jitter + request_timeout;
-        Some(Wait {
-            id,
-            member,
-            member_len,
-            place,
-            margin_ms: margin.as_millis() as u64,
-            entries: Entries::default(),
-        })
-    }
-
-    /// Ends the wait: leaves the queues of `keys` on every master if it
-    /// may be queued somewhere (queued on `driver`, without waiting), and
-    /// frees its slot.
-    pub(super) fn end(self, driver: &mut Driver, keys: Keys<&[u8]>) {
-        if let Some(leave) = self.leave(keys) {
-            driver.queue(&leave, crate::clock::now());
-        }
-        driver.end_wait(self.id);
-    }
-
-    /// The command that takes it off the queues of `keys` when its call
-    /// ends, if a master may hold an entry of it.
-    pub(super) fn leave<'a>(&'a self, keys: Keys<&'a [u8]>) -> Option<Command<'a>> {
-        self.entries
-            .queued()
-            .then(|| Command::leave(keys, self.member()).with_script())
-    }
+    driver.end_wait(leave.wait);
 }
 
 impl Redlock {
-    /// A slot in the table of waits, if releases tell this client's
-    /// waiters and the table has room (else the call waits by its
-    /// fallback alone).
-    pub(super) fn begin_wait(&self) -> Option<Wait> {
-        let channel = self.config.wake?;
-        Wait::begin(&mut self.engine.driver().driver, &channel, &self.config)
-    }
-
-    /// Ends `wait`: leaves the queues of `keys` on every master if it may
-    /// be queued somewhere (without waiting), and frees its slot.
-    pub(super) fn end_wait(&self, wait: Wait, keys: Keys<&[u8]>) {
-        wait.end(&mut self.engine.driver().driver, keys);
-    }
-
-    /// Forgets what told `wait` so far: only what comes after counts for
-    /// the next wait.
-    pub(super) fn arm(&self, wait: &Wait) {
-        self.engine.driver().driver.arm_wait(wait.id);
-    }
-
-    /// A pursuit of a lock on these terms.
-    pub(super) fn pursuit(&self, terms: Terms) -> Pursuit {
-        Pursuit::new(terms, self.config.request_timeout)
-    }
-
-    /// After a failed attempt that ended with `error` at `now`: what the
-    /// pursuit does next, with a retry delay and a jitter drawn now.
-    pub(super) fn next(
+    /// A call that waits for `keys` for `ttl_ms` on `terms`, with a slot in
+    /// the table of waits if releases tell this client's waiters and the
+    /// table has room (else it waits by its fallback alone).
+    pub(super) fn pursuing<K: AsRef<[u8]>>(
         &self,
-        pursuit: &mut Pursuit,
-        error: &Error,
-        free_in: Option<Duration>,
-        now: Instant,
-    ) -> Next {
-        let delay = self.retry_delay();
-        let unit = self.tokens().unit();
-        pursuit.after_failure(error.is_retryable(), free_in, delay, unit, now)
+        keys: Keys<K>,
+        ttl_ms: u64,
+        terms: Terms,
+    ) -> Pursue<K> {
+        let wait = self.config.wake.and_then(|channel| {
+            begin_wait(&mut self.engine.driver().driver, &channel, &self.config)
+        });
+        Pursue::new(keys, ttl_ms, terms, self.config.times(), wait)
+    }
+
+    /// `call` ends, returned or dropped: it leaves the queues if it may be
+    /// queued somewhere (without waiting), and its slot is freed.
+    pub(super) fn end_pursuit<K: AsRef<[u8]>>(&self, call: &mut Pursue<K>) {
+        if let Some(leave) = call.leave() {
+            end_wait(&mut self.engine.driver().driver, leave);
+        }
     }
 
     /// Attempts to acquire `keys` until one attempt wins or `terms` says
-    /// to stop, waiting between attempts (see the module docs).
+    /// to stop, waiting between attempts (see `calls::Pursue`).
     pub(super) fn pursue(
         &self,
         keys: Keys<&[u8]>,
         ttl_ms: u64,
         terms: Terms,
     ) -> Result<Lock, Error> {
-        let mut pursuit = self.pursuit(terms);
-        let mut wait = self.begin_wait();
-        let result = loop {
-            let (result, free_in) = match wait.as_mut() {
-                Some(wait) => self.attempt_waiting(keys, ttl_ms, wait, pursuit.deadline()),
-                None => {
-                    let (resource, many) = keys.parts();
-                    (
-                        self.attempt(resource, many, ttl_ms, pursuit.deadline()),
-                        None,
-                    )
+        let mut call = self.pursuing(keys, ttl_ms, terms);
+        loop {
+            match call.poll() {
+                Step::Attempt { arm, cap } => {
+                    self.arm(arm);
+                    if self.config.fencing.is_some() {
+                        let (waited, results) = {
+                            let mut attempt = self.fenced_waiting(call.fenced(), cap);
+                            self.run_fenced(&mut attempt);
+                            (attempt.waited.take(), attempt.finish(self))
+                        };
+                        self.fence_attempted(&mut call, waited, results);
+                    } else {
+                        let token = self.tokens().token();
+                        let end = self.round(&call.command(token), cap);
+                        self.attempted(&mut call, end);
+                    }
                 }
-            };
-            let error = match result {
-                Ok(lock) => break Ok(lock),
-                Err(error) => error,
-            };
-            let now = crate::clock::now();
-            let at = match self.next(&mut pursuit, &error, free_in, now) {
-                Next::Stop => break Err(error),
-                Next::Until(at) => at,
-            };
-            let told = match &wait {
-                Some(wait) => self.engine.wait_told(wait.id, at),
-                None => {
-                    std::thread::sleep(at.saturating_duration_since(now));
-                    false
+                Step::Wait { told, until } => {
+                    let told = match told {
+                        Some(id) => self.engine.wait_told(id, until),
+                        None => {
+                            let now = crate::clock::now();
+                            std::thread::sleep(until.saturating_duration_since(now));
+                            false
+                        }
+                    };
+                    self.resume(&mut call, told);
                 }
-            };
-            if told && !pursuit.may_attempt(crate::clock::now()) {
-                break Err(error);
+                Step::InFlight | Step::Done => break,
             }
-            self.recycle(error);
+        }
+        self.end_pursuit(&mut call);
+        call.result().unwrap_or_else(|| Err(self.busy()))
+    }
+
+    /// Before an attempt of a call that waits: forgets what told wait
+    /// `arm` so far.
+    pub(super) fn arm(&self, arm: Option<u64>) {
+        if let Some(id) = arm {
+            self.engine.driver().driver.arm_wait(id);
+        }
+    }
+
+    /// `call`'s wait is over, told or not: the next attempt (or the end);
+    /// the last error's report goes back for the next one.
+    pub(super) fn resume<K: AsRef<[u8]>>(&self, call: &mut Pursue<K>, told: bool) {
+        let spent = if told {
+            call.handle_told(crate::clock::now())
+        } else {
+            call.handle_timeout()
         };
-        if let Some(wait) = wait {
-            self.end_wait(wait, keys);
+        if let Some(error) = spent {
+            self.recycle(error);
         }
-        result
     }
 
-    /// One attempt of an acquire that waits, its round cut short at
-    /// `deadline` if one is given; with, when it failed because the keys
-    /// are held, when they expire ([`rules::free_in`]).
-    fn attempt_waiting(
+    /// The fenced attempt of a call that waits, made with `fenced`, no
+    /// round running past `cap`.
+    pub(super) fn fenced_waiting<'p>(
         &self,
-        keys: Keys<&[u8]>,
-        ttl_ms: u64,
-        wait: &mut Wait,
-        deadline: Option<Instant>,
-    ) -> (Result<Lock, Error>, Option<Duration>) {
-        self.ready_attempt(wait);
-        if self.config.fencing.is_some() {
-            let (resource, many) = keys.parts();
-            let (waited, results) = {
-                let attempt = FencedAcquire::new(self, [resource], many, ttl_ms, deadline);
-                let mut attempt = attempt.waiting(wait.queue());
-                self.run_fenced(&mut attempt);
-                (attempt.waited.take(), attempt.finish(self))
-            };
-            return self.fence_waited(wait, waited, results);
+        fenced: Fenced<'p>,
+        cap: Option<std::time::Instant>,
+    ) -> FencedAcquire<'p> {
+        let (resource, many) = fenced.keys.parts();
+        let attempt = FencedAcquire::new(self, [resource], many, fenced.ttl_ms, cap);
+        match fenced.queue {
+            Some(queue) => attempt.waiting(queue),
+            None => attempt,
         }
-        let token = self.tokens().token();
-        let end = self.round(&wait.acquire(keys, &token, ttl_ms), deadline);
-        self.waited(Claim::new(keys, &token), wait, end)
     }
 
-    /// After a fenced attempt of an acquire that waits, its acquire round
-    /// having ended as `waited` says (the round, and when the keys that
-    /// refused it expire): the lock or the error, and when the keys
-    /// expire.
-    pub(super) fn fence_waited(
+    /// `call`'s plain attempt ended with `end`: the machine reads it (the
+    /// lock, or the error and the release, queued here without waiting),
+    /// and the attempt is counted.
+    pub(super) fn attempted<K: AsRef<[u8]>>(
         &self,
-        wait: &mut Wait,
-        waited: Option<(Round, Option<Duration>)>,
+        call: &mut Pursue<K>,
+        end: Result<RoundEnd, Error>,
+    ) {
+        let now = crate::clock::now();
+        let draw = || self.tokens().unit();
+        let end = match end {
+            Ok(end) => end,
+            Err(error) => return call.handle_unsent(error, draw, now),
+        };
+        let attempted =
+            call.handle_attempt(&end.round, end.result, || self.report(&end), draw, now);
+        if let Some(release) = &attempted.release {
+            self.engine
+                .driver()
+                .driver
+                .queue(release, crate::clock::now());
+        }
+        self.tally(Op::Acquire, &end, attempted.outcome);
+    }
+
+    /// `call`'s fenced attempt ended with `results`, its acquire round as
+    /// `waited` says: the machine reads it.
+    pub(super) fn fence_attempted<K: AsRef<[u8]>>(
+        &self,
+        call: &mut Pursue<K>,
+        waited: Waited,
         results: SmallVec<[Result<Lock, Error>; 1]>,
-    ) -> (Result<Lock, Error>, Option<Duration>) {
+    ) {
         let result = results
             .into_iter()
             .next()
             .unwrap_or_else(|| Err(self.busy()));
-        match waited {
-            Some((round, free_in)) => {
-                wait.entries.note(&round);
-                (result, free_in)
-            }
-            None => (result, None),
-        }
-    }
-
-    /// Before an attempt of an acquire that waits: forgets what told
-    /// `wait` so far, and counts it as queued until its round says
-    /// otherwise (a call dropped meanwhile leaves its queues).
-    pub(super) fn ready_attempt(&self, wait: &mut Wait) {
-        self.arm(wait);
-        wait.entries.attempting();
-    }
-
-    /// After an attempt of an acquire that waits (of `claim`), whose round
-    /// ended with `end`: the lock or the error, and when the keys that
-    /// refused it expire ([`rules::free_in`]).
-    pub(super) fn waited(
-        &self,
-        claim: Claim<'_>,
-        wait: &mut Wait,
-        end: Result<RoundEnd, Error>,
-    ) -> (Result<Lock, Error>, Option<Duration>) {
-        let end = match end {
-            Ok(end) => end,
-            Err(error) => return (Err(error), None),
-        };
-        wait.entries.note(&end.round);
-        let free_in = rules::free_in(&end.round);
-        (self.acquired(claim, &end), free_in)
+        let draw = || self.tokens().unit();
+        call.handle_fenced(waited, result, draw, crate::clock::now());
     }
 }

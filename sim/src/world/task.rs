@@ -21,7 +21,7 @@
 use std::time::{Duration, Instant};
 
 use redlock_mio::rules::{NodeState, Round};
-use redlock_mio::sim::{Fenced, Held, Keep, Names, Pursuit, Wait};
+use redlock_mio::sim::{Fenced, Held, Keep, Names, Pursue};
 
 use super::history::{self, Holding};
 use super::{Ev, World};
@@ -89,8 +89,8 @@ struct Call {
     /// attempts until `until`, unless told sooner.
     round: Option<Flight>,
     until: Instant,
-    wait: Option<Wait>,
-    pursuit: Option<Pursuit>,
+    /// The front end's machine of a call that waits (none for a `try_lock`).
+    pursue: Option<Pursue>,
     begun: Instant,
     begun_g: u64,
     /// The rounds its fenced attempts ran beyond one each.
@@ -142,6 +142,14 @@ struct Kept {
     due: Option<(u64, u64)>,
 }
 
+impl Call {
+    /// Whether it holds a slot in the table of waits (it waits in the
+    /// masters' queues).
+    fn waits(&self) -> bool {
+        self.pursue.as_ref().is_some_and(Pursue::waits)
+    }
+}
+
 impl Task {
     pub(crate) fn new() -> Task {
         Task {
@@ -157,7 +165,7 @@ impl Task {
 
     /// Whether it makes a call that waits in the queue of resource `r`.
     fn waits_on(&self, r: usize) -> bool {
-        matches!(&self.state, State::Acquire(call) if call.wait.is_some() && call.res.contains(&r))
+        matches!(&self.state, State::Acquire(call) if call.waits() && call.res.contains(&r))
     }
 
     pub(crate) fn describe(&self) -> &'static str {
@@ -328,7 +336,7 @@ fn record_wait(
     to: u64,
     acquired: bool,
 ) {
-    if call.wait.is_none() {
+    if !call.waits() {
         return;
     }
     history.waits.push(super::history::Waiting {

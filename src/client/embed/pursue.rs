@@ -1,30 +1,26 @@
 //! [`EmbeddedRedlock::lock_until`](super::EmbeddedRedlock::lock_until)'s
-//! calls in progress: the attempts of a [`Pursuit`] and the waits between
-//! them, driven by the caller's loop.
+//! calls in progress: the machine of `calls::Pursue`, as the blocking and
+//! async calls drive it, moved on by the caller's loop.
 //!
-//! The decisions are [`Pursuit`]'s, as for the blocking and async calls
-//! (see `client/wait.rs`); here nothing blocks and nothing is woken: each
-//! time the caller hands the client its events or the time, every call
-//! looks at its round (decided?) or its wait (told by a quorum of
+//! Here nothing blocks and nothing is woken: each time the caller hands
+//! the client its events or the time, every call looks at what its
+//! machine waits for (its round decided? its wait told by a quorum of
 //! masters, given a time to try at by one, or over?) and moves on
 //! ([`LockUntil::step`]). A waiting call's time goes into the client's
-//! `next_timeout`. Its slot in the table of waits and its place in the
-//! masters' queues last from its start to its end, as a blocking call's
-//! do.
+//! `next_timeout`.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use smallvec::SmallVec;
 
-use super::super::wait::Wait;
+use super::super::wait::{begin_wait, end_wait};
 use super::{Base, Ticket};
-use crate::calls::Claim;
-use crate::client::{Lock, TOKEN_LEN};
-use crate::commands::{Command, Keys};
+use crate::calls::{self, Pursue, Step};
+use crate::client::Lock;
+use crate::commands::Keys;
 use crate::driver::Driver;
 use crate::error::Error;
-use crate::rules::wait::{Next, Pursuit, Terms};
-use crate::rules::{self, Round};
+use crate::rules::wait::Terms;
 
 /// The bit that sets a `lock_until` ticket apart from the tickets of
 /// single rounds (their ids, which never reach it).
@@ -33,30 +29,9 @@ pub(super) const TICKET_TAG: u64 = 1 << 63;
 /// A `lock_until` call in progress.
 pub(super) struct LockUntil {
     ticket: Ticket,
-    call: Call,
-    stage: Stage,
-}
-
-/// What a call keeps from its start to its end.
-struct Call {
-    pursuit: Pursuit,
-    /// Its slot in the table of waits and place in the masters' queues,
-    /// if releases tell this client's waiters (else it waits by its
-    /// fallback alone); `None` once it ended.
-    wait: Option<Wait>,
-    resource: SmallVec<[u8; 64]>,
-    ttl_ms: u64,
-}
-
-/// Where a call is.
-enum Stage {
-    /// An attempt's round is in flight.
-    Attempt { id: u64, token: [u8; TOKEN_LEN] },
-    /// Between attempts, after one that failed with `error`: until told,
-    /// or until `until`.
-    Wait { until: Instant, error: Error },
-    /// Ended, its wait too: what its ticket completes with.
-    Done(Result<Lock, Error>),
+    call: Pursue<SmallVec<[u8; 64]>>,
+    /// The round of the attempt under way.
+    round: Option<u64>,
 }
 
 impl LockUntil {
@@ -75,25 +50,21 @@ impl LockUntil {
         deadline: Instant,
     ) -> Result<LockUntil, Error> {
         let config = &base.config;
-        let mut call = Call {
-            pursuit: Pursuit::new(Terms::Deadline(deadline), config.request_timeout),
-            wait: config
-                .wake
-                .and_then(|channel| Wait::begin(&mut base.driver, &channel, config)),
-            resource: SmallVec::from_slice(resource),
-            ttl_ms,
+        let wait = config
+            .wake
+            .and_then(|channel| begin_wait(&mut base.driver, &channel, config));
+        let keys = Keys::One(SmallVec::from_slice(resource));
+        let terms = Terms::Deadline(deadline);
+        let mut call = LockUntil {
+            ticket,
+            call: Pursue::new(keys, ttl_ms, terms, config.times(), wait),
+            round: None,
         };
-        match call.attempt(base, crate::clock::now()) {
-            Ok(stage) => Ok(LockUntil {
-                ticket,
-                call,
-                stage,
-            }),
-            Err(busy) => {
-                call.end(&mut base.driver);
-                Err(busy)
-            }
+        if let Err(busy) = call.attempt(base, crate::clock::now()) {
+            call.end(&mut base.driver);
+            return Err(busy);
         }
+        Ok(call)
     }
 
     /// The call's ticket.
@@ -103,23 +74,20 @@ impl LockUntil {
 
     /// Whether it ended: its ticket is complete.
     pub(super) fn is_done(&self) -> bool {
-        matches!(self.stage, Stage::Done(_))
+        self.call.poll() == Step::Done
     }
 
     /// What its ticket completes with, if it ended.
-    pub(super) fn into_result(self) -> Option<Result<Lock, Error>> {
-        match self.stage {
-            Stage::Done(result) => Some(result),
-            Stage::Attempt { .. } | Stage::Wait { .. } => None,
-        }
+    pub(super) fn into_result(mut self) -> Option<Result<Lock, Error>> {
+        self.call.result()
     }
 
     /// When it next has something to do without being told: the end of
     /// its wait, or the earlier time a master told it to try at.
     pub(super) fn wakes_at(&self, driver: &Driver) -> Option<Instant> {
-        match &self.stage {
-            Stage::Wait { until, .. } => Some(self.call.wait_end(driver, *until)),
-            Stage::Attempt { .. } | Stage::Done(_) => None,
+        match self.call.poll() {
+            Step::Wait { told, until } => Some(wait_end(driver, told, until)),
+            Step::Attempt { .. } | Step::InFlight | Step::Done => None,
         }
     }
 
@@ -127,141 +95,94 @@ impl LockUntil {
     /// or the next wait; after a wait was told or is over, the next
     /// attempt. Once it ends, it leaves its queues and frees its wait.
     pub(super) fn step(&mut self, base: &mut Base, now: Instant) {
-        let stage = match &self.stage {
-            Stage::Attempt { id, token } if base.driver.decided(&[*id]) => {
-                let round = base.take(*id);
-                self.call.attempted(base, *token, round.as_ref(), now)
-            }
-            Stage::Wait { until, error } => {
-                let told = self.call.is_told(&base.driver);
-                if !told && now < self.call.wait_end(&base.driver, *until) {
-                    return;
-                }
-                if told && !self.call.pursuit.may_attempt(now) {
-                    // Told too late: an attempt now could end past the
-                    // deadline. (Its error is copied once, as the call
-                    // ends.)
-                    Stage::Done(Err(error.clone()))
-                } else {
-                    match self.call.attempt(base, now) {
-                        Ok(stage) => stage,
-                        Err(busy) => self.call.failed(base, busy, None, now),
+        loop {
+            match self.call.poll() {
+                Step::Attempt { .. } => {
+                    if let Err(busy) = self.attempt(base, now) {
+                        self.call.handle_unsent(busy, || base.tokens.unit(), now);
                     }
                 }
+                Step::InFlight => {
+                    let decided = self.round.filter(|&id| base.driver.decided(&[id]));
+                    let Some(id) = decided else {
+                        return;
+                    };
+                    self.round = None;
+                    self.attempted(base, id, now);
+                }
+                Step::Wait { told, until } => {
+                    let spent = if told.is_some_and(|id| base.driver.is_told(id)) {
+                        self.call.handle_told(now)
+                    } else if now >= wait_end(&base.driver, told, until) {
+                        self.call.handle_timeout()
+                    } else {
+                        return;
+                    };
+                    if let Some(error) = spent {
+                        base.recycle(error);
+                    }
+                }
+                Step::Done => return self.end(&mut base.driver),
             }
-            Stage::Attempt { .. } | Stage::Done(_) => return,
-        };
-        if matches!(stage, Stage::Done(_)) {
-            self.call.end(&mut base.driver);
-        }
-        if let Stage::Wait { error, .. } = std::mem::replace(&mut self.stage, stage) {
-            // The error of the wait just over is not the call's outcome:
-            // its report's box serves the next one.
-            base.recycle(error);
         }
     }
-}
 
-impl Call {
-    /// The keys it acquires.
-    fn keys(&self) -> Keys<&[u8]> {
-        Keys::One(&self.resource)
-    }
-
-    /// Whether a quorum of masters told it since its last attempt (a
-    /// reconnect tells every wait).
-    fn is_told(&self, driver: &Driver) -> bool {
-        self.wait
-            .as_ref()
-            .is_some_and(|wait| driver.is_told(wait.id))
-    }
-
-    /// When a wait until `until` ends if nobody tells it: then, or at the
-    /// earlier time a master told it to try at.
-    fn wait_end(&self, driver: &Driver, until: Instant) -> Instant {
-        let hinted = self.wait.as_ref().and_then(|wait| driver.hinted(wait.id));
-        hinted.map_or(until, |at| at.min(until))
-    }
-
-    /// Starts an attempt at `now`, its round cut short at the deadline:
-    /// an acquire that waits (queued where it is refused), or a plain one
-    /// without a wait. Only what tells it after this counts for the next
-    /// wait.
+    /// Starts the attempt that is due at `now`, its round cut short at the
+    /// deadline.
     ///
     /// # Errors
     ///
     /// [`Error::TooManyInFlight`] at the cap of rounds in flight (nothing was sent).
-    fn attempt(&mut self, base: &mut Base, now: Instant) -> Result<Stage, Error> {
-        let token = base.tokens.token();
-        let keys = self.keys();
-        let command = match &self.wait {
-            Some(wait) => {
-                base.driver.arm_wait(wait.id);
-                wait.acquire(keys, &token, self.ttl_ms)
-            }
-            None => Command::acquire(keys, &token, self.ttl_ms),
+    fn attempt(&mut self, base: &mut Base, now: Instant) -> Result<(), Error> {
+        let Step::Attempt { arm, cap } = self.call.poll() else {
+            return Ok(());
         };
-        let left = self
-            .pursuit
-            .deadline()
-            .map_or(base.config.request_timeout, |deadline| {
-                deadline.saturating_duration_since(now)
-            });
-        let id = base.start(&command, base.config.request_timeout.min(left), now)?;
-        if let Some(wait) = &mut self.wait {
-            // Counted as queued until its round says otherwise.
-            wait.entries.attempting();
+        if let Some(id) = arm {
+            base.driver.arm_wait(id);
         }
-        Ok(Stage::Attempt { id, token })
+        let token = base.tokens.token();
+        let timeout = calls::timeout(base.config.request_timeout, cap, now);
+        self.round = Some(base.start(&self.call.command(token), timeout, now)?);
+        Ok(())
     }
 
-    /// After an attempt with `token` whose round ended as `round`, at
-    /// `now`: the lock, or the wait that follows the failure.
-    fn attempted(
-        &mut self,
-        base: &mut Base,
-        token: [u8; TOKEN_LEN],
-        round: Option<&Round>,
-        now: Instant,
-    ) -> Stage {
-        if let (Some(wait), Some(round)) = (&mut self.wait, round) {
-            wait.entries.note(round);
-        }
-        let free_in = round.and_then(rules::free_in);
-        match base.acquired(Claim::new(self.keys(), &token), round) {
-            Ok(lock) => Stage::Done(Ok(lock)),
-            Err(error) => self.failed(base, error, free_in, now),
-        }
-    }
-
-    /// An attempt failed with `error` at `now` (the keys that refused it
-    /// expiring in `free_in`, if known): the pursuit says whether it
-    /// waits, with a retry delay and a jitter drawn now.
-    fn failed(
-        &mut self,
-        base: &mut Base,
-        error: Error,
-        free_in: Option<Duration>,
-        now: Instant,
-    ) -> Stage {
-        let config = &base.config;
-        let unit = base.tokens.unit();
-        let delay = rules::retry_delay(config.retry_delay, config.retry_jitter, unit);
-        let unit = base.tokens.unit();
-        let next = self
-            .pursuit
-            .after_failure(error.is_retryable(), free_in, delay, unit, now);
-        match next {
-            Next::Stop => Stage::Done(Err(error)),
-            Next::Until(until) => Stage::Wait { until, error },
+    /// The attempt's round `id` was decided, at `now`: the machine reads
+    /// it, and the release of a failed attempt is queued without waiting.
+    fn attempted(&mut self, base: &mut Base, id: u64, now: Instant) {
+        let Some(round) = base.take(id) else {
+            let release = self.call.handle_lost(|| base.tokens.unit(), now);
+            return base.driver.queue(&release, crate::clock::now());
+        };
+        let decision = calls::decision(&round, Ok(()));
+        let Base {
+            driver,
+            masters,
+            tokens,
+            spare_reports,
+            ..
+        } = base;
+        let report = || super::report(masters, spare_reports, &round);
+        let attempted = self
+            .call
+            .handle_attempt(&round, decision, report, || tokens.unit(), now);
+        if let Some(release) = &attempted.release {
+            driver.queue(release, crate::clock::now());
         }
     }
 
     /// Ends its wait, if it has not yet: leaves its queues on every master
     /// if it may be queued somewhere (without waiting), frees its slot.
     fn end(&mut self, driver: &mut Driver) {
-        if let Some(wait) = self.wait.take() {
-            wait.end(driver, self.keys());
+        if let Some(leave) = self.call.leave() {
+            end_wait(driver, leave);
         }
     }
+}
+
+/// When a wait (of slot `told`, if it has one) until `until` ends if
+/// nobody tells it: then, or at the earlier time a master told it to try
+/// at.
+fn wait_end(driver: &Driver, told: Option<u64>, until: Instant) -> Instant {
+    let hinted = told.and_then(|id| driver.hinted(id));
+    hinted.map_or(until, |at| at.min(until))
 }

@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use super::{Client, Held, Names, Wait};
+use super::{Client, Held, Names, Pursue};
 use crate::TOKEN_LEN;
 use crate::calls;
-use crate::calls::release_behind;
+use crate::calls::{Waited, release_behind};
 use crate::client::fence::{FenceBook, FencedAcquire, Host};
 use crate::client::rounds::{Ends, RoundEnd};
 use crate::commands::Command;
@@ -82,8 +82,8 @@ impl Client {
     }
 
     /// Starts a fenced acquire of `names` by `token` for `ttl` (an attempt
-    /// of `wait`'s call, if given), no round running past `cap`: its first
-    /// rounds, or the error the front end returns before sending
+    /// of `pursue`'s call, if given), no round running past `cap`: its
+    /// first rounds, or the error the front end returns before sending
     /// anything. Once [`Fenced::rounds`] are decided,
     /// [`step_fenced`](Self::step_fenced) moves it on.
     pub fn begin_fenced(
@@ -91,7 +91,7 @@ impl Client {
         names: &Names,
         token: &[u8; TOKEN_LEN],
         ttl: Duration,
-        wait: Option<&mut Wait>,
+        pursue: Option<&mut Pursue>,
         cap: Option<Instant>,
         now: Instant,
     ) -> Result<Fenced, Error> {
@@ -99,10 +99,11 @@ impl Client {
         (self.now, self.token) = (now, *token);
         let keys = [names.bytes.clone()];
         let mut attempt = FencedAcquire::new(&mut *self, keys, names.many, ttl_ms, cap);
-        if let Some(wait) = wait {
-            self.ready_attempt(wait);
-            let (member, place, margin_ms) = wait.queue();
-            attempt = attempt.waiting((member.to_vec(), place, margin_ms));
+        if let Some(pursue) = pursue {
+            self.arm(pursue);
+            if let Some((member, place, margin_ms)) = pursue.0.fenced().queue {
+                attempt = attempt.waiting((member.to_vec(), place, margin_ms));
+            }
         }
         let mut fenced = Fenced {
             attempt,
@@ -147,26 +148,36 @@ impl Client {
         fenced.ids.is_empty()
     }
 
-    /// Ends `fenced` (an attempt of `wait`'s call, if given), which has
-    /// ended: the lock, or the error after which its release is queued on
-    /// every master; with, for an attempt that waits, when the keys that
-    /// refused it expire (as the front end's `fence_waited`).
-    pub fn end_fenced(
+    /// Ends `fenced`, which has ended (a `try_lock`): the lock, or the
+    /// error after which its release is queued on every master.
+    pub fn end_fenced(&mut self, fenced: Fenced) -> Result<Held, Error> {
+        let (result, _) = self.finish_fenced(fenced);
+        result.map(|lock| Held::from_lock(&lock))
+    }
+
+    /// Ends `fenced`, an attempt of `pursue`'s call, which has ended, at
+    /// `now`: as [`end_fenced`](Self::end_fenced), and the call then
+    /// decides what follows with the numbers `draw` gives
+    /// ([`Pursue::next`]).
+    pub fn end_fenced_attempt(
         &mut self,
-        mut fenced: Fenced,
-        wait: Option<&mut Wait>,
-    ) -> (Result<Held, Error>, Option<Duration>) {
+        fenced: Fenced,
+        pursue: &mut Pursue,
+        draw: impl FnMut() -> f64,
+        now: Instant,
+    ) -> Result<Held, Error> {
+        let (result, waited) = self.finish_fenced(fenced);
+        let held = result.as_ref().map(Held::from_lock).map_err(Clone::clone);
+        pursue.0.handle_fenced(waited, result, draw, now);
+        held
+    }
+
+    /// The lock or the error `fenced` ended with, and how its acquire
+    /// round ended for a call that waits.
+    fn finish_fenced(&mut self, mut fenced: Fenced) -> (Result<crate::Lock, Error>, Waited) {
         let waited = fenced.attempt.waited.take();
         let result = fenced.attempt.finish(&mut *self).into_iter().next();
-        let result = result.unwrap_or_else(|| Err(self.busy()));
-        let free_in = match (wait, waited) {
-            (Some(wait), Some((round, free_in))) => {
-                wait.entries.note(&round);
-                free_in
-            }
-            _ => None,
-        };
-        (result.map(|lock| Held::from_lock(&lock)), free_in)
+        (result.unwrap_or_else(|| Err(self.busy())), waited)
     }
 
     /// The caller of `fenced` is gone during a step (a dropped future), at

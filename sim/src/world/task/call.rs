@@ -56,13 +56,16 @@ impl World {
         };
         let wall = self.clients[c].clock.wall_us(self.t);
         let client = &mut self.clients[c].client;
-        let (wait, pursuit) = match kind {
-            Kind::Try => (None, None),
-            Kind::Lock => (client.begin_wait(wall), Some(client.pursuit(None))),
-            Kind::Until(deadline) => (
-                client.begin_wait(wall),
-                Some(client.pursuit(Some(deadline))),
-            ),
+        let pursue = match kind {
+            Kind::Try => Ok(None),
+            Kind::Lock => client.begin_pursuit(&names, ttl, None, wall).map(Some),
+            Kind::Until(deadline) => client
+                .begin_pursuit(&names, ttl, Some(deadline), wall)
+                .map(Some),
+        };
+        let (pursue, refused) = match pursue {
+            Ok(pursue) => (pursue, None),
+            Err(error) => (None, Some(error)),
         };
         let call = Call {
             res,
@@ -72,8 +75,7 @@ impl World {
             token: [0; 20],
             round: None,
             until: now,
-            wait,
-            pursuit,
+            pursue,
             begun: now,
             begun_g: self.t,
             more_rounds: 0,
@@ -81,6 +83,9 @@ impl World {
             stalled: false,
             place: wall,
         };
+        if let Some(error) = refused {
+            return self.call_failed(c, k, Box::new(call), &error);
+        }
         self.attempt(c, k, Box::new(call));
     }
 
@@ -110,12 +115,13 @@ impl World {
         };
         let fenced = self.params.fenced[c];
         let client = &mut self.clients[c].client;
-        let (names, token, ttl, wait) = (&call.names, &call.token, call.ttl, call.wait.as_mut());
+        let (names, token, ttl) = (&call.names, &call.token, call.ttl);
+        let pursue = call.pursue.as_mut();
         let begun = if fenced {
-            let begun = client.begin_fenced(names, token, ttl, wait, cap, now);
+            let begun = client.begin_fenced(names, token, ttl, pursue, cap, now);
             begun.map(|fenced| Flight::Fenced(Box::new(fenced)))
         } else {
-            let begun = client.begin_acquire(names, token, ttl, wait, cap, now);
+            let begun = client.begin_acquire(names, token, ttl, pursue, cap, now);
             begun.map(Flight::Plain)
         };
         let flight = match begun {
@@ -182,14 +188,20 @@ impl World {
     /// `call`'s attempt is decided.
     pub(super) fn attempted(&mut self, c: usize, k: usize, mut call: Box<Call>) {
         let now = self.local(c);
-        let client = &mut self.clients[c].client;
+        // A call that waits draws what its pursuit needs after a failed
+        // attempt from the client's numbers.
+        let clients = &mut self.clients[c];
+        let (client, rng) = (&mut clients.client, &mut clients.rng);
+        let draw = || rng.unit();
         // The round (the acquire's, of a fenced attempt) and, for a
         // fenced attempt, the masters that raised its fence.
-        let (id, round, (result, free_in), raised) = match call.round.take() {
+        let (id, round, result, raised) = match call.round.take() {
             Some(Flight::Plain(id)) => {
                 let round = client.round(id).cloned();
-                let ended =
-                    client.end_acquire(id, &call.names, &call.token, call.wait.as_mut(), now);
+                let ended = match call.pursue.as_mut() {
+                    Some(pursue) => client.end_attempt(id, pursue, draw, now),
+                    None => client.end_acquire(id, &call.names, &call.token, now),
+                };
                 (Some(id), round, ended, None)
             }
             Some(Flight::Fenced(fenced)) => {
@@ -203,9 +215,13 @@ impl World {
                 }
                 call.more_rounds += steps.saturating_sub(1);
                 self.fence_trouble |= fenced.troubled();
-                let client = &mut self.clients[c].client;
-                let ended = client.end_fenced(*fenced, call.wait.as_mut());
-                if matches!(ended.0, Err(Error::Unfenced(_))) && !self.fence_trouble {
+                let clients = &mut self.clients[c];
+                let (client, rng) = (&mut clients.client, &mut clients.rng);
+                let ended = match call.pursue.as_mut() {
+                    Some(pursue) => client.end_fenced_attempt(*fenced, pursue, || rng.unit(), now),
+                    None => client.end_fenced(*fenced),
+                };
+                if matches!(ended, Err(Error::Unfenced(_))) && !self.fence_trouble {
                     self.check_unfenced(c, k);
                 }
                 (None, round, ended, Some(raised))
@@ -239,12 +255,12 @@ impl World {
         }
         let held = match result {
             Ok(held) => held,
-            Err(error) => return self.retry(c, k, call, &error, free_in),
+            Err(error) => return self.retry(c, k, call, &error),
         };
         self.outcome.acquired += 1;
         record_wait(&mut self.history, c, &call, self.t, true);
-        if let Some(wait) = call.wait.take() {
-            self.clients[c].client.end_wait(wait, &call.names, now);
+        if let Some(pursue) = call.pursue.as_mut() {
+            self.clients[c].client.end_pursuit(pursue, now);
         }
         self.check_counted_once(c, round.as_ref());
         self.check_call(c, "acquire", &call);
@@ -295,15 +311,7 @@ impl World {
     }
 
     /// `call`'s attempt failed with `error`: its pursuit decides.
-    pub(super) fn retry(
-        &mut self,
-        c: usize,
-        k: usize,
-        mut call: Box<Call>,
-        error: &Error,
-        free_in: Option<Duration>,
-    ) {
-        let now = self.local(c);
+    pub(super) fn retry(&mut self, c: usize, k: usize, mut call: Box<Call>, error: &Error) {
         // Queued for the hand-off to serve: refused as contended, and
         // in a quorum of the queues. (A fenced client's attempts where a
         // server is listed twice never hear every master, and their
@@ -311,15 +319,19 @@ impl World {
         // them.)
         let twice = self.params.masters != self.params.procs;
         let served = !(twice && self.params.fenced[c]) && matches!(error, Error::Contended(_));
-        if call.wait.is_some() {
+        if call.waits() {
             let queued = served && self.queued_on_quorum(c, &call.res);
             call.queued.push((self.t, queued));
         }
-        let units = (self.clients[c].rng.unit(), self.clients[c].rng.unit());
-        let client = &mut self.clients[c].client;
-        let next = match call.pursuit.as_mut() {
-            Some(pursuit) => client.next(pursuit, error, free_in, units, now),
-            None => Next::Stop,
+        let next = match call.pursue.as_ref() {
+            Some(pursue) => pursue.next(),
+            None => {
+                // A `try_lock` draws as a pursuit's failed attempt does, so
+                // that each kind of call moves the client's numbers alike.
+                let rng = &mut self.clients[c].rng;
+                let _ = (rng.unit(), rng.unit());
+                Next::Stop
+            }
         };
         match next {
             Next::Stop => self.call_failed(c, k, call, error),
@@ -366,8 +378,8 @@ impl World {
     pub(super) fn between(&mut self, c: usize, k: usize, call: Box<Call>) {
         let now = self.local(c);
         let client = &mut self.clients[c].client;
-        let told = call.wait.as_ref().is_some_and(|w| client.is_told(w));
-        let until = match call.wait.as_ref().and_then(|w| client.hinted(w)) {
+        let told = call.pursue.as_ref().is_some_and(|p| client.is_told(p));
+        let until = match call.pursue.as_ref().and_then(|p| client.hinted(p)) {
             Some(hinted) => hinted.min(call.until),
             None => call.until,
         };
@@ -392,22 +404,22 @@ impl World {
         }
         let client = &mut self.clients[c].client;
         if told || now >= until {
-            if let Some(wait) = call.wait.as_ref() {
-                client.take_wait_waiter(wait);
-            }
-            let stop = told
-                && call
-                    .pursuit
-                    .as_ref()
-                    .is_some_and(|p| !client.may_attempt(p, now));
-            if stop {
+            let mut call = call;
+            let go = match call.pursue.as_mut() {
+                Some(pursue) => {
+                    client.take_wait_waiter(pursue);
+                    client.resume(pursue, told, now)
+                }
+                None => true,
+            };
+            if !go {
                 self.outcome.refused += 1;
                 return self.end_call(c, k, call);
             }
             return self.attempt(c, k, call);
         }
-        if let Some(wait) = call.wait.as_ref() {
-            client.set_wait_waiter(wait, k as u64);
+        if let Some(pursue) = call.pursue.as_ref() {
+            client.set_wait_waiter(pursue, k as u64);
         }
         self.task_timer_local(c, k, until);
         self.put_state(c, k, State::Acquire(call));
@@ -430,9 +442,9 @@ impl World {
     pub(super) fn end_call(&mut self, c: usize, k: usize, mut call: Box<Call>) {
         self.check_call(c, "acquire", &call);
         record_wait(&mut self.history, c, &call, self.t, false);
-        if let Some(wait) = call.wait.take() {
+        if let Some(pursue) = call.pursue.as_mut() {
             let now = self.local(c);
-            self.clients[c].client.end_wait(wait, &call.names, now);
+            self.clients[c].client.end_pursuit(pursue, now);
         }
         self.think(c, k, self.params.think_mean);
     }
@@ -451,8 +463,8 @@ impl World {
             }
             None => {}
         }
-        if let Some(wait) = call.wait.take() {
-            client.end_wait(wait, &call.names, now);
+        if let Some(pursue) = call.pursue.as_mut() {
+            client.end_pursuit(pursue, now);
         }
         self.think(c, k, self.params.think_mean);
     }

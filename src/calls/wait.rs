@@ -1,0 +1,101 @@
+//! A waiting caller's place: its slot's id in the client's table of waits
+//! and its entries in the masters' queues ([`Wait`]), and the times a
+//! call that waits is made with ([`Times`]).
+
+use std::io::Write;
+use std::time::Duration;
+
+use crate::commands::{Command, Keys, WakeChannel};
+use crate::rules::wait::Entries;
+
+/// Room for a queue member: `<window ms>|<wait id>|<channel>`.
+const MEMBER: usize = 80;
+
+/// The most a waiter's reservation window may be.
+const MAX_WINDOW: Duration = Duration::from_secs(10);
+
+/// The least a waiter's reservation window may be: a release's hand-off
+/// must reach a waiter on a busy machine and its attempt come back.
+const MIN_WINDOW: Duration = Duration::from_millis(50);
+
+/// A client's times that a call that waits reads: its attempts' request
+/// timeout, and the retry delay with its jitter.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Times {
+    /// How long a round waits for the masters.
+    pub(crate) request_timeout: Duration,
+    /// The retry delay.
+    pub(crate) retry_delay: Duration,
+    /// How far a retry delay strays from `retry_delay`, either way.
+    pub(crate) retry_jitter: Duration,
+}
+
+/// A call's place in the client's table of waits and in the masters'
+/// queues.
+pub(crate) struct Wait {
+    /// Its slot's id: what releases publish to tell it.
+    pub(crate) id: u64,
+    member: [u8; MEMBER],
+    member_len: usize,
+    /// When it began to wait, in microseconds of the wall clock: its place
+    /// in the queues, the same on every master.
+    place: u64,
+    /// How long its queue entries outlive the keys that block it, in ms.
+    margin_ms: u64,
+    /// Whether a master may hold an entry of it: the wait leaves the
+    /// queues when it ends.
+    pub(crate) entries: Entries,
+}
+
+impl Wait {
+    /// The wait of slot `id` of a client whose connections hear `channel`,
+    /// which began to wait at `place`, for a client with these `times`:
+    /// its queue member and margin; `None` if the member does not fit.
+    pub(crate) fn new(id: u64, channel: &WakeChannel, place: u64, times: Times) -> Option<Wait> {
+        let window = (times.request_timeout * 4).clamp(MIN_WINDOW, MAX_WINDOW);
+        let mut member = [0; MEMBER];
+        let mut out = &mut member[..];
+        write!(out, "{}|{id}|", window.as_millis())
+            .and_then(|()| out.write_all(channel))
+            .ok()?;
+        let member_len = MEMBER - out.len();
+        let margin = window + times.retry_delay + times.retry_jitter + times.request_timeout;
+        Some(Wait {
+            id,
+            member,
+            member_len,
+            place,
+            margin_ms: margin.as_millis() as u64,
+            entries: Entries::default(),
+        })
+    }
+
+    /// The member, as the scripts read it.
+    fn member(&self) -> &[u8] {
+        &self.member[..self.member_len]
+    }
+
+    /// The member, place and margin, as a fenced acquire that waits takes
+    /// them.
+    pub(crate) fn queue(&self) -> (&[u8], u64, u64) {
+        (self.member(), self.place, self.margin_ms)
+    }
+
+    /// The acquire that waits, for `keys` with `token`.
+    pub(crate) fn acquire<'a>(
+        &'a self,
+        keys: Keys<&'a [u8]>,
+        token: &'a [u8],
+        ttl_ms: u64,
+    ) -> Command<'a> {
+        Command::wait_acquire(keys, token, ttl_ms, self.queue())
+    }
+
+    /// The command that takes it off the queues of `keys` when its call
+    /// ends, if a master may hold an entry of it.
+    pub(crate) fn leave<'a>(&'a self, keys: Keys<&'a [u8]>) -> Option<Command<'a>> {
+        self.entries
+            .queued()
+            .then(|| Command::leave(keys, self.member()).with_script())
+    }
+}
