@@ -122,10 +122,12 @@
 //! - **Won by the waiter's own round.** A wake-up is a hint, never a
 //!   grant: once a quorum of masters has told it, the waiter runs an
 //!   acquire round like any other, and its validity is measured from that
-//!   round's start. A reservation is a value of the key that no token
-//!   equals, so every other acquire (`SET NX`, the fenced acquire) is
-//!   refused while it lasts, and no release or extend of another lock
-//!   touches it.
+//!   round's start. A master that granted the waiter's last attempt, which
+//!   failed elsewhere, counts as having told it: the grant took its queue
+//!   entry there (so no release tells it there again), and the key is free
+//!   for it. A reservation is a value of the key that no token equals, so
+//!   every other acquire (`SET NX`, the fenced acquire) is refused while it
+//!   lasts, and no release or extend of another lock touches it.
 //! - **No herd, no split votes.** Every master orders its queue by the
 //!   same places, so every master hands the lock to the same waiter, and
 //!   only that waiter is woken: the next round has one contender where the

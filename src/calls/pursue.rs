@@ -8,11 +8,12 @@
 //! acquire that waits ([`WAIT_ACQUIRE_SCRIPT`](crate::scripts::WAIT_ACQUIRE_SCRIPT)),
 //! which queues the caller where it is refused under the slot's id, and
 //! between attempts the caller waits until a quorum of masters has told
-//! it (a release handed it the lock) or until its fallback
-//! ([`Pursuit`], [`free_in`]). When the call ends, returned or dropped,
-//! its queue entries go ([`LEAVE_SCRIPT`](crate::scripts::LEAVE_SCRIPT)),
-//! unless no master its attempts reached refused it or failed (one that
-//! granted took them).
+//! it (a release handed it the lock; the masters whose grant a failed
+//! attempt had count as having told it, see [`Granted`]) or until its
+//! fallback ([`Pursuit`], [`free_in`]). When the call ends, returned or
+//! dropped, its queue entries go
+//! ([`LEAVE_SCRIPT`](crate::scripts::LEAVE_SCRIPT)), unless no master its
+//! attempts reached refused it or failed (one that granted took them).
 //!
 //! The front end asks [`Pursue::poll`] what to do: make an attempt (a
 //! plain one, whose [`command`](Pursue::command) it submits and whose
@@ -33,7 +34,7 @@ use crate::client::Lock;
 use crate::commands::{Command, Keys, TOKEN_LEN};
 use crate::error::Error;
 use crate::rules::wait::{Entries, Next, Pursuit, Terms};
-use crate::rules::{self, Decision, Report, Round, free_in};
+use crate::rules::{self, Decision, NodeState, Report, Round, free_in};
 
 /// How a fenced attempt's acquire round ended for a call that waits: the
 /// round, and when the keys that refused it expire ([`free_in`]).
@@ -113,6 +114,27 @@ pub(crate) struct Attempted<'p> {
     pub(crate) release: Option<Command<'p>>,
     /// The attempt's outcome, to count.
     pub(crate) outcome: Result<(), &'p Error>,
+    /// After a failed attempt, the masters to count as having told the
+    /// wait ([`Granted`]).
+    pub(crate) granted: Option<Granted>,
+}
+
+/// The masters whose grant a failed attempt of a call with a wait had,
+/// where another master refused it: each counts as having told the wait
+/// before the caller waits ([`Waits::handle_granted`]). The key there is
+/// free for the caller (a reservation for it that the attempt took, or a
+/// key nobody held), and no release tells the caller there: the grant
+/// took its queue entry. Among them may be the masters whose tell came
+/// before the attempt was armed, and was forgotten with it.
+///
+/// [`Waits::handle_granted`]: crate::flights::Waits::handle_granted
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Granted {
+    /// The wait.
+    pub(crate) wait: u64,
+    /// The masters that granted, bit `i` for master `i` (masters past the
+    /// 64th in bit 63, as the table of waits counts them).
+    pub(crate) masters: u64,
 }
 
 /// A fenced attempt's arguments ([`Pursue::fenced`]).
@@ -264,7 +286,25 @@ impl<K: AsRef<[u8]>> Pursue<K> {
         Attempted {
             release: release.map(|round| claim.release(Some(round))),
             outcome: this.error().map_or(Ok(()), Err),
+            granted: release.and_then(|round| this.granted(round)),
         }
+    }
+
+    /// The masters to count as having told the wait after `round`, a
+    /// failed attempt ([`Granted`]): none unless a master refused it
+    /// (else the caller is queued nowhere, and waits for no tell).
+    fn granted(&self, round: &Round) -> Option<Granted> {
+        let wait = self.wait_id()?;
+        let states = round.nodes();
+        if !states.contains(&NodeState::Refused) {
+            return None;
+        }
+        let masters = states
+            .iter()
+            .enumerate()
+            .filter(|(_, state)| **state == NodeState::Ok)
+            .fold(0, |mask, (node, _)| mask | 1 << node.min(63));
+        (masters != 0).then_some(Granted { wait, masters })
     }
 
     /// The plain attempt's round is gone from the table before it was
@@ -290,23 +330,31 @@ impl<K: AsRef<[u8]>> Pursue<K> {
     /// having ended as `waited` says (for a caller that waits: the round,
     /// and when the keys that refused it expire); the fenced machine has
     /// released what it must. The pursuit decides as after a plain one.
+    /// Returns, after a failure, the masters to count as having told the
+    /// wait ([`Granted`]).
     pub(crate) fn handle_fenced(
         &mut self,
         waited: Waited,
         result: Result<Lock, Error>,
         draw: impl FnMut() -> f64,
         now: Instant,
-    ) {
-        let free_in = match (&mut self.wait, waited) {
+    ) -> Option<Granted> {
+        let (free_in, round) = match (&mut self.wait, waited) {
             (Some(wait), Some((round, free_in))) => {
                 wait.entries.note(&round);
-                free_in
+                (free_in, Some(round))
             }
-            _ => None,
+            _ => (None, None),
         };
         match result {
-            Ok(lock) => self.state = State::Done(Some(Ok(lock))),
-            Err(error) => self.failed(error, free_in, draw, now),
+            Ok(lock) => {
+                self.state = State::Done(Some(Ok(lock)));
+                None
+            }
+            Err(error) => {
+                self.failed(error, free_in, draw, now);
+                round.and_then(|round| self.granted(&round))
+            }
         }
     }
 

@@ -554,6 +554,9 @@ impl Client {
                 if let Some(release) = &attempted.release {
                     self.core.queue(release, now);
                 }
+                if let Some(granted) = attempted.granted {
+                    self.core.handle_granted(granted);
+                }
                 attempted.outcome.map_err(Clone::clone)
             }
             None => {

@@ -168,12 +168,14 @@ impl Redlock {
         };
         let attempted =
             call.handle_attempt(&end.round, end.result, || self.report(&end), draw, now);
+        let mut engine = self.engine.driver();
         if let Some(release) = &attempted.release {
-            self.engine
-                .driver()
-                .driver
-                .queue(release, crate::clock::now());
+            engine.driver.queue(release, crate::clock::now());
         }
+        if let Some(granted) = attempted.granted {
+            engine.driver.handle_granted(granted);
+        }
+        drop(engine);
         self.tally(Op::Acquire, &end, attempted.outcome);
     }
 
@@ -190,6 +192,8 @@ impl Redlock {
             .next()
             .unwrap_or_else(|| Err(self.busy()));
         let draw = || self.tokens().unit();
-        call.handle_fenced(waited, result, draw, crate::clock::now());
+        if let Some(granted) = call.handle_fenced(waited, result, draw, crate::clock::now()) {
+            self.engine.driver().driver.handle_granted(granted);
+        }
     }
 }

@@ -32,6 +32,7 @@
 use std::time::{Duration, Instant};
 
 use crate::addr::ServerAddr;
+use crate::calls::Granted;
 use crate::commands::{Command, Outcome};
 use crate::flights::{Flights, Waits};
 use crate::link::{Link, LinkConfig, Sink};
@@ -655,6 +656,12 @@ impl<W> Core<W> {
     /// Whether a quorum of masters told wait `id` since it was armed.
     pub(crate) fn is_told(&self, id: u64) -> bool {
         self.waits.is_told(id)
+    }
+
+    /// The masters of `granted` count as having told its wait (see
+    /// [`Waits::handle_granted`]).
+    pub(crate) fn handle_granted(&mut self, granted: Granted) {
+        self.waits.handle_granted(granted.wait, granted.masters);
     }
 
     /// When a master told wait `id` to try, should nobody hand it the lock

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use mio::{Events, Poll, Registry};
 
 use crate::addr::ServerAddr;
+use crate::calls::Granted;
 use crate::commands::Command;
 use crate::link::LinkConfig;
 use crate::rules::{NodeError, Round};
@@ -292,6 +293,12 @@ impl Driver {
     /// Whether a quorum of masters told wait `id` since it was armed.
     pub(crate) fn is_told(&self, id: u64) -> bool {
         self.core.is_told(id)
+    }
+
+    /// After a failed attempt, the masters whose grant it had count as
+    /// having told its wait (see [`crate::calls::Granted`]).
+    pub(crate) fn handle_granted(&mut self, granted: Granted) {
+        self.core.handle_granted(granted);
     }
 
     /// When a master told wait `id` to try, should nobody hand it the lock

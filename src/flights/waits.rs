@@ -7,8 +7,10 @@
 //! release that hands it the lock publishes that id on the client's
 //! channel. Each master that tells it counts once; once a quorum has, the
 //! masters that granted nothing else are enough for its next round, and
-//! its waiter is woken. A wake-up for an id that has left its slot is
-//! dropped. A connection that comes back after a drop may have lost
+//! its waiter is woken. A master whose grant its last attempt had, that
+//! attempt having failed, counts as having told it
+//! ([`handle_granted`](Waits::handle_granted)). A wake-up for an id that
+//! has left its slot is dropped. A connection that comes back after a drop may have lost
 //! wake-ups: every waiter is woken (a waiter woken for nothing only makes
 //! an attempt early).
 
@@ -185,11 +187,28 @@ impl<W> Waits<W> {
 
     /// Master `node` told wait `id` (a release handed it a lock there).
     pub(crate) fn handle_wake(&mut self, id: u64, node: usize) {
+        self.tell(id, 1 << node.min(63));
+    }
+
+    /// The masters of `masters` (bit `i` for master `i`, those past the
+    /// 64th in bit 63) granted wait `id`'s attempt, which failed: each
+    /// counts as having told it (see `calls::Granted`). The key there is
+    /// free for the caller, and no release tells it there again (the grant
+    /// took its queue entry); a tell from there that came before the
+    /// attempt was armed was forgotten with the arming. Without this, a
+    /// waiter whose quorum includes such a master waits for its fallback.
+    pub(crate) fn handle_granted(&mut self, id: u64, masters: u64) {
+        self.tell(id, masters);
+    }
+
+    /// The masters of `masters` told wait `id`: once a quorum has since it
+    /// was armed, it is listed to be woken.
+    fn tell(&mut self, id: u64, masters: u64) {
         let quorum = self.quorum;
         let Some(slot) = self.slot_mut(id) else {
             return;
         };
-        slot.masters |= 1 << node.min(63);
+        slot.masters |= masters;
         if slot.masters.count_ones() >= quorum && !slot.listed {
             slot.listed = true;
             self.told.push(id);
@@ -350,6 +369,28 @@ mod tests {
         assert!(waits.is_told(id));
         waits.arm(id);
         assert!(!waits.is_told(id));
+    }
+
+    /// Masters whose grant a failed attempt had count as tells since the
+    /// arming, with the masters that tell it after: a tell that came
+    /// before the arming is forgotten, and that master tells no more.
+    #[test]
+    fn masters_that_granted_a_failed_attempt_count_as_telling_it() {
+        let mut waits: Waits<&str> = Waits::new(2, 3, SPREAD);
+        let id = waits.begin().unwrap_or(0);
+        waits.set_waiter(id, "caller");
+        waits.handle_wake(id, 1);
+        waits.arm(id);
+        waits.handle_wake(id, 2);
+        assert!(!waits.is_told(id), "master 1's tell came before the arming");
+        waits.handle_granted(id, 0b010);
+        assert!(waits.is_told(id));
+        let mut woken = Vec::new();
+        waits.wake_told(|w| woken.push(w));
+        assert_eq!(woken, ["caller"]);
+        waits.arm(id);
+        waits.handle_granted(id, 0b001);
+        assert!(!waits.is_told(id), "one master of three is no quorum");
     }
 
     #[test]

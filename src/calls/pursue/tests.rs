@@ -4,11 +4,12 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Pursue, Step};
+use super::{Granted, Pursue, Step};
 use crate::calls::decision;
 use crate::calls::wait::{Times, Wait};
 use crate::commands::{Command, Keys, wake_channel};
 use crate::error::Error;
+use crate::flights::Waits;
 use crate::rules::wait::Terms;
 use crate::rules::{NodeError, Op, Reply, Round, drift};
 
@@ -311,4 +312,113 @@ fn an_attempt_that_could_not_go_out_leaves_the_queues_as_they_were() {
         None,
         "nothing went out"
     );
+}
+
+/// Sends a plain attempt of `call` and hands it `round`, at `now`: the
+/// masters to count as having told its wait.
+fn granted_after(call: &mut Pursue<&'static [u8]>, round: &Round, now: Instant) -> Option<Granted> {
+    let _ = call.command(TOKEN);
+    let report = || Box::new(round.report());
+    call.handle_attempt(round, decision(round, Ok(())), report, || 0.5, now)
+        .granted
+}
+
+/// A failed attempt that a master refused hands back the masters whose
+/// grant it had (counted ones only), plain or fenced; one refused nowhere
+/// (the caller is queued nowhere) or without a wait hands back none.
+#[test]
+fn a_failed_attempt_hands_back_the_masters_that_granted_it() {
+    let now = crate::clock::now();
+    let mut split = round([None, Some(Reply::Ok), queued(30_000)], now);
+    split.handle_quarantined(0, now);
+    let granted = Some(Granted {
+        wait: 5,
+        masters: 0b010,
+    });
+    let mut plain = call(Terms::Retries(3), true);
+    assert_eq!(
+        granted_after(&mut plain, &split, now),
+        granted,
+        "master 1; the quarantined 0 never counts"
+    );
+    assert!(matches!(plain.poll(), Step::Wait { told: Some(5), .. }));
+    let mut fenced = call(Terms::Retries(3), true);
+    let _ = fenced.fenced();
+    let busy = Error::TooManyInFlight { limit: 1 };
+    let waited = Some((split.clone(), None));
+    assert_eq!(
+        fenced.handle_fenced(waited, Err(busy), || 0.5, now),
+        granted
+    );
+    // Refused nowhere: masters failed, and none will tell it.
+    let mut failed = round([Some(Reply::Ok), None, None], now);
+    failed.handle_failure(1, NodeError::Closed, now);
+    failed.handle_failure(2, NodeError::Closed, now);
+    let mut refused_nowhere = call(Terms::Retries(3), true);
+    assert_eq!(granted_after(&mut refused_nowhere, &failed, now), None);
+    let mut no_wait = call(Terms::Retries(3), false);
+    assert_eq!(granted_after(&mut no_wait, &split, now), None);
+}
+
+/// What a master restarted empty while a caller waits brings out. The
+/// holder's release tells the waiter on master 1; the reconnect to master 0
+/// wakes it, and arming its attempt forgets that tell. The attempt takes
+/// the key reserved for it on master 1, is refused on master 2 (the
+/// release has not reached it yet), which then tells it, and master 0
+/// grants in quarantine and never tells. Master 1's grant counts as its
+/// tell: told by a quorum, the waiter makes the attempt that wins, instead
+/// of waiting for its fallback (here, its retry delay, 200 ms; in the
+/// matrix, longer than any test).
+#[test]
+fn a_grant_of_a_failed_attempt_counts_as_that_masters_tell() {
+    let now = crate::clock::now();
+    let mut waits: Waits<&str> = Waits::new(4, 3, TIMEOUT);
+    let id = waits.begin().expect("room");
+    let wait = Wait::new(id, &wake_channel(1), 42, times()).expect("fits");
+    let mut call = Pursue::new(
+        KEYS,
+        TTL.as_millis() as u64,
+        Terms::Retries(3),
+        times(),
+        Some(wait),
+    );
+    let arm = |call: &Pursue<&'static [u8]>, waits: &mut Waits<&str>| {
+        if let Step::Attempt {
+            arm: Some(armed), ..
+        } = call.poll()
+        {
+            waits.arm(armed);
+        }
+    };
+    // Queued on every master behind the holder.
+    arm(&call, &mut waits);
+    assert!(attempt(&mut call, &refused(now), [0.5, 0.0], now));
+    waits.set_waiter(id, "waiter");
+    // Master 0 restarted empty; the holder's release reaches master 1.
+    waits.handle_wake(id, 1);
+    waits.handle_reconnect();
+    let mut woken = Vec::new();
+    waits.wake_told(|w| woken.push(w));
+    assert_eq!(woken, ["waiter"], "woken by the reconnect");
+    assert!(call.handle_told(now + MS).is_some());
+    arm(&call, &mut waits);
+    let mut split = round([None, Some(Reply::Ok), queued(30_000)], now + MS);
+    split.handle_quarantined(0, now + MS);
+    // The release reaches master 2 after the attempt's refusal there.
+    waits.handle_wake(id, 2);
+    if let Some(granted) = granted_after(&mut call, &split, now + 2 * MS) {
+        waits.handle_granted(granted.wait, granted.masters);
+    }
+    assert_eq!(
+        call.poll(),
+        Step::Wait {
+            told: Some(id),
+            until: now + 2 * MS + 200 * MS
+        }
+    );
+    waits.set_waiter(id, "waiter");
+    assert!(waits.is_told(id), "masters 1 (its grant) and 2 told it");
+    let mut woken = Vec::new();
+    waits.wake_told(|w| woken.push(w));
+    assert_eq!(woken, ["waiter"]);
 }

@@ -168,6 +168,9 @@ impl LockUntil {
         if let Some(release) = &attempted.release {
             driver.queue(release, crate::clock::now());
         }
+        if let Some(granted) = attempted.granted {
+            driver.handle_granted(granted);
+        }
     }
 
     /// Ends its wait, if it has not yet: leaves its queues on every master

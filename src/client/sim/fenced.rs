@@ -168,7 +168,9 @@ impl Client {
     ) -> Result<Held, Error> {
         let (result, waited) = self.finish_fenced(fenced);
         let held = result.as_ref().map(Held::from_lock).map_err(Clone::clone);
-        pursue.0.handle_fenced(waited, result, draw, now);
+        if let Some(granted) = pursue.0.handle_fenced(waited, result, draw, now) {
+            self.core.handle_granted(granted);
+        }
         held
     }
 
