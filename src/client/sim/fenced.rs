@@ -313,7 +313,7 @@ impl Host for &mut Client {
     fn won(&mut self, _end: &RoundEnd) {}
 }
 
-/// A fenced acquire's machine ([`FencedAcquire`]) and one client's fence
+/// A fenced acquire's machine (`FencedAcquire`, `client/fence.rs`) and one client's fence
 /// book with no core, sockets or settings: the caller sets up each step's
 /// rounds ([`rounds`](Self::rounds), as the front ends set them up), gives
 /// them the masters' answers, and hands them back
