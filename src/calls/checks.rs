@@ -171,7 +171,8 @@ pub(crate) fn check_resource(resource: &[u8]) -> Result<(), Error> {
 mod tests {
     use std::time::Duration;
 
-    use super::{Limits, longest_ttl};
+    use super::{Limits, MAX_RESOURCE_LEN, MAX_TTL, check_resource, longest_ttl, pack_names};
+    use crate::commands::{MAX_KEYS, RESERVED_PREFIX};
     use crate::error::Error;
 
     fn limits(restart_guard: Option<u64>, fencing: Option<u64>) -> Limits {
@@ -246,6 +247,48 @@ mod tests {
         assert!(matches!(
             limits.acquire_all(bad.into_iter(), ttl, &mut Vec::new()),
             Err(Error::InvalidResource { len: 0 })
+        ));
+    }
+
+    /// Each bound is inclusive: the largest TTL, the longest name and the
+    /// most resources pass; one more fails.
+    #[test]
+    fn every_bound_takes_its_largest_value_and_refuses_one_more() {
+        let limits = limits(None, None);
+        assert!(limits.ttl(MAX_TTL).is_ok());
+        let over = MAX_TTL + Duration::from_millis(1);
+        assert!(matches!(limits.ttl(over), Err(Error::InvalidTtl { .. })));
+        let longest = vec![b'r'; MAX_RESOURCE_LEN];
+        assert!(check_resource(&longest).is_ok());
+        let len = MAX_RESOURCE_LEN + 1;
+        assert!(matches!(
+            check_resource(&vec![b'r'; len]),
+            Err(Error::InvalidResource { len: l }) if l == len
+        ));
+        let names: Vec<Vec<u8>> = (0..=MAX_KEYS).map(|i| i.to_string().into_bytes()).collect();
+        let most = names[..MAX_KEYS].iter().map(Vec::as_slice);
+        assert!(pack_names(most, &mut Vec::new()).is_ok());
+        let count = MAX_KEYS + 1;
+        assert!(matches!(
+            pack_names(names.iter().map(Vec::as_slice), &mut Vec::new()),
+            Err(Error::InvalidResources { count: c }) if c == count
+        ));
+    }
+
+    /// An acquire checks its name, then its TTL.
+    #[test]
+    fn an_acquire_checks_its_name_and_its_ttl() {
+        let limits = limits(None, None);
+        let ttl = Duration::from_secs(1);
+        assert_eq!(limits.acquire(b"orders", ttl).ok(), Some(1_000));
+        let reserved = [RESERVED_PREFIX.as_bytes(), b"x"].concat();
+        assert!(matches!(
+            limits.acquire(&reserved, ttl),
+            Err(Error::ReservedResource)
+        ));
+        assert!(matches!(
+            limits.acquire(b"orders", Duration::ZERO),
+            Err(Error::InvalidTtl { .. })
         ));
     }
 }

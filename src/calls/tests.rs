@@ -39,3 +39,20 @@ pub(super) fn ended(op: Op, nodes: &[Does]) -> Round {
     }
     round
 }
+
+/// A round waits for the masters for the request timeout, cut short by
+/// its call's cap, and not at all once the cap has passed.
+#[test]
+fn a_round_waits_the_request_timeout_and_never_past_its_cap() {
+    let now = crate::clock::now();
+    let request = Duration::from_secs(2);
+    assert_eq!(super::timeout(request, None, now), request);
+    let cap = now + Duration::from_millis(500);
+    assert_eq!(
+        super::timeout(request, Some(cap), now),
+        Duration::from_millis(500)
+    );
+    let far = now + Duration::from_secs(60);
+    assert_eq!(super::timeout(request, Some(far), now), request);
+    assert_eq!(super::timeout(request, Some(now), now), Duration::ZERO);
+}
