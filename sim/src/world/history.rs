@@ -358,8 +358,8 @@ const SECOND: u64 = 1_000_000_000;
 impl History {
     /// Every waiter left waiting after a release, past the hand-off's
     /// bound: where a release of `r`, sent at `sent`, finds a caller
-    /// waiting for `r` alone and queued (an attempt of its call refused
-    /// before `sent`), some caller holds `r` by `sent + bound(left,
+    /// waiting for `r` alone and queued (the last attempt of its call
+    /// before `sent` refused by contention), some caller holds `r` by `sent + bound(left,
     /// passed, stalled)` (see `Params::handoff_bound`), or that waiter's
     /// call is over by then. `left`: the other waiters of `r` alone ahead
     /// of it (by place) whose calls end without the lock on the way;
@@ -397,10 +397,13 @@ impl History {
                     if w.resources.len() > 1 || w.to <= release.sent {
                         continue;
                     }
-                    // Its last attempt before the release that left it
-                    // queued.
-                    let last = w.queued.iter().rfind(|&&(q, ok)| ok && q <= release.sent);
-                    let Some(&(queued, _)) = last else {
+                    // Its last attempt before the release, which must
+                    // have left it queued: an attempt refused otherwise
+                    // (timed out, say) may have taken it off the queues
+                    // (its script ran late, took the key and was undone),
+                    // and only its next attempt queues it again.
+                    let last = w.queued.iter().rfind(|&&(q, _)| q <= release.sent);
+                    let Some(&(queued, true)) = last else {
                         continue;
                     };
                     // The other waiters on the way, with the bound they
@@ -414,11 +417,16 @@ impl History {
                             let during = o.to > release.sent && o.from <= deadline;
                             // Ahead by place (its client's wall clock), or
                             // by when it came: each master takes a place
-                            // within a second of its own clock, so that a
-                            // waiter whose client's clock is further off
-                            // than that stands where it came, a second or
-                            // so either way.
-                            let ahead = o.place <= w.place || o.from <= w.from + 2 * SECOND;
+                            // within a second of its own clock when it
+                            // queues the waiter, so that a waiter whose
+                            // client's clock is further off than that
+                            // stands where its entry went in, a second or
+                            // so either way. The waiter's own entry may
+                            // have gone in as late as its last queueing
+                            // (an entry lost, expired or taken off is
+                            // put back then), so that a waiter that came
+                            // up to two seconds after that may be ahead.
+                            let ahead = o.place <= w.place || o.from <= queued + 2 * SECOND;
                             if j == i || !during {
                                 continue;
                             }
@@ -611,6 +619,28 @@ mod tests {
         // Still waiting past the bound, nobody holding the resource.
         history.waits[0].to = 1050;
         assert_eq!(history.handoffs(&names, &bound, &pauses).0.len(), 1);
+        // Unless an attempt after its queueing was refused otherwise: it
+        // may be off the queues until its next attempt.
+        history.waits[0].queued.push((900, false));
+        assert_eq!(history.handoffs(&names, &bound, &pauses), (vec![], 0));
+        history.waits[0].queued.pop();
+        // A waiter that came well after it began, but not after its
+        // queueing, may stand ahead of it (its entry went in later) and
+        // cost a window when it stalls.
+        history.waits[0].queued[0].0 = 3 * SECOND;
+        history.releases[0].sent = 3 * SECOND + 1000;
+        history.waits[0].to = 3 * SECOND + 1050;
+        let mut late = waiting(2, 5 * SECOND / 2, 3 * SECOND - 10, 4 * SECOND, false);
+        late.place = u64::MAX;
+        history.waits.push(late);
+        pauses[2].push((3 * SECOND + 900, 3 * SECOND + 1500));
+        assert!(history.handoffs(&names, &bound, &pauses).0.is_empty());
+        pauses[2].clear();
+        history.waits.pop();
+        assert_eq!(history.handoffs(&names, &bound, &pauses).0.len(), 1);
+        history.waits[0].queued[0].0 = 500;
+        history.releases[0].sent = 1000;
+        history.waits[0].to = 1050;
         // Someone took it within the bound: the lock was handed on.
         history.holdings.push(held(7, 1005, 1040, 1));
         assert!(history.handoffs(&names, &bound, &pauses).0.is_empty());
