@@ -57,6 +57,11 @@ pub enum HandoffFault {
     /// A waiter's turn never comes: an attempt hands a free key to the
     /// first in line, however long its turn has been over.
     TurnIgnored,
+    /// The acquire that waits queues a waiter where a key holds it out
+    /// but leaves the other keys as they are: a key handed to a waiter
+    /// for several resources stays reserved for it, while another of its
+    /// keys is held, until its window ends.
+    KeptForSeveral,
 }
 
 /// Where a master writes a push to the connection whose command caused it

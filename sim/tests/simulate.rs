@@ -144,7 +144,9 @@ fn the_checkers_catch_deliberate_regressions() {
         (Regression::LateKeeper, 0),
         (Regression::Untold, 0),
         (Regression::EightDead, 0),
-        (Regression::NoReconnectWhileWaiting, 981),
+        (Regression::NoReconnectWhileWaiting, 102),
+        (Regression::KeptForSeveral, 0),
+        (Regression::TurnIgnored, 281),
     ] {
         if only
             .as_ref()

@@ -34,6 +34,12 @@ fn patches(fault: HandoffFault) -> Vec<Patch> {
             "local function turn(k, m)\n",
             "local function turn(k, m)\n  do return false end\n".to_owned(),
         )],
+        // `waiting.lua`: `enqueue` no longer leaves the keys that do not
+        // block the waiter.
+        HandoffFault::KeptForSeveral => vec![(
+            "    else\n      leave(KEYS[i], m)\n    end\n",
+            "    end\n".to_owned(),
+        )],
     }
 }
 
@@ -64,10 +70,11 @@ mod tests {
     use super::{check, patch};
     use crate::HandoffFault;
 
-    const FAULTS: [HandoffFault; 3] = [
+    const FAULTS: [HandoffFault; 4] = [
         HandoffFault::Untold,
         HandoffFault::SkipCapped(8),
         HandoffFault::TurnIgnored,
+        HandoffFault::KeptForSeveral,
     ];
 
     #[test]
@@ -83,6 +90,9 @@ mod tests {
         assert!(!capped.contains("while true do"));
         let wait = Script::WaitAcquire.text();
         assert_ne!(patch(wait, HandoffFault::TurnIgnored), wait);
+        let kept = patch(wait, HandoffFault::KeptForSeveral);
+        assert!(wait.contains("leave(KEYS[i], m)"));
+        assert!(!kept.contains("leave(KEYS[i], m)"));
         // A script the fault does not reach is run as it is.
         assert_eq!(
             patch(Script::Extend.text(), HandoffFault::Untold),

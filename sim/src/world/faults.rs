@@ -230,8 +230,7 @@ impl World {
             return;
         }
         let conn = open[self.rng.index(open.len())];
-        let all = self.params.regression == super::Regression::NoReconnectWhileWaiting;
-        if self.params.waits_only && (all || self.rng.chance(0.5)) {
+        if self.params.waits_only && self.rng.chance(0.5) {
             let c = self.net.conns[conn].client;
             for other in open {
                 if self.net.conns[other].client == c {

@@ -358,26 +358,28 @@ const SECOND: u64 = 1_000_000_000;
 impl History {
     /// Every waiter left waiting after a release, past the hand-off's
     /// bound: where a release of `r`, sent at `sent`, finds a caller
-    /// waiting for `r` alone and queued (an attempt of its call refused
-    /// before `sent`), some caller holds `r` by `sent + bound(left,
-    /// stalled)` (see `Params::handoff_bound`), or that waiter's call is
-    /// over by then. `left`: the other waiters of `r` ahead of it (by
-    /// place) whose calls end without the lock on the way; `stalled`:
-    /// those ahead of it whose clients pause on the way (`pauses`, by
-    /// client), and the release's idle windows
-    /// (entries the masters' queues disagree on, or whose callers left),
-    /// each of which may cost a reservation window. Dead entries (waiters nobody hears) are no
-    /// excuse however many; a waiter of several resources among those of
-    /// `r` is (a reserved key it cannot take yet), and so is any
-    /// disturbance of the masters, of the waiter's, the releaser's or
-    /// another waiter's paths, or the waiter's own pause, between its
-    /// queueing and the bound (a reset's lasts the link's back-off and a
+    /// waiting for `r` alone and queued (the last attempt of its call
+    /// before `sent` refused by contention), some caller holds `r` by `sent + bound(left,
+    /// passed, stalled)` (see `Params::handoff_bound`), or that waiter's
+    /// call is over by then. `left`: the other waiters of `r` alone ahead
+    /// of it (by place) whose calls end without the lock on the way;
+    /// `passed`: the waiters of several resources ahead of it that do not
+    /// win on the way (the key handed to one is left by its next attempt
+    /// when another of its keys is held, and so handed on: an attempt in
+    /// place of a leave); `stalled`: those ahead of it whose clients
+    /// pause on the way (`pauses`, by client), and the release's idle
+    /// windows (entries the masters' queues disagree on, or whose callers
+    /// left), each of which may cost a reservation window. Dead entries
+    /// (waiters nobody hears) are no excuse however many; any disturbance
+    /// of the masters, of the waiter's, the releaser's or another
+    /// waiter's paths, or the waiter's own pause, between its queueing
+    /// and the bound is (a reset's lasts the link's back-off and a
     /// reconnect: a waiting client reconnects within it, and is told
     /// after).
     pub(crate) fn handoffs(
         &self,
         names: &[String],
-        bound: &dyn Fn(u64, u64) -> u64,
+        bound: &dyn Fn(u64, u64, u64) -> u64,
         pauses: &[Vec<(u64, u64)>],
     ) -> (Vec<String>, u64) {
         let paused =
@@ -395,44 +397,53 @@ impl History {
                     if w.resources.len() > 1 || w.to <= release.sent {
                         continue;
                     }
-                    // Its last attempt before the release that left it
-                    // queued.
-                    let last = w.queued.iter().rfind(|&&(q, ok)| ok && q <= release.sent);
-                    let Some(&(queued, _)) = last else {
+                    // Its last attempt before the release, which must
+                    // have left it queued: an attempt refused otherwise
+                    // (timed out, say) may have taken it off the queues
+                    // (its script ran late, took the key and was undone),
+                    // and only its next attempt queues it again.
+                    let last = w.queued.iter().rfind(|&&(q, _)| q <= release.sent);
+                    let Some(&(queued, true)) = last else {
                         continue;
                     };
                     // The other waiters on the way, with the bound they
                     // make: twice, the second with the first's reach.
-                    let mut deadline = release.sent + bound(0, release.idle);
+                    let mut deadline = release.sent + bound(0, 0, release.idle);
                     let mut parties = vec![w.client, release.client];
-                    let mut withheld = false;
-                    let (mut left, mut stalled) = (0, 0);
+                    let (mut left, mut passed, mut stalled) = (0, 0, 0);
                     for _ in 0..2 {
-                        (left, stalled) = (0, 0);
+                        (left, passed, stalled) = (0, 0, 0);
                         for (j, o) in on_r.iter().enumerate() {
                             let during = o.to > release.sent && o.from <= deadline;
                             // Ahead by place (its client's wall clock), or
                             // by when it came: each master takes a place
-                            // within a second of its own clock, so that a
-                            // waiter whose client's clock is further off
-                            // than that stands where it came, a second or
-                            // so either way.
-                            let ahead = o.place <= w.place || o.from <= w.from + 2 * SECOND;
+                            // within a second of its own clock when it
+                            // queues the waiter, so that a waiter whose
+                            // client's clock is further off than that
+                            // stands where its entry went in, a second or
+                            // so either way. The waiter's own entry may
+                            // have gone in as late as its last queueing
+                            // (an entry lost, expired or taken off is
+                            // put back then), so that a waiter that came
+                            // up to two seconds after that may be ahead.
+                            let ahead = o.place <= w.place || o.from <= queued + 2 * SECOND;
                             if j == i || !during {
                                 continue;
                             }
-                            withheld |= o.resources.len() > 1;
                             parties.push(o.client);
-                            if ahead && !o.acquired && o.to <= deadline {
+                            let won = o.acquired && o.to <= deadline;
+                            if ahead && o.resources.len() > 1 && !won {
+                                passed += 1;
+                            } else if ahead && !o.acquired && o.to <= deadline {
                                 left += 1;
                             }
                             if ahead && paused(o.client, release.sent, deadline) {
                                 stalled += 1;
                             }
                         }
-                        deadline = release.sent + bound(left, stalled + release.idle);
+                        deadline = release.sent + bound(left, passed, stalled + release.idle);
                     }
-                    if withheld || paused(w.client, queued, deadline) {
+                    if paused(w.client, queued, deadline) {
                         continue;
                     }
                     let disturbed = self.disturbed.iter().any(|d| {
@@ -454,7 +465,7 @@ impl History {
                         continue;
                     }
                     found.push(format!(
-                        "a waiter of client {} for {} (queued {:.6}s) was not served within {:.3} ms ({stalled} waiters stalled, {left} left on the way) of a release by client {} sent at {:.6}s (its call ended {:.6}s)",
+                        "a waiter of client {} for {} (queued {:.6}s) was not served within {:.3} ms ({stalled} waiters stalled, {left} left, {passed} of several resources passed on the way) of a release by client {} sent at {:.6}s (its call ended {:.6}s)",
                         w.client,
                         names[r],
                         secs(queued),
@@ -574,27 +585,62 @@ mod tests {
         }
     }
 
+    /// A hand-off's bound for the tests: 10 ns, 2 more per waiter that
+    /// left, 3 per waiter of several resources that passed the key on,
+    /// 100 per stalled waiter.
+    fn bound(left: u64, passed: u64, stalled: u64) -> u64 {
+        10 + 2 * left + 3 * passed + 100 * stalled
+    }
+
+    /// A history of one master in which client 0 releases resource 0 at
+    /// `sent`.
+    fn released_at(sent: u64) -> History {
+        let mut history = History::new(vec![0]);
+        history.releases = vec![Release {
+            client: 0,
+            resources: vec![0],
+            sent,
+            idle: 0,
+        }];
+        history
+    }
+
     /// A waiter queued when a release is sent is served within the
     /// hand-off's bound, a window more for each other waiter stalled on
     /// the way; a disturbance of its paths or the masters excuses it.
     #[test]
     fn waiters_left_waiting_past_the_handoffs_bound_are_found() {
         let names = vec!["r".to_owned()];
-        let bound = |left: u64, stalled: u64| 10 + 2 * left + 100 * stalled;
         let mut pauses = vec![Vec::new(); 3];
-        let mut history = History::new(vec![0]);
-        history.releases = vec![Release {
-            client: 0,
-            resources: vec![0],
-            sent: 1000,
-            idle: 0,
-        }];
+        let mut history = released_at(1000);
         // Served by the hand-off (its call ends with the lock in time).
         history.waits = vec![waiting(1, 0, 500, 1008, true)];
         assert_eq!(history.handoffs(&names, &bound, &pauses), (vec![], 1));
         // Still waiting past the bound, nobody holding the resource.
         history.waits[0].to = 1050;
         assert_eq!(history.handoffs(&names, &bound, &pauses).0.len(), 1);
+        // Unless an attempt after its queueing was refused otherwise: it
+        // may be off the queues until its next attempt.
+        history.waits[0].queued.push((900, false));
+        assert_eq!(history.handoffs(&names, &bound, &pauses), (vec![], 0));
+        history.waits[0].queued.pop();
+        // A waiter that came well after it began, but not after its
+        // queueing, may stand ahead of it (its entry went in later) and
+        // cost a window when it stalls.
+        history.waits[0].queued[0].0 = 3 * SECOND;
+        history.releases[0].sent = 3 * SECOND + 1000;
+        history.waits[0].to = 3 * SECOND + 1050;
+        let mut late = waiting(2, 5 * SECOND / 2, 3 * SECOND - 10, 4 * SECOND, false);
+        late.place = u64::MAX;
+        history.waits.push(late);
+        pauses[2].push((3 * SECOND + 900, 3 * SECOND + 1500));
+        assert!(history.handoffs(&names, &bound, &pauses).0.is_empty());
+        pauses[2].clear();
+        history.waits.pop();
+        assert_eq!(history.handoffs(&names, &bound, &pauses).0.len(), 1);
+        history.waits[0].queued[0].0 = 500;
+        history.releases[0].sent = 1000;
+        history.waits[0].to = 1050;
         // Someone took it within the bound: the lock was handed on.
         history.holdings.push(held(7, 1005, 1040, 1));
         assert!(history.handoffs(&names, &bound, &pauses).0.is_empty());
@@ -622,6 +668,35 @@ mod tests {
         assert_eq!(history.handoffs(&names, &bound, &pauses).0.len(), 1);
         history.disturbed[0].client = Some(1);
         assert_eq!(history.handoffs(&names, &bound, &pauses), (vec![], 0));
+    }
+
+    /// A waiter of several resources ahead costs what a waiter that
+    /// leaves costs, its attempt in place of the leave (it passes on the
+    /// key it cannot take yet), unless it wins; it is no excuse beyond
+    /// that.
+    #[test]
+    fn a_waiter_of_several_resources_ahead_costs_an_attempt() {
+        let names = vec!["r".to_owned(), "s".to_owned()];
+        let pauses = vec![Vec::new(); 3];
+        let mut history = released_at(1000);
+        history.waits = vec![waiting(1, 0, 500, 1012, true)];
+        assert_eq!(history.handoffs(&names, &bound, &pauses).0.len(), 1);
+        // A waiter of r and s ahead of it, which goes on waiting: r was
+        // handed to it, and it passed r on.
+        let mut several = waiting(2, 0, 400, 2000, false);
+        several.resources = vec![0, 1];
+        history.waits.push(several);
+        assert_eq!(history.handoffs(&names, &bound, &pauses), (vec![], 1));
+        history.waits[0].to = 1014;
+        assert_eq!(history.handoffs(&names, &bound, &pauses).0.len(), 1);
+        // Its call ending without the lock costs the same, once.
+        history.waits[0].to = 1013;
+        history.waits[1].to = 1005;
+        assert_eq!(history.handoffs(&names, &bound, &pauses), (vec![], 1));
+        // One that wins on the way holds r (a holding serves the waiter),
+        // and costs nothing.
+        history.waits[1].acquired = true;
+        assert_eq!(history.handoffs(&names, &bound, &pauses).0.len(), 1);
     }
 
     /// Step `seen` of kept lock 1 at `at`, reported `reported`.

@@ -180,12 +180,7 @@ impl World {
                 if options.regression == Regression::DoubleGrants && m < params.procs / 2 + 1 {
                     model = model.with_double_grants();
                 }
-                let fault = match options.regression {
-                    Regression::Untold => Some(crate::HandoffFault::Untold),
-                    Regression::EightDead => Some(crate::HandoffFault::SkipCapped(8)),
-                    _ => None,
-                };
-                if let Some(fault) = fault {
+                if let Some(fault) = options.regression.handoff_fault() {
                     model = model.with_handoff_fault(fault);
                 }
                 MasterProc::new(model, params.master_clock(m))
@@ -397,7 +392,7 @@ impl World {
         }
         let fenced = self.params.fenced.iter().any(|&f| f);
         let params = &self.params;
-        let bound = |left, stalled| params.handoff_bound(fenced, left, stalled);
+        let bound = |left, passed, stalled| params.handoff_bound(fenced, left, passed, stalled);
         let pauses: Vec<Vec<(u64, u64)>> = self.clients.iter().map(|c| c.pauses.clone()).collect();
         let (found, checked) = self.history.handoffs(names, &bound, &pauses);
         self.outcome.handoffs = checked;

@@ -58,6 +58,30 @@ pub enum Regression {
     /// client only waits does not come back (as a link without a timer
     /// for `Down` does not).
     NoReconnectWhileWaiting,
+    /// The simulated masters' acquire that waits leaves alone the keys
+    /// that do not hold a waiter out: a key handed to a waiter for several
+    /// resources stays reserved for it, while another of its keys is
+    /// held, until its window ends.
+    KeptForSeveral,
+    /// The simulated masters never see a waiter's turn come: a waiter
+    /// told to try once the windows of a stalled client's waiters before
+    /// it are over finds the key free, hands it to the first of them
+    /// still queued, and waits another window for each.
+    TurnIgnored,
+}
+
+impl Regression {
+    /// The deliberate fault of the masters' scripts this regression is
+    /// made of, if it is one.
+    pub(crate) fn handoff_fault(self) -> Option<crate::HandoffFault> {
+        match self {
+            Regression::Untold => Some(crate::HandoffFault::Untold),
+            Regression::EightDead => Some(crate::HandoffFault::SkipCapped(8)),
+            Regression::KeptForSeveral => Some(crate::HandoffFault::KeptForSeveral),
+            Regression::TurnIgnored => Some(crate::HandoffFault::TurnIgnored),
+            _ => None,
+        }
+    }
 }
 
 /// How often each fault comes, relative to the others.
@@ -123,23 +147,19 @@ pub(crate) struct Params {
     /// hand.
     pub(crate) kept: f64,
     /// How often a call asks for several resources at once (never, in a
-    /// third of the worlds: there the hand-off's bound is checked on
-    /// every waiter, none withholding a resource it cannot take yet).
+    /// third of the worlds).
     pub(crate) several: f64,
     /// A world where nothing but the waiters' own troubles happens:
     /// connections reset, clients paused, dead waiters in the queues
-    /// (the only foreign writes), and calls of one resource each; the
-    /// hand-off's bound is then checked on most waiters.
+    /// (the only foreign writes), and calls of one resource each but in
+    /// a share of them (see `waiters_shape`); the hand-off's bound is
+    /// then checked on most waiters.
     pub(crate) waits_only: bool,
 }
 
 impl Params {
     pub(crate) fn draw(rng: &mut Rng, regression: Regression) -> Params {
-        let mut procs = [1, 3, 3, 5, 5, 4][rng.index(6)];
-        if regression == Regression::NoReconnectWhileWaiting {
-            // One master: a waiter whose only link is down hears nothing.
-            procs = 1;
-        }
+        let procs = [1, 3, 3, 5, 5, 4][rng.index(6)];
         let clients = rng.range(2, 5) as usize;
         let tasks = rng.range(1, 3) as usize;
         let request_ms = [10, 20, 30, 50][rng.index(4)];
@@ -260,26 +280,22 @@ impl Params {
         client_settings.max_extensions = max_extensions;
         let mut several = [0.15, 0.15, 0.0][rng.index(3)];
         let waits_only = match regression {
-            Regression::Untold | Regression::EightDead | Regression::NoReconnectWhileWaiting => {
-                true
-            }
+            Regression::Untold
+            | Regression::EightDead
+            | Regression::NoReconnectWhileWaiting
+            | Regression::KeptForSeveral
+            | Regression::TurnIgnored => true,
             _ => rng.chance(0.25),
         };
         if waits_only {
             several = 0.0;
-            // (The regression of a link that does not come back gets the
-            // fault that shows it.)
-            let (pause, reset) = match regression {
-                Regression::NoReconnectWhileWaiting => (0, 3),
-                _ => (weights.client_pause.max(1), weights.reset.max(1)),
-            };
             weights = Weights {
-                client_pause: pause,
-                reset,
+                client_pause: weights.client_pause.max(1),
+                reset: weights.reset.max(1),
                 ..Weights::default()
             };
         }
-        Params {
+        let mut params = Params {
             masters,
             procs,
             proc_of,
@@ -307,7 +323,99 @@ impl Params {
             kept,
             several,
             waits_only,
+        };
+        // (Drawn last: the worlds drawn before keep their shape.)
+        if waits_only {
+            params.waiters_shape(rng);
         }
+        params
+    }
+
+    /// The shapes of the worlds of the waiters' own troubles, each the
+    /// one a broken promise of the waiting calls shows in:
+    ///
+    /// - one master, and no fault but resets of a client's connections:
+    ///   a waiting client whose link does not come back hears nothing
+    ///   from anyone (`Regression::NoReconnectWhileWaiting`, and the
+    ///   library's table of waits that looks empty to the timers);
+    /// - waiters of several resources among those of one: a key handed
+    ///   to one while another of its keys is held must go on at its next
+    ///   attempt (`Regression::KeptForSeveral`);
+    /// - clients with several callers that stall as they are told: a
+    ///   waiter behind them waits one window for each of them, and no
+    ///   more (`Regression::TurnIgnored`).
+    fn waiters_shape(&mut self, rng: &mut Rng) {
+        let alone = match self.regression {
+            Regression::NoReconnectWhileWaiting => true,
+            Regression::None => rng.chance(0.5),
+            _ => false,
+        };
+        if alone {
+            self.alone();
+            return;
+        }
+        let several = match self.regression {
+            Regression::KeptForSeveral => true,
+            Regression::None => rng.chance(0.4),
+            _ => false,
+        };
+        if several {
+            if self.resources.len() < 2 {
+                self.resources.push(b"jobs/nightly".to_vec());
+            }
+            self.several = 0.3;
+        }
+        // The regressions' worlds have few other faults, which would
+        // excuse the waiters they hold up: no pauses where a key is kept
+        // for a waiter of several resources; only the stalls of clients
+        // told their turn where turns are ignored, with callers enough
+        // for a stalled client to have two waiters in line, and calls
+        // that wait long enough for the windows of both (the most
+        // attempts, the longest delay between two).
+        match self.regression {
+            Regression::KeptForSeveral => {
+                self.weights.client_pause = 0;
+                self.fault_mean *= 10;
+            }
+            Regression::TurnIgnored => {
+                self.tasks = self.tasks.max(2);
+                self.fault_mean *= 20;
+                self.long_waits();
+            }
+            _ => {}
+        }
+    }
+
+    /// Calls that wait long between attempts (the most attempts, the
+    /// longest delay between two), so that a waiter that is not told
+    /// goes on waiting well past the hand-off's bound.
+    fn long_waits(&mut self) {
+        for s in [&mut self.settings, &mut self.client_settings] {
+            s.retry_count = 5;
+            s.retry_delay = s.request_timeout * 8;
+        }
+    }
+
+    /// One master, resets of every connection of a client the only
+    /// fault, a link that comes back well before a waiter tries again by
+    /// itself: a waiting client that does not reconnect is left untold.
+    fn alone(&mut self) {
+        self.long_waits();
+        for s in [&mut self.settings, &mut self.client_settings] {
+            s.backoff_max = s.backoff_max.min(s.request_timeout * 2);
+        }
+        self.procs = 1;
+        self.proc_of = vec![0];
+        self.masters = 1;
+        self.master_epochs.truncate(1);
+        self.master_ppm.truncate(1);
+        for base in &mut self.timing.base {
+            base.truncate(1);
+        }
+        self.weights = Weights {
+            reset: 3,
+            ..Weights::default()
+        };
     }
 
     /// The longest TTL a call uses.
@@ -366,10 +474,13 @@ impl Params {
     /// the masters, their telling to the waiter, its attempt and the
     /// reply (four one-way trips; a fenced attempt's up to five rounds
     /// add eight), two more per waiter that left on the way (its leave
-    /// passes the turn on), and one reservation window per waiter stalled
-    /// on the way (`stalled`).
-    pub(crate) fn handoff_bound(&self, fenced: bool, left: u64, stalled: u64) -> u64 {
-        let trips = 4 + if fenced { 8 } else { 0 } + 2 * left;
+    /// passes the turn on), as many per waiter of several resources that
+    /// passed the key on (told, its attempt leaves the key it cannot take
+    /// yet; fenced, up to three rounds before its acquire add six), and
+    /// one reservation window per waiter stalled on the way (`stalled`).
+    pub(crate) fn handoff_bound(&self, fenced: bool, left: u64, passed: u64, stalled: u64) -> u64 {
+        let fenced_trips = |trips| if fenced { trips } else { 0 };
+        let trips = 4 + fenced_trips(8) + 2 * left + (2 + fenced_trips(6)) * passed;
         trips * self.one_way() + stalled * self.window().as_nanos() as u64
     }
 
