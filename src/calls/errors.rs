@@ -100,7 +100,7 @@ mod tests {
 
     use super::acquire_refused;
     use crate::error::Error;
-    use crate::rules::{self, Decision, NodeError, Op, Reply, Round};
+    use crate::rules::{self, Decision, NodeError, Op, Reply, Round, ServerError};
 
     /// What a node does in an acquire round; `Silent`: no answer before
     /// the decision.
@@ -112,15 +112,19 @@ mod tests {
         Quarantined,
         Unsynced,
         Silent,
+        /// Refuses the client's configuration (a user without the
+        /// permissions).
+        Misconfigured,
     }
 
-    const ALL: [Does; 6] = [
+    const ALL: [Does; 7] = [
         Does::Grants,
         Does::Refuses,
         Does::Fails,
         Does::Quarantined,
         Does::Unsynced,
         Does::Silent,
+        Does::Misconfigured,
     ];
 
     /// The error for a fenced acquire round in which node `i` did
@@ -145,6 +149,10 @@ mod tests {
                 Does::Quarantined => round.handle_quarantined(node, t0),
                 Does::Unsynced => round.handle_reply(node, Reply::Unsynced(3), t0),
                 Does::Silent => {}
+                Does::Misconfigured => {
+                    let refused = ServerError::new(b"NOPERM this user has no permissions");
+                    round.handle_failure(node, NodeError::Server(refused), t0);
+                }
             }
         }
         (round.decision() == Some(Decision::NoQuorum))
@@ -195,6 +203,11 @@ mod tests {
                 };
                 let others = n - report.quorum();
                 match &error {
+                    Error::Misconfigured(_) => assert!(report.misconfigured() > others),
+                    _ => assert!(report.misconfigured() <= others, "{nodes:?}: {error:?}"),
+                }
+                match &error {
+                    Error::Misconfigured(_) => {}
                     Error::Contended(_) => {
                         assert!(report.refused() > 0, "{nodes:?}");
                         assert!(
