@@ -33,9 +33,13 @@
 //! per waiter stalled on the way, however many dead entries (waiters
 //! nobody hears) are ahead of it, and after a reset of its connections
 //! once its link's back-off and a reconnect are over (see
-//! `History::handoffs`); and once the clients are quiet, nothing but the
-//! crate's permanent keys is left on any master after the longest TTL and
-//! the wait queue's margin.
+//! `History::handoffs`); a failed acquire's release runs on every master
+//! the acquire reached over a connection up at the decision (unless that
+//! connection ended or the master lost its data since) and leaves no key
+//! with the round's token ([`leftovers`]); an extend reported as a success
+//! leaves validity ([`extended`]); and once the clients are quiet, nothing
+//! but the crate's permanent keys is left on any master after the longest
+//! TTL and the wait queue's margin.
 //!
 //! A quarter of the worlds have nothing but the waiters' own troubles:
 //! connections reset (half the time every connection of one client),
