@@ -200,6 +200,20 @@ impl Master {
         now_us: u64,
         out: &mut Vec<u8>,
     ) -> ConnState {
+        self.handle_observed(conn, input, now_us, out, &mut |_, _| {})
+    }
+
+    /// As [`handle`](Self::handle), and after each command runs, shows
+    /// `observe` the master as that command left it and the command's
+    /// words: a checker sees the keyspace between two pipelined commands.
+    pub fn handle_observed(
+        &mut self,
+        conn: &mut Conn,
+        input: &[u8],
+        now_us: u64,
+        out: &mut Vec<u8>,
+        observe: &mut dyn FnMut(&Master, &[Vec<u8>]),
+    ) -> ConnState {
         if self.is_closed(conn) {
             return ConnState::Closed;
         }
@@ -215,6 +229,7 @@ impl Master {
                 }
                 Next::Command(words) => {
                     let reply = execute(&mut self.server, &mut conn.session, &words, Now(now_us));
+                    observe(self, &words);
                     if self.push_order == PushOrder::AfterReply {
                         reply.encode(conn.session.protocol, out);
                     }

@@ -205,6 +205,7 @@ impl World {
     /// Client `c` closes its socket to master `i` (connection `conn`).
     fn close_socket(&mut self, c: usize, i: usize, conn: usize) {
         self.clients[c].socks[i] = None;
+        self.leftovers.ended(c, i, self.t);
         let k = &mut self.net.conns[conn];
         k.open = false;
         k.down.clear();
@@ -335,6 +336,7 @@ impl World {
     /// Client `c`'s socket to master `i` failed after `error`.
     pub(crate) fn client_fail(&mut self, c: usize, i: usize, error: NodeError) {
         self.note(|| format!("client {c}: master {i} fails: {error}"));
+        self.leftovers.ended(c, i, self.t);
         let now = self.local(c);
         self.clients[c].client.handle_failure(i, error, now);
         self.sync_sockets(c);

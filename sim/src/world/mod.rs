@@ -33,9 +33,13 @@
 //! per waiter stalled on the way, however many dead entries (waiters
 //! nobody hears) are ahead of it, and after a reset of its connections
 //! once its link's back-off and a reconnect are over (see
-//! `History::handoffs`); and once the clients are quiet, nothing but the
-//! crate's permanent keys is left on any master after the longest TTL and
-//! the wait queue's margin.
+//! `History::handoffs`); a failed acquire's release runs on every master
+//! the acquire reached over a connection up at the decision (unless that
+//! connection ended or the master lost its data since) and leaves no key
+//! with the round's token ([`leftovers`]); an extend reported as a success
+//! leaves validity ([`extended`]); and once the clients are quiet, nothing
+//! but the crate's permanent keys is left on any master after the longest
+//! TTL and the wait queue's margin.
 //!
 //! A quarter of the worlds have nothing but the waiters' own troubles:
 //! connections reset (half the time every connection of one client),
@@ -45,8 +49,10 @@
 
 mod client;
 mod clock;
+mod extended;
 mod faults;
 mod history;
+mod leftovers;
 mod masters;
 mod net;
 mod params;
@@ -62,6 +68,7 @@ use crate::Master;
 
 use client::ClientProc;
 use history::History;
+use leftovers::Leftovers;
 use masters::MasterProc;
 use net::Net;
 use params::Params;
@@ -105,6 +112,14 @@ pub struct Outcome {
     /// Waiters queued when a release was sent, nothing but the hand-off
     /// holding them up: each checked against the hand-off's bound.
     pub handoffs: u64,
+    /// Acquire rounds decided as failed whose release was owed to some
+    /// master: each checked for the grants it left behind.
+    pub failed_rounds: u64,
+    /// Releases of failed rounds the masters ran: each checked to leave
+    /// no key with the round's token.
+    pub failed_releases: u64,
+    /// Extends reported as a success: each checked to leave validity.
+    pub extends: u64,
     /// Simulated time, in nanoseconds.
     pub simulated: u64,
     /// Events handled.
@@ -156,6 +171,9 @@ pub(crate) struct World {
     masters: Vec<MasterProc>,
     clients: Vec<ClientProc>,
     history: History,
+    /// The failed acquire rounds and what the masters did with their
+    /// releases.
+    leftovers: Leftovers,
     /// The faults are over: no new calls, no new faults.
     calm: bool,
     /// A fenced attempt so far had a step that could not start, a master
@@ -200,6 +218,7 @@ impl World {
             queue: BinaryHeap::new(),
             seq: 0,
             history: History::new(params.proc_of.clone()),
+            leftovers: Leftovers::new(params.clients, params.masters),
             rng,
             params,
             net,
@@ -371,6 +390,7 @@ impl World {
         violations.append(&mut self.history.slow_calls);
         violations.append(&mut self.history.errors);
         violations.extend(self.leftovers());
+        violations.extend(self.partial_grants());
         self.outcome.violations = violations;
         self.outcome.simulated = self.t;
         self.outcome.rounds = self.clients.iter().map(|c| c.rounds).sum();
@@ -396,6 +416,32 @@ impl World {
         let pauses: Vec<Vec<(u64, u64)>> = self.clients.iter().map(|c| c.pauses.clone()).collect();
         let (found, checked) = self.history.handoffs(names, &bound, &pauses);
         self.outcome.handoffs = checked;
+        found
+    }
+
+    /// The failed rounds' releases: those that left a key with their
+    /// token behind as they ran, and those owed and never run though the
+    /// connection stayed up and the master kept its data (see
+    /// `leftovers`).
+    fn partial_grants(&mut self) -> Vec<String> {
+        let history = &self.history;
+        let proc_of = &self.params.proc_of;
+        let end = self.t;
+        let lost = |a: usize, from: u64| {
+            let m = proc_of[a];
+            [&history.losses[m], &history.wipes[m]]
+                .iter()
+                .any(|times| times.iter().any(|&t| t >= from && t <= end))
+        };
+        let mut found = self.leftovers.unanswered(lost);
+        found.append(&mut self.leftovers.errors);
+        self.outcome.failed_rounds = self.leftovers.examined();
+        self.outcome.failed_releases = self
+            .leftovers
+            .failed
+            .iter()
+            .map(|f| f.answered.iter().flatten().count() as u64)
+            .sum();
         found
     }
 

@@ -110,12 +110,23 @@ impl World {
     fn serve(&mut self, conn: usize, data: &[u8]) {
         let m = self.params.proc_of[self.net.conns[conn].master];
         let now_us = self.masters[m].clock.now_us(self.t);
+        let (c, a, t) = (
+            self.net.conns[conn].client,
+            self.net.conns[conn].master,
+            self.t,
+        );
         let Some(model) = self.net.conns[conn].model.as_mut() else {
             return;
         };
         let mut out = Vec::new();
-        let state = self.masters[m].model.handle(model, data, now_us, &mut out);
-        let c = self.net.conns[conn].client;
+        let leftovers = &mut self.leftovers;
+        let state = self.masters[m].model.handle_observed(
+            model,
+            data,
+            now_us,
+            &mut out,
+            &mut |master, words| leftovers.ran(c, a, t, master, now_us, words),
+        );
         self.note(|| {
             format!(
                 "master {m} (clock {}) from client {c} on {conn}: {} -> {}",

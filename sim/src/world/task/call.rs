@@ -10,6 +10,7 @@ use redlock_mio::sim::{Names, Next};
 use super::*;
 use crate::world::World;
 use crate::world::history::{self, Holding};
+use crate::world::leftovers::Failed;
 
 impl World {
     /// Starts task `k`'s next call.
@@ -185,6 +186,27 @@ impl World {
         self.in_flight(c, k, call);
     }
 
+    /// Client `c` decided `call`'s attempt, `round`, as failed, and queued
+    /// its release: owed to each master the round reached over a
+    /// connection that is up now (a session down drops what it queued).
+    fn failed_round(&mut self, c: usize, call: &Call, round: &Round) {
+        let up = (0..self.params.masters).filter(|&i| {
+            self.clients[c].socks[i].is_some_and(|conn| {
+                let conn = &self.net.conns[conn];
+                conn.connected && !conn.dead
+            })
+        });
+        let owed = round.reached() & up.fold(0, |mask, i| mask | 1 << i);
+        self.leftovers.decided(Failed {
+            client: c,
+            token: call.token,
+            resources: call.names.resources().iter().map(|r| r.to_vec()).collect(),
+            decided: self.t,
+            owed,
+            answered: vec![None; self.params.masters],
+        });
+    }
+
     /// `call`'s attempt is decided.
     pub(super) fn attempted(&mut self, c: usize, k: usize, mut call: Box<Call>) {
         let now = self.local(c);
@@ -202,6 +224,9 @@ impl World {
                     Some(pursue) => client.end_attempt(id, pursue, draw, now),
                     None => client.end_acquire(id, &call.names, &call.token, now),
                 };
+                if let (Err(_), Some(round)) = (&ended, &round) {
+                    self.failed_round(c, &call, round);
+                }
                 (Some(id), round, ended, None)
             }
             Some(Flight::Fenced(fenced)) => {

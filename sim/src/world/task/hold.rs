@@ -6,6 +6,7 @@ use redlock_mio::Error;
 
 use super::*;
 use crate::world::World;
+use crate::world::extended;
 use crate::world::history::{Holding, Seen};
 
 impl World {
@@ -213,6 +214,17 @@ impl World {
             pending.begun_g,
             self.params.call_bound(1, 0),
         );
+        if result.is_ok() {
+            self.outcome.extends += 1;
+            let now = self.local(c);
+            if !extended::leaves_validity(lock.held.valid_until(), now) {
+                self.history.errors.push(format!(
+                    "client {c} task {k}: an extend of lock {} reported a success that left no validity ({:?} past it)",
+                    lock.holding.lock,
+                    now.saturating_duration_since(lock.held.valid_until())
+                ));
+            }
+        }
         let clock = &self.clients[c].clock;
         let until = clock.global(lock.held.valid_until());
         match (&result, round) {
