@@ -349,9 +349,9 @@ impl Builder {
     /// Default `true`; turn it off for managed servers that refuse `INFO`
     /// (the ACL user then needs no `+info`). The restart guard needs it.
     ///
-    /// [`NodeError::Replica`]: crate::rules::NodeError::Replica
-    /// [`NodeError::ClusterMode`]: crate::rules::NodeError::ClusterMode
-    /// [`NodeError::SameServer`]: crate::rules::NodeError::SameServer
+    /// [`NodeError::Replica`]: crate::NodeError::Replica
+    /// [`NodeError::ClusterMode`]: crate::NodeError::ClusterMode
+    /// [`NodeError::SameServer`]: crate::NodeError::SameServer
     pub fn identify_masters(mut self, on: bool) -> Builder {
         self.identify = on;
         self
@@ -414,7 +414,7 @@ impl Builder {
     /// keeps it there ([`LONGEST_TTL_KEY`](crate::LONGEST_TTL_KEY)), and a
     /// client given another value is refused
     /// ([`ConfigError::LongestTtl`] at build,
-    /// [`NodeError::LongestTtl`](crate::rules::NodeError::LongestTtl) at a
+    /// [`NodeError::LongestTtl`](crate::NodeError::LongestTtl) at a
     /// later handshake). With [`fencing`](Self::fencing) too, both must be
     /// given the same value ([`ConfigError::LongestTtls`]). The guard
     /// needs [`identify_masters`](Self::identify_masters) and `SET` on the

@@ -325,6 +325,14 @@ impl Pursue {
     }
 }
 
+impl std::fmt::Debug for Pursue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pursue")
+            .field("waits", &self.waits())
+            .finish_non_exhaustive()
+    }
+}
+
 /// A client: the driver's core, waited for by callers named by `u64`s
 /// (see the module docs).
 pub struct Client {
@@ -340,6 +348,15 @@ pub struct Client {
     token: [u8; TOKEN_LEN],
     /// A deliberate fault: fenced acquires skip their raise.
     skip_raises: bool,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("masters", &self.n)
+            .field("in_flight", &self.in_flight())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Client {

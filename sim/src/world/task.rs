@@ -20,7 +20,8 @@
 
 use std::time::{Duration, Instant};
 
-use redlock_mio::rules::{NodeState, Round};
+use redlock_mio::NodeState;
+use redlock_mio::sim::Round;
 use redlock_mio::sim::{Fenced, Held, Keep, Names, Pursue};
 
 use super::history::{self, Holding};

@@ -41,6 +41,17 @@ pub struct Fenced {
     troubled: bool,
 }
 
+impl std::fmt::Debug for Fenced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fenced")
+            .field("rounds", &self.ids)
+            .field("steps", &self.steps)
+            .field("read", &self.read)
+            .field("troubled", &self.troubled)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Fenced {
     /// The rounds of its step in flight; empty once it has ended.
     pub fn rounds(&self) -> &[u64] {
@@ -311,7 +322,7 @@ impl Host for &mut Client {
     fn won(&mut self, _end: &RoundEnd) {}
 }
 
-/// A fenced acquire's machine ([`FencedAcquire`]) and one client's fence
+/// A fenced acquire's machine (`FencedAcquire`) and one client's fence
 /// book with no core, sockets or settings: the caller sets up each step's
 /// rounds ([`rounds`](Self::rounds), as the front ends set them up), gives
 /// them the masters' answers, and hands them back
@@ -335,6 +346,14 @@ struct Bare {
     book: FenceBook,
     tokens: u64,
     released: usize,
+}
+
+impl std::fmt::Debug for FenceMachine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FenceMachine")
+            .field("attempting", &self.attempt.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl FenceMachine {
