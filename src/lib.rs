@@ -274,6 +274,7 @@ pub mod fencing;
 mod flights;
 pub mod guarantees;
 pub mod how_it_works;
+mod ids;
 pub mod limitations;
 mod link;
 pub mod operations;
@@ -312,6 +313,8 @@ pub mod sim {
     pub use crate::client::sim::{
         Client, FenceMachine, Fenced, Held, Keep, KeepAction, Names, Next, Pursue, Settings,
     };
+    /// A round's id, as the simulator's client hands it out.
+    pub use crate::ids::RoundId;
     /// The lock rules the simulator's and the model's clients feed: one
     /// round, the replies it is told, its decision, the drift formula.
     pub use crate::rules::{Decision, Reply, Round, drift};

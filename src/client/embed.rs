@@ -19,6 +19,7 @@ use crate::calls::{self, Acquire, Acquired, Claim, Release};
 use crate::commands::{Command, Keys};
 use crate::driver::Driver;
 use crate::error::{ConfigError, Error};
+use crate::ids::RoundId;
 use crate::rules::{Op, Report, Round};
 use pursue::LockUntil;
 
@@ -94,7 +95,7 @@ pub enum Completion {
 
 /// An operation in flight.
 struct Started {
-    id: u64,
+    id: RoundId,
     op: Op,
     resource: SmallVec<[u8; 64]>,
     many: bool,
@@ -139,9 +140,9 @@ impl Base {
         command: &Command<'_>,
         timeout: Duration,
         now: Instant,
-    ) -> Result<u64, Error> {
+    ) -> Result<RoundId, Error> {
         let restart = calls::restarter(self.config.drift_factor, self.masters.len(), timeout);
-        let mut ids: SmallVec<[u64; 1]> = SmallVec::new();
+        let mut ids: SmallVec<[RoundId; 1]> = SmallVec::new();
         self.driver
             .submit(std::slice::from_ref(command), restart, &mut ids, true, now);
         ids.first().copied().ok_or(Error::TooManyInFlight {
@@ -150,7 +151,7 @@ impl Base {
     }
 
     /// Takes round `id` out of the table of rounds in flight, as it ended.
-    fn take(&mut self, id: u64) -> Option<Round> {
+    fn take(&mut self, id: RoundId) -> Option<Round> {
         let round = self.driver.round(id).cloned();
         self.driver.finish(&[id]);
         round
@@ -471,7 +472,7 @@ impl EmbeddedRedlock {
             many,
             token,
         });
-        Ok(Ticket(id))
+        Ok(Ticket(id.get()))
     }
 
     /// Handles the readiness events of one poll: those of the client's
@@ -530,7 +531,7 @@ impl EmbeddedRedlock {
         let k = self.started.iter().position(|s| driver.decided(&[s.id]))?;
         let started = self.started.swap_remove(k);
         let round = self.base.take(started.id);
-        let ticket = Ticket(started.id);
+        let ticket = Ticket(started.id.get());
         Some(match started.op {
             Op::Release => Completion::Released {
                 ticket,

@@ -13,6 +13,7 @@ use crate::calls::{self, Acquired, Claim, Extend, Release, Validity};
 use crate::commands::Command;
 use crate::driver::{Driver, Full};
 use crate::error::Error;
+use crate::ids::RoundId;
 use crate::rules::{Decision, Op, Report, Round};
 use crate::sync::lock;
 
@@ -143,7 +144,7 @@ impl Redlock {
         &self,
         commands: &[Command<'_>],
         cap: Option<Instant>,
-        done: impl FnOnce(&Driver, &[u64]) -> T,
+        done: impl FnOnce(&Driver, &[RoundId]) -> T,
     ) -> (Result<(T, io::Result<()>), Full>, Instant) {
         let now = crate::clock::now();
         let restart = self.restarter(cap, now);

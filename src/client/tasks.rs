@@ -37,6 +37,7 @@ use crate::calls::{Acquire, Extend, Holding, Pursue, Release, Step, Validity, re
 use crate::commands::{Command, Keys};
 use crate::driver::{Engine, Polling};
 use crate::error::Error;
+use crate::ids::WaitId;
 use crate::rules::wait::Terms;
 use crate::rules::{self, Op};
 
@@ -210,7 +211,7 @@ impl Drop for Sleep<'_> {
 /// [`crate::flights::Waits`]), or its fallback, a timer.
 struct Told<'a> {
     engine: &'a Arc<Engine>,
-    id: u64,
+    id: WaitId,
     until: Instant,
     timer: u64,
 }
@@ -665,7 +666,7 @@ impl Redlock {
     }
 
     /// Waits until wait `id` is told or until `until`; `true` if told.
-    fn told(&self, id: u64, until: Instant) -> Told<'_> {
+    fn told(&self, id: WaitId, until: Instant) -> Told<'_> {
         Told {
             engine: &self.engine,
             id,

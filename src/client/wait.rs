@@ -17,6 +17,7 @@ use crate::calls::{Fenced, Leave, Pursue, Step, Wait, Waited};
 use crate::commands::{Keys, WakeChannel};
 use crate::driver::Driver;
 use crate::error::Error;
+use crate::ids::WaitId;
 use crate::rules::Op;
 use crate::rules::wait::Terms;
 
@@ -118,7 +119,7 @@ impl Redlock {
 
     /// Before an attempt of a call that waits: forgets what told wait
     /// `arm` so far.
-    pub(super) fn arm(&self, arm: Option<u64>) {
+    pub(super) fn arm(&self, arm: Option<WaitId>) {
         if let Some(id) = arm {
             self.engine.driver().driver.arm_wait(id);
         }

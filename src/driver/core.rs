@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use crate::addr::ServerAddr;
 use crate::commands::{Command, Outcome};
 use crate::flights::{Flights, Waits};
+use crate::ids::{RoundId, WaitId};
 use crate::link::{Link, LinkConfig, Sink};
 use crate::rules::{NodeError, NodeState, Op, Round};
 
@@ -361,7 +362,7 @@ impl<W> Core<W> {
         &mut self,
         commands: &[Command<'_>],
         mut restart: impl FnMut(&mut Round, &Command<'_>, Instant),
-        ids: &mut impl Extend<u64>,
+        ids: &mut impl Extend<RoundId>,
         flush: bool,
         now: Instant,
     ) -> usize {
@@ -389,7 +390,7 @@ impl<W> Core<W> {
     /// Queues round `id`'s `command` on every session (nothing is due to
     /// be written yet); a master that cannot take it fails the round
     /// there.
-    fn send_round(&mut self, id: u64, command: &Command<'_>, now: Instant) {
+    fn send_round(&mut self, id: RoundId, command: &Command<'_>, now: Instant) {
         self.encoded.clear();
         command.encode(&mut self.encoded);
         for i in 0..self.nodes.len() {
@@ -421,7 +422,7 @@ impl<W> Core<W> {
         &mut self,
         i: usize,
         command: &Command<'_>,
-        round: u64,
+        round: RoundId,
         must_reach: bool,
         now: Instant,
     ) -> Result<(), NodeError> {
@@ -460,7 +461,7 @@ impl<W> Core<W> {
     /// dropped. A master that is paused or down costs nothing here.
     pub(crate) fn queue(&mut self, command: &Command<'_>, now: Instant) {
         // An id no round has: its replies are matched and dropped.
-        let id = 0;
+        let id = RoundId::FREE;
         self.encoded.clear();
         command.encode(&mut self.encoded);
         for i in 0..self.nodes.len() {
@@ -487,7 +488,12 @@ impl<W> Core<W> {
     /// once: the key there, if the acquire set one, expires with its TTL.
     /// Returns whether round `id` was in flight (if not, `release` is only
     /// queued, as [`queue`](Self::queue) does).
-    pub(crate) fn release_after(&mut self, id: u64, release: &Command<'_>, now: Instant) -> bool {
+    pub(crate) fn release_after(
+        &mut self,
+        id: RoundId,
+        release: &Command<'_>,
+        now: Instant,
+    ) -> bool {
         let Some(next) = self.flights.pass_to_release(id) else {
             // Not in flight (never, for a caller that holds its rounds).
             self.queue(release, now);
@@ -515,7 +521,7 @@ impl<W> Core<W> {
 
     /// Restarts round `id` as a release and queues `release` for it on
     /// every session, due to be written now.
-    fn start_release(&mut self, id: u64, release: &Command<'_>, now: Instant) {
+    fn start_release(&mut self, id: RoundId, release: &Command<'_>, now: Instant) {
         let (n, timeout) = (self.nodes.len(), self.request_timeout);
         self.flights.update(id, |round| {
             round.restart(Op::Release, n, Duration::ZERO, Duration::ZERO, timeout, now)
@@ -529,18 +535,18 @@ impl<W> Core<W> {
     // The rounds in flight and the waits: their callers' side.
 
     /// Whether every round of `ids` is decided (or over).
-    pub(crate) fn decided(&self, ids: &[u64]) -> bool {
+    pub(crate) fn decided(&self, ids: &[RoundId]) -> bool {
         ids.iter().all(|&id| self.flights.is_decided(id))
     }
 
     /// Round `id`, if it is in flight.
-    pub(crate) fn round(&self, id: u64) -> Option<&Round> {
+    pub(crate) fn round(&self, id: RoundId) -> Option<&Round> {
         self.flights.round(id)
     }
 
     /// Ends the rounds `ids`: a session that let one of them time out is
     /// marked late (see [`crate::link`]); their slots are freed.
-    pub(crate) fn finish(&mut self, ids: &[u64]) {
+    pub(crate) fn finish(&mut self, ids: &[RoundId]) {
         for &id in ids {
             if let Some(round) = self.flights.round(id) {
                 note_late(&mut self.nodes, round);
@@ -551,7 +557,7 @@ impl<W> Core<W> {
 
     /// Ends the rounds `ids` now, decided or not: their slots are freed
     /// and their late replies will be dropped.
-    pub(crate) fn abandon(&mut self, ids: &[u64]) {
+    pub(crate) fn abandon(&mut self, ids: &[RoundId]) {
         for &id in ids {
             self.flights.finish(id);
         }
@@ -561,7 +567,7 @@ impl<W> Core<W> {
     /// the round goes on, waited for by nobody, until every master has
     /// answered it, failed or timed out; then it ends (see
     /// [`reap`](Self::reap)). Returns whether it was in flight.
-    pub(crate) fn orphan(&mut self, id: u64) -> bool {
+    pub(crate) fn orphan(&mut self, id: RoundId) -> bool {
         self.flights.orphan(id)
     }
 
@@ -585,7 +591,7 @@ impl<W> Core<W> {
     }
 
     /// Sets `waiter` to be woken when round `id` is decided.
-    pub(crate) fn set_waiter(&mut self, id: u64, waiter: W) {
+    pub(crate) fn set_waiter(&mut self, id: RoundId, waiter: W) {
         self.flights.set_waiter(id, waiter);
     }
 
@@ -607,12 +613,12 @@ impl<W> Core<W> {
 
     /// How many callers were woken at their rounds' decisions and have not
     /// come back for them yet.
-    pub(crate) fn pending(&self) -> usize {
-        self.flights.pending()
+    pub(crate) fn unclaimed(&self) -> usize {
+        self.flights.unclaimed()
     }
 
     /// The caller of rounds `ids` came back for them.
-    pub(crate) fn claim(&mut self, ids: &[u64]) {
+    pub(crate) fn claim(&mut self, ids: &[RoundId]) {
         for &id in ids {
             self.flights.claim(id);
         }
@@ -638,28 +644,28 @@ impl<W> Core<W> {
 
     /// Starts a wait for a caller that waits for a lock (see [`Waits`]);
     /// `None` when the table is full.
-    pub(crate) fn begin_wait(&mut self) -> Option<u64> {
+    pub(crate) fn begin_wait(&mut self) -> Option<WaitId> {
         self.waits.begin()
     }
 
     /// Ends wait `id`.
-    pub(crate) fn end_wait(&mut self, id: u64) {
+    pub(crate) fn end_wait(&mut self, id: WaitId) {
         self.waits.end(id);
     }
 
     /// Forgets what told wait `id` so far (before an attempt).
-    pub(crate) fn arm_wait(&mut self, id: u64) {
+    pub(crate) fn arm_wait(&mut self, id: WaitId) {
         self.waits.arm(id);
     }
 
     /// Whether a quorum of masters told wait `id` since it was armed.
-    pub(crate) fn is_told(&self, id: u64) -> bool {
+    pub(crate) fn is_told(&self, id: WaitId) -> bool {
         self.waits.is_told(id)
     }
 
     /// When a master told wait `id` to try, should nobody hand it the lock
     /// before (since it was armed).
-    pub(crate) fn hinted(&self, id: u64) -> Option<Instant> {
+    pub(crate) fn hinted(&self, id: WaitId) -> Option<Instant> {
         self.waits.hinted(id)
     }
 
@@ -671,12 +677,12 @@ impl<W> Core<W> {
     }
 
     /// Sets `waiter` to be woken when wait `id` is told.
-    pub(crate) fn set_wait_waiter(&mut self, id: u64, waiter: W) {
+    pub(crate) fn set_wait_waiter(&mut self, id: WaitId, waiter: W) {
         self.waits.set_waiter(id, waiter);
     }
 
     /// Takes wait `id`'s waiter back.
-    pub(crate) fn take_wait_waiter(&mut self, id: u64) {
+    pub(crate) fn take_wait_waiter(&mut self, id: WaitId) {
         self.waits.take_waiter(id);
     }
 }
@@ -701,15 +707,15 @@ struct NodeSink<'a, W> {
 }
 
 impl<W> Sink for NodeSink<'_, W> {
-    fn is_live(&self, id: u64) -> bool {
+    fn is_live(&self, id: RoundId) -> bool {
         self.flights.is_live(id)
     }
 
-    fn on_reply(&mut self, id: u64, _: Op, outcome: Outcome, now: Instant) {
+    fn on_reply(&mut self, id: RoundId, _: Op, outcome: Outcome, now: Instant) {
         self.flights.deliver(id, self.node, outcome, now);
     }
 
-    fn on_wake(&mut self, id: u64, later: Option<Duration>, now: Instant) {
+    fn on_wake(&mut self, id: WaitId, later: Option<Duration>, now: Instant) {
         match later {
             None => self.waits.handle_wake(id, self.node),
             Some(later) => self.waits.handle_hint(id, crate::clock::after(now, later)),

@@ -49,6 +49,7 @@ use smallvec::SmallVec;
 
 use super::{Driver, Poller};
 use crate::commands::Command;
+use crate::ids::{RoundId, WaitId};
 use crate::rules::Round;
 
 mod tasks;
@@ -80,7 +81,7 @@ impl Waiter {
 }
 
 /// Round ids of one call.
-pub(crate) type Ids = SmallVec<[u64; 4]>;
+pub(crate) type Ids = SmallVec<[RoundId; 4]>;
 
 /// How many waiters a [`Wakes`] holds.
 const WAKES: usize = 64;
@@ -224,7 +225,7 @@ impl Engine {
         commands: &[Command<'_>],
         wait_until: Instant,
         mut restart: impl FnMut(&mut Round, &Command<'_>, Instant),
-        done: impl FnOnce(&Driver, &[u64]) -> T,
+        done: impl FnOnce(&Driver, &[RoundId]) -> T,
     ) -> Result<(T, io::Result<()>), Full> {
         // (Dropped after the guards: it wakes with the driver free.)
         let mut wakes = Wakes::new();
@@ -301,7 +302,7 @@ impl Engine {
         &'a self,
         mut shared: MutexGuard<'a, Shared>,
         poller: &mut Option<MutexGuard<'a, Poller>>,
-        ids: &[u64],
+        ids: &[RoundId],
         mut now: Instant,
         wakes: &mut Wakes,
     ) -> (MutexGuard<'a, Shared>, io::Result<()>) {
@@ -353,7 +354,7 @@ impl Engine {
     /// told it a time to try at), polling for
     /// everyone while nobody else does, else parked. Returns whether it
     /// was told.
-    pub(crate) fn wait_told(&self, id: u64, until: Instant) -> bool {
+    pub(crate) fn wait_told(&self, id: WaitId, until: Instant) -> bool {
         // (Dropped after the guards: it wakes with the driver free.)
         let mut wakes = Wakes::new();
         let mut shared = lock(&self.driver);
@@ -484,7 +485,7 @@ impl Engine {
     /// ([`flush_deferred`](Self::flush_deferred)), and one write per master carries
     /// what they all queued.
     fn wake_poll(&self, shared: &mut Shared, task: bool) {
-        if shared.driver.pending() > 0 {
+        if shared.driver.unclaimed() > 0 {
             let since = shared.deferred.map_or_else(Instant::now, |(at, _)| at);
             let task = task || shared.deferred.is_some_and(|(_, t)| t);
             shared.deferred = Some((since, task));
@@ -504,7 +505,7 @@ impl Engine {
     /// A caller came back for its rounds: once none woken is left to come
     /// back, what was queued meanwhile is written (the poll is woken).
     fn flush_deferred(&self, shared: &mut Shared) {
-        if shared.driver.pending() > 0 {
+        if shared.driver.unclaimed() > 0 {
             return;
         }
         if let Some((_, task)) = shared.deferred.take() {
@@ -563,7 +564,7 @@ impl Shared {
             Some((since, _)) => until.min(since + DEFER),
             None => until,
         };
-        if self.driver.pending() > 0 {
+        if self.driver.unclaimed() > 0 {
             until.min(now + DEFER)
         } else {
             until
@@ -575,11 +576,11 @@ impl Shared {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Waiting {
     /// A decision of this round.
-    Round(u64),
+    Round(RoundId),
     /// A free slot.
     Slot,
     /// To be told by the masters that a lock was handed over (a wait).
-    Told(u64),
+    Told(WaitId),
     /// The background thread: anything to do for the tasks.
     Background,
 }

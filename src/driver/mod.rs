@@ -26,6 +26,7 @@ use mio::{Events, Poll, Registry};
 
 use crate::addr::ServerAddr;
 use crate::commands::Command;
+use crate::ids::{RoundId, WaitId};
 use crate::link::LinkConfig;
 use crate::rules::{NodeError, Round};
 
@@ -212,7 +213,7 @@ impl Driver {
         &mut self,
         commands: &[Command<'_>],
         restart: impl FnMut(&mut Round, &Command<'_>, Instant),
-        ids: &mut impl Extend<u64>,
+        ids: &mut impl Extend<RoundId>,
         flush: bool,
         now: Instant,
     ) -> usize {
@@ -222,23 +223,23 @@ impl Driver {
     }
 
     /// Whether every round of `ids` is decided (or over).
-    pub(crate) fn decided(&self, ids: &[u64]) -> bool {
+    pub(crate) fn decided(&self, ids: &[RoundId]) -> bool {
         self.core.decided(ids)
     }
 
     /// Round `id`, if it is in flight.
-    pub(crate) fn round(&self, id: u64) -> Option<&Round> {
+    pub(crate) fn round(&self, id: RoundId) -> Option<&Round> {
         self.core.round(id)
     }
 
     /// Ends the rounds `ids`: a connection that let one of them time out
     /// is marked late (see [`crate::link`]); their slots are freed.
-    pub(crate) fn finish(&mut self, ids: &[u64]) {
+    pub(crate) fn finish(&mut self, ids: &[RoundId]) {
         self.core.finish(ids);
     }
 
     /// Sets `waiter` to be woken when round `id` is decided.
-    pub(crate) fn set_waiter(&mut self, id: u64, waiter: Waiter) {
+    pub(crate) fn set_waiter(&mut self, id: RoundId, waiter: Waiter) {
         self.core.set_waiter(id, waiter);
     }
 
@@ -275,28 +276,28 @@ impl Driver {
 
     /// Starts a wait for a caller that waits for a lock (see
     /// [`Waits`](crate::flights::Waits)); `None` when the table is full.
-    pub(crate) fn begin_wait(&mut self) -> Option<u64> {
+    pub(crate) fn begin_wait(&mut self) -> Option<WaitId> {
         self.core.begin_wait()
     }
 
     /// Ends wait `id`.
-    pub(crate) fn end_wait(&mut self, id: u64) {
+    pub(crate) fn end_wait(&mut self, id: WaitId) {
         self.core.end_wait(id);
     }
 
     /// Forgets what told wait `id` so far (before an attempt).
-    pub(crate) fn arm_wait(&mut self, id: u64) {
+    pub(crate) fn arm_wait(&mut self, id: WaitId) {
         self.core.arm_wait(id);
     }
 
     /// Whether a quorum of masters told wait `id` since it was armed.
-    pub(crate) fn is_told(&self, id: u64) -> bool {
+    pub(crate) fn is_told(&self, id: WaitId) -> bool {
         self.core.is_told(id)
     }
 
     /// When a master told wait `id` to try, should nobody hand it the lock
     /// before (since it was armed).
-    pub(crate) fn hinted(&self, id: u64) -> Option<Instant> {
+    pub(crate) fn hinted(&self, id: WaitId) -> Option<Instant> {
         self.core.hinted(id)
     }
 
@@ -309,23 +310,23 @@ impl Driver {
     }
 
     /// Sets `waiter` to be woken when wait `id` is told.
-    pub(crate) fn set_wait_waiter(&mut self, id: u64, waiter: Waiter) {
+    pub(crate) fn set_wait_waiter(&mut self, id: WaitId, waiter: Waiter) {
         self.core.set_wait_waiter(id, waiter);
     }
 
     /// Takes wait `id`'s waiter back.
-    pub(crate) fn take_wait_waiter(&mut self, id: u64) {
+    pub(crate) fn take_wait_waiter(&mut self, id: WaitId) {
         self.core.take_wait_waiter(id);
     }
 
     /// How many callers were woken at their rounds' decisions and have not
     /// come back for them yet.
-    pub(crate) fn pending(&self) -> usize {
-        self.core.pending()
+    pub(crate) fn unclaimed(&self) -> usize {
+        self.core.unclaimed()
     }
 
     /// The caller of rounds `ids` came back for them.
-    pub(crate) fn claim(&mut self, ids: &[u64]) {
+    pub(crate) fn claim(&mut self, ids: &[RoundId]) {
         self.core.claim(ids);
     }
 
@@ -351,13 +352,13 @@ impl Driver {
 
     /// Ends the rounds `ids` now, decided or not: their slots are freed
     /// and their late replies will be dropped.
-    pub(crate) fn abandon(&mut self, ids: &[u64]) {
+    pub(crate) fn abandon(&mut self, ids: &[RoundId]) {
         self.core.abandon(ids);
     }
 
     /// Round `id`'s caller is gone, its command queued (a dropped unlock):
     /// see [`Core::orphan`]. Returns whether it was in flight.
-    pub(crate) fn orphan(&mut self, id: u64) -> bool {
+    pub(crate) fn orphan(&mut self, id: RoundId) -> bool {
         self.core.orphan(id)
     }
 
@@ -365,7 +366,12 @@ impl Driver {
     /// undone by `release` (a dropped acquire): see
     /// [`Core::release_after`], whose release is written now as far as the
     /// sockets take it. Returns whether round `id` was in flight.
-    pub(crate) fn release_after(&mut self, id: u64, release: &Command<'_>, now: Instant) -> bool {
+    pub(crate) fn release_after(
+        &mut self,
+        id: RoundId,
+        release: &Command<'_>,
+        now: Instant,
+    ) -> bool {
         let passed = self.core.release_after(id, release, now);
         self.sync(now);
         passed

@@ -20,6 +20,7 @@ use crate::client::Lock;
 use crate::commands::Keys;
 use crate::driver::Driver;
 use crate::error::Error;
+use crate::ids::{RoundId, WaitId};
 use crate::rules::wait::Terms;
 
 /// The bit that sets a `lock_until` ticket apart from the tickets of
@@ -31,7 +32,7 @@ pub(super) struct LockUntil {
     ticket: Ticket,
     call: Pursue<SmallVec<[u8; 64]>>,
     /// The round of the attempt under way.
-    round: Option<u64>,
+    round: Option<RoundId>,
 }
 
 impl LockUntil {
@@ -148,7 +149,7 @@ impl LockUntil {
 
     /// The attempt's round `id` was decided, at `now`: the machine reads
     /// it, and the release of a failed attempt is queued without waiting.
-    fn attempted(&mut self, base: &mut Base, id: u64, now: Instant) {
+    fn attempted(&mut self, base: &mut Base, id: RoundId, now: Instant) {
         let Some(round) = base.take(id) else {
             let release = self.call.handle_lost(|| base.tokens.unit(), now);
             return base.driver.queue(&release, crate::clock::now());
@@ -182,7 +183,7 @@ impl LockUntil {
 /// When a wait (of slot `told`, if it has one) until `until` ends if
 /// nobody tells it: then, or at the earlier time a master told it to try
 /// at.
-fn wait_end(driver: &Driver, told: Option<u64>, until: Instant) -> Instant {
+fn wait_end(driver: &Driver, told: Option<WaitId>, until: Instant) -> Instant {
     let hinted = told.and_then(|id| driver.hinted(id));
     hinted.map_or(until, |at| at.min(until))
 }

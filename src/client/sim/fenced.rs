@@ -22,6 +22,7 @@ use crate::client::fence::{FenceBook, FencedAcquire, Host};
 use crate::client::rounds::{Ends, RoundEnd};
 use crate::commands::Command;
 use crate::error::Error;
+use crate::ids::RoundId;
 use crate::rules::{self, NodeState, Op, Reply, Report, Round};
 
 /// A fenced acquire under way (see the module docs): the attempt, the
@@ -29,7 +30,7 @@ use crate::rules::{self, NodeState, Op, Reply, Report, Round};
 /// rounds as they ended (for the simulator's checkers).
 pub struct Fenced {
     attempt: FencedAcquire<'static>,
-    ids: SmallVec<[u64; 1]>,
+    ids: SmallVec<[RoundId; 1]>,
     acquire: Option<Round>,
     raise: Option<Round>,
     /// The steps whose rounds went out, one after another.
@@ -54,7 +55,7 @@ impl std::fmt::Debug for Fenced {
 
 impl Fenced {
     /// The rounds of its step in flight; empty once it has ended.
-    pub fn rounds(&self) -> &[u64] {
+    pub fn rounds(&self) -> &[RoundId] {
         &self.ids
     }
 

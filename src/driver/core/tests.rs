@@ -108,7 +108,7 @@ fn a_server_reached_twice_gets_nothing_held_for_the_second_handshake() {
             now,
         );
     };
-    let mut ids: Vec<u64> = Vec::new();
+    let mut ids: Vec<crate::ids::RoundId> = Vec::new();
     core.submit(&[extend], restart, &mut ids, true, t0 + MS);
     assert!(core.take_write_due(0) && written(&mut core, 0).contains("EVALSHA"));
     // The handshake's last reply is the read that must fail the socket,

@@ -10,6 +10,7 @@ use std::time::Instant;
 use super::{Engine, Full, Ids, Poller, Shared, Waiter, Waiting, Wakes, leave};
 use crate::commands::Command;
 use crate::driver::Driver;
+use crate::ids::{RoundId, WaitId};
 use crate::rules::Round;
 use crate::sync::lock;
 
@@ -94,10 +95,10 @@ impl Engine {
     /// is kept to be woken at their decision.
     pub(crate) fn check<T>(
         &self,
-        ids: &[u64],
+        ids: &[RoundId],
         waker: &Waker,
         polling: Polling,
-        done: impl FnOnce(&Driver, &[u64]) -> T,
+        done: impl FnOnce(&Driver, &[RoundId]) -> T,
     ) -> Option<T> {
         // (Dropped after the guard: it wakes with the driver free.)
         let mut wakes = Wakes::new();
@@ -193,7 +194,7 @@ impl Engine {
     /// master told it to try at, if one did.
     pub(crate) fn check_told(
         self: &Arc<Self>,
-        id: u64,
+        id: WaitId,
         waker: &Waker,
     ) -> Result<(), Option<Instant>> {
         let mut shared = lock(&self.driver);
@@ -210,7 +211,7 @@ impl Engine {
     }
 
     /// A task stopped waiting for wait `id`.
-    pub(crate) fn forget_told(&self, id: u64) {
+    pub(crate) fn forget_told(&self, id: WaitId) {
         lock(&self.driver).driver.take_wait_waiter(id);
     }
 
