@@ -497,13 +497,14 @@ impl Builder {
         driver
             .connect_all(&mut poller, deadline)
             .map_err(|e| ConfigError::Io(e.kind()))?;
-        let n = driver.len();
+        let n = driver.core.len();
         let required = match self.require {
             Require::Nothing => 0,
             Require::Quorum => crate::rules::quorum(n),
             Require::All => n,
         };
         let failures: Vec<(String, _)> = driver
+            .core
             .failures()
             .map(|(addr, error)| (addr.to_string(), error))
             .collect();
@@ -543,11 +544,11 @@ impl Builder {
                 failures,
             });
         }
-        let masters = driver.addrs().map(ToString::to_string).collect();
-        let local = driver.addrs().all(|a| a.endpoint().is_local());
+        let masters = driver.core.addrs().map(ToString::to_string).collect();
+        let local = driver.core.addrs().all(|a| a.endpoint().is_local());
         let counters = std::sync::Arc::new(super::stats::Counters::new(n));
         let counted = std::sync::Arc::clone(&counters);
-        driver.on_orphan_end(Box::new(move |round| {
+        driver.core.on_orphan_end(Box::new(move |round| {
             counted.drop_release_ended(round.nodes());
         }));
         let engine = Engine::new(driver, poller, self.local_yield && local)

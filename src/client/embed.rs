@@ -152,8 +152,8 @@ impl Base {
 
     /// Takes round `id` out of the table of rounds in flight, as it ended.
     fn take(&mut self, id: RoundId) -> Option<Round> {
-        let round = self.driver.round(id).cloned();
-        self.driver.finish(&[id]);
+        let round = self.driver.core.flights.round(id).cloned();
+        self.driver.core.finish(&[id]);
         round
     }
 
@@ -314,7 +314,7 @@ impl Builder {
         let mut driver = Driver::embedded(&addrs, conn, &tls, registry, first.0)
             .map_err(|e| ConfigError::Io(e.kind()))?;
         driver.connect();
-        let masters = driver.addrs().map(ToString::to_string).collect();
+        let masters = driver.core.addrs().map(ToString::to_string).collect();
         let config = self.config(&conn);
         Ok(EmbeddedRedlock {
             // Room for every round and every wait, allocated now.
@@ -502,7 +502,7 @@ impl EmbeddedRedlock {
             call.step(&mut self.base, now);
         }
         // Each call asked whether it was told: the list is not needed.
-        self.base.driver.forget_told();
+        self.base.driver.core.forget_told();
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) next has something to
@@ -528,7 +528,10 @@ impl EmbeddedRedlock {
             }
         }
         let driver = &self.base.driver;
-        let k = self.started.iter().position(|s| driver.decided(&[s.id]))?;
+        let k = self
+            .started
+            .iter()
+            .position(|s| driver.core.decided(&[s.id]))?;
         let started = self.started.swap_remove(k);
         let round = self.base.take(started.id);
         let ticket = Ticket(started.id.get());

@@ -94,7 +94,10 @@ impl Redlock {
         // the round's span.
         let (run, _) = span.in_scope(|| {
             self.run(std::slice::from_ref(command), cap, |driver, ids| {
-                let round = ids.first().and_then(|&id| driver.round(id)).cloned();
+                let round = ids
+                    .first()
+                    .and_then(|&id| driver.core.flights.round(id))
+                    .cloned();
                 (round, crate::clock::now())
             })
         });
@@ -114,7 +117,10 @@ impl Redlock {
         let spans = spans(commands);
         let run = || {
             self.run(commands, cap, |driver, ids| {
-                let rounds: Rounds = ids.iter().map(|&id| driver.round(id).cloned()).collect();
+                let rounds: Rounds = ids
+                    .iter()
+                    .map(|&id| driver.core.flights.round(id).cloned())
+                    .collect();
                 (rounds, crate::clock::now())
             })
         };

@@ -474,7 +474,7 @@ impl Client {
 
     /// Has `caller` woken when round `id` is decided.
     pub fn set_waiter(&mut self, id: RoundId, caller: u64) {
-        self.core.set_waiter(id, caller);
+        self.core.flights.set_waiter(id, caller);
     }
 
     /// Whether round `id` is decided (or over).
@@ -484,12 +484,12 @@ impl Client {
 
     /// Round `id`, while it is in flight.
     pub fn round(&self, id: RoundId) -> Option<&Round> {
-        self.core.round(id)
+        self.core.flights.round(id)
     }
 
     /// Rounds in flight, orphaned ones included.
     pub fn in_flight(&self) -> usize {
-        self.core.in_flight()
+        self.core.flights.len()
     }
 
     // The calls.
@@ -523,7 +523,7 @@ impl Client {
     /// far, as the front ends do.
     fn arm(&mut self, pursue: &Pursue) {
         if let Step::Attempt { arm: Some(id), .. } = pursue.0.poll() {
-            self.core.arm_wait(id);
+            self.core.waits.arm(id);
         }
     }
 
@@ -591,7 +591,7 @@ impl Client {
         now: Instant,
     ) {
         let claim = Claim::new(names.keys(), token);
-        let release = claim.release(self.core.round(id));
+        let release = claim.release(self.core.flights.round(id));
         self.core.release_after(id, &release, now);
     }
 
@@ -677,7 +677,7 @@ impl Client {
     /// has answered it, as the async front end has it.
     pub fn drop_release(&mut self, id: RoundId, held: &mut Held, begun: Instant) {
         held.apply(Release::begun(begun));
-        self.core.orphan(id);
+        self.core.flights.orphan(id);
     }
 
     /// `held`'s guard is dropped (the async front end's `AsyncLockGuard`):
@@ -708,7 +708,7 @@ impl Client {
             Ok(ttl_ms) => ttl_ms,
             Err(error) => {
                 if let Some(wait) = wait {
-                    self.core.end_wait(wait.id);
+                    self.core.waits.end(wait.id);
                 }
                 return Err(error);
             }
@@ -726,10 +726,10 @@ impl Client {
     /// waiters and the table has room.
     fn begin_wait(&mut self, place: u64) -> Option<Wait> {
         let channel = self.wake?;
-        let id = self.core.begin_wait()?;
+        let id = self.core.waits.begin()?;
         let wait = Wait::new(id, &channel, place, self.times());
         if wait.is_none() {
-            self.core.end_wait(id);
+            self.core.waits.end(id);
         }
         wait
     }
@@ -753,7 +753,7 @@ impl Client {
             if let Some(command) = &leave.command {
                 self.core.queue(command, now);
             }
-            self.core.end_wait(leave.wait);
+            self.core.waits.end(leave.wait);
         }
     }
 
@@ -772,27 +772,30 @@ impl Client {
     /// Whether a quorum of masters told `pursue`'s wait since its last
     /// attempt.
     pub fn is_told(&self, pursue: &Pursue) -> bool {
-        pursue.0.wait_id().is_some_and(|id| self.core.is_told(id))
+        pursue
+            .0
+            .wait_id()
+            .is_some_and(|id| self.core.waits.is_told(id))
     }
 
     /// When a master told `pursue`'s wait to try, should nobody hand it
     /// the lock before.
     pub fn hinted(&self, pursue: &Pursue) -> Option<Instant> {
-        pursue.0.wait_id().and_then(|id| self.core.hinted(id))
+        pursue.0.wait_id().and_then(|id| self.core.waits.hinted(id))
     }
 
     /// Has `caller` woken when `pursue`'s wait is told (or its time to try
     /// comes).
     pub fn set_wait_waiter(&mut self, pursue: &Pursue, caller: u64) {
         if let Some(id) = pursue.0.wait_id() {
-            self.core.set_wait_waiter(id, caller);
+            self.core.waits.set_waiter(id, caller);
         }
     }
 
     /// Takes `pursue`'s caller back.
     pub fn take_wait_waiter(&mut self, pursue: &Pursue) {
         if let Some(id) = pursue.0.wait_id() {
-            self.core.take_wait_waiter(id);
+            self.core.waits.take_waiter(id);
         }
     }
 
@@ -827,7 +830,7 @@ impl Client {
 
     /// Round `id` as it ended, its slot freed.
     fn take(&mut self, id: RoundId) -> Option<Round> {
-        let round = self.core.round(id).cloned();
+        let round = self.core.flights.round(id).cloned();
         self.core.finish(&[id]);
         round
     }

@@ -120,7 +120,10 @@ impl Future for RoundsFuture<'_, '_> {
         let checked = client
             .engine
             .check(ids, cx.waker(), polling, |driver, ids| {
-                let rounds: Rounds = ids.iter().map(|&id| driver.round(id).cloned()).collect();
+                let rounds: Rounds = ids
+                    .iter()
+                    .map(|&id| driver.core.flights.round(id).cloned())
+                    .collect();
                 (rounds, crate::clock::now())
             });
         match checked {
@@ -156,7 +159,7 @@ impl Drop for RoundsFuture<'_, '_> {
             let now = crate::clock::now();
             for (command, &id) in commands.iter().zip(ids.iter()) {
                 counters.abandoned(command.op());
-                let behind = release_behind(command, driver.round(id));
+                let behind = release_behind(command, driver.core.flights.round(id));
                 if let Some(undo) = behind.filter(|_| release) {
                     // Its slot passes to the release, queued behind it on
                     // every connection: it frees the key wherever the
@@ -167,11 +170,11 @@ impl Drop for RoundsFuture<'_, '_> {
                     }
                 } else if command.op() == Op::Release {
                     // An unlock's round is its release: followed to its end.
-                    if driver.orphan(id) {
+                    if driver.core.flights.orphan(id) {
                         counters.drop_release();
                     }
                 } else {
-                    driver.abandon(&[id]);
+                    driver.core.abandon(&[id]);
                 }
             }
         });

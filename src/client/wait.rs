@@ -29,13 +29,13 @@ pub(super) fn begin_wait(
     channel: &WakeChannel,
     config: &Config,
 ) -> Option<Wait> {
-    let id = driver.begin_wait()?;
+    let id = driver.core.waits.begin()?;
     let place = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |since| since.as_micros() as u64);
     let wait = Wait::new(id, channel, place, config.times());
     if wait.is_none() {
-        driver.end_wait(id);
+        driver.core.waits.end(id);
     }
     wait
 }
@@ -46,7 +46,7 @@ pub(super) fn end_wait(driver: &mut Driver, leave: Leave<'_>) {
     if let Some(command) = &leave.command {
         driver.queue(command, crate::clock::now());
     }
-    driver.end_wait(leave.wait);
+    driver.core.waits.end(leave.wait);
 }
 
 impl Redlock {
@@ -121,7 +121,7 @@ impl Redlock {
     /// `arm` so far.
     pub(super) fn arm(&self, arm: Option<WaitId>) {
         if let Some(id) = arm {
-            self.engine.driver().driver.arm_wait(id);
+            self.engine.driver().driver.core.waits.arm(id);
         }
     }
 

@@ -65,9 +65,13 @@ struct Node {
 /// an optional `W` (see the module docs).
 pub(crate) struct Core<W> {
     nodes: Vec<Node>,
-    flights: Flights<W>,
-    /// Callers waiting to be told that a lock was handed to them.
-    waits: Waits<W>,
+    /// The rounds in flight. Callers reach the table directly where the
+    /// core adds nothing (a round, its waiter, orphaning it, the counts);
+    /// the core's own methods are those that also touch the sessions.
+    pub(crate) flights: Flights<W>,
+    /// Callers waiting to be told that a lock was handed to them, reached
+    /// directly as `flights` is.
+    pub(crate) waits: Waits<W>,
     /// The command being queued, encoded once for all the masters.
     encoded: Vec<u8>,
     /// Rounds were started since the last [`flush_all`](Self::flush_all):
@@ -146,16 +150,6 @@ impl<W> Core<W> {
         self.nodes
             .iter()
             .filter_map(|node| Some((&node.addr, node.link.failure()?)))
-    }
-
-    /// Rounds in flight now.
-    pub(crate) fn in_flight(&self) -> usize {
-        self.flights.len()
-    }
-
-    /// The most rounds in flight at once.
-    pub(crate) fn capacity(&self) -> usize {
-        self.flights.capacity()
     }
 
     // The sockets: what the core asks of them, and what they tell it.
@@ -539,11 +533,6 @@ impl<W> Core<W> {
         ids.iter().all(|&id| self.flights.is_decided(id))
     }
 
-    /// Round `id`, if it is in flight.
-    pub(crate) fn round(&self, id: RoundId) -> Option<&Round> {
-        self.flights.round(id)
-    }
-
     /// Ends the rounds `ids`: a session that let one of them time out is
     /// marked late (see [`crate::link`]); their slots are freed.
     pub(crate) fn finish(&mut self, ids: &[RoundId]) {
@@ -563,19 +552,6 @@ impl<W> Core<W> {
         }
     }
 
-    /// Round `id`'s caller is gone, its command queued (a dropped unlock):
-    /// the round goes on, waited for by nobody, until every master has
-    /// answered it, failed or timed out; then it ends (see
-    /// [`reap`](Self::reap)). Returns whether it was in flight.
-    pub(crate) fn orphan(&mut self, id: RoundId) -> bool {
-        self.flights.orphan(id)
-    }
-
-    /// Rounds in flight whose caller is gone.
-    pub(crate) fn orphans(&self) -> usize {
-        self.flights.orphans()
-    }
-
     /// Ends the orphaned rounds that no master is left to answer, telling
     /// the client of each (a session that let one time out is marked
     /// late, as [`finish`](Self::finish) does); returns how many slots
@@ -588,11 +564,6 @@ impl<W> Core<W> {
                 on_end(round);
             }
         })
-    }
-
-    /// Sets `waiter` to be woken when round `id` is decided.
-    pub(crate) fn set_waiter(&mut self, id: RoundId, waiter: W) {
-        self.flights.set_waiter(id, waiter);
     }
 
     /// Hands `wake` the waiters of the rounds decided so far, and those of
@@ -609,12 +580,6 @@ impl<W> Core<W> {
     /// Slots of the tables of rounds and waits looked at by scans so far.
     pub(crate) fn scanned(&self) -> u64 {
         self.flights.scanned() + self.waits.scanned()
-    }
-
-    /// How many callers were woken at their rounds' decisions and have not
-    /// come back for them yet.
-    pub(crate) fn unclaimed(&self) -> usize {
-        self.flights.unclaimed()
     }
 
     /// The caller of rounds `ids` came back for them.
@@ -642,48 +607,11 @@ impl<W> Core<W> {
             || self.waits.any_waiter(&pick)
     }
 
-    /// Starts a wait for a caller that waits for a lock (see [`Waits`]);
-    /// `None` when the table is full.
-    pub(crate) fn begin_wait(&mut self) -> Option<WaitId> {
-        self.waits.begin()
-    }
-
-    /// Ends wait `id`.
-    pub(crate) fn end_wait(&mut self, id: WaitId) {
-        self.waits.end(id);
-    }
-
-    /// Forgets what told wait `id` so far (before an attempt).
-    pub(crate) fn arm_wait(&mut self, id: WaitId) {
-        self.waits.arm(id);
-    }
-
-    /// Whether a quorum of masters told wait `id` since it was armed.
-    pub(crate) fn is_told(&self, id: WaitId) -> bool {
-        self.waits.is_told(id)
-    }
-
-    /// When a master told wait `id` to try, should nobody hand it the lock
-    /// before (since it was armed).
-    pub(crate) fn hinted(&self, id: WaitId) -> Option<Instant> {
-        self.waits.hinted(id)
-    }
-
     /// Empties the list of waits told, waking nobody: for a client that
     /// asks [`is_told`](Self::is_told) of its waits instead of having
     /// waiters woken (the embedded one).
     pub(crate) fn forget_told(&mut self) {
         self.waits.wake_told(|_| {});
-    }
-
-    /// Sets `waiter` to be woken when wait `id` is told.
-    pub(crate) fn set_wait_waiter(&mut self, id: WaitId, waiter: W) {
-        self.waits.set_waiter(id, waiter);
-    }
-
-    /// Takes wait `id`'s waiter back.
-    pub(crate) fn take_wait_waiter(&mut self, id: WaitId) {
-        self.waits.take_waiter(id);
     }
 }
 

@@ -182,7 +182,7 @@ impl Engine {
         let waker = mio::Waker::new(poller.poll.registry(), WAKE)?;
         Ok(Engine {
             driver: Mutex::new(Shared {
-                slot_waiters: Vec::with_capacity(driver.capacity()),
+                slot_waiters: Vec::with_capacity(driver.core.flights.capacity()),
                 driver,
                 background: None,
                 kicked: false,
@@ -258,7 +258,7 @@ impl Engine {
             // this call's own; else wait for one (polling while nobody
             // else does: the rounds holding the slots need their replies).
             now = crate::clock::now();
-            let only_ours = shared.driver.in_flight() == ids.len();
+            let only_ours = shared.driver.core.flights.len() == ids.len();
             if started > 0 || only_ours || now >= wait_until {
                 if ids.is_empty() {
                     leave(self, &mut shared, &mut poller, &mut wakes);
@@ -288,7 +288,7 @@ impl Engine {
         }
         let (mut shared, result) = self.wait(shared, &mut poller, &ids, now, &mut wakes);
         let value = done(&shared.driver, &ids);
-        shared.driver.finish(&ids);
+        shared.driver.core.finish(&ids);
         shared.slots_freed(ids.len());
         self.flush_deferred(&mut shared);
         leave(self, &mut shared, &mut poller, &mut wakes);
@@ -307,7 +307,8 @@ impl Engine {
         wakes: &mut Wakes,
     ) -> (MutexGuard<'a, Shared>, io::Result<()>) {
         loop {
-            if self.yield_first && poller.is_some() && shared.driver.in_flight() == ids.len() {
+            if self.yield_first && poller.is_some() && shared.driver.core.flights.len() == ids.len()
+            {
                 // Alone, with the masters on this machine: their processes,
                 // woken by the requests, may be waiting for this CPU. Once
                 // they have had it, the poll finds their replies instead of
@@ -325,21 +326,21 @@ impl Engine {
             }
             // (A caller woken at its rounds' decision skips the timers:
             // whoever polls keeps them.)
-            if !shared.driver.decided(ids) {
+            if !shared.driver.core.decided(ids) {
                 shared.driver.check_timers(now);
             }
             shared.wake_decided(wakes);
-            if shared.driver.decided(ids) {
+            if shared.driver.core.decided(ids) {
                 return (shared, Ok(()));
             }
             let deadline = ids
                 .iter()
-                .filter_map(|&id| shared.driver.round(id))
+                .filter_map(|&id| shared.driver.core.flights.round(id))
                 .filter(|round| round.decision().is_none())
                 .map(Round::deadline)
                 .min()
                 .unwrap_or(now);
-            let undecided = ids.iter().find(|&&id| !shared.driver.decided(&[id]));
+            let undecided = ids.iter().find(|&&id| !shared.driver.core.decided(&[id]));
             let waiting = undecided.map_or(Waiting::Slot, |&id| Waiting::Round(id));
             let result;
             (shared, result, now) = self.turn(shared, poller, deadline, waiting, now, wakes);
@@ -363,11 +364,16 @@ impl Engine {
         let told = loop {
             shared.driver.check_timers(now);
             shared.wake_decided(&mut wakes);
-            if shared.driver.is_told(id) {
+            if shared.driver.core.waits.is_told(id) {
                 break true;
             }
             // A master may have told it to try sooner.
-            let until = shared.driver.hinted(id).map_or(until, |at| at.min(until));
+            let until = shared
+                .driver
+                .core
+                .waits
+                .hinted(id)
+                .map_or(until, |at| at.min(until));
             if now >= until {
                 break false;
             }
@@ -381,7 +387,7 @@ impl Engine {
                 &mut wakes,
             );
         };
-        shared.driver.take_wait_waiter(id);
+        shared.driver.core.waits.take_waiter(id);
         leave(self, &mut shared, &mut poller, &mut wakes);
         told
     }
@@ -429,11 +435,15 @@ impl Engine {
                 match waiting {
                     Waiting::Round(id) => shared
                         .driver
+                        .core
+                        .flights
                         .set_waiter(id, Waiter::Thread(thread::current())),
                     Waiting::Slot => shared.slot_waiters.push(thread::current()),
                     Waiting::Told(id) => shared
                         .driver
-                        .set_wait_waiter(id, Waiter::Thread(thread::current())),
+                        .core
+                        .waits
+                        .set_waiter(id, Waiter::Thread(thread::current())),
                     // Woken by the thread that polls when it leaves.
                     Waiting::Background => {}
                 }
@@ -485,7 +495,7 @@ impl Engine {
     /// ([`flush_deferred`](Self::flush_deferred)), and one write per master carries
     /// what they all queued.
     fn wake_poll(&self, shared: &mut Shared, task: bool) {
-        if shared.driver.unclaimed() > 0 {
+        if shared.driver.core.flights.unclaimed() > 0 {
             let since = shared.deferred.map_or_else(Instant::now, |(at, _)| at);
             let task = task || shared.deferred.is_some_and(|(_, t)| t);
             shared.deferred = Some((since, task));
@@ -505,7 +515,7 @@ impl Engine {
     /// A caller came back for its rounds: once none woken is left to come
     /// back, what was queued meanwhile is written (the poll is woken).
     fn flush_deferred(&self, shared: &mut Shared) {
-        if shared.driver.unclaimed() > 0 {
+        if shared.driver.core.flights.unclaimed() > 0 {
             return;
         }
         if let Some((_, task)) = shared.deferred.take() {
@@ -538,7 +548,7 @@ impl Shared {
     /// (waking as many callers waiting for a slot).
     pub(crate) fn wake_decided(&mut self, wakes: &mut Wakes) {
         self.driver.wake_decided(wakes);
-        let freed = self.driver.reap();
+        let freed = self.driver.core.reap();
         self.slots_freed(freed);
     }
 
@@ -564,7 +574,7 @@ impl Shared {
             Some((since, _)) => until.min(since + DEFER),
             None => until,
         };
-        if self.driver.unclaimed() > 0 {
+        if self.driver.core.flights.unclaimed() > 0 {
             until.min(now + DEFER)
         } else {
             until

@@ -26,12 +26,11 @@ use mio::{Events, Poll, Registry};
 
 use crate::addr::ServerAddr;
 use crate::commands::Command;
-use crate::ids::{RoundId, WaitId};
+use crate::ids::RoundId;
 use crate::link::LinkConfig;
 use crate::rules::{NodeError, Round};
 
 use self::core::Core;
-pub(crate) use self::core::OnOrphanEnd;
 use conn::Conn;
 pub(crate) use conn::TlsConfig;
 pub(crate) use engine::{Engine, Full, Ids, Polling, Waiter, Wakes};
@@ -84,7 +83,12 @@ impl Poller {
 pub(crate) struct Driver {
     registry: Registry,
     conns: Vec<Conn>,
-    core: Core<Waiter>,
+    /// The sans-IO core. Callers reach it directly where the driver adds
+    /// nothing (the tables of rounds and waits, the masters' state); the
+    /// driver's own methods are those that bring the sockets in line
+    /// after the core changed (`submit`, `queue`, `release_after`, ...) or
+    /// count what they wake.
+    pub(crate) core: Core<Waiter>,
     /// The poller token of connection 0.
     base: usize,
     /// Callers woken at their rounds' decisions, told of a hand-off, or
@@ -131,11 +135,6 @@ impl Driver {
         })
     }
 
-    /// Has `on_end` told of each orphaned round as it ends.
-    pub(crate) fn on_orphan_end(&mut self, on_end: OnOrphanEnd) {
-        self.core.on_orphan_end(on_end);
-    }
-
     /// The poller tokens of the connections.
     pub(crate) fn tokens(&self) -> std::ops::Range<usize> {
         self.base..self.base + self.conns.len()
@@ -147,37 +146,6 @@ impl Driver {
         let now = crate::clock::now();
         self.core.connect(now);
         self.sync(now);
-    }
-
-    /// The number of masters.
-    pub(crate) fn len(&self) -> usize {
-        self.core.len()
-    }
-
-    /// The masters' addresses, in order.
-    pub(crate) fn addrs(&self) -> impl Iterator<Item = &ServerAddr> {
-        self.core.addrs()
-    }
-
-    /// How many connects each master has had, and how many times the
-    /// restart guard found it suspect, in order.
-    pub(crate) fn connects(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.core.connects()
-    }
-
-    /// Each master that is not ready, with why.
-    pub(crate) fn failures(&self) -> impl Iterator<Item = (&ServerAddr, NodeError)> {
-        self.core.failures()
-    }
-
-    /// Rounds in flight now.
-    pub(crate) fn in_flight(&self) -> usize {
-        self.core.in_flight()
-    }
-
-    /// The most rounds in flight at once.
-    pub(crate) fn capacity(&self) -> usize {
-        self.core.capacity()
     }
 
     /// Connects every master that is down and waits, until `deadline` at
@@ -222,27 +190,6 @@ impl Driver {
         started
     }
 
-    /// Whether every round of `ids` is decided (or over).
-    pub(crate) fn decided(&self, ids: &[RoundId]) -> bool {
-        self.core.decided(ids)
-    }
-
-    /// Round `id`, if it is in flight.
-    pub(crate) fn round(&self, id: RoundId) -> Option<&Round> {
-        self.core.round(id)
-    }
-
-    /// Ends the rounds `ids`: a connection that let one of them time out
-    /// is marked late (see [`crate::link`]); their slots are freed.
-    pub(crate) fn finish(&mut self, ids: &[RoundId]) {
-        self.core.finish(ids);
-    }
-
-    /// Sets `waiter` to be woken when round `id` is decided.
-    pub(crate) fn set_waiter(&mut self, id: RoundId, waiter: Waiter) {
-        self.core.set_waiter(id, waiter);
-    }
-
     /// Has the waiters of the rounds decided so far woken (with `wakes`),
     /// and those of the waits told.
     pub(crate) fn wake_decided(&mut self, wakes: &mut Wakes) {
@@ -274,62 +221,6 @@ impl Driver {
         }
     }
 
-    /// Starts a wait for a caller that waits for a lock (see
-    /// [`Waits`](crate::flights::Waits)); `None` when the table is full.
-    pub(crate) fn begin_wait(&mut self) -> Option<WaitId> {
-        self.core.begin_wait()
-    }
-
-    /// Ends wait `id`.
-    pub(crate) fn end_wait(&mut self, id: WaitId) {
-        self.core.end_wait(id);
-    }
-
-    /// Forgets what told wait `id` so far (before an attempt).
-    pub(crate) fn arm_wait(&mut self, id: WaitId) {
-        self.core.arm_wait(id);
-    }
-
-    /// Whether a quorum of masters told wait `id` since it was armed.
-    pub(crate) fn is_told(&self, id: WaitId) -> bool {
-        self.core.is_told(id)
-    }
-
-    /// When a master told wait `id` to try, should nobody hand it the lock
-    /// before (since it was armed).
-    pub(crate) fn hinted(&self, id: WaitId) -> Option<Instant> {
-        self.core.hinted(id)
-    }
-
-    /// Forgets which waits were told since the last call, for a client
-    /// that asks [`is_told`](Self::is_told) of its waits instead of having
-    /// waiters woken (the embedded one): the list of waits told stays
-    /// within the room allocated for it.
-    pub(crate) fn forget_told(&mut self) {
-        self.core.forget_told();
-    }
-
-    /// Sets `waiter` to be woken when wait `id` is told.
-    pub(crate) fn set_wait_waiter(&mut self, id: WaitId, waiter: Waiter) {
-        self.core.set_wait_waiter(id, waiter);
-    }
-
-    /// Takes wait `id`'s waiter back.
-    pub(crate) fn take_wait_waiter(&mut self, id: WaitId) {
-        self.core.take_wait_waiter(id);
-    }
-
-    /// How many callers were woken at their rounds' decisions and have not
-    /// come back for them yet.
-    pub(crate) fn unclaimed(&self) -> usize {
-        self.core.unclaimed()
-    }
-
-    /// The caller of rounds `ids` came back for them.
-    pub(crate) fn claim(&mut self, ids: &[RoundId]) {
-        self.core.claim(ids);
-    }
-
     /// Has one thread waiting for an undecided round woken (with `wakes`),
     /// to take over the poller; returns whether there was one.
     pub(crate) fn hand_over(&mut self, wakes: &mut Wakes) -> bool {
@@ -348,18 +239,6 @@ impl Driver {
     /// each needs someone to poll.
     pub(crate) fn tasks_waiting(&self) -> bool {
         self.core.needs_polling(|w| !w.is_thread())
-    }
-
-    /// Ends the rounds `ids` now, decided or not: their slots are freed
-    /// and their late replies will be dropped.
-    pub(crate) fn abandon(&mut self, ids: &[RoundId]) {
-        self.core.abandon(ids);
-    }
-
-    /// Round `id`'s caller is gone, its command queued (a dropped unlock):
-    /// see [`Core::orphan`]. Returns whether it was in flight.
-    pub(crate) fn orphan(&mut self, id: RoundId) -> bool {
-        self.core.orphan(id)
     }
 
     /// Round `id`'s caller is gone and what it may have done must be
@@ -384,17 +263,6 @@ impl Driver {
         let started = self.core.release_orphan(release, now);
         self.sync(now);
         started
-    }
-
-    /// Rounds in flight whose caller is gone.
-    pub(crate) fn orphans(&self) -> usize {
-        self.core.orphans()
-    }
-
-    /// Ends the orphaned rounds that no master is left to answer, telling
-    /// the client of each; returns how many slots that freed.
-    pub(crate) fn reap(&mut self) -> usize {
-        self.core.reap()
     }
 
     /// Writes the commands of the rounds started since the last call, as

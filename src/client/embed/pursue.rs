@@ -104,7 +104,7 @@ impl LockUntil {
                     }
                 }
                 Step::InFlight => {
-                    let decided = self.round.filter(|&id| base.driver.decided(&[id]));
+                    let decided = self.round.filter(|&id| base.driver.core.decided(&[id]));
                     let Some(id) = decided else {
                         return;
                     };
@@ -112,7 +112,7 @@ impl LockUntil {
                     self.attempted(base, id, now);
                 }
                 Step::Wait { told, until } => {
-                    let spent = if told.is_some_and(|id| base.driver.is_told(id)) {
+                    let spent = if told.is_some_and(|id| base.driver.core.waits.is_told(id)) {
                         self.call.handle_told(now)
                     } else if now >= wait_end(&base.driver, told, until) {
                         self.call.handle_timeout()
@@ -139,7 +139,7 @@ impl LockUntil {
             return Ok(());
         };
         if let Some(id) = arm {
-            base.driver.arm_wait(id);
+            base.driver.core.waits.arm(id);
         }
         let token = base.tokens.token();
         let timeout = calls::timeout(base.config.request_timeout, cap, now);
@@ -184,6 +184,6 @@ impl LockUntil {
 /// nobody tells it: then, or at the earlier time a master told it to try
 /// at.
 fn wait_end(driver: &Driver, told: Option<WaitId>, until: Instant) -> Instant {
-    let hinted = told.and_then(|id| driver.hinted(id));
+    let hinted = told.and_then(|id| driver.core.waits.hinted(id));
     hinted.map_or(until, |at| at.min(until))
 }

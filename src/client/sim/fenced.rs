@@ -138,7 +138,7 @@ impl Client {
     /// Has `caller` woken when a round of `fenced`'s step is decided.
     pub fn set_fenced_waiter(&mut self, fenced: &Fenced, caller: u64) {
         for &id in &fenced.ids {
-            self.core.set_waiter(id, caller);
+            self.core.flights.set_waiter(id, caller);
         }
     }
 
@@ -203,7 +203,7 @@ impl Client {
             return;
         };
         for (command, &id) in next.commands.iter().zip(&fenced.ids) {
-            let behind = release_behind(command, self.core.round(id));
+            let behind = release_behind(command, self.core.flights.round(id));
             match behind.filter(|_| next.release_on_drop) {
                 Some(release) => {
                     self.core.release_after(id, &release, now);

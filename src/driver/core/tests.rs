@@ -141,11 +141,11 @@ fn a_session_that_is_down_reconnects_by_itself_while_a_caller_waits() {
     assert_eq!(core.next_timer(), None, "nobody waits: no timer");
     core.handle_timeout(t0 + Duration::from_secs(1));
     assert!(core.socket(0).is_none(), "nobody waits: stays down");
-    let id = core.begin_wait().unwrap();
+    let id = core.waits.begin().unwrap();
     let t1 = t0 + Duration::from_secs(1);
     let due = core.next_timer().unwrap();
     assert!(due <= t0 + 10 * MS, "due at the back-off's end: {due:?}");
     core.handle_timeout(t1);
     assert_eq!(core.socket(0), Some(2), "a new start of the session");
-    core.end_wait(id);
+    core.waits.end(id);
 }
