@@ -351,7 +351,7 @@ impl Driver {
     /// reply learns that it failed, and its socket is closed.
     fn fail(&mut self, i: usize, error: NodeError, now: Instant) {
         self.core.handle_failure(i, error, now);
-        self.sync_node(i, now);
+        self.sync_master(i, now);
     }
 
     /// After reads: reconnects and quarantines (see
@@ -361,10 +361,10 @@ impl Driver {
     }
 
     /// Brings every connection in line with the core, at `now` (see
-    /// [`sync_node`](Self::sync_node)).
+    /// [`sync_master`](Self::sync_master)).
     fn sync(&mut self, now: Instant) {
         for i in 0..self.conns.len() {
-            self.sync_node(i, now);
+            self.sync_master(i, now);
         }
     }
 
@@ -372,7 +372,7 @@ impl Driver {
     /// session no longer has, opens the one a new start of the session
     /// needs (a socket that cannot be opened fails the master), and
     /// writes what is due to be written (a failed write fails the master).
-    fn sync_node(&mut self, i: usize, now: Instant) {
+    fn sync_master(&mut self, i: usize, now: Instant) {
         let (conn, core) = (&mut self.conns[i], &mut self.core);
         let start = core.socket(i);
         if conn.start().is_some() && conn.start() != start {

@@ -159,7 +159,7 @@ impl Run {
             2 => {
                 let node = usize::from(input.byte()) % (self.masters + 1);
                 let error = NodeError::Closed;
-                self.flights.fail_node(node, &error, self.now);
+                self.flights.fail_master(node, &error, self.now);
                 for entry in self.model.values_mut() {
                     entry.round.handle_failure(node, error.clone(), self.now);
                 }

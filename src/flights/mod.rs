@@ -326,16 +326,16 @@ impl<W> Flights<W> {
         }
     }
 
-    /// Node `node` failed (its connection closed after `error`): every
+    /// Master `master` failed (its connection closed after `error`): every
     /// round in flight that still waits for its reply counts it as failed
     /// (each round's command went to every connection when it started, so
-    /// a round still waiting for this node lost its request with the
+    /// a round still waiting for this master lost its request with the
     /// connection).
-    pub(crate) fn fail_node(&mut self, node: usize, error: &NodeError, now: Instant) {
+    pub(crate) fn fail_master(&mut self, master: usize, error: &NodeError, now: Instant) {
         for i in 0..self.scan() {
             let slot = &mut self.slots[i];
             if slot.id != RoundId::FREE {
-                slot.round.handle_failure(node, error.clone(), now);
+                slot.round.handle_failure(master, error.clone(), now);
                 if slot.newly_decided() {
                     let id = slot.id;
                     self.push_decided(id);

@@ -138,7 +138,7 @@ fn a_failed_node_fails_only_the_rounds_waiting_for_it() {
     let answered = start(&mut flights, t0, 50 * MS);
     let waiting = start(&mut flights, t0, 50 * MS);
     flights.deliver(answered, 2, Outcome::Reply(Reply::Ok), t0 + MS);
-    flights.fail_node(2, &NodeError::Closed, t0 + 2 * MS);
+    flights.fail_master(2, &NodeError::Closed, t0 + 2 * MS);
     assert_eq!(
         flights.round(answered).expect("live").nodes()[2],
         NodeState::Ok

@@ -138,7 +138,7 @@ impl Masters {
     /// Master `node`'s connection fails at `now`.
     fn fail(&mut self, node: usize, now: Instant) {
         let error = NodeError::Connect(std::io::ErrorKind::TimedOut);
-        self.flights.fail_node(node, &error, now);
+        self.flights.fail_master(node, &error, now);
         self.links[node].close(error, now);
         self.reap();
     }
