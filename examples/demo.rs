@@ -20,8 +20,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use redlock_mio::rules::{NodeState, Op, Report};
 use redlock_mio::{Error, Lock, Redlock};
+use redlock_mio::{NodeState, Op, Report};
 use support::cluster::Cluster;
 use support::counting::{self, CountingAlloc};
 

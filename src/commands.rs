@@ -32,7 +32,7 @@ pub const MARKER_KEY: &str = "redlock-mio:marker";
 /// the first client with the restart guard or fencing that meets it
 /// (`SET NX`, no TTL), or provisioned by an operator. A client whose
 /// longest TTL differs is refused by that master
-/// ([`NodeError::LongestTtl`](crate::rules::NodeError::LongestTtl)), so
+/// ([`NodeError::LongestTtl`](crate::NodeError::LongestTtl)), so
 /// that clients configured differently cannot void the guarantees that
 /// rest on it. To change it, set it on every master and restart every
 /// client with the new value.
@@ -47,7 +47,7 @@ pub const LONGEST_TTL_KEY: &str = "redlock-mio:longest-ttl";
 /// integer (written by someone else), makes it change nothing and reply
 /// with the error `FOREIGNKEY <key>`, which the client counts as a failure
 /// of that master alone
-/// ([`NodeError::ForeignKey`](crate::rules::NodeError::ForeignKey)).
+/// ([`NodeError::ForeignKey`](crate::NodeError::ForeignKey)).
 pub const FENCE_KEY: &str = "redlock-mio:fence";
 
 /// Set on a master found without [`FENCE_KEY`]: the server's time in

@@ -89,7 +89,7 @@ pub enum ConfigError {
     /// A master keeps another longest TTL for the deployment
     /// ([`LONGEST_TTL_KEY`](crate::LONGEST_TTL_KEY)) than this client's
     /// restart guard or fencing was given
-    /// ([`NodeError::LongestTtl`](crate::rules::NodeError::LongestTtl)):
+    /// ([`NodeError::LongestTtl`](crate::NodeError::LongestTtl)):
     /// clients configured differently would void the guarantees of both.
     /// Found by [`Builder::build`](crate::Builder::build) at the handshake,
     /// whatever [`Builder::require_handshakes`](crate::Builder::require_handshakes)
@@ -107,7 +107,7 @@ pub enum ConfigError {
     /// [`Builder::build`](crate::Builder::build) refuses it whatever
     /// [`Builder::require_handshakes`](crate::Builder::require_handshakes)
     /// says: each error is one of
-    /// [`NodeError::is_configuration`](crate::rules::NodeError::is_configuration)
+    /// [`NodeError::is_configuration`](crate::NodeError::is_configuration)
     /// (a wrong password or a missing ACL permission, a replica or a
     /// cluster-mode node in the list, one server listed twice under
     /// different addresses, a TLS certificate refused, a foreign key in the
@@ -285,7 +285,7 @@ pub enum Error {
     /// No quorum, because so many masters refuse the client's
     /// configuration that a quorum is impossible: a wrong or missing
     /// password, a missing ACL permission, a replica, a cluster-mode node
-    /// ([`NodeError::is_configuration`](crate::rules::NodeError::is_configuration)).
+    /// ([`NodeError::is_configuration`](crate::NodeError::is_configuration)).
     /// The report names each master by its address and gives the server's
     /// message. Trying again does not help: fix the configuration.
     Misconfigured(Box<Report>),
@@ -305,7 +305,7 @@ pub enum Error {
     /// could not be given a fence, so no lock was taken (its release is on
     /// its way to every master): too few masters with their fence counter
     /// in sync granted it (the report shows the others as
-    /// [`NodeState::Unsynced`](crate::rules::NodeState::Unsynced)), or the
+    /// [`NodeState::Unsynced`](crate::NodeState::Unsynced)), or the
     /// second round, which raises the counters to the fence, did not reach
     /// a quorum while the lock was valid. The report is that of the round
     /// that fell short. Retryable: masters that lost their counter are put

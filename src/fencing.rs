@@ -104,7 +104,7 @@
 //!   value there ([`LONGEST_TTL_KEY`](crate::LONGEST_TTL_KEY)), and a
 //!   client given another is refused
 //!   ([`ConfigError::LongestTtl`](crate::ConfigError::LongestTtl) at build,
-//!   [`NodeError::LongestTtl`](crate::rules::NodeError::LongestTtl) at a
+//!   [`NodeError::LongestTtl`](crate::NodeError::LongestTtl) at a
 //!   later handshake).
 //! - For the start from the clocks only (a new deployment, or every master
 //!   lost its data): the masters' wall clocks do not step back. Precisely:
@@ -122,7 +122,7 @@
 //!   ([`Error::ReservedResource`](crate::Error::ReservedResource)), and a
 //!   counter or loss id of another type or form, written by someone else,
 //!   makes the scripts change nothing and fail that master alone
-//!   ([`NodeError::ForeignKey`](crate::rules::NodeError::ForeignKey)),
+//!   ([`NodeError::ForeignKey`](crate::NodeError::ForeignKey)),
 //!   until an operator deletes it.
 //! - Fences stay below 2^53 (Lua numbers are doubles); counters start
 //!   near 1.8 × 10^15 (a clock in microseconds), so that is some 7 × 10^15

@@ -145,7 +145,7 @@
 //!   expired).
 //! - **Told, or its fallback.** A waiter that is not told tries again when
 //!   the keys that refused it expire on enough masters for a quorum
-//!   ([`rules::free_in`](crate::rules::free_in)), so a waiter behind a
+//!   (each refusal carries its key's `PTTL`), so a waiter behind a
 //!   holder that crashed is served within the holder's remaining TTL and a
 //!   round trip (plus a millisecond or two of margin); `lock` also tries
 //!   again after its retry delay, to keep its time bound.

@@ -74,7 +74,7 @@
 //!
 //! Either fails with [`Error::Contended`] once its time or its attempts
 //! run out while another client holds the lock; the error's
-//! [report](crate::rules::Report::waited) says how long it waited. The
+//! [report](crate::Report::waited) says how long it waited. The
 //! [`Lock`] knows until when it may be trusted
 //! ([`validity`](Lock::validity)); after every outcome it claims no more
 //! than the masters granted. Dropping a [`Lock`] releases nothing (the
@@ -274,11 +274,12 @@ pub mod fencing;
 mod flights;
 pub mod guarantees;
 pub mod how_it_works;
+mod ids;
 pub mod limitations;
 mod link;
 pub mod operations;
 pub mod resp;
-pub mod rules;
+mod rules;
 pub mod scripts;
 mod sync;
 
@@ -290,6 +291,7 @@ pub use client::{
 };
 pub use commands::{FENCE_KEY, FENCE_LOST_KEY, LONGEST_TTL_KEY, MARKER_KEY, RESERVED_PREFIX};
 pub use error::{ConfigError, Error};
+pub use rules::{NodeError, NodeState, Op, Report, ServerError};
 
 /// The fuzz harnesses of the protocol session and of the table of rounds
 /// in flight, for the fuzz crate's `session` and `flights` targets
@@ -302,14 +304,20 @@ pub mod fuzzing {
 }
 /// A client for a deterministic simulator: the driver's sans-IO core with
 /// the front ends' checks and turns, driven with bytes and the time
-/// passed in, for the `redlock-mio-sim` crate (feature `sim`; not a stable
-/// API).
+/// passed in, for the `redlock-mio-sim` crate, and the lock rules'
+/// rounds for the `redlock-mio-model` crate (feature `sim`; not a stable
+/// API: it changes with the library's internals).
 #[cfg(feature = "sim")]
 #[doc(hidden)]
 pub mod sim {
     pub use crate::client::sim::{
         Client, FenceMachine, Fenced, Held, Keep, KeepAction, Names, Next, Pursue, Settings,
     };
+    /// A round's id, as the simulator's client hands it out.
+    pub use crate::ids::RoundId;
+    /// The lock rules the simulator's and the model's clients feed: one
+    /// round, the replies it is told, its decision, the drift formula.
+    pub use crate::rules::{Decision, Reply, Round, drift};
 }
 /// The rustls version this crate uses, to build a
 /// [`Builder::tls_config`](crate::Builder::tls_config) (feature `tls`).

@@ -8,10 +8,10 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use redlock_mio::resp::{Arg, Decoder, Status, Token, encode_command};
-use redlock_mio::rules::{NodeError, ServerError};
 use redlock_mio::rustls::pki_types::ServerName;
 use redlock_mio::rustls::{ClientConnection, StreamOwned};
 use redlock_mio::{Endpoint, ServerAddr};
+use redlock_mio::{NodeError, ServerError};
 
 const TIMEOUT: Duration = Duration::from_secs(2);
 

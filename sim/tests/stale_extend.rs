@@ -17,7 +17,7 @@ mod rig;
 
 use std::time::Duration;
 
-use redlock_mio::rules::NodeError;
+use redlock_mio::NodeError;
 use redlock_mio::sim::Names;
 
 use rig::Rig;

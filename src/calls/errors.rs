@@ -81,7 +81,7 @@ pub(crate) fn no_quorum(report: Box<Report>, other: fn(Box<Report>) -> Error) ->
 
 /// The error for an acquire round without a quorum (`report`), by what
 /// kept the quorum away: as [`no_quorum`] says, except that masters out of
-/// sync ([`NodeState::Unsynced`](crate::rules::NodeState::Unsynced)) make it
+/// sync ([`NodeState::Unsynced`](crate::NodeState::Unsynced)) make it
 /// [`Error::Unfenced`] when their grants would have made a quorum, or when
 /// no master refused at all. [`Error::Contended`] thus always means that
 /// some master said the resource is held by another.

@@ -32,7 +32,7 @@ pub(crate) use checks::pack_names;
 pub(crate) use checks::{Limits, check_resource, longest_ttl};
 pub(crate) use errors::{acquire_refused, unknown};
 pub(crate) use extend::Extend;
-pub(crate) use pursue::{Fenced, Granted, Leave, Pursue, Step, Waited};
+pub(crate) use pursue::{Fenced, Leave, Pursue, Step, Waited};
 pub(crate) use release::Release;
 pub(crate) use validity::Validity;
 pub(crate) use wait::{Times, Wait};

@@ -33,6 +33,7 @@ use super::wait::{Times, Wait};
 use crate::client::Lock;
 use crate::commands::{Command, Keys, TOKEN_LEN};
 use crate::error::Error;
+use crate::ids::WaitId;
 use crate::rules::wait::{Entries, Next, Pursuit, Terms};
 use crate::rules::{self, Decision, NodeState, Report, Round, free_in};
 
@@ -84,7 +85,7 @@ pub(crate) enum Step {
     /// [`Pursue::fenced`]).
     Attempt {
         /// The wait to arm, if the call has one.
-        arm: Option<u64>,
+        arm: Option<WaitId>,
         /// When the attempt's round must end at the latest.
         cap: Option<Instant>,
     },
@@ -98,7 +99,7 @@ pub(crate) enum Step {
     /// [`handle_timeout`](Pursue::handle_timeout)).
     Wait {
         /// The wait that may be told, if the call has one.
-        told: Option<u64>,
+        told: Option<WaitId>,
         /// When the wait ends if nobody tells it.
         until: Instant,
     },
@@ -131,7 +132,7 @@ pub(crate) struct Attempted<'p> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Granted {
     /// The wait.
-    pub(crate) wait: u64,
+    pub(crate) wait: WaitId,
     /// The masters that granted, bit `i` for master `i` (masters past the
     /// 64th in bit 63, as the table of waits counts them).
     pub(crate) masters: u64,
@@ -154,7 +155,7 @@ pub(crate) struct Fenced<'p> {
 #[derive(Debug)]
 pub(crate) struct Leave<'p> {
     /// The slot of the table of waits to free.
-    pub(crate) wait: u64,
+    pub(crate) wait: WaitId,
     /// The command that takes the caller off the queues, to queue on every
     /// master without waiting, if a master may hold an entry of it.
     pub(crate) command: Option<Command<'p>>,
@@ -193,7 +194,7 @@ impl<K: AsRef<[u8]>> Pursue<K> {
     }
 
     /// Its slot in the table of waits, if it has one and has not left.
-    pub(crate) fn wait_id(&self) -> Option<u64> {
+    pub(crate) fn wait_id(&self) -> Option<WaitId> {
         self.wait
             .as_ref()
             .filter(|_| !self.left)

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::time::Duration;
 
 use crate::commands::{Command, Keys, WakeChannel};
+use crate::ids::WaitId;
 use crate::rules::wait::Entries;
 
 /// Room for a queue member: `<window ms>|<wait id>|<channel>`.
@@ -34,7 +35,7 @@ pub(crate) struct Times {
 /// queues.
 pub(crate) struct Wait {
     /// Its slot's id: what releases publish to tell it.
-    pub(crate) id: u64,
+    pub(crate) id: WaitId,
     member: [u8; MEMBER],
     member_len: usize,
     /// When it began to wait, in microseconds of the wall clock: its place
@@ -51,11 +52,11 @@ impl Wait {
     /// The wait of slot `id` of a client whose connections hear `channel`,
     /// which began to wait at `place`, for a client with these `times`:
     /// its queue member and margin; `None` if the member does not fit.
-    pub(crate) fn new(id: u64, channel: &WakeChannel, place: u64, times: Times) -> Option<Wait> {
+    pub(crate) fn new(id: WaitId, channel: &WakeChannel, place: u64, times: Times) -> Option<Wait> {
         let window = (times.request_timeout * 4).clamp(MIN_WINDOW, MAX_WINDOW);
         let mut member = [0; MEMBER];
         let mut out = &mut member[..];
-        write!(out, "{}|{id}|", window.as_millis())
+        write!(out, "{}|{}|", window.as_millis(), id.get())
             .and_then(|()| out.write_all(channel))
             .ok()?;
         let member_len = MEMBER - out.len();

@@ -349,9 +349,9 @@ impl Builder {
     /// Default `true`; turn it off for managed servers that refuse `INFO`
     /// (the ACL user then needs no `+info`). The restart guard needs it.
     ///
-    /// [`NodeError::Replica`]: crate::rules::NodeError::Replica
-    /// [`NodeError::ClusterMode`]: crate::rules::NodeError::ClusterMode
-    /// [`NodeError::SameServer`]: crate::rules::NodeError::SameServer
+    /// [`NodeError::Replica`]: crate::NodeError::Replica
+    /// [`NodeError::ClusterMode`]: crate::NodeError::ClusterMode
+    /// [`NodeError::SameServer`]: crate::NodeError::SameServer
     pub fn identify_masters(mut self, on: bool) -> Builder {
         self.identify = on;
         self
@@ -414,7 +414,7 @@ impl Builder {
     /// keeps it there ([`LONGEST_TTL_KEY`](crate::LONGEST_TTL_KEY)), and a
     /// client given another value is refused
     /// ([`ConfigError::LongestTtl`] at build,
-    /// [`NodeError::LongestTtl`](crate::rules::NodeError::LongestTtl) at a
+    /// [`NodeError::LongestTtl`](crate::NodeError::LongestTtl) at a
     /// later handshake). With [`fencing`](Self::fencing) too, both must be
     /// given the same value ([`ConfigError::LongestTtls`]). The guard
     /// needs [`identify_masters`](Self::identify_masters) and `SET` on the
@@ -497,13 +497,14 @@ impl Builder {
         driver
             .connect_all(&mut poller, deadline)
             .map_err(|e| ConfigError::Io(e.kind()))?;
-        let n = driver.len();
+        let n = driver.core.len();
         let required = match self.require {
             Require::Nothing => 0,
             Require::Quorum => crate::rules::quorum(n),
             Require::All => n,
         };
         let failures: Vec<(String, _)> = driver
+            .core
             .failures()
             .map(|(addr, error)| (addr.to_string(), error))
             .collect();
@@ -543,11 +544,11 @@ impl Builder {
                 failures,
             });
         }
-        let masters = driver.addrs().map(ToString::to_string).collect();
-        let local = driver.addrs().all(|a| a.endpoint().is_local());
+        let masters = driver.core.addrs().map(ToString::to_string).collect();
+        let local = driver.core.addrs().all(|a| a.endpoint().is_local());
         let counters = std::sync::Arc::new(super::stats::Counters::new(n));
         let counted = std::sync::Arc::clone(&counters);
-        driver.on_orphan_end(Box::new(move |round| {
+        driver.core.on_orphan_end(Box::new(move |round| {
             counted.drop_release_ended(round.nodes());
         }));
         let engine = Engine::new(driver, poller, self.local_yield && local)

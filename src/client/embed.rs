@@ -19,6 +19,7 @@ use crate::calls::{self, Acquire, Acquired, Claim, Release};
 use crate::commands::{Command, Keys};
 use crate::driver::Driver;
 use crate::error::{ConfigError, Error};
+use crate::ids::RoundId;
 use crate::rules::{Op, Report, Round};
 use pursue::LockUntil;
 
@@ -94,7 +95,7 @@ pub enum Completion {
 
 /// An operation in flight.
 struct Started {
-    id: u64,
+    id: RoundId,
     op: Op,
     resource: SmallVec<[u8; 64]>,
     many: bool,
@@ -139,9 +140,9 @@ impl Base {
         command: &Command<'_>,
         timeout: Duration,
         now: Instant,
-    ) -> Result<u64, Error> {
+    ) -> Result<RoundId, Error> {
         let restart = calls::restarter(self.config.drift_factor, self.masters.len(), timeout);
-        let mut ids: SmallVec<[u64; 1]> = SmallVec::new();
+        let mut ids: SmallVec<[RoundId; 1]> = SmallVec::new();
         self.driver
             .submit(std::slice::from_ref(command), restart, &mut ids, true, now);
         ids.first().copied().ok_or(Error::TooManyInFlight {
@@ -150,9 +151,9 @@ impl Base {
     }
 
     /// Takes round `id` out of the table of rounds in flight, as it ended.
-    fn take(&mut self, id: u64) -> Option<Round> {
-        let round = self.driver.round(id).cloned();
-        self.driver.finish(&[id]);
+    fn take(&mut self, id: RoundId) -> Option<Round> {
+        let round = self.driver.core.flights.round(id).cloned();
+        self.driver.core.finish(&[id]);
         round
     }
 
@@ -313,7 +314,7 @@ impl Builder {
         let mut driver = Driver::embedded(&addrs, conn, &tls, registry, first.0)
             .map_err(|e| ConfigError::Io(e.kind()))?;
         driver.connect();
-        let masters = driver.addrs().map(ToString::to_string).collect();
+        let masters = driver.core.addrs().map(ToString::to_string).collect();
         let config = self.config(&conn);
         Ok(EmbeddedRedlock {
             // Room for every round and every wait, allocated now.
@@ -471,7 +472,7 @@ impl EmbeddedRedlock {
             many,
             token,
         });
-        Ok(Ticket(id))
+        Ok(Ticket(id.get()))
     }
 
     /// Handles the readiness events of one poll: those of the client's
@@ -501,7 +502,7 @@ impl EmbeddedRedlock {
             call.step(&mut self.base, now);
         }
         // Each call asked whether it was told: the list is not needed.
-        self.base.driver.forget_told();
+        self.base.driver.core.forget_told();
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) next has something to
@@ -527,10 +528,13 @@ impl EmbeddedRedlock {
             }
         }
         let driver = &self.base.driver;
-        let k = self.started.iter().position(|s| driver.decided(&[s.id]))?;
+        let k = self
+            .started
+            .iter()
+            .position(|s| driver.core.decided(&[s.id]))?;
         let started = self.started.swap_remove(k);
         let round = self.base.take(started.id);
-        let ticket = Ticket(started.id);
+        let ticket = Ticket(started.id.get());
         Some(match started.op {
             Op::Release => Completion::Released {
                 ticket,

@@ -278,7 +278,7 @@ fn clock_start(read: &Round) -> Option<u64> {
 
 /// Which rounds a [`FencedAcquire`] runs next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Step {
+enum Phase {
     /// Read every counter (on first use, and when a master that lost its
     /// counter may be put back).
     Read,
@@ -297,7 +297,7 @@ enum Step {
     clippy::large_enum_variant,
     reason = "boxing the round would allocate per fenced acquire"
 )]
-enum Slot {
+enum Part {
     /// Its acquire has yet to run.
     Waiting,
     /// Its acquire won a quorum (it ended with `end`) and counted `fence`;
@@ -309,7 +309,7 @@ enum Slot {
 }
 
 /// The rounds a [`FencedAcquire`] runs next, all in the same tick.
-pub(crate) struct Next<'a> {
+pub(crate) struct NextRounds<'a> {
     /// One round per command.
     pub(crate) commands: SmallVec<[Command<'a>; 1]>,
     /// No round runs past this.
@@ -341,8 +341,8 @@ pub(crate) struct FencedAcquire<'r> {
     ttl_ms: u64,
     deadline: Option<Instant>,
     tokens: SmallVec<[[u8; TOKEN_LEN]; 1]>,
-    slots: SmallVec<[Slot; 1]>,
-    step: Step,
+    parts: SmallVec<[Part; 1]>,
+    phase: Phase,
     /// How long a lost counter waits before it is put back: the longest
     /// TTL plus its drift.
     wait: Duration,
@@ -378,7 +378,7 @@ impl<'r> FencedAcquire<'r> {
     ) -> FencedAcquire<'r> {
         let keys: SmallVec<[Cow<'r, [u8]>; 1]> = keys.into_iter().map(Into::into).collect();
         let tokens = keys.iter().map(|_| client.token()).collect();
-        let slots = keys.iter().map(|_| Slot::Waiting).collect();
+        let parts = keys.iter().map(|_| Part::Waiting).collect();
         let wait = client.fence_wait();
         let now = client.now();
         let (claim, known) = {
@@ -392,11 +392,11 @@ impl<'r> FencedAcquire<'r> {
             ttl_ms,
             deadline,
             tokens,
-            slots,
-            step: if claim.is_some() {
-                Step::Read
+            parts,
+            phase: if claim.is_some() {
+                Phase::Read
             } else {
-                Step::Acquire
+                Phase::Acquire
             },
             wait,
             claim,
@@ -423,42 +423,42 @@ impl<'r> FencedAcquire<'r> {
     }
 
     /// The rounds to run next, or `None` once the attempt has ended.
-    pub(crate) fn next(&self) -> Option<Next<'_>> {
-        let one = |command| Next {
+    pub(crate) fn next(&self) -> Option<NextRounds<'_>> {
+        let one = |command| NextRounds {
             commands: SmallVec::from_buf([command]),
             cap: self.deadline,
             release_on_drop: false,
         };
-        match self.step {
-            Step::Read => Some(one(Command::fence_read())),
-            Step::Sync => Some(one(Command::fence_sync(
+        match self.phase {
+            Phase::Read => Some(one(Command::fence_read())),
+            Phase::Sync => Some(one(Command::fence_sync(
                 &self.lost_ids,
                 self.sync_mode,
                 self.sync_value,
             ))),
-            Step::Acquire => Some(Next {
+            Phase::Acquire => Some(NextRounds {
                 commands: (0..self.keys.len()).map(|i| self.acquire(i)).collect(),
                 cap: self.deadline,
                 release_on_drop: true,
             }),
-            Step::Raise => {
+            Phase::Raise => {
                 let mut cap = self.deadline;
                 let mut commands = SmallVec::new();
-                for (i, slot) in self.slots.iter().enumerate() {
-                    if let Slot::Granted { end, fence } = slot {
+                for (i, part) in self.parts.iter().enumerate() {
+                    if let Part::Granted { end, fence } = part {
                         commands.push(Command::raise(self.keys(i), &self.tokens[i], *fence));
                         // A raise that ends after its lock's validity is
                         // worth nothing.
                         cap = Some(cap.map_or(end.valid_until, |c| c.min(end.valid_until)));
                     }
                 }
-                Some(Next {
+                Some(NextRounds {
                     commands,
                     cap,
                     release_on_drop: false,
                 })
             }
-            Step::Done => None,
+            Phase::Done => None,
         }
     }
 
@@ -490,9 +490,9 @@ impl<'r> FencedAcquire<'r> {
     pub(crate) fn handle(&mut self, mut client: impl Host, ends: Ends) {
         let client = &mut client;
         let mut ends = ends.into_iter();
-        match self.step {
-            Step::Read => {
-                self.step = Step::Acquire;
+        match self.phase {
+            Phase::Read => {
+                self.phase = Phase::Acquire;
                 match next_end(&mut ends, client) {
                     Ok(read) if read.result.is_ok() => self.plan_sync(client, &read),
                     _ => {
@@ -502,8 +502,8 @@ impl<'r> FencedAcquire<'r> {
                     }
                 }
             }
-            Step::Sync => {
-                self.step = Step::Acquire;
+            Phase::Sync => {
+                self.phase = Phase::Acquire;
                 if let Ok(sync) = next_end(&mut ends, client) {
                     if sync.result.is_ok() {
                         let mut fences = client.fences();
@@ -520,25 +520,25 @@ impl<'r> FencedAcquire<'r> {
                     }
                 }
             }
-            Step::Acquire => {
-                self.step = Step::Done;
-                for i in 0..self.slots.len() {
+            Phase::Acquire => {
+                self.phase = Phase::Done;
+                for i in 0..self.parts.len() {
                     let end = next_end(&mut ends, client);
                     if let (Some(_), Ok(end)) = (&self.queue, &end) {
                         self.waited = Some((end.round.clone(), rules::free_in(&end.round)));
                     }
-                    let slot = self.acquired(client, i, end);
-                    if matches!(slot, Slot::Granted { .. }) {
-                        self.step = Step::Raise;
+                    let part = self.acquired(client, i, end);
+                    if matches!(part, Part::Granted { .. }) {
+                        self.phase = Phase::Raise;
                     }
-                    self.slots[i] = slot;
+                    self.parts[i] = part;
                 }
             }
-            Step::Raise => {
-                self.step = Step::Done;
-                for i in 0..self.slots.len() {
-                    self.slots[i] = match std::mem::replace(&mut self.slots[i], Slot::Waiting) {
-                        Slot::Granted {
+            Phase::Raise => {
+                self.phase = Phase::Done;
+                for i in 0..self.parts.len() {
+                    self.parts[i] = match std::mem::replace(&mut self.parts[i], Part::Waiting) {
+                        Part::Granted {
                             end: acquire,
                             fence,
                         } => {
@@ -549,7 +549,7 @@ impl<'r> FencedAcquire<'r> {
                     };
                 }
             }
-            Step::Done => {}
+            Phase::Done => {}
         }
     }
 
@@ -582,7 +582,7 @@ impl<'r> FencedAcquire<'r> {
             // more, knowing what this one reported.
             self.known = fences.known_losses();
             if !std::mem::replace(&mut self.reread, true) {
-                self.step = Step::Read;
+                self.phase = Phase::Read;
             }
             return;
         }
@@ -603,21 +603,21 @@ impl<'r> FencedAcquire<'r> {
             } else {
                 SyncMode::Repair
             };
-            self.step = Step::Sync;
+            self.phase = Phase::Sync;
         }
     }
 
     /// After lock `i`'s acquire round.
-    fn acquired(&self, client: &mut impl Host, i: usize, end: Result<RoundEnd, Error>) -> Slot {
+    fn acquired(&self, client: &mut impl Host, i: usize, end: Result<RoundEnd, Error>) -> Part {
         // Not started: nothing was sent.
         let end = match end {
             Ok(end) => end,
-            Err(error) => return Slot::Done(Err(error)),
+            Err(error) => return Part::Done(Err(error)),
         };
         let error = match end.result {
             // A quorum of grants in sync carries counts.
             Ok(Decision::Quorum { .. }) => match note_fences(client, &end) {
-                Some(fence) => return Slot::Granted { end, fence },
+                Some(fence) => return Part::Granted { end, fence },
                 None => Error::Unfenced(client.report(&end)),
             },
             Ok(Decision::TooSlow) => Error::TooSlow(client.report(&end)),
@@ -629,7 +629,7 @@ impl<'r> FencedAcquire<'r> {
             Err(kind) => Error::Io(kind),
         };
         let release = self.claim(i).release(Some(&end.round));
-        Slot::Done(Err(client.not_acquired(&release, &end, error)))
+        Part::Done(Err(client.not_acquired(&release, &end, error)))
     }
 
     /// After lock `i`'s raise round (`end`), its acquire having ended with
@@ -642,7 +642,7 @@ impl<'r> FencedAcquire<'r> {
         acquire: RoundEnd,
         fence: u64,
         end: Result<RoundEnd, Error>,
-    ) -> Slot {
+    ) -> Part {
         let valid_until = acquire.valid_until;
         let raised = end.and_then(|end| {
             note_fences(client, &end);
@@ -662,7 +662,7 @@ impl<'r> FencedAcquire<'r> {
                 Err(kind) => Err(Error::Io(kind)),
             }
         });
-        Slot::Done(match raised {
+        Part::Done(match raised {
             Ok(()) => {
                 client.won(&acquire);
                 Ok(Lock::new(
@@ -684,7 +684,7 @@ impl<'r> FencedAcquire<'r> {
     /// is released on every master its acquire went out to, without
     /// waiting (behind the raise on every connection).
     pub(super) fn abandon(&self, client: &Redlock) {
-        if self.step != Step::Raise {
+        if self.phase != Phase::Raise {
             return;
         }
         let counters = &client.counters;
@@ -704,23 +704,23 @@ impl<'r> FencedAcquire<'r> {
     /// is in that state only while the attempt raises): what a caller
     /// that gives up on the attempt now releases.
     pub(crate) fn won(&self) -> impl Iterator<Item = Command<'_>> {
-        self.slots
+        self.parts
             .iter()
             .enumerate()
-            .filter_map(|(i, slot)| match slot {
-                Slot::Granted { end, .. } => Some(self.claim(i).release(Some(&end.round))),
+            .filter_map(|(i, part)| match part {
+                Part::Granted { end, .. } => Some(self.claim(i).release(Some(&end.round))),
                 _ => None,
             })
     }
 
     /// Each lock's result, in the order of the keys.
     pub(crate) fn finish(self, client: impl Host) -> SmallVec<[Result<Lock, Error>; 1]> {
-        self.slots
+        self.parts
             .into_iter()
-            .map(|slot| match slot {
-                Slot::Done(result) => result,
+            .map(|part| match part {
+                Part::Done(result) => result,
                 // (Not reached: a finished attempt decided every lock.)
-                Slot::Waiting | Slot::Granted { .. } => Err(client.busy()),
+                Part::Waiting | Part::Granted { .. } => Err(client.busy()),
             })
             .collect()
     }
@@ -764,7 +764,7 @@ mod tests {
 
     use smallvec::smallvec;
 
-    use super::{FencedAcquire, Step};
+    use super::{FencedAcquire, Phase};
     use crate::client::observe::RoundSpan;
     use crate::client::rounds::Ends;
     use crate::client::{Lock, Redlock, RoundEnd};
@@ -1020,15 +1020,15 @@ mod tests {
         }
         let key: [&[u8]; 1] = [b"r"];
         let mut reading = FencedAcquire::new(&client, key, false, 10_000, None);
-        assert_eq!(reading.step, Step::Read);
+        assert_eq!(reading.phase, Phase::Read);
         let meanwhile = FencedAcquire::new(&client, key, false, 10_000, None);
-        assert_eq!(meanwhile.step, Step::Acquire, "the read is claimed");
+        assert_eq!(meanwhile.phase, Phase::Acquire, "the read is claimed");
         // The read could not start.
         reading.handle(&client, Ends::new());
-        assert_eq!(reading.step, Step::Acquire);
+        assert_eq!(reading.phase, Phase::Acquire);
         assert_eq!(client.fences().last_read, Some(long_ago), "given back");
         let next = FencedAcquire::new(&client, key, false, 10_000, None);
-        assert_eq!(next.step, Step::Read);
+        assert_eq!(next.phase, Phase::Read);
     }
 
     /// A raise that misses a quorum fails the lock, as `Unfenced`.
@@ -1042,7 +1042,7 @@ mod tests {
             &client,
             smallvec![ended(Op::Acquire, [Count(3), Count(3), Count(3)])],
         );
-        assert_eq!(attempt.step, Step::Raise);
+        assert_eq!(attempt.phase, Phase::Raise);
         attempt.handle(
             &client,
             smallvec![ended(Op::Fence, [Refused, Refused, Count(1)])],
@@ -1072,13 +1072,13 @@ mod tests {
         let nothing_lost = client();
         nothing_lost.fences().last_read = Some(crate::clock::now() - long);
         let attempt = FencedAcquire::new(&nothing_lost, key, false, 10_000, None);
-        assert_eq!(attempt.step, Step::Acquire, "nothing to put back");
+        assert_eq!(attempt.phase, Phase::Acquire, "nothing to put back");
         let fresh = with_loss(long, 1, Duration::from_secs(1));
         let attempt = FencedAcquire::new(&fresh, key, false, 10_000, None);
-        assert_eq!(attempt.step, Step::Acquire, "the loss has not waited");
+        assert_eq!(attempt.phase, Phase::Acquire, "the loss has not waited");
         let waited = with_loss(long, 1, long);
         let attempt = FencedAcquire::new(&waited, key, false, 10_000, None);
-        assert_eq!(attempt.step, Step::Read);
+        assert_eq!(attempt.phase, Phase::Read);
     }
 
     /// A read plans a sync of the losses that waited since before it
@@ -1127,7 +1127,7 @@ mod tests {
         .expect("ended");
         read.result = Err(std::io::ErrorKind::Other);
         attempt.handle(&client, smallvec![Ok(read)]);
-        assert_eq!(attempt.step, Step::Acquire, "no sync");
+        assert_eq!(attempt.phase, Phase::Acquire, "no sync");
         assert_eq!(client.fences().last_read, None);
     }
 

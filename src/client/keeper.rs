@@ -20,75 +20,8 @@ use std::time::{Duration, Instant};
 
 use super::{Lock, Redlock};
 use crate::error::Error;
-use crate::rules::keep::{Action, Extension, Schedule, Verdict};
-
-/// How a kept lock stands.
-///
-/// `Lost` and `Released` are final: once either is reported, the standing
-/// never changes again. More variants may come: match with a wildcard arm.
-///
-/// ```
-/// use redlock_mio::Standing;
-///
-/// fn may_write(standing: Standing) -> bool {
-///     match standing {
-///         Standing::Held => true,
-///         Standing::AtRisk => true, // still valid; get ready to stop
-///         Standing::Lost | Standing::Released => false,
-///         _ => false, // a standing added later: be safe
-///     }
-/// }
-/// assert!(may_write(Standing::AtRisk));
-/// assert!(!may_write(Standing::Lost) && Standing::Lost.is_final());
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-#[must_use = "a final standing says whether the lock was lost or released"]
-pub enum Standing {
-    /// The last extension reached a quorum.
-    Held,
-    /// The last extension missed a quorum (masters unreachable or too
-    /// slow): the lock still has validity left, and the keeper keeps
-    /// trying, but the holder should get ready to stop.
-    AtRisk,
-    /// The lock is gone while the holder still counted on it: a quorum
-    /// said its token no longer owns the resource (at an extension, or at
-    /// the release), its validity ran out, or the hold limit was reached.
-    /// Final.
-    Lost,
-    /// The holder released the lock ([`Keeper::release`], or the keeper
-    /// dropped) while it was still held: the end of a normal holding, not
-    /// a loss. Final. Reported once the release's round is over, whatever
-    /// its outcome, except a quorum saying the token no longer owned the
-    /// resource, which is [`Lost`](Self::Lost).
-    Released,
-}
-
-impl Standing {
-    /// Whether the standing is final ([`Lost`](Self::Lost) or
-    /// [`Released`](Self::Released)): it never changes after that.
-    pub fn is_final(self) -> bool {
-        matches!(self, Standing::Lost | Standing::Released)
-    }
-
-    fn code(self) -> u8 {
-        match self {
-            Standing::Held => 0,
-            Standing::AtRisk => 1,
-            Standing::Lost => 2,
-            Standing::Released => 3,
-        }
-    }
-
-    fn from_code(code: u8) -> Standing {
-        match code {
-            0 => Standing::Held,
-            1 => Standing::AtRisk,
-            2 => Standing::Lost,
-            _ => Standing::Released,
-        }
-    }
-}
+pub use crate::rules::keep::Standing;
+use crate::rules::keep::{Action, Extension, Schedule};
 
 /// A callback told of every change of [`Standing`], from the keeper's
 /// thread.
@@ -726,10 +659,10 @@ impl Job {
                 Action::Extend => {
                     let outcome = extension(&self.client.extend(&mut self.lock, self.ttl));
                     let now = crate::clock::now();
-                    if let Some(verdict) =
+                    if let Some(standing) =
                         schedule.handle_extended(outcome, now, self.lock.valid_until_here())
                     {
-                        self.set(standing(verdict));
+                        self.set(standing);
                     }
                 }
             }
@@ -740,11 +673,11 @@ impl Job {
     /// keys) and reports the end the schedule gives.
     fn release(&mut self, schedule: &mut Schedule) -> Result<(), Error> {
         let now = crate::clock::now();
-        if let Some(verdict) = schedule.handle_release(now, self.lock.valid_until_here()) {
-            self.set(standing(verdict));
+        if let Some(standing) = schedule.handle_release(now, self.lock.valid_until_here()) {
+            self.set(standing);
         }
         let result = self.client.unlock(&mut self.lock);
-        self.set(standing(schedule.handle_released(release_gone(&result))));
+        self.set(schedule.handle_released(release_gone(&result)));
         result
     }
 
@@ -775,15 +708,4 @@ pub(super) fn extension(result: &Result<(), Error>) -> Extension {
 /// said the token no longer owned the resource.
 pub(super) fn release_gone(result: &Result<(), Error>) -> bool {
     matches!(result, Err(Error::NotHeld(_)))
-}
-
-/// The public standing of the schedule's verdict (the rules do not see
-/// the client's types).
-pub(super) fn standing(verdict: Verdict) -> Standing {
-    match verdict {
-        Verdict::Held => Standing::Held,
-        Verdict::AtRisk => Standing::AtRisk,
-        Verdict::Lost => Standing::Lost,
-        Verdict::Released => Standing::Released,
-    }
 }

@@ -273,7 +273,7 @@ impl Redlock {
         let shared = self.engine.driver();
         let masters = self.masters.iter().map(String::as_str);
         self.counters.snapshot(
-            masters.zip(shared.driver.connects()),
+            masters.zip(shared.driver.core.connects()),
             shared.yields,
             shared.engine_stats(),
         )

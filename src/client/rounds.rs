@@ -13,6 +13,7 @@ use crate::calls::{self, Acquired, Claim, Extend, Release, Validity};
 use crate::commands::Command;
 use crate::driver::{Driver, Full};
 use crate::error::Error;
+use crate::ids::RoundId;
 use crate::rules::{Decision, Op, Report, Round};
 use crate::sync::lock;
 
@@ -93,7 +94,10 @@ impl Redlock {
         // the round's span.
         let (run, _) = span.in_scope(|| {
             self.run(std::slice::from_ref(command), cap, |driver, ids| {
-                let round = ids.first().and_then(|&id| driver.round(id)).cloned();
+                let round = ids
+                    .first()
+                    .and_then(|&id| driver.core.flights.round(id))
+                    .cloned();
                 (round, crate::clock::now())
             })
         });
@@ -113,7 +117,10 @@ impl Redlock {
         let spans = spans(commands);
         let run = || {
             self.run(commands, cap, |driver, ids| {
-                let rounds: Rounds = ids.iter().map(|&id| driver.round(id).cloned()).collect();
+                let rounds: Rounds = ids
+                    .iter()
+                    .map(|&id| driver.core.flights.round(id).cloned())
+                    .collect();
                 (rounds, crate::clock::now())
             })
         };
@@ -143,7 +150,7 @@ impl Redlock {
         &self,
         commands: &[Command<'_>],
         cap: Option<Instant>,
-        done: impl FnOnce(&Driver, &[u64]) -> T,
+        done: impl FnOnce(&Driver, &[RoundId]) -> T,
     ) -> (Result<(T, io::Result<()>), Full>, Instant) {
         let now = crate::clock::now();
         let restart = self.restarter(cap, now);

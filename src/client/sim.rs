@@ -38,7 +38,7 @@ pub use fenced::{FenceMachine, Fenced};
 
 use super::builder;
 use super::fence::FenceBook;
-use super::keeper::{extension, release_gone, standing};
+use super::keeper::{extension, release_gone};
 use crate::Standing;
 use crate::TOKEN_LEN;
 use crate::addr::ServerAddr;
@@ -49,6 +49,7 @@ use crate::calls::{
 use crate::commands::{self, Command, Keys, WakeChannel};
 use crate::driver::core::Core;
 use crate::error::Error;
+use crate::ids::RoundId;
 use crate::link::LinkConfig;
 use crate::rules::keep::{Action, Schedule};
 use crate::rules::wait::Terms;
@@ -266,22 +267,19 @@ impl Keep {
         held: &Held,
     ) -> Option<Standing> {
         let outcome = extension(result);
-        let verdict = self
-            .schedule
-            .handle_extended(outcome, now, held.valid_until);
-        verdict.map(standing)
+        self.schedule
+            .handle_extended(outcome, now, held.valid_until)
     }
 
     /// The holder asks for the release at `now`: the standing to report
     /// before it is sent, if it changes (lost, if the validity ran out).
     pub fn on_release(&mut self, now: Instant, held: &Held) -> Option<Standing> {
-        let verdict = self.schedule.handle_release(now, held.valid_until);
-        verdict.map(standing)
+        self.schedule.handle_release(now, held.valid_until)
     }
 
     /// The release came to `result`: the keeper's last standing.
     pub fn on_released(&self, result: &Result<(), Error>) -> Standing {
-        standing(self.schedule.handle_released(release_gone(result)))
+        self.schedule.handle_released(release_gone(result))
     }
 }
 
@@ -325,6 +323,14 @@ impl Pursue {
     }
 }
 
+impl std::fmt::Debug for Pursue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pursue")
+            .field("waits", &self.waits())
+            .finish_non_exhaustive()
+    }
+}
+
 /// A client: the driver's core, waited for by callers named by `u64`s
 /// (see the module docs).
 pub struct Client {
@@ -340,6 +346,15 @@ pub struct Client {
     token: [u8; TOKEN_LEN],
     /// A deliberate fault: fenced acquires skip their raise.
     skip_raises: bool,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("masters", &self.n)
+            .field("in_flight", &self.in_flight())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Client {
@@ -458,23 +473,23 @@ impl Client {
     }
 
     /// Has `caller` woken when round `id` is decided.
-    pub fn set_waiter(&mut self, id: u64, caller: u64) {
-        self.core.set_waiter(id, caller);
+    pub fn set_waiter(&mut self, id: RoundId, caller: u64) {
+        self.core.flights.set_waiter(id, caller);
     }
 
     /// Whether round `id` is decided (or over).
-    pub fn is_decided(&self, id: u64) -> bool {
+    pub fn is_decided(&self, id: RoundId) -> bool {
         self.core.decided(&[id])
     }
 
     /// Round `id`, while it is in flight.
-    pub fn round(&self, id: u64) -> Option<&Round> {
-        self.core.round(id)
+    pub fn round(&self, id: RoundId) -> Option<&Round> {
+        self.core.flights.round(id)
     }
 
     /// Rounds in flight, orphaned ones included.
     pub fn in_flight(&self) -> usize {
-        self.core.in_flight()
+        self.core.flights.len()
     }
 
     // The calls.
@@ -490,7 +505,7 @@ impl Client {
         pursue: Option<&mut Pursue>,
         cap: Option<Instant>,
         now: Instant,
-    ) -> Result<u64, Error> {
+    ) -> Result<RoundId, Error> {
         let ttl_ms = self.check_ttl(ttl)?;
         match pursue {
             Some(pursue) => {
@@ -508,7 +523,7 @@ impl Client {
     /// far, as the front ends do.
     fn arm(&mut self, pursue: &Pursue) {
         if let Step::Attempt { arm: Some(id), .. } = pursue.0.poll() {
-            self.core.arm_wait(id);
+            self.core.waits.arm(id);
         }
     }
 
@@ -517,7 +532,7 @@ impl Client {
     /// on every master.
     pub fn end_acquire(
         &mut self,
-        id: u64,
+        id: RoundId,
         names: &Names,
         token: &[u8; TOKEN_LEN],
         now: Instant,
@@ -541,7 +556,7 @@ impl Client {
     /// `draw` gives ([`Pursue::next`]).
     pub fn end_attempt(
         &mut self,
-        id: u64,
+        id: RoundId,
         pursue: &mut Pursue,
         draw: impl FnMut() -> f64,
         now: Instant,
@@ -555,7 +570,9 @@ impl Client {
                     self.core.queue(release, now);
                 }
                 if let Some(granted) = attempted.granted {
-                    self.core.handle_granted(granted);
+                    self.core
+                        .waits
+                        .handle_granted(granted.wait, granted.masters);
                 }
                 attempted.outcome.map_err(Clone::clone)
             }
@@ -571,22 +588,33 @@ impl Client {
     /// The caller of acquire round `id` of `names` by `token` is gone
     /// (a dropped future): its release follows it on every master, as
     /// the async front end does.
-    pub fn drop_acquire(&mut self, id: u64, names: &Names, token: &[u8; TOKEN_LEN], now: Instant) {
+    pub fn drop_acquire(
+        &mut self,
+        id: RoundId,
+        names: &Names,
+        token: &[u8; TOKEN_LEN],
+        now: Instant,
+    ) {
         let claim = Claim::new(names.keys(), token);
-        let release = claim.release(self.core.round(id));
+        let release = claim.release(self.core.flights.round(id));
         self.core.release_after(id, &release, now);
     }
 
     /// Starts an extend of `held` to `ttl`: its round's id, or the error
     /// the front end returns before sending anything.
-    pub fn begin_extend(&mut self, held: &Held, ttl: Duration, now: Instant) -> Result<u64, Error> {
+    pub fn begin_extend(
+        &mut self,
+        held: &Held,
+        ttl: Duration,
+        now: Instant,
+    ) -> Result<RoundId, Error> {
         let call = Extend::new(&self.settings.limits(), held.holding(), ttl, now)?;
         self.submit(&call.command(), None, now)
     }
 
     /// Ends the extend round `id` of `held`: its validity as the table in
     /// [`Lock`](crate::Lock)'s docs says.
-    pub fn end_extend(&mut self, id: u64, held: &mut Held) -> Result<(), Error> {
+    pub fn end_extend(&mut self, id: RoundId, held: &mut Held) -> Result<(), Error> {
         let Some(round) = self.take(id) else {
             return Err(self.busy());
         };
@@ -619,14 +647,14 @@ impl Client {
     }
 
     /// Starts the release of `held`: its round's id.
-    pub fn begin_release(&mut self, held: &Held, now: Instant) -> Result<u64, Error> {
+    pub fn begin_release(&mut self, held: &Held, now: Instant) -> Result<RoundId, Error> {
         let command = Release::new(held.holding()).command();
         self.submit(&command, None, now)
     }
 
     /// Ends the release round `id` of `held`: expired, whatever the
     /// outcome.
-    pub fn end_release(&mut self, id: u64, held: &mut Held) -> Result<(), Error> {
+    pub fn end_release(&mut self, id: RoundId, held: &mut Held) -> Result<(), Error> {
         let Some(round) = self.take(id) else {
             return Err(self.busy());
         };
@@ -639,7 +667,7 @@ impl Client {
     /// `ttl`, is gone (a dropped future): the round ends now, and the lock
     /// keeps no more than that extend could have granted, as the async
     /// front end has it.
-    pub fn drop_extend(&mut self, id: u64, held: &mut Held, ttl: Duration, begun: Instant) {
+    pub fn drop_extend(&mut self, id: RoundId, held: &mut Held, ttl: Duration, begun: Instant) {
         let ttl_ms = ttl.as_millis() as u64;
         held.apply(Validity::after_dropped_extend(
             begun,
@@ -652,9 +680,9 @@ impl Client {
     /// The caller of release round `id` of `held`, begun at `begun`, is
     /// gone: the lock is expired, and the round goes on until every master
     /// has answered it, as the async front end has it.
-    pub fn drop_release(&mut self, id: u64, held: &mut Held, begun: Instant) {
+    pub fn drop_release(&mut self, id: RoundId, held: &mut Held, begun: Instant) {
         held.apply(Release::begun(begun));
-        self.core.orphan(id);
+        self.core.flights.orphan(id);
     }
 
     /// `held`'s guard is dropped (the async front end's `AsyncLockGuard`):
@@ -685,7 +713,7 @@ impl Client {
             Ok(ttl_ms) => ttl_ms,
             Err(error) => {
                 if let Some(wait) = wait {
-                    self.core.end_wait(wait.id);
+                    self.core.waits.end(wait.id);
                 }
                 return Err(error);
             }
@@ -703,10 +731,10 @@ impl Client {
     /// waiters and the table has room.
     fn begin_wait(&mut self, place: u64) -> Option<Wait> {
         let channel = self.wake?;
-        let id = self.core.begin_wait()?;
+        let id = self.core.waits.begin()?;
         let wait = Wait::new(id, &channel, place, self.times());
         if wait.is_none() {
-            self.core.end_wait(id);
+            self.core.waits.end(id);
         }
         wait
     }
@@ -730,7 +758,7 @@ impl Client {
             if let Some(command) = &leave.command {
                 self.core.queue(command, now);
             }
-            self.core.end_wait(leave.wait);
+            self.core.waits.end(leave.wait);
         }
     }
 
@@ -749,27 +777,30 @@ impl Client {
     /// Whether a quorum of masters told `pursue`'s wait since its last
     /// attempt.
     pub fn is_told(&self, pursue: &Pursue) -> bool {
-        pursue.0.wait_id().is_some_and(|id| self.core.is_told(id))
+        pursue
+            .0
+            .wait_id()
+            .is_some_and(|id| self.core.waits.is_told(id))
     }
 
     /// When a master told `pursue`'s wait to try, should nobody hand it
     /// the lock before.
     pub fn hinted(&self, pursue: &Pursue) -> Option<Instant> {
-        pursue.0.wait_id().and_then(|id| self.core.hinted(id))
+        pursue.0.wait_id().and_then(|id| self.core.waits.hinted(id))
     }
 
     /// Has `caller` woken when `pursue`'s wait is told (or its time to try
     /// comes).
     pub fn set_wait_waiter(&mut self, pursue: &Pursue, caller: u64) {
         if let Some(id) = pursue.0.wait_id() {
-            self.core.set_wait_waiter(id, caller);
+            self.core.waits.set_waiter(id, caller);
         }
     }
 
     /// Takes `pursue`'s caller back.
     pub fn take_wait_waiter(&mut self, pursue: &Pursue) {
         if let Some(id) = pursue.0.wait_id() {
-            self.core.take_wait_waiter(id);
+            self.core.waits.take_waiter(id);
         }
     }
 
@@ -780,8 +811,8 @@ impl Client {
         command: &Command<'_>,
         cap: Option<Instant>,
         now: Instant,
-    ) -> Result<u64, Error> {
-        let mut ids: SmallVec<[u64; 1]> = SmallVec::new();
+    ) -> Result<RoundId, Error> {
+        let mut ids: SmallVec<[RoundId; 1]> = SmallVec::new();
         self.submit_all(std::slice::from_ref(command), cap, &mut ids, now);
         ids.first().copied().ok_or_else(|| self.busy())
     }
@@ -793,7 +824,7 @@ impl Client {
         &mut self,
         commands: &[Command<'_>],
         cap: Option<Instant>,
-        ids: &mut SmallVec<[u64; 1]>,
+        ids: &mut SmallVec<[RoundId; 1]>,
         now: Instant,
     ) {
         let s = self.settings;
@@ -803,8 +834,8 @@ impl Client {
     }
 
     /// Round `id` as it ended, its slot freed.
-    fn take(&mut self, id: u64) -> Option<Round> {
-        let round = self.core.round(id).cloned();
+    fn take(&mut self, id: RoundId) -> Option<Round> {
+        let round = self.core.flights.round(id).cloned();
         self.core.finish(&[id]);
         round
     }

@@ -37,6 +37,7 @@ use crate::calls::{Acquire, Extend, Holding, Pursue, Release, Step, Validity, re
 use crate::commands::{Command, Keys};
 use crate::driver::{Engine, Polling};
 use crate::error::Error;
+use crate::ids::WaitId;
 use crate::rules::wait::Terms;
 use crate::rules::{self, Op};
 
@@ -119,7 +120,10 @@ impl Future for RoundsFuture<'_, '_> {
         let checked = client
             .engine
             .check(ids, cx.waker(), polling, |driver, ids| {
-                let rounds: Rounds = ids.iter().map(|&id| driver.round(id).cloned()).collect();
+                let rounds: Rounds = ids
+                    .iter()
+                    .map(|&id| driver.core.flights.round(id).cloned())
+                    .collect();
                 (rounds, crate::clock::now())
             });
         match checked {
@@ -155,7 +159,7 @@ impl Drop for RoundsFuture<'_, '_> {
             let now = crate::clock::now();
             for (command, &id) in commands.iter().zip(ids.iter()) {
                 counters.abandoned(command.op());
-                let behind = release_behind(command, driver.round(id));
+                let behind = release_behind(command, driver.core.flights.round(id));
                 if let Some(undo) = behind.filter(|_| release) {
                     // Its slot passes to the release, queued behind it on
                     // every connection: it frees the key wherever the
@@ -166,11 +170,11 @@ impl Drop for RoundsFuture<'_, '_> {
                     }
                 } else if command.op() == Op::Release {
                     // An unlock's round is its release: followed to its end.
-                    if driver.orphan(id) {
+                    if driver.core.flights.orphan(id) {
                         counters.drop_release();
                     }
                 } else {
-                    driver.abandon(&[id]);
+                    driver.core.abandon(&[id]);
                 }
             }
         });
@@ -210,7 +214,7 @@ impl Drop for Sleep<'_> {
 /// [`crate::flights::Waits`]), or its fallback, a timer.
 struct Told<'a> {
     engine: &'a Arc<Engine>,
-    id: u64,
+    id: WaitId,
     until: Instant,
     timer: u64,
 }
@@ -665,7 +669,7 @@ impl Redlock {
     }
 
     /// Waits until wait `id` is told or until `until`; `true` if told.
-    fn told(&self, id: u64, until: Instant) -> Told<'_> {
+    fn told(&self, id: WaitId, until: Instant) -> Told<'_> {
         Told {
             engine: &self.engine,
             id,

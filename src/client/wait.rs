@@ -17,6 +17,7 @@ use crate::calls::{Fenced, Leave, Pursue, Step, Wait, Waited};
 use crate::commands::{Keys, WakeChannel};
 use crate::driver::Driver;
 use crate::error::Error;
+use crate::ids::WaitId;
 use crate::rules::Op;
 use crate::rules::wait::Terms;
 
@@ -28,13 +29,13 @@ pub(super) fn begin_wait(
     channel: &WakeChannel,
     config: &Config,
 ) -> Option<Wait> {
-    let id = driver.begin_wait()?;
+    let id = driver.core.waits.begin()?;
     let place = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |since| since.as_micros() as u64);
     let wait = Wait::new(id, channel, place, config.times());
     if wait.is_none() {
-        driver.end_wait(id);
+        driver.core.waits.end(id);
     }
     wait
 }
@@ -45,7 +46,7 @@ pub(super) fn end_wait(driver: &mut Driver, leave: Leave<'_>) {
     if let Some(command) = &leave.command {
         driver.queue(command, crate::clock::now());
     }
-    driver.end_wait(leave.wait);
+    driver.core.waits.end(leave.wait);
 }
 
 impl Redlock {
@@ -118,9 +119,9 @@ impl Redlock {
 
     /// Before an attempt of a call that waits: forgets what told wait
     /// `arm` so far.
-    pub(super) fn arm(&self, arm: Option<u64>) {
+    pub(super) fn arm(&self, arm: Option<WaitId>) {
         if let Some(id) = arm {
-            self.engine.driver().driver.arm_wait(id);
+            self.engine.driver().driver.core.waits.arm(id);
         }
     }
 
@@ -173,7 +174,11 @@ impl Redlock {
             engine.driver.queue(release, crate::clock::now());
         }
         if let Some(granted) = attempted.granted {
-            engine.driver.handle_granted(granted);
+            engine
+                .driver
+                .core
+                .waits
+                .handle_granted(granted.wait, granted.masters);
         }
         drop(engine);
         self.tally(Op::Acquire, &end, attempted.outcome);
@@ -193,7 +198,12 @@ impl Redlock {
             .unwrap_or_else(|| Err(self.busy()));
         let draw = || self.tokens().unit();
         if let Some(granted) = call.handle_fenced(waited, result, draw, crate::clock::now()) {
-            self.engine.driver().driver.handle_granted(granted);
+            self.engine
+                .driver()
+                .driver
+                .core
+                .waits
+                .handle_granted(granted.wait, granted.masters);
         }
     }
 }

@@ -82,7 +82,7 @@ impl Stream {
     }
 
     /// Sends what a TLS session still holds (nothing for plain sockets).
-    fn flush_pending(&mut self) -> io::Result<()> {
+    fn flush_buffered(&mut self) -> io::Result<()> {
         match self {
             #[cfg(feature = "tls")]
             Stream::Tls(s) => s.flush_tls(),
@@ -112,7 +112,7 @@ impl Stream {
                     Stream::Unix(_) => {}
                 }
                 // The TLS handshake starts as soon as the socket is writable.
-                self.flush_pending()?;
+                self.flush_buffered()?;
                 Ok(true)
             }
             Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(false),
@@ -261,7 +261,7 @@ impl Conn {
         let Some((stream, _)) = self.stream.as_mut() else {
             return Ok(());
         };
-        stream.flush_pending().map_err(|e| io_error(&e))?;
+        stream.flush_buffered().map_err(|e| io_error(&e))?;
         let blocked = loop {
             let bytes = core.transmit(self.index);
             if bytes.is_empty() {

@@ -32,9 +32,9 @@
 use std::time::{Duration, Instant};
 
 use crate::addr::ServerAddr;
-use crate::calls::Granted;
 use crate::commands::{Command, Outcome};
 use crate::flights::{Flights, Waits};
+use crate::ids::{RoundId, WaitId};
 use crate::link::{Link, LinkConfig, Sink};
 use crate::rules::{NodeError, NodeState, Op, Round};
 
@@ -49,7 +49,7 @@ pub(crate) type OnOrphanEnd = Box<dyn FnMut(&Round) + Send>;
 const ENCODED_CAPACITY: usize = 2048;
 
 /// One master: its address and session, and what its socket owes it.
-struct Node {
+struct Master {
     addr: ServerAddr,
     link: Link,
     /// Sessions started so far: the socket the owner holds belongs to one
@@ -64,10 +64,14 @@ struct Node {
 /// The connections' sessions and the rounds in flight, each waited for by
 /// an optional `W` (see the module docs).
 pub(crate) struct Core<W> {
-    nodes: Vec<Node>,
-    flights: Flights<W>,
-    /// Callers waiting to be told that a lock was handed to them.
-    waits: Waits<W>,
+    masters: Vec<Master>,
+    /// The rounds in flight. Callers reach the table directly where the
+    /// core adds nothing (a round, its waiter, orphaning it, the counts);
+    /// the core's own methods are those that also touch the sessions.
+    pub(crate) flights: Flights<W>,
+    /// Callers waiting to be told that a lock was handed to them, reached
+    /// directly as `flights` is.
+    pub(crate) waits: Waits<W>,
     /// The command being queued, encoded once for all the masters.
     encoded: Vec<u8>,
     /// Rounds were started since the last [`flush_all`](Self::flush_all):
@@ -86,9 +90,9 @@ impl<W> Core<W> {
     /// A core for `addrs` with room for `config.in_flight` rounds in
     /// flight; every session is down and may connect at once.
     pub(crate) fn new(addrs: &[ServerAddr], config: LinkConfig, now: Instant) -> Core<W> {
-        let nodes: Vec<Node> = addrs
+        let masters: Vec<Master> = addrs
             .iter()
-            .map(|addr| Node {
+            .map(|addr| Master {
                 addr: addr.clone(),
                 link: Link::new(config, now),
                 starts: 0,
@@ -97,9 +101,9 @@ impl<W> Core<W> {
             })
             .collect();
         Core {
-            flights: Flights::new(config.in_flight, nodes.len()),
-            waits: Waits::new(config.in_flight, nodes.len(), config.request_timeout),
-            nodes,
+            flights: Flights::new(config.in_flight, masters.len()),
+            waits: Waits::new(config.in_flight, masters.len(), config.request_timeout),
+            masters,
             encoded: Vec::with_capacity(ENCODED_CAPACITY),
             unflushed: false,
             request_timeout: config.request_timeout,
@@ -114,48 +118,38 @@ impl<W> Core<W> {
 
     /// The number of masters.
     pub(crate) fn len(&self) -> usize {
-        self.nodes.len()
+        self.masters.len()
     }
 
     /// The masters' addresses, in order.
     pub(crate) fn addrs(&self) -> impl Iterator<Item = &ServerAddr> {
-        self.nodes.iter().map(|node| &node.addr)
+        self.masters.iter().map(|master| &master.addr)
     }
 
     /// Master `i`'s address.
     pub(crate) fn addr(&self, i: usize) -> &ServerAddr {
-        &self.nodes[i].addr
+        &self.masters[i].addr
     }
 
     /// Master `i`'s session.
     pub(crate) fn link(&self, i: usize) -> &Link {
-        &self.nodes[i].link
+        &self.masters[i].link
     }
 
     /// How many connects each master has had, and how many times the
     /// restart guard found it suspect, in order.
     pub(crate) fn connects(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.nodes.iter().map(|node| {
-            let connects = node.link.connects().saturating_sub(node.unopened);
-            (connects, node.link.sighting().suspicions())
+        self.masters.iter().map(|master| {
+            let connects = master.link.connects().saturating_sub(master.unopened);
+            (connects, master.link.sighting().suspicions())
         })
     }
 
     /// Each master that is not ready, with why.
     pub(crate) fn failures(&self) -> impl Iterator<Item = (&ServerAddr, NodeError)> {
-        self.nodes
+        self.masters
             .iter()
-            .filter_map(|node| Some((&node.addr, node.link.failure()?)))
-    }
-
-    /// Rounds in flight now.
-    pub(crate) fn in_flight(&self) -> usize {
-        self.flights.len()
-    }
-
-    /// The most rounds in flight at once.
-    pub(crate) fn capacity(&self) -> usize {
-        self.flights.capacity()
+            .filter_map(|master| Some((&master.addr, master.link.failure()?)))
     }
 
     // The sockets: what the core asks of them, and what they tell it.
@@ -163,18 +157,19 @@ impl<W> Core<W> {
     /// Which start of master `i`'s session needs a socket now: `None`
     /// while the session is down (then no socket may stay open).
     pub(crate) fn socket(&self, i: usize) -> Option<u64> {
-        let node = &self.nodes[i];
-        (!node.link.is_down()).then_some(node.starts)
+        let master = &self.masters[i];
+        (!master.link.is_down()).then_some(master.starts)
     }
 
     /// Starts master `i`'s session: its handshake waits for a socket
     /// ([`socket`](Self::socket)) to connect.
     fn start(&mut self, i: usize, now: Instant) {
-        let node = &mut self.nodes[i];
-        node.starts += 1;
-        node.write_due = false;
-        let addr = &node.addr;
-        node.link
+        let master = &mut self.masters[i];
+        master.starts += 1;
+        master.write_due = false;
+        let addr = &master.addr;
+        master
+            .link
             .start(addr.user(), addr.password(), addr.db(), now);
     }
 
@@ -182,40 +177,40 @@ impl<W> Core<W> {
     /// session is down, with its back-off doubled like any other failure,
     /// and no connect was made.
     pub(crate) fn handle_unopened(&mut self, i: usize, error: NodeError, now: Instant) {
-        self.nodes[i].unopened += 1;
+        self.masters[i].unopened += 1;
         self.handle_failure(i, error, now);
     }
 
     /// Whether master `i`'s session waits for its socket to connect.
     pub(crate) fn is_connecting(&self, i: usize) -> bool {
-        self.nodes[i].link.is_connecting()
+        self.masters[i].link.is_connecting()
     }
 
     /// Master `i`'s socket connected: its handshake may be written.
     pub(crate) fn handle_connected(&mut self, i: usize, now: Instant) {
-        self.nodes[i].link.connected(now);
+        self.masters[i].link.connected(now);
     }
 
     /// Whether what master `i`'s session holds is due to be written now
     /// (once: the flag is cleared).
     pub(crate) fn take_write_due(&mut self, i: usize) -> bool {
-        std::mem::take(&mut self.nodes[i].write_due)
+        std::mem::take(&mut self.masters[i].write_due)
     }
 
     /// The bytes to write to master `i` now.
     pub(crate) fn transmit(&self, i: usize) -> &[u8] {
-        self.nodes[i].link.transmit()
+        self.masters[i].link.transmit()
     }
 
     /// `n` bytes of [`transmit`](Self::transmit) were written to master
     /// `i`.
     pub(crate) fn advance(&mut self, i: usize, n: usize) {
-        self.nodes[i].link.advance(n);
+        self.masters[i].link.advance(n);
     }
 
     /// Where the next bytes read from master `i` go.
     pub(crate) fn read_buf(&mut self, i: usize) -> Result<&mut [u8], NodeError> {
-        self.nodes[i].link.read_buf()
+        self.masters[i].link.read_buf()
     }
 
     /// `n` bytes were read from master `i` into [`read_buf`](Self::read_buf)
@@ -230,12 +225,12 @@ impl<W> Core<W> {
         n: usize,
         now: Instant,
     ) -> Result<(), NodeError> {
-        let mut sink = NodeSink {
+        let mut sink = MasterSink {
             flights: &mut self.flights,
             waits: &mut self.waits,
-            node: i,
+            master: i,
         };
-        self.nodes[i].link.handle_read(n, now, &mut sink)?;
+        self.masters[i].link.handle_read(n, now, &mut sink)?;
         self.check_twin(i)
     }
 
@@ -247,16 +242,16 @@ impl<W> Core<W> {
     /// second time (an extend of a round already over, overtaking a newer
     /// one sent through the first address, would shorten the key).
     fn check_twin(&mut self, i: usize) -> Result<(), NodeError> {
-        let Some(run_id) = self.nodes[i].link.take_fresh_run_id() else {
+        let Some(run_id) = self.masters[i].link.take_fresh_run_id() else {
             return Ok(());
         };
-        let twin = self.nodes.iter().enumerate().position(|(j, other)| {
+        let twin = self.masters.iter().enumerate().position(|(j, other)| {
             j != i && other.link.is_ready() && other.link.sighting().run_id() == Some(&run_id)
         });
         match twin {
             Some(other) => Err(NodeError::SameServer {
                 other,
-                address: self.nodes[other].addr.to_string().into(),
+                address: self.masters[other].addr.to_string().into(),
             }),
             None => Ok(()),
         }
@@ -264,10 +259,10 @@ impl<W> Core<W> {
 
     /// Master `i`'s socket failed after `error` (or the core failed it):
     /// the session is down, and each round in flight it owed a reply
-    /// learns that node `i` failed.
+    /// learns that master `i` failed.
     pub(crate) fn handle_failure(&mut self, i: usize, error: NodeError, now: Instant) {
-        self.flights.fail_node(i, &error, now);
-        self.nodes[i].link.close(error, now);
+        self.flights.fail_master(i, &error, now);
+        self.masters[i].link.close(error, now);
     }
 
     /// The time is `now`: fails the sessions whose connect, handshake or
@@ -276,14 +271,14 @@ impl<W> Core<W> {
     /// [`next_timer`](Self::next_timer)), and lets the rounds in flight
     /// count the masters that missed their deadlines.
     pub(crate) fn handle_timeout(&mut self, now: Instant) {
-        for i in 0..self.nodes.len() {
-            if let Err(error) = self.nodes[i].link.check_timers(now) {
+        for i in 0..self.masters.len() {
+            if let Err(error) = self.masters[i].link.check_timers(now) {
                 self.handle_failure(i, error, now);
             }
         }
         if !self.waits.is_empty() {
-            for i in 0..self.nodes.len() {
-                if self.nodes[i].link.retry_at().is_some_and(|at| at <= now) {
+            for i in 0..self.masters.len() {
+                if self.masters[i].link.retry_at().is_some_and(|at| at <= now) {
                     self.start(i, now);
                 }
             }
@@ -309,13 +304,13 @@ impl<W> Core<W> {
     pub(crate) fn next_timer(&self) -> Option<Instant> {
         let waiting = !self.waits.is_empty();
         let reconnects = self
-            .nodes
+            .masters
             .iter()
             .filter(move |_| waiting)
-            .filter_map(|node| node.link.retry_at());
-        self.nodes
+            .filter_map(|master| master.link.retry_at());
+        self.masters
             .iter()
-            .filter_map(|node| node.link.next_timer())
+            .filter_map(|master| master.link.next_timer())
             .chain(reconnects)
             .chain(self.flights.next_deadline())
             .chain(self.waits.next_hint())
@@ -326,13 +321,13 @@ impl<W> Core<W> {
     /// wait (wake-ups published meanwhile are lost), and a master the
     /// restart guard just quarantined is told of (with `tracing`).
     pub(crate) fn handle_handshakes(&mut self) {
-        for node in &mut self.nodes {
-            if node.link.take_reconnected() {
+        for master in &mut self.masters {
+            if master.link.take_reconnected() {
                 self.waits.handle_reconnect();
             }
             #[cfg(feature = "tracing")]
-            if let Some(suspicion) = node.link.take_suspicion() {
-                tracing::warn!(master = %node.addr, ?suspicion, "master quarantined");
+            if let Some(suspicion) = master.link.take_suspicion() {
+                tracing::warn!(master = %master.addr, ?suspicion, "master quarantined");
             }
         }
     }
@@ -342,8 +337,8 @@ impl<W> Core<W> {
     /// Starts every session that is down, back-off or not (the
     /// handshakes go on as their sockets connect).
     pub(crate) fn connect(&mut self, now: Instant) {
-        for i in 0..self.nodes.len() {
-            if self.nodes[i].link.is_down() {
+        for i in 0..self.masters.len() {
+            if self.masters[i].link.is_down() {
                 self.start(i, now);
             }
         }
@@ -362,11 +357,11 @@ impl<W> Core<W> {
         &mut self,
         commands: &[Command<'_>],
         mut restart: impl FnMut(&mut Round, &Command<'_>, Instant),
-        ids: &mut impl Extend<u64>,
+        ids: &mut impl Extend<RoundId>,
         flush: bool,
         now: Instant,
     ) -> usize {
-        let n = self.nodes.len();
+        let n = self.masters.len();
         let mut started = 0;
         for command in commands {
             let Some(id) = self.flights.begin() else {
@@ -390,10 +385,10 @@ impl<W> Core<W> {
     /// Queues round `id`'s `command` on every session (nothing is due to
     /// be written yet); a master that cannot take it fails the round
     /// there.
-    fn send_round(&mut self, id: u64, command: &Command<'_>, now: Instant) {
+    fn send_round(&mut self, id: RoundId, command: &Command<'_>, now: Instant) {
         self.encoded.clear();
         command.encode(&mut self.encoded);
-        for i in 0..self.nodes.len() {
+        for i in 0..self.masters.len() {
             let must_reach = command.must_reach(i);
             match self.send(i, command, id, must_reach, now) {
                 Ok(()) => {}
@@ -406,7 +401,7 @@ impl<W> Core<W> {
                     // A failed send leaves the session down, with what
                     // was queued there: the rounds waiting for it (this
                     // one included) fail on this master.
-                    self.flights.fail_node(i, &error, now);
+                    self.flights.fail_master(i, &error, now);
                 }
             }
         }
@@ -422,18 +417,18 @@ impl<W> Core<W> {
         &mut self,
         i: usize,
         command: &Command<'_>,
-        round: u64,
+        round: RoundId,
         must_reach: bool,
         now: Instant,
     ) -> Result<(), NodeError> {
-        if self.nodes[i].link.is_down() {
-            if !self.nodes[i].link.may_send(now) {
+        if self.masters[i].link.is_down() {
+            if !self.masters[i].link.may_send(now) {
                 // Say why it is down (a refused handshake, say), not just that.
-                return Err(self.nodes[i].link.down_reason());
+                return Err(self.masters[i].link.down_reason());
             }
             self.start(i, now);
         }
-        let link = &mut self.nodes[i].link;
+        let link = &mut self.masters[i].link;
         if let Err(error) = link.queue(command, &self.encoded, round, must_reach, now) {
             // A lagging master keeps its connection, and what it holds.
             if error != NodeError::Lagging {
@@ -448,8 +443,8 @@ impl<W> Core<W> {
     /// be written, as far as the sockets take them now.
     pub(crate) fn flush_all(&mut self) {
         if std::mem::take(&mut self.unflushed) {
-            for node in &mut self.nodes {
-                node.write_due = true;
+            for master in &mut self.masters {
+                master.write_due = true;
             }
         }
     }
@@ -461,20 +456,20 @@ impl<W> Core<W> {
     /// dropped. A master that is paused or down costs nothing here.
     pub(crate) fn queue(&mut self, command: &Command<'_>, now: Instant) {
         // An id no round has: its replies are matched and dropped.
-        let id = 0;
+        let id = RoundId::FREE;
         self.encoded.clear();
         command.encode(&mut self.encoded);
-        for i in 0..self.nodes.len() {
+        for i in 0..self.masters.len() {
             // A session dropped in the failed round (say, as stalled,
             // after its SET went out) reconnects at once: the command waits
             // for the handshake on the new one.
-            if !self.nodes[i].link.may_send(now) {
+            if !self.masters[i].link.may_send(now) {
                 continue;
             }
             // A failed send leaves the session down.
             let must_reach = command.must_reach(i);
             if self.send(i, command, id, must_reach, now).is_ok() {
-                self.nodes[i].write_due = true;
+                self.masters[i].write_due = true;
             }
         }
     }
@@ -488,7 +483,12 @@ impl<W> Core<W> {
     /// once: the key there, if the acquire set one, expires with its TTL.
     /// Returns whether round `id` was in flight (if not, `release` is only
     /// queued, as [`queue`](Self::queue) does).
-    pub(crate) fn release_after(&mut self, id: u64, release: &Command<'_>, now: Instant) -> bool {
+    pub(crate) fn release_after(
+        &mut self,
+        id: RoundId,
+        release: &Command<'_>,
+        now: Instant,
+    ) -> bool {
         let Some(next) = self.flights.pass_to_release(id) else {
             // Not in flight (never, for a caller that holds its rounds).
             self.queue(release, now);
@@ -516,35 +516,30 @@ impl<W> Core<W> {
 
     /// Restarts round `id` as a release and queues `release` for it on
     /// every session, due to be written now.
-    fn start_release(&mut self, id: u64, release: &Command<'_>, now: Instant) {
-        let (n, timeout) = (self.nodes.len(), self.request_timeout);
+    fn start_release(&mut self, id: RoundId, release: &Command<'_>, now: Instant) {
+        let (n, timeout) = (self.masters.len(), self.request_timeout);
         self.flights.update(id, |round| {
             round.restart(Op::Release, n, Duration::ZERO, Duration::ZERO, timeout, now)
         });
         self.send_round(id, release, now);
-        for node in &mut self.nodes {
-            node.write_due = true;
+        for master in &mut self.masters {
+            master.write_due = true;
         }
     }
 
     // The rounds in flight and the waits: their callers' side.
 
     /// Whether every round of `ids` is decided (or over).
-    pub(crate) fn decided(&self, ids: &[u64]) -> bool {
+    pub(crate) fn decided(&self, ids: &[RoundId]) -> bool {
         ids.iter().all(|&id| self.flights.is_decided(id))
-    }
-
-    /// Round `id`, if it is in flight.
-    pub(crate) fn round(&self, id: u64) -> Option<&Round> {
-        self.flights.round(id)
     }
 
     /// Ends the rounds `ids`: a session that let one of them time out is
     /// marked late (see [`crate::link`]); their slots are freed.
-    pub(crate) fn finish(&mut self, ids: &[u64]) {
+    pub(crate) fn finish(&mut self, ids: &[RoundId]) {
         for &id in ids {
             if let Some(round) = self.flights.round(id) {
-                note_late(&mut self.nodes, round);
+                note_late(&mut self.masters, round);
             }
             self.flights.finish(id);
         }
@@ -552,23 +547,10 @@ impl<W> Core<W> {
 
     /// Ends the rounds `ids` now, decided or not: their slots are freed
     /// and their late replies will be dropped.
-    pub(crate) fn abandon(&mut self, ids: &[u64]) {
+    pub(crate) fn abandon(&mut self, ids: &[RoundId]) {
         for &id in ids {
             self.flights.finish(id);
         }
-    }
-
-    /// Round `id`'s caller is gone, its command queued (a dropped unlock):
-    /// the round goes on, waited for by nobody, until every master has
-    /// answered it, failed or timed out; then it ends (see
-    /// [`reap`](Self::reap)). Returns whether it was in flight.
-    pub(crate) fn orphan(&mut self, id: u64) -> bool {
-        self.flights.orphan(id)
-    }
-
-    /// Rounds in flight whose caller is gone.
-    pub(crate) fn orphans(&self) -> usize {
-        self.flights.orphans()
     }
 
     /// Ends the orphaned rounds that no master is left to answer, telling
@@ -576,18 +558,13 @@ impl<W> Core<W> {
     /// late, as [`finish`](Self::finish) does); returns how many slots
     /// that freed.
     pub(crate) fn reap(&mut self) -> usize {
-        let (nodes, on_end) = (&mut self.nodes, &mut self.on_orphan_end);
+        let (masters, on_end) = (&mut self.masters, &mut self.on_orphan_end);
         self.flights.reap(|round| {
-            note_late(nodes, round);
+            note_late(masters, round);
             if let Some(on_end) = on_end {
                 on_end(round);
             }
         })
-    }
-
-    /// Sets `waiter` to be woken when round `id` is decided.
-    pub(crate) fn set_waiter(&mut self, id: u64, waiter: W) {
-        self.flights.set_waiter(id, waiter);
     }
 
     /// Hands `wake` the waiters of the rounds decided so far, and those of
@@ -606,14 +583,8 @@ impl<W> Core<W> {
         self.flights.scanned() + self.waits.scanned()
     }
 
-    /// How many callers were woken at their rounds' decisions and have not
-    /// come back for them yet.
-    pub(crate) fn pending(&self) -> usize {
-        self.flights.pending()
-    }
-
     /// The caller of rounds `ids` came back for them.
-    pub(crate) fn claim(&mut self, ids: &[u64]) {
+    pub(crate) fn claim(&mut self, ids: &[RoundId]) {
         for &id in ids {
             self.flights.claim(id);
         }
@@ -637,54 +608,11 @@ impl<W> Core<W> {
             || self.waits.any_waiter(&pick)
     }
 
-    /// Starts a wait for a caller that waits for a lock (see [`Waits`]);
-    /// `None` when the table is full.
-    pub(crate) fn begin_wait(&mut self) -> Option<u64> {
-        self.waits.begin()
-    }
-
-    /// Ends wait `id`.
-    pub(crate) fn end_wait(&mut self, id: u64) {
-        self.waits.end(id);
-    }
-
-    /// Forgets what told wait `id` so far (before an attempt).
-    pub(crate) fn arm_wait(&mut self, id: u64) {
-        self.waits.arm(id);
-    }
-
-    /// Whether a quorum of masters told wait `id` since it was armed.
-    pub(crate) fn is_told(&self, id: u64) -> bool {
-        self.waits.is_told(id)
-    }
-
-    /// The masters of `granted` count as having told its wait (see
-    /// [`Waits::handle_granted`]).
-    pub(crate) fn handle_granted(&mut self, granted: Granted) {
-        self.waits.handle_granted(granted.wait, granted.masters);
-    }
-
-    /// When a master told wait `id` to try, should nobody hand it the lock
-    /// before (since it was armed).
-    pub(crate) fn hinted(&self, id: u64) -> Option<Instant> {
-        self.waits.hinted(id)
-    }
-
     /// Empties the list of waits told, waking nobody: for a client that
     /// asks [`is_told`](Self::is_told) of its waits instead of having
     /// waiters woken (the embedded one).
     pub(crate) fn forget_told(&mut self) {
         self.waits.wake_told(|_| {});
-    }
-
-    /// Sets `waiter` to be woken when wait `id` is told.
-    pub(crate) fn set_wait_waiter(&mut self, id: u64, waiter: W) {
-        self.waits.set_waiter(id, waiter);
-    }
-
-    /// Takes wait `id`'s waiter back.
-    pub(crate) fn take_wait_waiter(&mut self, id: u64) {
-        self.waits.take_waiter(id);
     }
 }
 
@@ -692,33 +620,33 @@ impl<W> Core<W> {
 mod tests;
 
 /// Marks late the session of each master that let `round` time out.
-fn note_late(nodes: &mut [Node], round: &Round) {
-    for (node, state) in nodes.iter_mut().zip(round.nodes()) {
+fn note_late(masters: &mut [Master], round: &Round) {
+    for (master, state) in masters.iter_mut().zip(round.nodes()) {
         if *state == NodeState::TimedOut {
-            node.link.note_late(round.started());
+            master.link.note_late(round.started());
         }
     }
 }
 
-/// Hands the outcomes read on node `node` to the rounds in flight.
-struct NodeSink<'a, W> {
+/// Hands the outcomes read on master `master` to the rounds in flight.
+struct MasterSink<'a, W> {
     flights: &'a mut Flights<W>,
     waits: &'a mut Waits<W>,
-    node: usize,
+    master: usize,
 }
 
-impl<W> Sink for NodeSink<'_, W> {
-    fn is_live(&self, id: u64) -> bool {
+impl<W> Sink for MasterSink<'_, W> {
+    fn is_live(&self, id: RoundId) -> bool {
         self.flights.is_live(id)
     }
 
-    fn on_reply(&mut self, id: u64, _: Op, outcome: Outcome, now: Instant) {
-        self.flights.deliver(id, self.node, outcome, now);
+    fn on_reply(&mut self, id: RoundId, _: Op, outcome: Outcome, now: Instant) {
+        self.flights.deliver(id, self.master, outcome, now);
     }
 
-    fn on_wake(&mut self, id: u64, later: Option<Duration>, now: Instant) {
+    fn on_wake(&mut self, id: WaitId, later: Option<Duration>, now: Instant) {
         match later {
-            None => self.waits.handle_wake(id, self.node),
+            None => self.waits.handle_wake(id, self.master),
             Some(later) => self.waits.handle_hint(id, crate::clock::after(now, later)),
         }
     }

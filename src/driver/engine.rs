@@ -49,6 +49,7 @@ use smallvec::SmallVec;
 
 use super::{Driver, Poller};
 use crate::commands::Command;
+use crate::ids::{RoundId, WaitId};
 use crate::rules::Round;
 
 mod tasks;
@@ -80,7 +81,7 @@ impl Waiter {
 }
 
 /// Round ids of one call.
-pub(crate) type Ids = SmallVec<[u64; 4]>;
+pub(crate) type Ids = SmallVec<[RoundId; 4]>;
 
 /// How many waiters a [`Wakes`] holds.
 const WAKES: usize = 64;
@@ -181,7 +182,7 @@ impl Engine {
         let waker = mio::Waker::new(poller.poll.registry(), WAKE)?;
         Ok(Engine {
             driver: Mutex::new(Shared {
-                slot_waiters: Vec::with_capacity(driver.capacity()),
+                slot_waiters: Vec::with_capacity(driver.core.flights.capacity()),
                 driver,
                 background: None,
                 kicked: false,
@@ -224,7 +225,7 @@ impl Engine {
         commands: &[Command<'_>],
         wait_until: Instant,
         mut restart: impl FnMut(&mut Round, &Command<'_>, Instant),
-        done: impl FnOnce(&Driver, &[u64]) -> T,
+        done: impl FnOnce(&Driver, &[RoundId]) -> T,
     ) -> Result<(T, io::Result<()>), Full> {
         // (Dropped after the guards: it wakes with the driver free.)
         let mut wakes = Wakes::new();
@@ -257,7 +258,7 @@ impl Engine {
             // this call's own; else wait for one (polling while nobody
             // else does: the rounds holding the slots need their replies).
             now = crate::clock::now();
-            let only_ours = shared.driver.in_flight() == ids.len();
+            let only_ours = shared.driver.core.flights.len() == ids.len();
             if started > 0 || only_ours || now >= wait_until {
                 if ids.is_empty() {
                     leave(self, &mut shared, &mut poller, &mut wakes);
@@ -287,7 +288,7 @@ impl Engine {
         }
         let (mut shared, result) = self.wait(shared, &mut poller, &ids, now, &mut wakes);
         let value = done(&shared.driver, &ids);
-        shared.driver.finish(&ids);
+        shared.driver.core.finish(&ids);
         shared.slots_freed(ids.len());
         self.flush_deferred(&mut shared);
         leave(self, &mut shared, &mut poller, &mut wakes);
@@ -301,12 +302,13 @@ impl Engine {
         &'a self,
         mut shared: MutexGuard<'a, Shared>,
         poller: &mut Option<MutexGuard<'a, Poller>>,
-        ids: &[u64],
+        ids: &[RoundId],
         mut now: Instant,
         wakes: &mut Wakes,
     ) -> (MutexGuard<'a, Shared>, io::Result<()>) {
         loop {
-            if self.yield_first && poller.is_some() && shared.driver.in_flight() == ids.len() {
+            if self.yield_first && poller.is_some() && shared.driver.core.flights.len() == ids.len()
+            {
                 // Alone, with the masters on this machine: their processes,
                 // woken by the requests, may be waiting for this CPU. Once
                 // they have had it, the poll finds their replies instead of
@@ -324,21 +326,21 @@ impl Engine {
             }
             // (A caller woken at its rounds' decision skips the timers:
             // whoever polls keeps them.)
-            if !shared.driver.decided(ids) {
+            if !shared.driver.core.decided(ids) {
                 shared.driver.check_timers(now);
             }
             shared.wake_decided(wakes);
-            if shared.driver.decided(ids) {
+            if shared.driver.core.decided(ids) {
                 return (shared, Ok(()));
             }
             let deadline = ids
                 .iter()
-                .filter_map(|&id| shared.driver.round(id))
+                .filter_map(|&id| shared.driver.core.flights.round(id))
                 .filter(|round| round.decision().is_none())
                 .map(Round::deadline)
                 .min()
                 .unwrap_or(now);
-            let undecided = ids.iter().find(|&&id| !shared.driver.decided(&[id]));
+            let undecided = ids.iter().find(|&&id| !shared.driver.core.decided(&[id]));
             let waiting = undecided.map_or(Waiting::Slot, |&id| Waiting::Round(id));
             let result;
             (shared, result, now) = self.turn(shared, poller, deadline, waiting, now, wakes);
@@ -353,7 +355,7 @@ impl Engine {
     /// told it a time to try at), polling for
     /// everyone while nobody else does, else parked. Returns whether it
     /// was told.
-    pub(crate) fn wait_told(&self, id: u64, until: Instant) -> bool {
+    pub(crate) fn wait_told(&self, id: WaitId, until: Instant) -> bool {
         // (Dropped after the guards: it wakes with the driver free.)
         let mut wakes = Wakes::new();
         let mut shared = lock(&self.driver);
@@ -362,11 +364,16 @@ impl Engine {
         let told = loop {
             shared.driver.check_timers(now);
             shared.wake_decided(&mut wakes);
-            if shared.driver.is_told(id) {
+            if shared.driver.core.waits.is_told(id) {
                 break true;
             }
             // A master may have told it to try sooner.
-            let until = shared.driver.hinted(id).map_or(until, |at| at.min(until));
+            let until = shared
+                .driver
+                .core
+                .waits
+                .hinted(id)
+                .map_or(until, |at| at.min(until));
             if now >= until {
                 break false;
             }
@@ -380,7 +387,7 @@ impl Engine {
                 &mut wakes,
             );
         };
-        shared.driver.take_wait_waiter(id);
+        shared.driver.core.waits.take_waiter(id);
         leave(self, &mut shared, &mut poller, &mut wakes);
         told
     }
@@ -428,11 +435,15 @@ impl Engine {
                 match waiting {
                     Waiting::Round(id) => shared
                         .driver
+                        .core
+                        .flights
                         .set_waiter(id, Waiter::Thread(thread::current())),
                     Waiting::Slot => shared.slot_waiters.push(thread::current()),
                     Waiting::Told(id) => shared
                         .driver
-                        .set_wait_waiter(id, Waiter::Thread(thread::current())),
+                        .core
+                        .waits
+                        .set_waiter(id, Waiter::Thread(thread::current())),
                     // Woken by the thread that polls when it leaves.
                     Waiting::Background => {}
                 }
@@ -484,7 +495,7 @@ impl Engine {
     /// ([`flush_deferred`](Self::flush_deferred)), and one write per master carries
     /// what they all queued.
     fn wake_poll(&self, shared: &mut Shared, task: bool) {
-        if shared.driver.pending() > 0 {
+        if shared.driver.core.flights.unclaimed() > 0 {
             let since = shared.deferred.map_or_else(Instant::now, |(at, _)| at);
             let task = task || shared.deferred.is_some_and(|(_, t)| t);
             shared.deferred = Some((since, task));
@@ -504,7 +515,7 @@ impl Engine {
     /// A caller came back for its rounds: once none woken is left to come
     /// back, what was queued meanwhile is written (the poll is woken).
     fn flush_deferred(&self, shared: &mut Shared) {
-        if shared.driver.pending() > 0 {
+        if shared.driver.core.flights.unclaimed() > 0 {
             return;
         }
         if let Some((_, task)) = shared.deferred.take() {
@@ -537,7 +548,7 @@ impl Shared {
     /// (waking as many callers waiting for a slot).
     pub(crate) fn wake_decided(&mut self, wakes: &mut Wakes) {
         self.driver.wake_decided(wakes);
-        let freed = self.driver.reap();
+        let freed = self.driver.core.reap();
         self.slots_freed(freed);
     }
 
@@ -563,7 +574,7 @@ impl Shared {
             Some((since, _)) => until.min(since + DEFER),
             None => until,
         };
-        if self.driver.pending() > 0 {
+        if self.driver.core.flights.unclaimed() > 0 {
             until.min(now + DEFER)
         } else {
             until
@@ -575,11 +586,11 @@ impl Shared {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Waiting {
     /// A decision of this round.
-    Round(u64),
+    Round(RoundId),
     /// A free slot.
     Slot,
     /// To be told by the masters that a lock was handed over (a wait).
-    Told(u64),
+    Told(WaitId),
     /// The background thread: anything to do for the tasks.
     Background,
 }

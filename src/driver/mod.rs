@@ -25,13 +25,12 @@ use std::time::{Duration, Instant};
 use mio::{Events, Poll, Registry};
 
 use crate::addr::ServerAddr;
-use crate::calls::Granted;
 use crate::commands::Command;
+use crate::ids::RoundId;
 use crate::link::LinkConfig;
 use crate::rules::{NodeError, Round};
 
 use self::core::Core;
-pub(crate) use self::core::OnOrphanEnd;
 use conn::Conn;
 pub(crate) use conn::TlsConfig;
 pub(crate) use engine::{Engine, Full, Ids, Polling, Waiter, Wakes};
@@ -84,7 +83,12 @@ impl Poller {
 pub(crate) struct Driver {
     registry: Registry,
     conns: Vec<Conn>,
-    core: Core<Waiter>,
+    /// The sans-IO core. Callers reach it directly where the driver adds
+    /// nothing (the tables of rounds and waits, the masters' state); the
+    /// driver's own methods are those that bring the sockets in line
+    /// after the core changed (`submit`, `queue`, `release_after`, ...) or
+    /// count what they wake.
+    pub(crate) core: Core<Waiter>,
     /// The poller token of connection 0.
     base: usize,
     /// Callers woken at their rounds' decisions, told of a hand-off, or
@@ -131,11 +135,6 @@ impl Driver {
         })
     }
 
-    /// Has `on_end` told of each orphaned round as it ends.
-    pub(crate) fn on_orphan_end(&mut self, on_end: OnOrphanEnd) {
-        self.core.on_orphan_end(on_end);
-    }
-
     /// The poller tokens of the connections.
     pub(crate) fn tokens(&self) -> std::ops::Range<usize> {
         self.base..self.base + self.conns.len()
@@ -147,37 +146,6 @@ impl Driver {
         let now = crate::clock::now();
         self.core.connect(now);
         self.sync(now);
-    }
-
-    /// The number of masters.
-    pub(crate) fn len(&self) -> usize {
-        self.core.len()
-    }
-
-    /// The masters' addresses, in order.
-    pub(crate) fn addrs(&self) -> impl Iterator<Item = &ServerAddr> {
-        self.core.addrs()
-    }
-
-    /// How many connects each master has had, and how many times the
-    /// restart guard found it suspect, in order.
-    pub(crate) fn connects(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.core.connects()
-    }
-
-    /// Each master that is not ready, with why.
-    pub(crate) fn failures(&self) -> impl Iterator<Item = (&ServerAddr, NodeError)> {
-        self.core.failures()
-    }
-
-    /// Rounds in flight now.
-    pub(crate) fn in_flight(&self) -> usize {
-        self.core.in_flight()
-    }
-
-    /// The most rounds in flight at once.
-    pub(crate) fn capacity(&self) -> usize {
-        self.core.capacity()
     }
 
     /// Connects every master that is down and waits, until `deadline` at
@@ -213,34 +181,13 @@ impl Driver {
         &mut self,
         commands: &[Command<'_>],
         restart: impl FnMut(&mut Round, &Command<'_>, Instant),
-        ids: &mut impl Extend<u64>,
+        ids: &mut impl Extend<RoundId>,
         flush: bool,
         now: Instant,
     ) -> usize {
         let started = self.core.submit(commands, restart, ids, flush, now);
         self.sync(now);
         started
-    }
-
-    /// Whether every round of `ids` is decided (or over).
-    pub(crate) fn decided(&self, ids: &[u64]) -> bool {
-        self.core.decided(ids)
-    }
-
-    /// Round `id`, if it is in flight.
-    pub(crate) fn round(&self, id: u64) -> Option<&Round> {
-        self.core.round(id)
-    }
-
-    /// Ends the rounds `ids`: a connection that let one of them time out
-    /// is marked late (see [`crate::link`]); their slots are freed.
-    pub(crate) fn finish(&mut self, ids: &[u64]) {
-        self.core.finish(ids);
-    }
-
-    /// Sets `waiter` to be woken when round `id` is decided.
-    pub(crate) fn set_waiter(&mut self, id: u64, waiter: Waiter) {
-        self.core.set_waiter(id, waiter);
     }
 
     /// Has the waiters of the rounds decided so far woken (with `wakes`),
@@ -274,68 +221,6 @@ impl Driver {
         }
     }
 
-    /// Starts a wait for a caller that waits for a lock (see
-    /// [`Waits`](crate::flights::Waits)); `None` when the table is full.
-    pub(crate) fn begin_wait(&mut self) -> Option<u64> {
-        self.core.begin_wait()
-    }
-
-    /// Ends wait `id`.
-    pub(crate) fn end_wait(&mut self, id: u64) {
-        self.core.end_wait(id);
-    }
-
-    /// Forgets what told wait `id` so far (before an attempt).
-    pub(crate) fn arm_wait(&mut self, id: u64) {
-        self.core.arm_wait(id);
-    }
-
-    /// Whether a quorum of masters told wait `id` since it was armed.
-    pub(crate) fn is_told(&self, id: u64) -> bool {
-        self.core.is_told(id)
-    }
-
-    /// After a failed attempt, the masters whose grant it had count as
-    /// having told its wait (see [`crate::calls::Granted`]).
-    pub(crate) fn handle_granted(&mut self, granted: Granted) {
-        self.core.handle_granted(granted);
-    }
-
-    /// When a master told wait `id` to try, should nobody hand it the lock
-    /// before (since it was armed).
-    pub(crate) fn hinted(&self, id: u64) -> Option<Instant> {
-        self.core.hinted(id)
-    }
-
-    /// Forgets which waits were told since the last call, for a client
-    /// that asks [`is_told`](Self::is_told) of its waits instead of having
-    /// waiters woken (the embedded one): the list of waits told stays
-    /// within the room allocated for it.
-    pub(crate) fn forget_told(&mut self) {
-        self.core.forget_told();
-    }
-
-    /// Sets `waiter` to be woken when wait `id` is told.
-    pub(crate) fn set_wait_waiter(&mut self, id: u64, waiter: Waiter) {
-        self.core.set_wait_waiter(id, waiter);
-    }
-
-    /// Takes wait `id`'s waiter back.
-    pub(crate) fn take_wait_waiter(&mut self, id: u64) {
-        self.core.take_wait_waiter(id);
-    }
-
-    /// How many callers were woken at their rounds' decisions and have not
-    /// come back for them yet.
-    pub(crate) fn pending(&self) -> usize {
-        self.core.pending()
-    }
-
-    /// The caller of rounds `ids` came back for them.
-    pub(crate) fn claim(&mut self, ids: &[u64]) {
-        self.core.claim(ids);
-    }
-
     /// Has one thread waiting for an undecided round woken (with `wakes`),
     /// to take over the poller; returns whether there was one.
     pub(crate) fn hand_over(&mut self, wakes: &mut Wakes) -> bool {
@@ -356,23 +241,16 @@ impl Driver {
         self.core.needs_polling(|w| !w.is_thread())
     }
 
-    /// Ends the rounds `ids` now, decided or not: their slots are freed
-    /// and their late replies will be dropped.
-    pub(crate) fn abandon(&mut self, ids: &[u64]) {
-        self.core.abandon(ids);
-    }
-
-    /// Round `id`'s caller is gone, its command queued (a dropped unlock):
-    /// see [`Core::orphan`]. Returns whether it was in flight.
-    pub(crate) fn orphan(&mut self, id: u64) -> bool {
-        self.core.orphan(id)
-    }
-
     /// Round `id`'s caller is gone and what it may have done must be
     /// undone by `release` (a dropped acquire): see
     /// [`Core::release_after`], whose release is written now as far as the
     /// sockets take it. Returns whether round `id` was in flight.
-    pub(crate) fn release_after(&mut self, id: u64, release: &Command<'_>, now: Instant) -> bool {
+    pub(crate) fn release_after(
+        &mut self,
+        id: RoundId,
+        release: &Command<'_>,
+        now: Instant,
+    ) -> bool {
         let passed = self.core.release_after(id, release, now);
         self.sync(now);
         passed
@@ -385,17 +263,6 @@ impl Driver {
         let started = self.core.release_orphan(release, now);
         self.sync(now);
         started
-    }
-
-    /// Rounds in flight whose caller is gone.
-    pub(crate) fn orphans(&self) -> usize {
-        self.core.orphans()
-    }
-
-    /// Ends the orphaned rounds that no master is left to answer, telling
-    /// the client of each; returns how many slots that freed.
-    pub(crate) fn reap(&mut self) -> usize {
-        self.core.reap()
     }
 
     /// Writes the commands of the rounds started since the last call, as
@@ -484,7 +351,7 @@ impl Driver {
     /// reply learns that it failed, and its socket is closed.
     fn fail(&mut self, i: usize, error: NodeError, now: Instant) {
         self.core.handle_failure(i, error, now);
-        self.sync_node(i, now);
+        self.sync_master(i, now);
     }
 
     /// After reads: reconnects and quarantines (see
@@ -494,10 +361,10 @@ impl Driver {
     }
 
     /// Brings every connection in line with the core, at `now` (see
-    /// [`sync_node`](Self::sync_node)).
+    /// [`sync_master`](Self::sync_master)).
     fn sync(&mut self, now: Instant) {
         for i in 0..self.conns.len() {
-            self.sync_node(i, now);
+            self.sync_master(i, now);
         }
     }
 
@@ -505,7 +372,7 @@ impl Driver {
     /// session no longer has, opens the one a new start of the session
     /// needs (a socket that cannot be opened fails the master), and
     /// writes what is due to be written (a failed write fails the master).
-    fn sync_node(&mut self, i: usize, now: Instant) {
+    fn sync_master(&mut self, i: usize, now: Instant) {
         let (conn, core) = (&mut self.conns[i], &mut self.core);
         let start = core.socket(i);
         if conn.start().is_some() && conn.start() != start {

@@ -19,7 +19,7 @@ use rustls::{ClientConfig, ClientConnection};
 
 /// A TLS failure (a certificate refused, a protocol error), carried through
 /// `io::Error` to the connection, which reports it as
-/// [`NodeError::Tls`](crate::rules::NodeError::Tls).
+/// [`NodeError::Tls`](crate::NodeError::Tls).
 #[derive(Debug)]
 pub(super) struct TlsFailure(pub(super) String);
 

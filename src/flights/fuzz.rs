@@ -16,7 +16,7 @@
 //! - each round in flight has the model's node states and decision, and
 //!   the earliest deadline is that of the undecided rounds;
 //! - a wake takes exactly the waiters of the decided rounds, each once,
-//!   and the pending count follows the waiters expected back;
+//!   and the unclaimed count follows the waiters expected back;
 //! - a waiter taken over is that of an undecided round, and there is one
 //!   whenever the model has one;
 //! - nothing the table allocated at first grows.
@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 
 use super::Flights;
 use crate::commands::Outcome;
+use crate::ids::RoundId;
 use crate::rules::{NodeError, Op, Reply, Round, ServerError};
 
 /// What a run saw, so that a replay can tell that its programs reach the
@@ -61,7 +62,7 @@ type Waiter = u32;
 struct Entry {
     round: Round,
     waiter: Option<Waiter>,
-    pending: bool,
+    unclaimed: bool,
 }
 
 struct Input<'a> {
@@ -86,7 +87,7 @@ struct Run {
     model: HashMap<u64, Entry>,
     /// Every id handed out, in order.
     issued: Vec<u64>,
-    pending: usize,
+    unclaimed: usize,
     cap: usize,
     masters: usize,
     now: Instant,
@@ -120,7 +121,7 @@ pub fn flights(data: &[u8]) -> FlightsSeen {
         flights,
         model: HashMap::new(),
         issued: Vec::new(),
-        pending: 0,
+        unclaimed: 0,
         cap,
         masters,
         now: Instant::now(),
@@ -158,7 +159,7 @@ impl Run {
             2 => {
                 let node = usize::from(input.byte()) % (self.masters + 1);
                 let error = NodeError::Closed;
-                self.flights.fail_node(node, &error, self.now);
+                self.flights.fail_master(node, &error, self.now);
                 for entry in self.model.values_mut() {
                     entry.round.handle_failure(node, error.clone(), self.now);
                 }
@@ -176,7 +177,7 @@ impl Run {
                 let id = self.pick(input.byte());
                 let waiter = self.next_waiter;
                 self.next_waiter += 1;
-                self.flights.set_waiter(id, waiter);
+                self.flights.set_waiter(RoundId::from_raw(id), waiter);
                 if let Some(entry) = self.model.get_mut(&id) {
                     entry.waiter = Some(waiter);
                 }
@@ -184,12 +185,12 @@ impl Run {
             5 => self.wake(input.byte()),
             6 => {
                 let id = self.pick(input.byte());
-                self.flights.claim(id);
+                self.flights.claim(RoundId::from_raw(id));
                 self.claim(id);
             }
             7 => {
                 let id = self.pick(input.byte());
-                self.flights.finish(id);
+                self.flights.finish(RoundId::from_raw(id));
                 self.claim(id);
                 self.model.remove(&id);
             }
@@ -199,7 +200,7 @@ impl Run {
                 let id = self.pick(input.byte());
                 let node = usize::from(input.byte()) % (self.masters + 1);
                 let now = self.now;
-                self.flights.update(id, |round| {
+                self.flights.update(RoundId::from_raw(id), |round| {
                     round.handle_failure(node, NodeError::Lagging, now)
                 });
                 if let Some(entry) = self.model.get_mut(&id) {
@@ -211,7 +212,7 @@ impl Run {
 
     fn begin(&mut self, b: u8) {
         let op = [Op::Acquire, Op::Extend, Op::Release, Op::FenceRead][usize::from(b % 4)];
-        let Some(id) = self.flights.begin() else {
+        let Some(id) = self.flights.begin().map(RoundId::get) else {
             assert_eq!(self.model.len(), self.cap, "a start refused below the cap");
             self.seen.full += 1;
             return;
@@ -222,7 +223,7 @@ impl Run {
             "id {id:#x} issued twice"
         );
         let (now, masters) = (self.now, self.masters);
-        self.flights.update(id, |round| {
+        self.flights.update(RoundId::from_raw(id), |round| {
             round.restart(op, masters, TTL, DRIFT, TIMEOUT, now)
         });
         let round = Round::new(op, masters, TTL, DRIFT, TIMEOUT, now);
@@ -232,7 +233,7 @@ impl Run {
             Entry {
                 round,
                 waiter: None,
-                pending: false,
+                unclaimed: false,
             },
         );
         self.seen.started += 1;
@@ -240,7 +241,8 @@ impl Run {
 
     fn deliver(&mut self, id: u64, node: usize, outcome: Outcome) {
         let before = self.model.get(&id).map(|e| e.round.decision().is_some());
-        self.flights.deliver(id, node, outcome.clone(), self.now);
+        self.flights
+            .deliver(RoundId::from_raw(id), node, outcome.clone(), self.now);
         let Some(entry) = self.model.get_mut(&id) else {
             self.seen.stale += 1;
             return;
@@ -286,9 +288,9 @@ impl Run {
                 panic!("woken: {waiter}, not a waiter of a round in flight");
             };
             entry.waiter = None;
-            if back && !entry.pending {
-                entry.pending = true;
-                self.pending += 1;
+            if back && !entry.unclaimed {
+                entry.unclaimed = true;
+                self.unclaimed += 1;
             }
             self.seen.woken += 1;
         }
@@ -297,9 +299,9 @@ impl Run {
 
     fn claim(&mut self, id: u64) {
         if let Some(entry) = self.model.get_mut(&id) {
-            if entry.pending {
-                entry.pending = false;
-                self.pending -= 1;
+            if entry.unclaimed {
+                entry.unclaimed = false;
+                self.unclaimed -= 1;
             }
         }
     }
@@ -338,26 +340,38 @@ impl Run {
     fn check(&self) {
         let flights = &self.flights;
         assert_eq!(flights.len(), self.model.len(), "rounds in flight");
-        assert_eq!(flights.pending(), self.pending, "waiters pending");
+        assert_eq!(flights.unclaimed(), self.unclaimed, "waiters unclaimed");
         for &id in &self.issued {
             match self.model.get(&id) {
                 Some(entry) => {
-                    let Some(round) = flights.round(id) else {
+                    let Some(round) = flights.round(RoundId::from_raw(id)) else {
                         panic!("round {id:#x} in flight is not found");
                     };
                     assert_eq!(round.nodes(), entry.round.nodes(), "round {id:#x}'s nodes");
                     assert_eq!(round.decision(), entry.round.decision(), "round {id:#x}");
                     assert_eq!(round.deadline(), entry.round.deadline());
-                    assert_eq!(flights.is_decided(id), entry.round.decision().is_some());
+                    assert_eq!(
+                        flights.is_decided(RoundId::from_raw(id)),
+                        entry.round.decision().is_some()
+                    );
                 }
                 None => {
-                    assert!(!flights.is_live(id), "ended round {id:#x} still in flight");
-                    assert!(flights.round(id).is_none() && flights.is_decided(id));
+                    assert!(
+                        !flights.is_live(RoundId::from_raw(id)),
+                        "ended round {id:#x} still in flight"
+                    );
+                    assert!(
+                        flights.round(RoundId::from_raw(id)).is_none()
+                            && flights.is_decided(RoundId::from_raw(id))
+                    );
                 }
             }
         }
         for never in NEVER {
-            assert!(!flights.is_live(never), "an id never issued is in flight");
+            assert!(
+                !flights.is_live(RoundId::from_raw(never)),
+                "an id never issued is in flight"
+            );
         }
         let deadline = self
             .model

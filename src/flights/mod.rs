@@ -39,8 +39,7 @@ use crate::rules::{NodeError, Round};
 /// The most rounds a table can hold: slot indices take 16 bits of an id.
 pub(crate) const MAX_FLIGHTS: usize = 1 << 16;
 
-const INDEX_BITS: u32 = 16;
-const INDEX_MASK: u64 = (1 << INDEX_BITS) - 1;
+use crate::ids::RoundId;
 
 /// Rounds in flight, each with an optional waiter `W` to wake when it is
 /// decided.
@@ -56,8 +55,8 @@ pub(crate) struct Flights<W> {
     /// slots are taken lowest first, so a lone caller scans one slot).
     high: usize,
     /// Rounds whose waiter was woken at their decision and has not come
-    /// for them yet (see [`pending`](Self::pending)).
-    pending: usize,
+    /// for them yet (see [`unclaimed`](Self::unclaimed)).
+    unclaimed: usize,
     /// Ids of the rounds decided (or given a waiter once decided) since the
     /// last [`wake_decided`](Self::wake_decided), in order: it looks at
     /// those alone, not at every slot (under load, every caller looks once
@@ -65,7 +64,7 @@ pub(crate) struct Flights<W> {
     /// many as there are slots, allocated once; should it fill up (nobody
     /// wakes anyone: the embedded API), `rescan` is set and the next look
     /// goes over every slot.
-    decided: Vec<u64>,
+    decided: Vec<RoundId>,
     rescan: bool,
     /// Rounds in flight whose caller is gone (see [`orphan`](Self::orphan)).
     orphans: usize,
@@ -77,12 +76,12 @@ pub(crate) struct Flights<W> {
 }
 
 struct Slot<W> {
-    /// The id of the round in this slot; 0 when free.
-    id: u64,
+    /// The id of the round in this slot; `RoundId::FREE` when free.
+    id: RoundId,
     round: Round,
     waiter: Option<W>,
-    /// Its waiter was woken and counts in `pending`.
-    pending: bool,
+    /// Its waiter was woken and counts in `unclaimed`.
+    unclaimed: bool,
     /// Its decision is in `decided` (or was, and has been looked at).
     noted: bool,
     /// Its caller is gone: it ends once no master is left to answer it.
@@ -133,10 +132,10 @@ impl<W> Flights<W> {
         Flights {
             slots: (0..cap)
                 .map(|_| Slot {
-                    id: 0,
+                    id: RoundId::FREE,
                     round: idle(),
                     waiter: None,
-                    pending: false,
+                    unclaimed: false,
                     noted: false,
                     orphan: false,
                 })
@@ -146,7 +145,7 @@ impl<W> Flights<W> {
             live: 0,
             high: 0,
             scanned: Cell::new(0),
-            pending: 0,
+            unclaimed: 0,
             decided: Vec::with_capacity(cap),
             rescan: false,
             orphans: 0,
@@ -166,9 +165,9 @@ impl<W> Flights<W> {
     /// Takes a free slot for a new round and returns its id, or `None` when
     /// all are taken. The round must be restarted by the caller
     /// ([`update`](Self::update)) before anything is delivered to it.
-    pub(crate) fn begin(&mut self) -> Option<u64> {
+    pub(crate) fn begin(&mut self) -> Option<RoundId> {
         let index = self.free.pop()?;
-        let id = (self.seq << INDEX_BITS) | u64::from(index);
+        let id = RoundId::new(self.seq, u64::from(index));
         self.seq += 1;
         let slot = &mut self.slots[index as usize];
         slot.id = id;
@@ -180,29 +179,29 @@ impl<W> Flights<W> {
         Some(id)
     }
 
-    fn slot(&self, id: u64) -> Option<&Slot<W>> {
-        let slot = self.slots.get((id & INDEX_MASK) as usize)?;
-        (id != 0 && slot.id == id).then_some(slot)
+    fn slot(&self, id: RoundId) -> Option<&Slot<W>> {
+        let slot = self.slots.get(id.index())?;
+        (id != RoundId::FREE && slot.id == id).then_some(slot)
     }
 
-    fn slot_mut(&mut self, id: u64) -> Option<&mut Slot<W>> {
-        let slot = self.slots.get_mut((id & INDEX_MASK) as usize)?;
-        (id != 0 && slot.id == id).then_some(slot)
+    fn slot_mut(&mut self, id: RoundId) -> Option<&mut Slot<W>> {
+        let slot = self.slots.get_mut(id.index())?;
+        (id != RoundId::FREE && slot.id == id).then_some(slot)
     }
 
     /// Whether round `id` is in flight.
-    pub(crate) fn is_live(&self, id: u64) -> bool {
+    pub(crate) fn is_live(&self, id: RoundId) -> bool {
         self.slot(id).is_some()
     }
 
     /// Round `id`, if it is in flight.
-    pub(crate) fn round(&self, id: u64) -> Option<&Round> {
+    pub(crate) fn round(&self, id: RoundId) -> Option<&Round> {
         self.slot(id).map(|slot| &slot.round)
     }
 
     /// Lets `change` change round `id`, if it is in flight (to restart it,
     /// or to count a node that failed it).
-    pub(crate) fn update(&mut self, id: u64, change: impl FnOnce(&mut Round)) {
+    pub(crate) fn update(&mut self, id: RoundId, change: impl FnOnce(&mut Round)) {
         if let Some(slot) = self.slot_mut(id) {
             change(&mut slot.round);
             if slot.newly_decided() {
@@ -213,7 +212,7 @@ impl<W> Flights<W> {
 
     /// Lists round `id` as decided; with the list full, the next look goes
     /// over every slot instead.
-    fn push_decided(&mut self, id: u64) {
+    fn push_decided(&mut self, id: RoundId) {
         if self.decided.len() < self.decided.capacity() {
             self.decided.push(id);
         } else {
@@ -223,19 +222,19 @@ impl<W> Flights<W> {
 
     /// Whether round `id` is decided; a round not in flight counts as
     /// decided (there is nothing left to wait for).
-    pub(crate) fn is_decided(&self, id: u64) -> bool {
+    pub(crate) fn is_decided(&self, id: RoundId) -> bool {
         self.slot(id)
             .is_none_or(|slot| slot.round.decision().is_some())
     }
 
     /// Ends round `id` and frees its slot; its id is dead from now on.
-    pub(crate) fn finish(&mut self, id: u64) {
+    pub(crate) fn finish(&mut self, id: RoundId) {
         self.claim(id);
         if let Some(slot) = self.slot_mut(id) {
-            slot.id = 0;
+            slot.id = RoundId::FREE;
             slot.waiter = None;
             let orphan = std::mem::take(&mut slot.orphan);
-            let index = (id & INDEX_MASK) as u32;
+            let index = id.index() as u32;
             self.free.push(index);
             self.live -= 1;
             self.orphans -= usize::from(orphan);
@@ -247,7 +246,7 @@ impl<W> Flights<W> {
     /// (see [`reap`](Self::reap)). Its replies still reach it, so that the
     /// client knows when each master has applied (or failed) its command.
     /// Returns whether it was in flight.
-    pub(crate) fn orphan(&mut self, id: u64) -> bool {
+    pub(crate) fn orphan(&mut self, id: RoundId) -> bool {
         self.claim(id);
         let Some(slot) = self.slot_mut(id) else {
             return false;
@@ -270,10 +269,9 @@ impl<W> Flights<W> {
     /// always has one, and the round's commands are tracked from the
     /// moment they can be written until the release has been answered.
     /// `None` if round `id` is not in flight.
-    pub(crate) fn pass_to_release(&mut self, id: u64) -> Option<u64> {
+    pub(crate) fn pass_to_release(&mut self, id: RoundId) -> Option<RoundId> {
         self.claim(id);
-        let index = id & INDEX_MASK;
-        let next = (self.seq << INDEX_BITS) | index;
+        let next = RoundId::new(self.seq, id.index() as u64);
         let slot = self.slot_mut(id)?;
         slot.id = next;
         slot.waiter = None;
@@ -299,7 +297,7 @@ impl<W> Flights<W> {
         let mut freed = 0;
         for i in 0..self.scan() {
             let slot = &self.slots[i];
-            if slot.id != 0 && slot.orphan && !slot.round.has_pending() {
+            if slot.id != RoundId::FREE && slot.orphan && !slot.round.has_pending() {
                 ended(&slot.round);
                 let id = slot.id;
                 self.finish(id);
@@ -311,7 +309,7 @@ impl<W> Flights<W> {
 
     /// Hands the outcome of node `node`'s command to round `id`, if it is
     /// in flight.
-    pub(crate) fn deliver(&mut self, id: u64, node: usize, outcome: Outcome, now: Instant) {
+    pub(crate) fn deliver(&mut self, id: RoundId, node: usize, outcome: Outcome, now: Instant) {
         let Some(slot) = self.slot_mut(id) else {
             return;
         };
@@ -328,16 +326,16 @@ impl<W> Flights<W> {
         }
     }
 
-    /// Node `node` failed (its connection closed after `error`): every
+    /// Master `master` failed (its connection closed after `error`): every
     /// round in flight that still waits for its reply counts it as failed
     /// (each round's command went to every connection when it started, so
-    /// a round still waiting for this node lost its request with the
+    /// a round still waiting for this master lost its request with the
     /// connection).
-    pub(crate) fn fail_node(&mut self, node: usize, error: &NodeError, now: Instant) {
+    pub(crate) fn fail_master(&mut self, master: usize, error: &NodeError, now: Instant) {
         for i in 0..self.scan() {
             let slot = &mut self.slots[i];
-            if slot.id != 0 {
-                slot.round.handle_failure(node, error.clone(), now);
+            if slot.id != RoundId::FREE {
+                slot.round.handle_failure(master, error.clone(), now);
                 if slot.newly_decided() {
                     let id = slot.id;
                     self.push_decided(id);
@@ -353,7 +351,7 @@ impl<W> Flights<W> {
             let slot = &mut self.slots[i];
             // (A decided round still counts the nodes it never heard from
             // as timed out: their connections are marked late when it ends.)
-            if slot.id != 0 && now >= slot.round.deadline() {
+            if slot.id != RoundId::FREE && now >= slot.round.deadline() {
                 slot.round.handle_timeout(now);
                 if slot.newly_decided() {
                     let id = slot.id;
@@ -370,7 +368,7 @@ impl<W> Flights<W> {
         self.slots[..high]
             .iter()
             .filter(|slot| {
-                slot.id != 0
+                slot.id != RoundId::FREE
                     && (slot.round.decision().is_none()
                         || (slot.orphan && slot.round.has_pending()))
             })
@@ -379,7 +377,7 @@ impl<W> Flights<W> {
     }
 
     /// Sets who waits for round `id` (replacing any earlier waiter).
-    pub(crate) fn set_waiter(&mut self, id: u64, waiter: W) {
+    pub(crate) fn set_waiter(&mut self, id: RoundId, waiter: W) {
         let Some(slot) = self.slot_mut(id) else {
             return;
         };
@@ -397,7 +395,7 @@ impl<W> Flights<W> {
 
     /// Takes the waiters of the decided rounds, for `wake`; those for
     /// which it returns `true` are expected back: each counts as
-    /// [`pending`](Self::pending) until its round is
+    /// [`unclaimed`](Self::unclaimed) until its round is
     /// [`claim`](Self::claim)d or finished.
     pub(crate) fn wake_decided(&mut self, mut wake: impl FnMut(W) -> bool) {
         if std::mem::take(&mut self.rescan) {
@@ -417,7 +415,7 @@ impl<W> Flights<W> {
     }
 
     /// Wakes the waiter of round `id` with `wake`, if it is decided.
-    fn wake_one(&mut self, id: u64, wake: &mut impl FnMut(W) -> bool) {
+    fn wake_one(&mut self, id: RoundId, wake: &mut impl FnMut(W) -> bool) {
         let Some(slot) = self.slot_mut(id) else {
             return;
         };
@@ -425,9 +423,9 @@ impl<W> Flights<W> {
             return;
         }
         if let Some(waiter) = slot.waiter.take() {
-            if wake(waiter) && !slot.pending {
-                slot.pending = true;
-                self.pending += 1;
+            if wake(waiter) && !slot.unclaimed {
+                slot.unclaimed = true;
+                self.unclaimed += 1;
             }
         }
     }
@@ -435,17 +433,17 @@ impl<W> Flights<W> {
     /// How many waiters were woken at their rounds' decisions and have not
     /// come for them yet. While some have not, whoever writes for them
     /// may wait for what they will queue next, and write it all at once.
-    pub(crate) fn pending(&self) -> usize {
-        self.pending
+    pub(crate) fn unclaimed(&self) -> usize {
+        self.unclaimed
     }
 
     /// The waiter of round `id` came for it: it no longer counts as
-    /// pending.
-    pub(crate) fn claim(&mut self, id: u64) {
+    /// unclaimed.
+    pub(crate) fn claim(&mut self, id: RoundId) {
         if let Some(slot) = self.slot_mut(id) {
-            if slot.pending {
-                slot.pending = false;
-                self.pending -= 1;
+            if slot.unclaimed {
+                slot.unclaimed = false;
+                self.unclaimed -= 1;
             }
         }
     }
@@ -457,7 +455,7 @@ impl<W> Flights<W> {
         let high = self.scan();
         self.slots[..high]
             .iter_mut()
-            .filter(|slot| slot.id != 0 && slot.round.decision().is_none())
+            .filter(|slot| slot.id != RoundId::FREE && slot.round.decision().is_none())
             .find_map(|slot| slot.waiter.take_if(|w| pick(w)))
     }
 
@@ -467,7 +465,7 @@ impl<W> Flights<W> {
         let high = self.scan();
         self.slots[..high]
             .iter()
-            .filter(|slot| slot.id != 0 && slot.round.decision().is_none())
+            .filter(|slot| slot.id != RoundId::FREE && slot.round.decision().is_none())
             .any(|slot| slot.waiter.as_ref().is_some_and(&pick))
     }
 }

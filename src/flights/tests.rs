@@ -11,7 +11,7 @@ use crate::rules::{Decision, NodeState, Op, Reply};
 const MS: Duration = Duration::from_millis(1);
 const TTL: Duration = Duration::from_secs(10);
 
-fn start(flights: &mut Flights<&'static str>, now: Instant, timeout: Duration) -> u64 {
+fn start(flights: &mut Flights<&'static str>, now: Instant, timeout: Duration) -> RoundId {
     let id = flights.begin().expect("a free slot");
     flights.update(id, |round| {
         round.restart(Op::Acquire, 3, TTL, MS, timeout, now)
@@ -21,7 +21,7 @@ fn start(flights: &mut Flights<&'static str>, now: Instant, timeout: Duration) -
 
 /// Two of the three nodes answer round `id` with `reply` at `at`: a
 /// quorum, whatever the third says.
-fn decide(flights: &mut Flights<&'static str>, id: u64, reply: Reply, at: Instant) {
+fn decide(flights: &mut Flights<&'static str>, id: RoundId, reply: Reply, at: Instant) {
     for node in 0..2 {
         flights.deliver(id, node, Outcome::Reply(reply), at);
     }
@@ -29,7 +29,11 @@ fn decide(flights: &mut Flights<&'static str>, id: u64, reply: Reply, at: Instan
 
 /// One round per name, started at `now` with a 50 ms timeout, each waited
 /// for by its name.
-fn waited(flights: &mut Flights<&'static str>, now: Instant, names: &[&'static str]) -> Vec<u64> {
+fn waited(
+    flights: &mut Flights<&'static str>,
+    now: Instant,
+    names: &[&'static str],
+) -> Vec<RoundId> {
     names
         .iter()
         .map(|&name| {
@@ -41,7 +45,7 @@ fn waited(flights: &mut Flights<&'static str>, now: Instant, names: &[&'static s
 }
 
 /// The waiters `wake_decided` wakes now, in order; `back`: whether they
-/// are expected back (pending).
+/// are expected back (unclaimed).
 fn wake(flights: &mut Flights<&'static str>, back: bool) -> Vec<&'static str> {
     let mut woken = Vec::new();
     flights.wake_decided(|w| {
@@ -134,7 +138,7 @@ fn a_failed_node_fails_only_the_rounds_waiting_for_it() {
     let answered = start(&mut flights, t0, 50 * MS);
     let waiting = start(&mut flights, t0, 50 * MS);
     flights.deliver(answered, 2, Outcome::Reply(Reply::Ok), t0 + MS);
-    flights.fail_node(2, &NodeError::Closed, t0 + 2 * MS);
+    flights.fail_master(2, &NodeError::Closed, t0 + 2 * MS);
     assert_eq!(
         flights.round(answered).expect("live").nodes()[2],
         NodeState::Ok
@@ -166,7 +170,7 @@ fn waiters_are_woken_once_decided_and_one_takes_over() {
 }
 
 #[test]
-fn woken_waiters_are_pending_until_they_come_back() {
+fn woken_waiters_are_unclaimed_until_they_come_back() {
     let t0 = Instant::now();
     let mut flights = Flights::new(4, 3);
     let ids = waited(&mut flights, t0, &["task", "thread", "late"]);
@@ -175,23 +179,23 @@ fn woken_waiters_are_pending_until_they_come_back() {
     }
     // Only the waiters the caller says will come back count.
     flights.wake_decided(|w| w != "thread");
-    assert_eq!(flights.pending(), 1);
+    assert_eq!(flights.unclaimed(), 1);
     // Woken again (a new waiter set on a decided round): counted once.
     flights.set_waiter(ids[0], "task");
     flights.wake_decided(|_| true);
-    assert_eq!(flights.pending(), 1);
+    assert_eq!(flights.unclaimed(), 1);
     flights.claim(ids[0]);
-    assert_eq!(flights.pending(), 0);
+    assert_eq!(flights.unclaimed(), 0);
     flights.claim(ids[0]);
-    assert_eq!(flights.pending(), 0, "claimed once");
+    assert_eq!(flights.unclaimed(), 0, "claimed once");
     // Finishing a round claims it; a late decision counts when woken.
     flights.handle_timeout(t0 + 60 * MS);
     flights.wake_decided(|_| true);
-    assert_eq!(flights.pending(), 1, "the timed-out round's waiter");
+    assert_eq!(flights.unclaimed(), 1, "the timed-out round's waiter");
     flights.finish(ids[2]);
-    assert_eq!(flights.pending(), 0);
+    assert_eq!(flights.unclaimed(), 0);
     flights.finish(ids[2]);
-    assert_eq!(flights.pending(), 0);
+    assert_eq!(flights.unclaimed(), 0);
 }
 
 /// The decided rounds are remembered for the next look at them, in a list
@@ -211,7 +215,7 @@ fn decisions_past_the_list_are_found_by_a_full_look() {
     let mut woken = Vec::new();
     woken.extend(wake(&mut flights, true));
     assert_eq!(woken, ["late"]);
-    assert_eq!(flights.pending(), 1);
+    assert_eq!(flights.unclaimed(), 1);
     // The list is in use again.
     let next = waited(&mut flights, t0, &["next"])[0];
     decide(&mut flights, next, Reply::Ok, t0 + MS);
@@ -290,7 +294,7 @@ fn a_passed_slot_never_gives_an_id_twice() {
     }
     assert_eq!(flights.reap(|_| {}), 1);
     let next = start(&mut flights, t0 + 2 * MS, 50 * MS);
-    assert!(next != acquire && next != release, "{next:x}");
+    assert!(next != acquire && next != release, "{next:?}");
     decide(&mut flights, release, Reply::Ok, t0 + 3 * MS);
     decide(&mut flights, acquire, Reply::Ok, t0 + 3 * MS);
     assert_eq!(flights.round(next).and_then(Round::decision), None);

@@ -17,7 +17,7 @@
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
-use super::{INDEX_BITS, INDEX_MASK};
+use crate::ids::{INDEX_BITS, WaitId};
 
 /// Callers waiting to be told, each with an optional waiter `W` to wake.
 pub(crate) struct Waits<W> {
@@ -31,7 +31,7 @@ pub(crate) struct Waits<W> {
     /// Ids of the waits told since the last [`wake_told`](Self::wake_told),
     /// room for one per slot, allocated once (a slot is listed once per
     /// arming).
-    told: Vec<u64>,
+    told: Vec<WaitId>,
     /// Waiters of waits whose time to try at has come, to wake.
     hints: Vec<W>,
     /// Waits given a time to try at: while there are none, the timer
@@ -56,8 +56,8 @@ pub(crate) struct Waits<W> {
 }
 
 struct Slot<W> {
-    /// The id of the wait in this slot; 0 when free.
-    id: u64,
+    /// The id of the wait in this slot; `WaitId::FREE` when free.
+    id: WaitId,
     /// Masters that told it since it was last armed, bit `i` for master
     /// `i` (masters past the 64th count in bit 63).
     masters: u64,
@@ -92,7 +92,7 @@ impl<W> Waits<W> {
         Waits {
             slots: (0..cap)
                 .map(|_| Slot {
-                    id: 0,
+                    id: WaitId::FREE,
                     masters: 0,
                     listed: false,
                     hinted: None,
@@ -119,9 +119,9 @@ impl<W> Waits<W> {
 
     /// Takes a free slot for a new wait and returns its id, or `None` when
     /// all are taken.
-    pub(crate) fn begin(&mut self) -> Option<u64> {
+    pub(crate) fn begin(&mut self) -> Option<WaitId> {
         let index = self.free.pop()?;
-        let id = (self.seq << INDEX_BITS) | u64::from(index);
+        let id = WaitId::new(self.seq, u64::from(index));
         self.seq += 1;
         let slot = &mut self.slots[index as usize];
         slot.id = id;
@@ -134,17 +134,17 @@ impl<W> Waits<W> {
         Some(id)
     }
 
-    fn slot_mut(&mut self, id: u64) -> Option<&mut Slot<W>> {
-        let slot = self.slots.get_mut((id & INDEX_MASK) as usize)?;
-        (id != 0 && slot.id == id).then_some(slot)
+    fn slot_mut(&mut self, id: WaitId) -> Option<&mut Slot<W>> {
+        let slot = self.slots.get_mut(id.index())?;
+        (id != WaitId::FREE && slot.id == id).then_some(slot)
     }
 
     /// Ends wait `id`: its slot is free, later wake-ups for it are
     /// dropped, its waiter (if any) is returned.
-    pub(crate) fn end(&mut self, id: u64) -> Option<W> {
-        let index = (id & INDEX_MASK) as u32;
+    pub(crate) fn end(&mut self, id: WaitId) -> Option<W> {
+        let index = id.index() as u32;
         let slot = self.slot_mut(id)?;
-        slot.id = 0;
+        slot.id = WaitId::FREE;
         let waiter = slot.waiter.take();
         let hinted = slot.hinted.take().is_some();
         self.free.push(index);
@@ -154,7 +154,7 @@ impl<W> Waits<W> {
 
     /// Forgets what told wait `id` so far: called before each attempt, so
     /// that only the wake-ups after it count for the wait that follows.
-    pub(crate) fn arm(&mut self, id: u64) {
+    pub(crate) fn arm(&mut self, id: WaitId) {
         if let Some(slot) = self.slot_mut(id) {
             slot.masters = 0;
             slot.listed = false;
@@ -166,27 +166,29 @@ impl<W> Waits<W> {
 
     /// Whether a quorum of masters told wait `id` since it was armed (or
     /// it is not a wait any more: nothing to wait for).
-    pub(crate) fn is_told(&self, id: u64) -> bool {
-        match self.slots.get((id & INDEX_MASK) as usize) {
-            Some(slot) if id != 0 && slot.id == id => slot.masters.count_ones() >= self.quorum,
+    pub(crate) fn is_told(&self, id: WaitId) -> bool {
+        match self.slots.get(id.index()) {
+            Some(slot) if id != WaitId::FREE && slot.id == id => {
+                slot.masters.count_ones() >= self.quorum
+            }
             _ => true,
         }
     }
 
     /// Sets `waiter` to be woken when wait `id` is told.
-    pub(crate) fn set_waiter(&mut self, id: u64, waiter: W) {
+    pub(crate) fn set_waiter(&mut self, id: WaitId, waiter: W) {
         if let Some(slot) = self.slot_mut(id) {
             slot.waiter = Some(waiter);
         }
     }
 
     /// Takes wait `id`'s waiter back (its caller stopped waiting).
-    pub(crate) fn take_waiter(&mut self, id: u64) -> Option<W> {
+    pub(crate) fn take_waiter(&mut self, id: WaitId) -> Option<W> {
         self.slot_mut(id)?.waiter.take()
     }
 
     /// Master `node` told wait `id` (a release handed it a lock there).
-    pub(crate) fn handle_wake(&mut self, id: u64, node: usize) {
+    pub(crate) fn handle_wake(&mut self, id: WaitId, node: usize) {
         self.tell(id, 1 << node.min(63));
     }
 
@@ -197,13 +199,13 @@ impl<W> Waits<W> {
     /// took its queue entry); a tell from there that came before the
     /// attempt was armed was forgotten with the arming. Without this, a
     /// waiter whose quorum includes such a master waits for its fallback.
-    pub(crate) fn handle_granted(&mut self, id: u64, masters: u64) {
+    pub(crate) fn handle_granted(&mut self, id: WaitId, masters: u64) {
         self.tell(id, masters);
     }
 
     /// The masters of `masters` told wait `id`: once a quorum has since it
     /// was armed, it is listed to be woken.
-    fn tell(&mut self, id: u64, masters: u64) {
+    fn tell(&mut self, id: WaitId, masters: u64) {
         let quorum = self.quorum;
         let Some(slot) = self.slot_mut(id) else {
             return;
@@ -227,7 +229,7 @@ impl<W> Waits<W> {
     /// release that came later): it moves the attempt no further, or a
     /// waiter under frequent releases would be told to wait again and again
     /// and never make its attempt.
-    pub(crate) fn handle_hint(&mut self, id: u64, at: Instant) {
+    pub(crate) fn handle_hint(&mut self, id: WaitId, at: Instant) {
         let spread = self.spread;
         let Some(slot) = self.slot_mut(id) else {
             return;
@@ -253,7 +255,7 @@ impl<W> Waits<W> {
         let high = self.scan();
         self.slots[..high]
             .iter()
-            .filter(|slot| slot.id != 0 && slot.waiter.is_some())
+            .filter(|slot| slot.id != WaitId::FREE && slot.waiter.is_some())
             .filter_map(|slot| slot.hinted)
             .min()
     }
@@ -266,7 +268,7 @@ impl<W> Waits<W> {
         }
         let high = self.scan();
         for slot in &mut self.slots[..high] {
-            if slot.id != 0 && slot.hinted.is_some_and(|at| at <= now) {
+            if slot.id != WaitId::FREE && slot.hinted.is_some_and(|at| at <= now) {
                 if let Some(waiter) = slot.waiter.take() {
                     self.hints.push(waiter);
                 }
@@ -276,9 +278,9 @@ impl<W> Waits<W> {
 
     /// The latest time a master told wait `id` to try at, since it was
     /// armed.
-    pub(crate) fn hinted(&self, id: u64) -> Option<Instant> {
-        match self.slots.get((id & INDEX_MASK) as usize) {
-            Some(slot) if id != 0 && slot.id == id => slot.hinted,
+    pub(crate) fn hinted(&self, id: WaitId) -> Option<Instant> {
+        match self.slots.get(id.index()) {
+            Some(slot) if id != WaitId::FREE && slot.id == id => slot.hinted,
             _ => None,
         }
     }
@@ -288,7 +290,7 @@ impl<W> Waits<W> {
     pub(crate) fn handle_reconnect(&mut self) {
         let high = self.scan();
         for slot in &mut self.slots[..high] {
-            if slot.id != 0 {
+            if slot.id != WaitId::FREE {
                 slot.masters = u64::MAX;
                 if !slot.listed {
                     slot.listed = true;
@@ -320,7 +322,7 @@ impl<W> Waits<W> {
         let high = self.scan();
         self.slots[..high]
             .iter_mut()
-            .filter(|slot| slot.id != 0 && slot.masters.count_ones() < quorum)
+            .filter(|slot| slot.id != WaitId::FREE && slot.masters.count_ones() < quorum)
             .find(|slot| slot.waiter.as_ref().is_some_and(&pick))
             .and_then(|slot| slot.waiter.take())
     }
@@ -330,13 +332,13 @@ impl<W> Waits<W> {
         let high = self.scan();
         self.slots[..high]
             .iter()
-            .any(|slot| slot.id != 0 && slot.waiter.as_ref().is_some_and(&pick))
+            .any(|slot| slot.id != WaitId::FREE && slot.waiter.as_ref().is_some_and(&pick))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::Waits;
+    use super::{WaitId, Waits};
 
     /// The masters' times for one hand-off may be this far apart.
     const SPREAD: std::time::Duration = std::time::Duration::from_millis(50);
@@ -344,7 +346,7 @@ mod tests {
     #[test]
     fn a_wait_is_told_once_a_quorum_of_masters_told_it() {
         let mut waits: Waits<&str> = Waits::new(4, 5, SPREAD);
-        let id = waits.begin().unwrap_or(0);
+        let id = waits.begin().unwrap_or(WaitId::FREE);
         waits.arm(id);
         waits.set_waiter(id, "caller");
         waits.handle_wake(id, 0);
@@ -363,7 +365,7 @@ mod tests {
     #[test]
     fn arming_forgets_what_told_the_last_attempt() {
         let mut waits: Waits<()> = Waits::new(1, 3, SPREAD);
-        let id = waits.begin().unwrap_or(0);
+        let id = waits.begin().unwrap_or(WaitId::FREE);
         waits.handle_wake(id, 0);
         waits.handle_wake(id, 1);
         assert!(waits.is_told(id));
@@ -377,7 +379,7 @@ mod tests {
     #[test]
     fn masters_that_granted_a_failed_attempt_count_as_telling_it() {
         let mut waits: Waits<&str> = Waits::new(2, 3, SPREAD);
-        let id = waits.begin().unwrap_or(0);
+        let id = waits.begin().unwrap_or(WaitId::FREE);
         waits.set_waiter(id, "caller");
         waits.handle_wake(id, 1);
         waits.arm(id);
@@ -396,9 +398,9 @@ mod tests {
     #[test]
     fn a_wake_up_for_an_ended_wait_reaches_nobody() {
         let mut waits: Waits<&str> = Waits::new(1, 1, SPREAD);
-        let old = waits.begin().unwrap_or(0);
+        let old = waits.begin().unwrap_or(WaitId::FREE);
         waits.end(old);
-        let new = waits.begin().unwrap_or(0);
+        let new = waits.begin().unwrap_or(WaitId::FREE);
         assert_ne!(old, new, "ids are never reused");
         waits.arm(new);
         waits.set_waiter(new, "new");
@@ -412,8 +414,8 @@ mod tests {
     #[test]
     fn a_reconnect_wakes_every_waiter() {
         let mut waits: Waits<u8> = Waits::new(4, 3, SPREAD);
-        let a = waits.begin().unwrap_or(0);
-        let b = waits.begin().unwrap_or(0);
+        let a = waits.begin().unwrap_or(WaitId::FREE);
+        let b = waits.begin().unwrap_or(WaitId::FREE);
         waits.set_waiter(a, 1);
         waits.set_waiter(b, 2);
         waits.handle_reconnect();
@@ -429,7 +431,7 @@ mod tests {
         let t0 = std::time::Instant::now();
         let ms = std::time::Duration::from_millis;
         let mut waits: Waits<&str> = Waits::new(2, 3, SPREAD);
-        let id = waits.begin().unwrap_or(0);
+        let id = waits.begin().unwrap_or(WaitId::FREE);
         waits.set_waiter(id, "second in line");
         assert_eq!(waits.next_hint(), None);
         waits.handle_hint(id, t0 + ms(200));
@@ -458,16 +460,16 @@ mod tests {
     fn an_ended_waits_id_asks_nothing_of_its_slots_next_wait() {
         let t0 = std::time::Instant::now();
         let mut waits: Waits<&str> = Waits::new(1, 3, SPREAD);
-        let old = waits.begin().unwrap_or(0);
+        let old = waits.begin().unwrap_or(WaitId::FREE);
         waits.handle_hint(old, t0);
         waits.end(old);
-        let new = waits.begin().unwrap_or(0);
+        let new = waits.begin().unwrap_or(WaitId::FREE);
         waits.handle_hint(new, t0);
         assert!(waits.is_told(old), "nothing to wait for");
         assert!(!waits.is_told(new));
         assert_eq!(waits.hinted(old), None);
         assert_eq!(waits.hinted(new), Some(t0));
-        assert!(waits.is_told(0), "the id no wait has");
+        assert!(waits.is_told(WaitId::FREE), "the id no wait has");
     }
 
     /// A master's later time to try at for the same hand-off replaces an
@@ -478,7 +480,7 @@ mod tests {
         let t0 = std::time::Instant::now();
         let ms = std::time::Duration::from_millis;
         let mut waits: Waits<&str> = Waits::new(1, 3, SPREAD);
-        let id = waits.begin().unwrap_or(0);
+        let id = waits.begin().unwrap_or(WaitId::FREE);
         waits.handle_hint(id, t0 + ms(150));
         waits.handle_hint(id, t0 + ms(200));
         assert_eq!(waits.hinted(id), Some(t0 + ms(200)));
@@ -501,8 +503,8 @@ mod tests {
     #[test]
     fn only_an_untold_waits_waiter_takes_over() {
         let mut waits: Waits<&str> = Waits::new(4, 3, SPREAD);
-        let told = waits.begin().unwrap_or(0);
-        let untold = waits.begin().unwrap_or(0);
+        let told = waits.begin().unwrap_or(WaitId::FREE);
+        let untold = waits.begin().unwrap_or(WaitId::FREE);
         waits.set_waiter(told, "told");
         waits.set_waiter(untold, "untold");
         waits.handle_wake(told, 0);
@@ -526,7 +528,7 @@ mod tests {
     fn the_hinted_count_follows_the_waits() {
         let t0 = std::time::Instant::now();
         let mut waits: Waits<()> = Waits::new(3, 3, SPREAD);
-        let ids = [(); 3].map(|()| waits.begin().unwrap_or(0));
+        let ids = [(); 3].map(|()| waits.begin().unwrap_or(WaitId::FREE));
         for id in ids {
             waits.handle_hint(id, t0);
         }
@@ -546,7 +548,7 @@ mod tests {
         let a = waits.begin();
         assert!(a.is_some() && waits.begin().is_some());
         assert_eq!(waits.begin(), None);
-        waits.end(a.unwrap_or(0));
+        waits.end(a.unwrap_or(WaitId::FREE));
         assert!(waits.begin().is_some());
     }
 
@@ -558,7 +560,7 @@ mod tests {
         let t0 = std::time::Instant::now();
         let ms = std::time::Duration::from_millis;
         let mut waits: Waits<&str> = Waits::new(1, 3, SPREAD);
-        let id = waits.begin().unwrap_or(0);
+        let id = waits.begin().unwrap_or(WaitId::FREE);
         waits.handle_hint(id, t0 + ms(400));
         waits.handle_hint(id, t0 + ms(420));
         assert_eq!(waits.hinted(id), Some(t0 + ms(420)), "the same hand-off");

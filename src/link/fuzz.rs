@@ -50,6 +50,7 @@ use std::time::{Duration, Instant};
 use super::limits::UNSOLICITED_BUDGET;
 use super::{Expect, Link, LinkConfig, READ_BUFFER, Sink, Skip, State};
 use crate::commands::{Command, Keys, Outcome, Step, TOKEN_LEN, WakeChannel, wake_channel};
+use crate::ids::{RoundId, WaitId};
 use crate::rules::{NodeError, Op};
 use frames::{CHANNEL, Fate, Is, Piece, backing, foresee};
 
@@ -229,11 +230,12 @@ struct Checker<'a> {
 }
 
 impl Sink for Checker<'_> {
-    fn is_live(&self, id: u64) -> bool {
-        self.live.contains_key(&id)
+    fn is_live(&self, id: RoundId) -> bool {
+        self.live.contains_key(&id.get())
     }
 
-    fn on_reply(&mut self, id: u64, op: Op, outcome: Outcome, now: Instant) {
+    fn on_reply(&mut self, id: RoundId, op: Op, outcome: Outcome, now: Instant) {
+        let id = id.get();
         assert_eq!(now, self.now, "an outcome timed otherwise than the read");
         assert_eq!(
             self.queued.get(&id),
@@ -253,7 +255,8 @@ impl Sink for Checker<'_> {
         self.outcomes += 1;
     }
 
-    fn on_wake(&mut self, id: u64, later: Option<Duration>, now: Instant) {
+    fn on_wake(&mut self, id: WaitId, later: Option<Duration>, now: Instant) {
+        let id = id.get();
         assert_eq!(now, self.now, "a wake-up timed otherwise than the read");
         let Some(channel) = self.channel else {
             panic!("wake-up {id} on a link without a wake channel");
@@ -328,7 +331,13 @@ impl Run {
         command.encode(&mut bytes);
         let id = self.next_id;
         self.next_id += 1;
-        match self.link.queue(&command, &bytes, id, must_reach, self.now) {
+        match self.link.queue(
+            &command,
+            &bytes,
+            RoundId::from_raw(id),
+            must_reach,
+            self.now,
+        ) {
             Ok(()) => {
                 self.queued.insert(id, op);
                 self.live.insert(id, false);

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock::after;
 use crate::commands::{self, Command, Outcome, Probe, Step, WakeChannel};
+use crate::ids::{RoundId, WaitId};
 use crate::resp::{Decoder, Status, Token};
 use crate::rules::identity::{Found, Info, Sighting, Suspicion};
 use crate::rules::{NodeError, Op, Reply};
@@ -47,13 +48,13 @@ use replay::Sent;
 /// rounds that are not live are matched to their requests and dropped.
 pub(crate) trait Sink {
     /// Whether round `id` is in progress.
-    fn is_live(&self, id: u64) -> bool;
+    fn is_live(&self, id: RoundId) -> bool;
     /// The outcome of a live round's command: the round's id, the
     /// command's operation, the outcome, and when it was read.
-    fn on_reply(&mut self, id: u64, op: Op, outcome: Outcome, now: Instant);
+    fn on_reply(&mut self, id: RoundId, op: Op, outcome: Outcome, now: Instant);
     /// A release told waiter `id` of this client that it may try now
     /// (`later` is `None`), or once `later` has passed.
-    fn on_wake(&mut self, id: u64, later: Option<Duration>, now: Instant) {
+    fn on_wake(&mut self, id: WaitId, later: Option<Duration>, now: Instant) {
         let _ = (id, later, now);
     }
 }
@@ -61,12 +62,12 @@ pub(crate) trait Sink {
 /// A range of live round ids with a closure for their outcomes.
 #[cfg(test)]
 impl<F: FnMut(u64, Op, Outcome, Instant)> Sink for (std::ops::Range<u64>, F) {
-    fn is_live(&self, id: u64) -> bool {
-        self.0.contains(&id)
+    fn is_live(&self, id: RoundId) -> bool {
+        self.0.contains(&id.get())
     }
 
-    fn on_reply(&mut self, id: u64, op: Op, outcome: Outcome, now: Instant) {
-        (self.1)(id, op, outcome, now)
+    fn on_reply(&mut self, id: RoundId, op: Op, outcome: Outcome, now: Instant) {
+        (self.1)(id.get(), op, outcome, now)
     }
 }
 
@@ -295,12 +296,12 @@ impl Link {
     pub(crate) fn has_request_for(&self, round: u64) -> bool {
         self.requests
             .iter()
-            .any(|p| matches!(p.expect, Expect::Command(sent) if sent.round == round))
+            .any(|p| matches!(p.expect, Expect::Command(sent) if sent.round.get() == round))
     }
 
     /// The rounds of the lock commands still unanswered, oldest first.
     #[cfg(test)]
-    pub(crate) fn request_rounds(&self) -> impl Iterator<Item = u64> + '_ {
+    pub(crate) fn request_rounds(&self) -> impl Iterator<Item = RoundId> + '_ {
         self.requests.iter().filter_map(|p| match p.expect {
             Expect::Command(sent) => Some(sent.round),
             Expect::Step(_) => None,
@@ -384,7 +385,7 @@ impl Link {
         &mut self,
         command: &Command<'_>,
         bytes: &[u8],
-        round: u64,
+        round: RoundId,
         must_reach: bool,
         now: Instant,
     ) -> Result<(), NodeError> {

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use super::limits::UNSOLICITED_BUDGET;
 use super::{Link, Sink};
 use crate::commands::Step;
+use crate::ids::WaitId;
 use crate::resp::Token;
 use crate::rules::NodeError;
 
@@ -182,9 +183,11 @@ impl Link {
         sink: &mut dyn Sink,
     ) -> Result<(), NodeError> {
         match (push.kind, push.ours, push.id) {
-            (PushKind::Message, true, Some(id)) => {
-                sink.on_wake(id, push.later.map(Duration::from_millis), now)
-            }
+            (PushKind::Message, true, Some(id)) => sink.on_wake(
+                WaitId::from_wire(id),
+                push.later.map(Duration::from_millis),
+                now,
+            ),
             (PushKind::Subscribe, true, _) if self.expects(Step::Subscribe) => {
                 self.unsolicited = 0;
                 self.requests.pop_front();

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use super::{Link, Sink};
 use crate::commands::{self, Command, Outcome, Shape};
+use crate::ids::RoundId;
 use crate::resp::Token;
 use crate::rules::{NodeError, Op, ServerError};
 
@@ -17,7 +18,7 @@ use crate::rules::{NodeError, Op, ServerError};
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Sent {
     /// The round it belongs to.
-    pub(super) round: u64,
+    pub(super) round: RoundId,
     /// The command without its byte arguments.
     pub(super) shape: Shape,
 }

@@ -101,7 +101,7 @@ fn queue(link: &mut Link, command: Command<'_>, round: u64, now: Instant) -> Res
     link.queue(
         &command,
         &encoded(&command),
-        round,
+        crate::ids::RoundId::from_raw(round),
         command.must_reach(0),
         now,
     )

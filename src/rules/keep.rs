@@ -44,20 +44,74 @@ pub(crate) enum Extension {
     Failed,
 }
 
-/// How the lock stands after a decision, for the keeper to report. It
-/// mirrors the public `Standing` of the client, which this layer does not
-/// see.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Verdict {
+/// How a kept lock stands.
+///
+/// `Lost` and `Released` are final: once either is reported, the standing
+/// never changes again. More variants may come: match with a wildcard arm.
+///
+/// ```
+/// use redlock_mio::Standing;
+///
+/// fn may_write(standing: Standing) -> bool {
+///     match standing {
+///         Standing::Held => true,
+///         Standing::AtRisk => true, // still valid; get ready to stop
+///         Standing::Lost | Standing::Released => false,
+///         _ => false, // a standing added later: be safe
+///     }
+/// }
+/// assert!(may_write(Standing::AtRisk));
+/// assert!(!may_write(Standing::Lost) && Standing::Lost.is_final());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+#[must_use = "a final standing says whether the lock was lost or released"]
+pub enum Standing {
     /// The last extension reached a quorum.
     Held,
-    /// The last extension missed a quorum, and the lock still has
-    /// validity left.
+    /// The last extension missed a quorum (masters unreachable or too
+    /// slow): the lock still has validity left, and the keeper keeps
+    /// trying, but the holder should get ready to stop.
     AtRisk,
-    /// The lock is gone while its holder counted on it. Final.
+    /// The lock is gone while the holder still counted on it: a quorum
+    /// said its token no longer owns the resource (at an extension, or at
+    /// the release), its validity ran out, or the hold limit was reached.
+    /// Final.
     Lost,
-    /// The holder released the lock while it was still held. Final.
+    /// The holder released the lock ([`Keeper::release`](crate::Keeper::release), or the keeper
+    /// dropped) while it was still held: the end of a normal holding, not
+    /// a loss. Final. Reported once the release's round is over, whatever
+    /// its outcome, except a quorum saying the token no longer owned the
+    /// resource, which is [`Lost`](Self::Lost).
     Released,
+}
+
+impl Standing {
+    /// Whether the standing is final ([`Lost`](Self::Lost) or
+    /// [`Released`](Self::Released)): it never changes after that.
+    pub fn is_final(self) -> bool {
+        matches!(self, Standing::Lost | Standing::Released)
+    }
+
+    /// The standing as a number (kept in an atomic).
+    pub(crate) fn code(self) -> u8 {
+        match self {
+            Standing::Held => 0,
+            Standing::AtRisk => 1,
+            Standing::Lost => 2,
+            Standing::Released => 3,
+        }
+    }
+
+    /// The standing of [`code`](Self::code).
+    pub(crate) fn from_code(code: u8) -> Standing {
+        match code {
+            0 => Standing::Held,
+            1 => Standing::AtRisk,
+            2 => Standing::Lost,
+            _ => Standing::Released,
+        }
+    }
 }
 
 /// The schedule of one kept lock, from the keeper's start to its release.
@@ -158,16 +212,16 @@ impl Schedule {
         outcome: Extension,
         now: Instant,
         valid_until: Instant,
-    ) -> Option<Verdict> {
+    ) -> Option<Standing> {
         self.valid_until = valid_until;
         match outcome {
             Extension::Extended => {
                 self.next = after(self.woke, self.period);
-                Some(Verdict::Held)
+                Some(Standing::Held)
             }
             Extension::Gone => {
                 self.lost = true;
-                Some(Verdict::Lost)
+                Some(Standing::Lost)
             }
             Extension::Limit => {
                 self.next = valid_until;
@@ -177,9 +231,9 @@ impl Schedule {
                 self.next = after(self.woke, self.period / 4);
                 if now >= valid_until {
                     self.lost = true;
-                    Some(Verdict::Lost)
+                    Some(Standing::Lost)
                 } else {
-                    Some(Verdict::AtRisk)
+                    Some(Standing::AtRisk)
                 }
             }
         }
@@ -188,13 +242,17 @@ impl Schedule {
     /// The holder asked for the release, at `now`, the lock valid until
     /// `valid_until`: the lock is lost if its validity ran out before the
     /// keeper woke for it. After this, the keeper never wakes on its own.
-    pub(crate) fn handle_release(&mut self, now: Instant, valid_until: Instant) -> Option<Verdict> {
+    pub(crate) fn handle_release(
+        &mut self,
+        now: Instant,
+        valid_until: Instant,
+    ) -> Option<Standing> {
         self.releasing = true;
         if self.lost || now < valid_until {
             return None;
         }
         self.lost = true;
-        Some(Verdict::Lost)
+        Some(Standing::Lost)
     }
 
     /// The release's round is over: the keeper's last word. The lock was
@@ -202,11 +260,11 @@ impl Schedule {
     /// token no longer owned the resource: it was gone before its
     /// release). A release that failed otherwise is still a release: the
     /// keys that it missed expire at their TTL.
-    pub(crate) fn handle_released(&self, gone: bool) -> Verdict {
+    pub(crate) fn handle_released(&self, gone: bool) -> Standing {
         if self.lost || gone {
-            Verdict::Lost
+            Standing::Lost
         } else {
-            Verdict::Released
+            Standing::Released
         }
     }
 }
@@ -215,7 +273,7 @@ impl Schedule {
 mod tests {
     use std::time::{Duration, Instant};
 
-    use super::{Action, Extension, Schedule, Verdict};
+    use super::{Action, Extension, Schedule, Standing};
 
     const MS: Duration = Duration::from_millis(1);
     const PERIOD: Duration = Duration::from_millis(100);
@@ -258,7 +316,7 @@ mod tests {
             let end = wake + 20 * MS;
             assert_eq!(
                 schedule.handle_extended(Extension::Extended, end, end + VALIDITY),
-                Some(Verdict::Held)
+                Some(Standing::Held)
             );
             assert_eq!(schedule.poll_wake(), Some(wake + PERIOD));
             wake += PERIOD;
@@ -286,7 +344,7 @@ mod tests {
         let end = wake + 30 * MS;
         assert_eq!(
             schedule.handle_extended(Extension::Failed, end, t0 + VALIDITY),
-            Some(Verdict::AtRisk)
+            Some(Standing::AtRisk)
         );
         let retry = wake + PERIOD / 4;
         assert_eq!(schedule.poll_wake(), Some(retry));
@@ -294,7 +352,7 @@ mod tests {
         assert_eq!(schedule.handle_wake(retry, t0 + VALIDITY), Action::Extend);
         assert_eq!(
             schedule.handle_extended(Extension::Extended, retry + MS, retry + VALIDITY),
-            Some(Verdict::Held)
+            Some(Standing::Held)
         );
         assert_eq!(schedule.poll_wake(), Some(retry + PERIOD));
     }
@@ -307,7 +365,7 @@ mod tests {
         let capped = wake + 10 * MS;
         assert_eq!(
             schedule.handle_extended(Extension::Failed, capped, capped),
-            Some(Verdict::Lost)
+            Some(Standing::Lost)
         );
         assert_eq!(schedule.poll_wake(), None);
     }
@@ -318,7 +376,7 @@ mod tests {
         let (mut schedule, wake) = extending(t0);
         assert_eq!(
             schedule.handle_extended(Extension::Gone, wake + MS, wake),
-            Some(Verdict::Lost)
+            Some(Standing::Lost)
         );
         assert_eq!(schedule.poll_wake(), None);
         // Woken all the same (not for the release): nothing to do.
@@ -326,7 +384,7 @@ mod tests {
         assert_eq!(schedule.handle_wake(later, later + VALIDITY), Action::Wait);
         assert_eq!(schedule.poll_wake(), None);
         assert_eq!(schedule.handle_release(later, wake), None, "already lost");
-        assert_eq!(schedule.handle_released(false), Verdict::Lost);
+        assert_eq!(schedule.handle_released(false), Standing::Lost);
     }
 
     #[test]
@@ -352,7 +410,7 @@ mod tests {
         let end = wake + VALIDITY;
         assert_eq!(
             schedule.handle_extended(Extension::Extended, wake, end),
-            Some(Verdict::Held)
+            Some(Standing::Held)
         );
         // At the limit (2 * PERIOD is past it): no extension, the end.
         let wake = t0 + 2 * PERIOD;
@@ -376,9 +434,9 @@ mod tests {
         assert_eq!(schedule.handle_release(t0 + MS, end), None);
         assert_eq!(schedule.poll_wake(), None, "no wake after the release");
         assert_eq!(schedule.handle_wake(t0 + PERIOD, end), Action::Wait);
-        assert_eq!(schedule.handle_released(false), Verdict::Released);
+        assert_eq!(schedule.handle_released(false), Standing::Released);
         // A quorum said the token no longer owned the resource.
-        assert_eq!(schedule.handle_released(true), Verdict::Lost);
+        assert_eq!(schedule.handle_released(true), Standing::Lost);
     }
 
     #[test]
@@ -387,7 +445,7 @@ mod tests {
         let end = t0 + VALIDITY;
         let mut schedule = started(t0, None);
         // The keeper had not woken for the validity's end yet.
-        assert_eq!(schedule.handle_release(end, end), Some(Verdict::Lost));
-        assert_eq!(schedule.handle_released(false), Verdict::Lost);
+        assert_eq!(schedule.handle_release(end, end), Some(Standing::Lost));
+        assert_eq!(schedule.handle_released(false), Standing::Lost);
     }
 }

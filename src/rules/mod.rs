@@ -16,13 +16,11 @@
 //! The driver sends the commands and feeds the replies in; it never decides
 //! quorum itself.
 //!
-//! The module is public on purpose, for two reasons. The algorithm's
-//! decisions are a sans-IO state machine that can be inspected and reused:
-//! drive a [`Round`] with replies and times of your own to see what the
-//! client would decide, in a test or a simulation, or in another client.
-//! And its types are those of the error reports users meet: an
-//! [`Error`](crate::Error) of a round carries a [`Report`] of what each
-//! master did ([`NodeState`], [`NodeError`], [`ServerError`], [`Op`]).
+//! Users meet only a round's [`Report`] and the states and errors in it
+//! ([`NodeState`], [`NodeError`], [`ServerError`], [`Op`]), re-exported at
+//! the crate root. [`Round`], [`Reply`], [`Decision`] and [`drift`] are
+//! public only through the hidden `sim` module (feature `sim`), for the
+//! simulator and the model; elsewhere they are the crate's own.
 
 pub(crate) mod identity;
 pub(crate) mod keep;
@@ -31,17 +29,14 @@ pub(crate) mod wait;
 
 use std::time::Duration;
 
-pub use round::{Decision, NodeError, NodeState, Op, Reply, Report, Round, ServerError};
-pub use wait::free_in;
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub use round::{Decision, Reply, Round};
+pub use round::{NodeError, NodeState, Op, Report, ServerError};
+pub(crate) use wait::free_in;
 
 /// The number of nodes that must agree: `n / 2 + 1`.
 ///
-/// ```
-/// assert_eq!(redlock_mio::rules::quorum(5), 3);
-/// assert_eq!(redlock_mio::rules::quorum(4), 3);
-/// assert_eq!(redlock_mio::rules::quorum(1), 1);
-/// ```
-pub const fn quorum(n: usize) -> usize {
+pub(crate) const fn quorum(n: usize) -> usize {
     n / 2 + 1
 }
 
@@ -54,12 +49,13 @@ pub(crate) fn outlived(ttl: Duration, drift_factor: f64) -> Duration {
 }
 
 /// Redis's expiry precision plus a minimum drift, added to every drift.
-pub const MIN_DRIFT: Duration = Duration::from_millis(2);
+pub(crate) const MIN_DRIFT: Duration = Duration::from_millis(2);
 
 /// The clock drift allowed for a lock of `ttl`: `ttl * drift_factor + 2 ms`.
 ///
 /// `drift_factor` is clamped to `0.0..=1.0` (NaN counts as 0), so this never
 /// panics; [`crate::Builder`] refuses factors outside `0.0..1.0`.
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 pub fn drift(ttl: Duration, drift_factor: f64) -> Duration {
     let factor = if drift_factor.is_nan() {
         0.0
@@ -75,7 +71,7 @@ pub fn drift(ttl: Duration, drift_factor: f64) -> Duration {
 /// when that is zero or less (the lock must be treated as not held).
 ///
 /// Never underflows, whatever the arguments.
-pub fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Option<Duration> {
+pub(crate) fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Option<Duration> {
     ttl.checked_sub(elapsed)
         .and_then(|left| left.checked_sub(drift))
         .filter(|left| !left.is_zero())
@@ -85,7 +81,7 @@ pub fn validity(ttl: Duration, elapsed: Duration, drift: Duration) -> Option<Dur
 /// `jitter`, chosen by `unit`, a random number in `[0, 1)` that the caller
 /// draws (so that this stays deterministic under test). `unit` 0 gives
 /// `base - jitter` (floored at zero), `unit` near 1 gives `base + jitter`.
-pub fn retry_delay(base: Duration, jitter: Duration, unit: f64) -> Duration {
+pub(crate) fn retry_delay(base: Duration, jitter: Duration, unit: f64) -> Duration {
     let unit = if unit.is_nan() {
         0.5
     } else {

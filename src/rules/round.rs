@@ -16,7 +16,7 @@ use crate::resp;
 /// step failed:
 ///
 /// ```
-/// use redlock_mio::{Error, rules::Op};
+/// use redlock_mio::{Error, Op};
 ///
 /// fn failed_step(error: &Error) -> &'static str {
 ///     error.report().map_or("before any round", |report| report.op().name())
@@ -65,6 +65,7 @@ impl Op {
 /// A node's answer, classified by the driver.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 pub enum Reply {
     /// The node did what was asked: acquired (`+OK`), extended or released
     /// (`:1`).
@@ -110,7 +111,7 @@ pub enum Reply {
 /// message never touches the path of a healthy round. Cloning shares it.
 ///
 /// ```
-/// use redlock_mio::rules::ServerError;
+/// use redlock_mio::ServerError;
 ///
 /// let error = ServerError::new(b"NOPERM User locker has no permissions to run the 'evalsha' command");
 /// assert_eq!(error.code(), b"NOPERM");
@@ -213,7 +214,7 @@ impl fmt::Display for ServerError {
 ///
 /// ```
 /// use std::io::ErrorKind;
-/// use redlock_mio::rules::{NodeError, ServerError};
+/// use redlock_mio::{NodeError, ServerError};
 ///
 /// let refused = NodeError::Handshake(ServerError::new(b"WRONGPASS invalid username-password pair"));
 /// assert!(refused.is_configuration());
@@ -423,23 +424,20 @@ fn not_redis(f: &mut fmt::Formatter<'_>, byte: u8) -> fmt::Result {
 /// Where one node stands in a round.
 ///
 /// ```
-/// use std::io::ErrorKind;
-/// use std::time::{Duration, Instant};
-/// use redlock_mio::rules::{NodeError, NodeState, Op, Reply, Round};
+/// use redlock_mio::{Error, NodeState};
 ///
-/// let t0 = Instant::now();
-/// let mut round = Round::new(Op::Acquire, 3, Duration::from_secs(10), Duration::from_millis(102), Duration::from_millis(50), t0);
-/// round.handle_reply(0, Reply::Ok, t0);
-/// round.handle_failure(1, NodeError::Connect(ErrorKind::ConnectionRefused), t0);
-/// round.handle_timeout(t0 + Duration::from_millis(50)); // node 2 never answered
-/// for (i, state) in round.report().nodes().iter().enumerate() {
-///     match state {
-///         NodeState::Ok => println!("#{i} granted"),
-///         NodeState::Failed(error) => println!("#{i} failed: {error}"),
-///         other => println!("#{i}: {other:?}"),
+/// /// Says what each master did in the round that failed.
+/// fn explain(error: &Error) {
+///     let Some(report) = error.report() else { return };
+///     for (i, state) in report.nodes().iter().enumerate() {
+///         match state {
+///             NodeState::Ok => println!("#{i} granted"),
+///             NodeState::Failed(error) => println!("#{i} failed: {error}"),
+///             other => println!("#{i}: {other:?}"),
+///         }
 ///     }
 /// }
-/// assert_eq!(round.report().nodes()[2], NodeState::TimedOut);
+/// explain(&Error::Expired); // no round, no report: nothing to say
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -468,6 +466,7 @@ pub enum NodeState {
 /// How a round ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 pub enum Decision {
     /// A quorum agreed while validity was left. For a release, `validity`
     /// is zero.
@@ -484,27 +483,29 @@ pub enum Decision {
 /// Nodes per round kept inline; more spill to the heap.
 const INLINE_NODES: usize = 8;
 
-/// What each node did in a round: the detail behind a [`Decision`].
+/// What each master did in a round: the detail behind its outcome.
 ///
 /// Every error of a round carries one ([`Error::report`](crate::Error::report)).
 ///
-/// ```
-/// use std::time::{Duration, Instant};
-/// use redlock_mio::rules::{NodeState, Op, Reply, Round, drift};
+/// Its `Display` names each master with what it did, for instance
+/// `acquire on 3 masters (quorum 2) in 1ms: 10.0.0.1:6379: held by another,
+/// 10.0.0.2:6379: held by another, 10.0.0.3:6379: answer not needed
+/// (decided without it)`.
 ///
-/// let (t0, ttl) = (Instant::now(), Duration::from_secs(10));
-/// let mut round = Round::new(Op::Acquire, 3, ttl, drift(ttl, 0.01), Duration::from_millis(50), t0);
-/// round.handle_reply(0, Reply::Refused, t0 + Duration::from_millis(1));
-/// round.handle_reply(1, Reply::Refused, t0 + Duration::from_millis(1));
-/// let masters = ["10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"].map(String::from);
-/// let report = round.report().with_masters(masters.into());
-/// assert_eq!((report.refused(), report.quorum(), report.unreachable()), (2, 2, 0));
-/// assert_eq!(report.nodes()[2], NodeState::Pending); // decided without it
-/// assert_eq!(
-///     report.to_string(),
-///     "acquire on 3 masters (quorum 2) in 1ms: 10.0.0.1:6379: held by another, \
-///      10.0.0.2:6379: held by another, 10.0.0.3:6379: answer not needed (decided without it)"
-/// );
+/// ```
+/// use redlock_mio::Error;
+///
+/// /// Logs why a call failed, and whether the masters were the trouble.
+/// fn log(error: &Error) {
+///     match error.report() {
+///         Some(report) if report.unreachable() > report.nodes().len() - report.quorum() => {
+///             eprintln!("too few masters answered: {report}");
+///         }
+///         Some(report) => eprintln!("{report}"),
+///         None => eprintln!("{error}"),
+///     }
+/// }
+/// log(&Error::Expired);
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report {
@@ -520,14 +521,15 @@ impl Report {
     /// Names the nodes, in order (say, by their addresses, passwords
     /// masked): [`Display`](fmt::Display) then shows the names instead of
     /// `#0`, `#1`, …. Names are used only if there is one per node.
-    pub fn with_masters(mut self, masters: Arc<[String]>) -> Report {
+    pub(crate) fn with_masters(mut self, masters: Arc<[String]>) -> Report {
         if masters.len() == self.nodes.len() {
             self.masters = Some(masters);
         }
         self
     }
 
-    /// The nodes' names, if [`with_masters`](Self::with_masters) gave them.
+    /// The masters' names (their addresses, passwords masked), in order, when the
+    /// client gave them.
     pub fn masters(&self) -> Option<&[String]> {
         self.masters.as_deref()
     }
@@ -677,22 +679,8 @@ impl fmt::Display for Report {
 /// [`report`](Round::report) but never the decision. Reports about nodes
 /// outside the round, or about a node that already has a final state, are
 /// ignored.
-///
-/// ```
-/// use std::time::{Duration, Instant};
-/// use redlock_mio::rules::{Decision, Op, Reply, Round, drift};
-///
-/// let t0 = Instant::now();
-/// let ttl = Duration::from_secs(10);
-/// let mut round = Round::new(Op::Acquire, 5, ttl, drift(ttl, 0.01), Duration::from_millis(50), t0);
-/// round.handle_reply(0, Reply::Ok, t0 + Duration::from_millis(1));
-/// round.handle_reply(3, Reply::Ok, t0 + Duration::from_millis(1));
-/// assert_eq!(round.decision(), None);
-/// round.handle_reply(4, Reply::Ok, t0 + Duration::from_millis(2));
-/// // ttl - elapsed - (ttl * 0.01 + 2 ms)
-/// assert_eq!(round.decision(), Some(Decision::Quorum { validity: Duration::from_millis(9_896) }));
-/// ```
 #[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 pub struct Round {
     op: Op,
     quorum: usize,
@@ -712,6 +700,8 @@ pub struct Round {
     decided_at: Option<Instant>,
 }
 
+// Public for the simulator and the model (feature `sim`).
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 impl Round {
     /// A round of `op` over `nodes` nodes for a lock of `ttl`, started at
     /// `now`; nodes that have not answered by `now + timeout` count as
@@ -774,7 +764,8 @@ impl Round {
         }
     }
 
-    /// The operation of this round.
+    /// The operation of this round (read by the simulator's client).
+    #[cfg_attr(not(feature = "sim"), allow(dead_code))]
     pub fn op(&self) -> Op {
         self.op
     }

@@ -614,3 +614,44 @@ fn a_sighting_counts_its_suspicions() {
     sighting.handle_handshake(Some(&info(b'c')), None, b"m", None, guard, t0);
     assert_eq!(sighting.suspicions(), 2);
 }
+
+/// The examples the public docs showed while `Round` was public: an early
+/// quorum's validity, a report's states and its text.
+#[test]
+fn a_round_decides_early_and_reports_each_master() {
+    let t0 = Instant::now();
+    let mut round = Round::new(Op::Acquire, 5, TTL, drift(TTL, 0.01), TIMEOUT, t0);
+    round.handle_reply(0, Reply::Ok, t0 + MS);
+    round.handle_reply(3, Reply::Ok, t0 + MS);
+    assert_eq!(round.decision(), None);
+    round.handle_reply(4, Reply::Ok, t0 + 2 * MS);
+    // ttl - elapsed - (ttl * 0.01 + 2 ms)
+    assert_eq!(
+        round.decision(),
+        Some(Decision::Quorum {
+            validity: 9_896 * MS
+        })
+    );
+
+    let mut round = acquire(3, t0);
+    round.handle_reply(0, Reply::Ok, t0);
+    round.handle_failure(1, NodeError::Connect(io::ErrorKind::ConnectionRefused), t0);
+    round.handle_timeout(t0 + TIMEOUT);
+    assert_eq!(round.report().nodes()[2], NodeState::TimedOut);
+
+    let mut round = acquire(3, t0);
+    round.handle_reply(0, Reply::Refused, t0 + MS);
+    round.handle_reply(1, Reply::Refused, t0 + MS);
+    let masters = ["10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"].map(String::from);
+    let report = round.report().with_masters(masters.into());
+    assert_eq!(
+        (report.refused(), report.quorum(), report.unreachable()),
+        (2, 2, 0)
+    );
+    assert_eq!(report.nodes()[2], NodeState::Pending);
+    assert_eq!(
+        report.to_string(),
+        "acquire on 3 masters (quorum 2) in 1ms: 10.0.0.1:6379: held by another, \
+         10.0.0.2:6379: held by another, 10.0.0.3:6379: answer not needed (decided without it)"
+    );
+}

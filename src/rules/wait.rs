@@ -27,20 +27,7 @@ const EXPIRY_JITTER: Duration = Duration::from_millis(1);
 /// expire for a quorum to be free, counted from the round's replies:
 /// `None` if the refusals do not tell (keys without TTL, too few answers),
 /// or if refusals are not what kept the quorum away.
-///
-/// ```
-/// use std::time::{Duration, Instant};
-/// use redlock_mio::rules::{Op, Reply, Round, free_in};
-///
-/// let t0 = Instant::now();
-/// let mut round = Round::new(Op::Acquire, 3, Duration::from_secs(10), Duration::from_millis(102), Duration::from_millis(50), t0);
-/// round.handle_reply(0, Reply::Queued { expires_in_ms: Some(900) }, t0);
-/// round.handle_reply(1, Reply::Queued { expires_in_ms: Some(700) }, t0);
-/// round.handle_reply(2, Reply::Queued { expires_in_ms: Some(800) }, t0);
-/// // All three refuse: once two keys have expired, a quorum is free.
-/// assert_eq!(free_in(&round), Some(Duration::from_millis(800)));
-/// ```
-pub fn free_in(round: &Round) -> Option<Duration> {
+pub(crate) fn free_in(round: &Round) -> Option<Duration> {
     let n = round.nodes().len();
     let refusing = round
         .nodes()

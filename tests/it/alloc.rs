@@ -15,8 +15,8 @@ use std::time::Duration;
 use crate::support::clients::one_try;
 use crate::support::cluster::Cluster;
 use crate::support::counting::counted;
+use redlock_mio::Report;
 use redlock_mio::resp::{Decoder, Status};
-use redlock_mio::rules::Report;
 use redlock_mio::{Error, Redlock};
 
 /// The heap allocations `f` makes on the current thread, and the bytes

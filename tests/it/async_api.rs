@@ -15,7 +15,7 @@ use crate::support::clients::one_try;
 use crate::support::cluster::Cluster;
 use crate::support::holdings::{Holding, overlaps};
 use crate::support::proxy::{Dir, Proxies};
-use redlock_mio::rules::NodeState;
+use redlock_mio::NodeState;
 use redlock_mio::{AsyncLockGuard, Error, Redlock, Require};
 
 const TTL: Duration = Duration::from_secs(10);

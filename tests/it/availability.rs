@@ -7,13 +7,13 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::support::check::{
-    assert_gone, command_stats, eventually, holders, is_unreachable, pttl, reset_stats,
+    assert_gone, command_stats, drift, eventually, holders, is_unreachable, pttl, reset_stats,
 };
 use crate::support::clients::{client, one_try};
 use crate::support::cluster::Cluster;
-use redlock_mio::rules::{self, NodeError, NodeState};
 use redlock_mio::scripts::RELEASE_SHA1;
 use redlock_mio::{Error, Lock, Redlock};
+use redlock_mio::{NodeError, NodeState};
 
 const N: usize = 5;
 const REQUEST_TIMEOUT: Duration = Duration::from_millis(50);
@@ -40,7 +40,7 @@ fn release_script_cached(cluster: &Cluster, i: usize) -> bool {
 /// The lock's validity is what the algorithm says: `t0 + ttl - drift`,
 /// with `t0` the start of the round, which began after `before`.
 fn assert_valid_for(lock: &Lock, ttl: Duration, before: Instant) {
-    let keep = ttl - rules::drift(ttl, 0.01);
+    let keep = ttl - drift(ttl, 0.01);
     assert!(
         lock.valid_until() >= before + keep,
         "valid until {:?} after the call started, expected at least {keep:?}",

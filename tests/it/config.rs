@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 use crate::support::check::eventually;
 use crate::support::clients::client;
 use crate::support::cluster::Cluster;
-use redlock_mio::rules::{NodeError, NodeState};
 use redlock_mio::{
     AddrError, Builder, ConfigError, Error, MAX_RESOURCE_LEN, MAX_TIMEOUT, MAX_TTL, Redlock,
     ServerAddr,
 };
+use redlock_mio::{NodeError, NodeState};
 
 const TTL: Duration = Duration::from_secs(10);
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::support::check::{command_stats, eventually, queued_on};
 use crate::support::cluster::Cluster;
 use mio::{Events, Interest, Poll, Token};
-use redlock_mio::rules::NodeState;
+use redlock_mio::NodeState;
 use redlock_mio::{Completion, ConfigError, EmbeddedRedlock, Error, Lock, MAX_TIMEOUT, Redlock};
 
 const TTL: Duration = Duration::from_secs(10);

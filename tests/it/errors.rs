@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use crate::support::check::eventually;
 use crate::support::cluster::{Cluster, ClusterOptions};
-use redlock_mio::rules::{NodeError, NodeState};
 use redlock_mio::{AddrError, ConfigError, Error, Redlock, Require, ServerAddr};
+use redlock_mio::{NodeError, NodeState};
 
 const TTL: Duration = Duration::from_secs(10);
 const SECRET: &str = "s3cret-pw";

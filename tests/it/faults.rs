@@ -15,8 +15,8 @@ use crate::support::check::{
 use crate::support::clients::client;
 use crate::support::cluster::{Cluster, ClusterOptions};
 use crate::support::proxy::{Dir, Proxies};
-use redlock_mio::rules::{NodeError, NodeState};
 use redlock_mio::{Error, Redlock};
+use redlock_mio::{NodeError, NodeState};
 
 const N: usize = 5;
 const REQUEST_TIMEOUT: Duration = Duration::from_millis(50);

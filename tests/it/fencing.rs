@@ -14,7 +14,7 @@ use crate::support::check::{eventually, integer};
 use crate::support::clients::{fenced, one_try};
 use crate::support::cluster::{Cluster, ClusterOptions, Node};
 use crate::support::proxy::{Dir, Proxies};
-use redlock_mio::rules::NodeState;
+use redlock_mio::NodeState;
 use redlock_mio::scripts::{
     FENCE_READ_SCRIPT, FENCE_SYNC_SCRIPT, FENCED_ACQUIRE_SCRIPT, RAISE_SCRIPT,
 };

@@ -31,8 +31,8 @@ use crate::support::cluster::Cluster;
 use crate::support::counting::counted;
 use crate::support::hostile::{Action, Handshake, Hostile, Request};
 use redlock_mio::resp::Error as RespError;
-use redlock_mio::rules::{NodeError, NodeState, Report};
 use redlock_mio::{Error, Lock, Redlock};
+use redlock_mio::{NodeError, NodeState, Report};
 
 // ---------------------------------------------------------------------------
 // The rig: four real masters and the fake, one client

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use crate::support::check::{eventually, kill_clients};
 use crate::support::clients::one_try;
 use crate::support::cluster::{Cluster, ClusterOptions};
-use redlock_mio::rules::{NodeError, NodeState};
 use redlock_mio::{ConfigError, Error, LONGEST_TTL_KEY, MARKER_KEY, Require};
+use redlock_mio::{NodeError, NodeState};
 
 const REQUEST_TIMEOUT: Duration = Duration::from_millis(200);
 

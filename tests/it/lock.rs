@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use crate::support::check::{assert_gone, command_stats, eventually, holders, pttl};
 use crate::support::clients::{client, one_try};
 use crate::support::cluster::{Cluster, ClusterOptions};
-use redlock_mio::rules::{NodeError, NodeState};
 use redlock_mio::{ConfigError, Error, Lock, MAX_TTL, Redlock, TOKEN_LEN};
+use redlock_mio::{NodeError, NodeState};
 
 const TTL: Duration = Duration::from_secs(10);
 

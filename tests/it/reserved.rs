@@ -9,10 +9,10 @@ use std::time::Duration;
 use crate::support::clients::one_try;
 use crate::support::cluster::{Cluster, Node};
 use mio::{Poll, Token};
-use redlock_mio::rules::{NodeError, NodeState};
 use redlock_mio::{
     Error, FENCE_KEY, FENCE_LOST_KEY, LONGEST_TTL_KEY, MARKER_KEY, RESERVED_PREFIX, Redlock,
 };
+use redlock_mio::{NodeError, NodeState};
 
 const TTL: Duration = Duration::from_millis(400);
 

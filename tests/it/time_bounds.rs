@@ -19,7 +19,7 @@ use crate::support::check::{assert_gone, command_stats, reset_stats};
 use crate::support::clients::one_try;
 use crate::support::cluster::Cluster;
 use crate::support::proxy::Proxies;
-use redlock_mio::rules::NodeState;
+use redlock_mio::NodeState;
 use redlock_mio::{Error, Redlock};
 
 const TTL: Duration = Duration::from_secs(30);

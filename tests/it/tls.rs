@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use crate::support::check::eventually;
 use crate::support::pki::{Issued, Pki};
-use redlock_mio::rules::{NodeError, NodeState};
 use redlock_mio::rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use redlock_mio::rustls::{ClientConfig, RootCertStore};
 use redlock_mio::{ConfigError, Error, Redlock, Require};
+use redlock_mio::{NodeError, NodeState};
 
 const TTL: Duration = Duration::from_secs(10);
 

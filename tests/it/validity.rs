@@ -10,12 +10,11 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::check::{assert_gone, command_stats, eventually, pttl};
+use crate::support::check::{assert_gone, command_stats, drift, eventually, pttl};
 use crate::support::clients::client;
 use crate::support::cluster::Cluster;
 use crate::support::proxy::{Dir, Proxies};
 use redlock_mio::Error;
-use redlock_mio::rules::drift;
 use redlock_mio::scripts::EXTEND_SCRIPT;
 
 const REQUEST_TIMEOUT: Duration = Duration::from_millis(50);

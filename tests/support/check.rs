@@ -5,9 +5,15 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_mio::rules::NodeState;
+use redlock_mio::NodeState;
 
 use super::cluster::Cluster;
+
+/// The clock drift allowed for a lock of `ttl`, as `Builder::drift_factor`
+/// documents it: `ttl * factor`, plus 2 ms.
+pub fn drift(ttl: Duration, factor: f64) -> Duration {
+    ttl.mul_f64(factor) + Duration::from_millis(2)
+}
 
 /// Polls `check` every 5 ms until it holds or `within` has passed; returns
 /// whether it held. For "eventually on every node" checks: a lock call

@@ -24,10 +24,9 @@
 
 use std::time::{Duration, Instant};
 
-use redlock_mio::Error;
-use redlock_mio::rules::{self, Decision as LibDecision, NodeError, Reply};
 use redlock_mio::scripts;
-use redlock_mio::sim::FenceMachine;
+use redlock_mio::sim::{Decision as LibDecision, FenceMachine, Reply, Round, drift};
+use redlock_mio::{Error, NodeError};
 
 use super::{Rng, resp_args};
 use crate::client as model;
@@ -101,13 +100,9 @@ impl Pair {
             read_every: 1,
             ..Config::default()
         };
-        let least = rules::drift(Duration::ZERO, 0.0);
+        let least = drift(Duration::ZERO, 0.0);
         let ttl = Duration::from_secs(VALIDITY.into()) + least;
-        assert_eq!(
-            rules::drift(ttl, 0.0),
-            least,
-            "the least drift, whatever the TTL"
-        );
+        assert_eq!(drift(ttl, 0.0), least, "the least drift, whatever the TTL");
         assert_eq!(
             ttl.subsec_nanos() % 1_000_000,
             0,
@@ -147,7 +142,7 @@ impl Pair {
     }
 
     /// Both take the end of the round in flight at tick `now`.
-    fn handle(&mut self, rounds: Vec<rules::Round>, now: u8, last: &Next) -> Next {
+    fn handle(&mut self, rounds: Vec<Round>, now: u8, last: &Next) -> Next {
         self.state.now = now;
         let mut log = Log::on();
         let issued = model::handle(&mut self.state, 0, 0, &self.config, &mut log);
@@ -280,7 +275,7 @@ impl Pair {
     /// The rounds of the step each side just sent, answered by `rng`: the
     /// library's rounds as they stand, and the tick the client takes their
     /// end at.
-    fn answer(&mut self, rng: &mut Rng, forced: Option<&[Node; N]>) -> (Vec<rules::Round>, u8) {
+    fn answer(&mut self, rng: &mut Rng, forced: Option<&[Node; N]>) -> (Vec<Round>, u8) {
         let mut now = self.state.now;
         let mut rounds = self
             .machine

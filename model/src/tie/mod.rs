@@ -4,7 +4,7 @@
 //!
 //! - [`client`]: the library's fenced acquire machine (`FencedAcquire`
 //!   and `FenceBook` of `src/client/fence.rs`, driven through the
-//!   simulator's `FenceMachine`, with the rounds of `rules::Round`) and the
+//!   simulator's `FenceMachine`, with the rounds of `sim::Round`) and the
 //!   model's client ([`crate::client`]) take the same sequences of round
 //!   outcomes and must decide the same thing at every step.
 //! - [`scripts`]: the library's Lua fence scripts, run on a real

@@ -8,7 +8,7 @@
 use std::io::ErrorKind;
 use std::time::Instant;
 
-use redlock_mio::rules::NodeError;
+use redlock_mio::NodeError;
 use redlock_mio::sim::Client;
 
 use super::clock::ClientClock;

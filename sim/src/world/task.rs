@@ -20,8 +20,9 @@
 
 use std::time::{Duration, Instant};
 
-use redlock_mio::rules::{NodeState, Round};
+use redlock_mio::NodeState;
 use redlock_mio::sim::{Fenced, Held, Keep, Names, Pursue};
+use redlock_mio::sim::{Round, RoundId};
 
 use super::history::{self, Holding};
 use super::{Ev, World};
@@ -55,7 +56,7 @@ enum State {
 /// A call's round in flight.
 #[derive(Debug, Clone, Copy)]
 struct Pending {
-    id: u64,
+    id: RoundId,
     begun: Instant,
     begun_g: u64,
     ttl: Duration,
@@ -73,7 +74,7 @@ enum Kind {
 
 /// An attempt in flight: its round, or a fenced acquire's rounds.
 enum Flight {
-    Plain(u64),
+    Plain(RoundId),
     Fenced(Box<Fenced>),
 }
 

@@ -10,6 +10,7 @@ use crate::calls::wait::{Times, Wait};
 use crate::commands::{Command, Keys, wake_channel};
 use crate::error::Error;
 use crate::flights::Waits;
+use crate::ids::WaitId;
 use crate::rules::wait::Terms;
 use crate::rules::{NodeError, Op, Reply, Round, drift};
 
@@ -18,6 +19,8 @@ const TIMEOUT: Duration = Duration::from_millis(100);
 const TTL: Duration = Duration::from_secs(10);
 const TOKEN: [u8; 20] = [7; 20];
 const KEYS: Keys<&[u8]> = Keys::One(b"r");
+/// The wait of the calls that have one.
+const WAIT: WaitId = WaitId::from_wire(5);
 
 fn times() -> Times {
     Times {
@@ -29,7 +32,7 @@ fn times() -> Times {
 
 /// A call on `terms`, with wait 5 if `waits`.
 fn call(terms: Terms, waits: bool) -> Pursue<&'static [u8]> {
-    let wait = waits.then(|| Wait::new(5, &wake_channel(1), 42, times()).expect("fits"));
+    let wait = waits.then(|| Wait::new(WAIT, &wake_channel(1), 42, times()).expect("fits"));
     Pursue::new(KEYS, TTL.as_millis() as u64, terms, times(), wait)
 }
 
@@ -74,7 +77,7 @@ fn attempt(call: &mut Pursue<&'static [u8]>, round: &Round, units: [f64; 2], now
 }
 
 fn member() -> Wait {
-    Wait::new(5, &wake_channel(1), 42, times()).expect("fits")
+    Wait::new(WAIT, &wake_channel(1), 42, times()).expect("fits")
 }
 
 /// The leave of [`KEYS`] by `wait`'s member.
@@ -89,7 +92,7 @@ fn an_attempt_that_wins_ends_the_call_and_leaves_nothing_queued() {
     assert_eq!(
         call.poll(),
         Step::Attempt {
-            arm: Some(5),
+            arm: Some(WAIT),
             cap: None
         }
     );
@@ -100,7 +103,7 @@ fn an_attempt_that_wins_ends_the_call_and_leaves_nothing_queued() {
     assert_eq!(lock.token(), &TOKEN);
     assert!(call.result().is_none(), "taken once");
     let leave = call.leave().expect("a wait");
-    assert_eq!(leave.wait, 5);
+    assert_eq!(leave.wait, WAIT);
     assert_eq!(leave.command, None, "every master granted");
     assert!(call.leave().is_none(), "once");
 }
@@ -130,12 +133,18 @@ fn a_failed_attempt_releases_where_it_went_and_waits_for_the_expiry() {
     assert_eq!(
         call.poll(),
         Step::Wait {
-            told: Some(5),
+            told: Some(WAIT),
             until: now + 200 * MS
         }
     );
     assert!(matches!(call.handle_timeout(), Some(Error::Contended(_))));
-    assert!(matches!(call.poll(), Step::Attempt { arm: Some(5), .. }));
+    assert!(matches!(
+        call.poll(),
+        Step::Attempt {
+            arm: Some(WAIT),
+            ..
+        }
+    ));
 }
 
 #[test]
@@ -147,7 +156,7 @@ fn not_told_it_attempts_when_the_blocking_keys_expire() {
     assert_eq!(
         call.poll(),
         Step::Wait {
-            told: Some(5),
+            told: Some(WAIT),
             until: now + 401 * MS
         }
     );
@@ -155,7 +164,7 @@ fn not_told_it_attempts_when_the_blocking_keys_expire() {
     assert_eq!(
         call.poll(),
         Step::Attempt {
-            arm: Some(5),
+            arm: Some(WAIT),
             cap: Some(deadline)
         }
     );
@@ -279,7 +288,7 @@ fn a_call_dropped_with_its_attempt_under_way_leaves_the_queues() {
         )
     );
     let leave = call.leave().expect("a wait");
-    assert_eq!(leave.wait, 5);
+    assert_eq!(leave.wait, WAIT);
     assert_eq!(leave.command, leave_of(&wait));
     // Dropped between attempts, after one was refused: the same.
     let mut call = self::call(Terms::Retries(3), true);
@@ -332,7 +341,7 @@ fn a_failed_attempt_hands_back_the_masters_that_granted_it() {
     let mut split = round([None, Some(Reply::Ok), queued(30_000)], now);
     split.handle_quarantined(0, now);
     let granted = Some(Granted {
-        wait: 5,
+        wait: WAIT,
         masters: 0b010,
     });
     let mut plain = call(Terms::Retries(3), true);
@@ -341,7 +350,13 @@ fn a_failed_attempt_hands_back_the_masters_that_granted_it() {
         granted,
         "master 1; the quarantined 0 never counts"
     );
-    assert!(matches!(plain.poll(), Step::Wait { told: Some(5), .. }));
+    assert!(matches!(
+        plain.poll(),
+        Step::Wait {
+            told: Some(WAIT),
+            ..
+        }
+    ));
     let mut fenced = call(Terms::Retries(3), true);
     let _ = fenced.fenced();
     let busy = Error::TooManyInFlight { limit: 1 };

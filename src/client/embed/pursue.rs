@@ -20,6 +20,7 @@ use crate::client::Lock;
 use crate::commands::Keys;
 use crate::driver::Driver;
 use crate::error::Error;
+use crate::ids::{RoundId, WaitId};
 use crate::rules::wait::Terms;
 
 /// The bit that sets a `lock_until` ticket apart from the tickets of
@@ -31,7 +32,7 @@ pub(super) struct LockUntil {
     ticket: Ticket,
     call: Pursue<SmallVec<[u8; 64]>>,
     /// The round of the attempt under way.
-    round: Option<u64>,
+    round: Option<RoundId>,
 }
 
 impl LockUntil {
@@ -103,7 +104,7 @@ impl LockUntil {
                     }
                 }
                 Step::InFlight => {
-                    let decided = self.round.filter(|&id| base.driver.decided(&[id]));
+                    let decided = self.round.filter(|&id| base.driver.core.decided(&[id]));
                     let Some(id) = decided else {
                         return;
                     };
@@ -111,7 +112,7 @@ impl LockUntil {
                     self.attempted(base, id, now);
                 }
                 Step::Wait { told, until } => {
-                    let spent = if told.is_some_and(|id| base.driver.is_told(id)) {
+                    let spent = if told.is_some_and(|id| base.driver.core.waits.is_told(id)) {
                         self.call.handle_told(now)
                     } else if now >= wait_end(&base.driver, told, until) {
                         self.call.handle_timeout()
@@ -138,7 +139,7 @@ impl LockUntil {
             return Ok(());
         };
         if let Some(id) = arm {
-            base.driver.arm_wait(id);
+            base.driver.core.waits.arm(id);
         }
         let token = base.tokens.token();
         let timeout = calls::timeout(base.config.request_timeout, cap, now);
@@ -148,7 +149,7 @@ impl LockUntil {
 
     /// The attempt's round `id` was decided, at `now`: the machine reads
     /// it, and the release of a failed attempt is queued without waiting.
-    fn attempted(&mut self, base: &mut Base, id: u64, now: Instant) {
+    fn attempted(&mut self, base: &mut Base, id: RoundId, now: Instant) {
         let Some(round) = base.take(id) else {
             let release = self.call.handle_lost(|| base.tokens.unit(), now);
             return base.driver.queue(&release, crate::clock::now());
@@ -169,7 +170,10 @@ impl LockUntil {
             driver.queue(release, crate::clock::now());
         }
         if let Some(granted) = attempted.granted {
-            driver.handle_granted(granted);
+            driver
+                .core
+                .waits
+                .handle_granted(granted.wait, granted.masters);
         }
     }
 
@@ -185,7 +189,7 @@ impl LockUntil {
 /// When a wait (of slot `told`, if it has one) until `until` ends if
 /// nobody tells it: then, or at the earlier time a master told it to try
 /// at.
-fn wait_end(driver: &Driver, told: Option<u64>, until: Instant) -> Instant {
-    let hinted = told.and_then(|id| driver.hinted(id));
+fn wait_end(driver: &Driver, told: Option<WaitId>, until: Instant) -> Instant {
+    let hinted = told.and_then(|id| driver.core.waits.hinted(id));
     hinted.map_or(until, |at| at.min(until))
 }

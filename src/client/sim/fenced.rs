@@ -22,6 +22,7 @@ use crate::client::fence::{FenceBook, FencedAcquire, Host};
 use crate::client::rounds::{Ends, RoundEnd};
 use crate::commands::Command;
 use crate::error::Error;
+use crate::ids::RoundId;
 use crate::rules::{self, NodeState, Op, Reply, Report, Round};
 
 /// A fenced acquire under way (see the module docs): the attempt, the
@@ -29,7 +30,7 @@ use crate::rules::{self, NodeState, Op, Reply, Report, Round};
 /// rounds as they ended (for the simulator's checkers).
 pub struct Fenced {
     attempt: FencedAcquire<'static>,
-    ids: SmallVec<[u64; 1]>,
+    ids: SmallVec<[RoundId; 1]>,
     acquire: Option<Round>,
     raise: Option<Round>,
     /// The steps whose rounds went out, one after another.
@@ -41,9 +42,20 @@ pub struct Fenced {
     troubled: bool,
 }
 
+impl std::fmt::Debug for Fenced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fenced")
+            .field("rounds", &self.ids)
+            .field("steps", &self.steps)
+            .field("read", &self.read)
+            .field("troubled", &self.troubled)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Fenced {
     /// The rounds of its step in flight; empty once it has ended.
-    pub fn rounds(&self) -> &[u64] {
+    pub fn rounds(&self) -> &[RoundId] {
         &self.ids
     }
 
@@ -126,7 +138,7 @@ impl Client {
     /// Has `caller` woken when a round of `fenced`'s step is decided.
     pub fn set_fenced_waiter(&mut self, fenced: &Fenced, caller: u64) {
         for &id in &fenced.ids {
-            self.core.set_waiter(id, caller);
+            self.core.flights.set_waiter(id, caller);
         }
     }
 
@@ -169,7 +181,9 @@ impl Client {
         let (result, waited) = self.finish_fenced(fenced);
         let held = result.as_ref().map(Held::from_lock).map_err(Clone::clone);
         if let Some(granted) = pursue.0.handle_fenced(waited, result, draw, now) {
-            self.core.handle_granted(granted);
+            self.core
+                .waits
+                .handle_granted(granted.wait, granted.masters);
         }
         held
     }
@@ -193,7 +207,7 @@ impl Client {
             return;
         };
         for (command, &id) in next.commands.iter().zip(&fenced.ids) {
-            let behind = release_behind(command, self.core.round(id));
+            let behind = release_behind(command, self.core.flights.round(id));
             match behind.filter(|_| next.release_on_drop) {
                 Some(release) => {
                     self.core.release_after(id, &release, now);
@@ -337,6 +351,14 @@ struct Bare {
     book: FenceBook,
     tokens: u64,
     released: usize,
+}
+
+impl std::fmt::Debug for FenceMachine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FenceMachine")
+            .field("attempting", &self.attempt.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl FenceMachine {

@@ -108,7 +108,7 @@ fn a_server_reached_twice_gets_nothing_held_for_the_second_handshake() {
             now,
         );
     };
-    let mut ids: Vec<u64> = Vec::new();
+    let mut ids: Vec<crate::ids::RoundId> = Vec::new();
     core.submit(&[extend], restart, &mut ids, true, t0 + MS);
     assert!(core.take_write_due(0) && written(&mut core, 0).contains("EVALSHA"));
     // The handshake's last reply is the read that must fail the socket,
@@ -141,11 +141,11 @@ fn a_session_that_is_down_reconnects_by_itself_while_a_caller_waits() {
     assert_eq!(core.next_timer(), None, "nobody waits: no timer");
     core.handle_timeout(t0 + Duration::from_secs(1));
     assert!(core.socket(0).is_none(), "nobody waits: stays down");
-    let id = core.begin_wait().unwrap();
+    let id = core.waits.begin().unwrap();
     let t1 = t0 + Duration::from_secs(1);
     let due = core.next_timer().unwrap();
     assert!(due <= t0 + 10 * MS, "due at the back-off's end: {due:?}");
     core.handle_timeout(t1);
     assert_eq!(core.socket(0), Some(2), "a new start of the session");
-    core.end_wait(id);
+    core.waits.end(id);
 }

@@ -10,6 +10,7 @@ use std::time::Instant;
 use super::{Engine, Full, Ids, Poller, Shared, Waiter, Waiting, Wakes, leave};
 use crate::commands::Command;
 use crate::driver::Driver;
+use crate::ids::{RoundId, WaitId};
 use crate::rules::Round;
 use crate::sync::lock;
 
@@ -42,7 +43,7 @@ impl Engine {
     ) -> Result<(Ids, bool), Full> {
         let mut shared = lock(&self.driver);
         let mut ids = Ids::new();
-        let alone = shared.driver.in_flight() == 0 && !shared.kicked;
+        let alone = shared.driver.core.flights.len() == 0 && !shared.kicked;
         let mut now = crate::clock::now();
         if alone {
             if let Ok(mut poller) = self.poller.try_lock() {
@@ -71,7 +72,11 @@ impl Engine {
             }
             return Ok((ids, true));
         }
-        shared.driver.set_waiter(first, Waiter::Task(waker.clone()));
+        shared
+            .driver
+            .core
+            .flights
+            .set_waiter(first, Waiter::Task(waker.clone()));
         if alone {
             // Written: the background thread polls for the replies.
             self.kick(&mut shared);
@@ -94,15 +99,15 @@ impl Engine {
     /// is kept to be woken at their decision.
     pub(crate) fn check<T>(
         &self,
-        ids: &[u64],
+        ids: &[RoundId],
         waker: &Waker,
         polling: Polling,
-        done: impl FnOnce(&Driver, &[u64]) -> T,
+        done: impl FnOnce(&Driver, &[RoundId]) -> T,
     ) -> Option<T> {
         // (Dropped after the guard: it wakes with the driver free.)
         let mut wakes = Wakes::new();
         let mut shared = lock(&self.driver);
-        if polling == Polling::Myself && !shared.driver.decided(ids) {
+        if polling == Polling::Myself && !shared.driver.core.decided(ids) {
             if let Ok(mut poller) = self.poller.try_lock() {
                 let polled = poller.poll(std::time::Duration::ZERO);
                 shared.count_poll(&poller.events, std::time::Duration::ZERO);
@@ -119,23 +124,27 @@ impl Engine {
                 leave(self, &mut shared, &mut poller, &mut wakes);
             }
         }
-        if polling == Polling::Myself && !shared.driver.decided(ids) {
+        if polling == Polling::Myself && !shared.driver.core.decided(ids) {
             // Nobody else keeps the rounds' deadlines (a thread or the
             // background thread that polls does, when it polls).
             shared.driver.check_timers(crate::clock::now());
         }
-        if shared.driver.decided(ids) {
+        if shared.driver.core.decided(ids) {
             let value = done(&shared.driver, ids);
-            shared.driver.finish(ids);
+            shared.driver.core.finish(ids);
             shared.slots_freed(ids.len());
             self.flush_deferred(&mut shared);
             return Some(value);
         }
-        shared.driver.claim(ids);
+        shared.driver.core.claim(ids);
         self.flush_deferred(&mut shared);
         if polling != Polling::Myself {
-            if let Some(&id) = ids.iter().find(|&&id| !shared.driver.decided(&[id])) {
-                shared.driver.set_waiter(id, Waiter::Task(waker.clone()));
+            if let Some(&id) = ids.iter().find(|&&id| !shared.driver.core.decided(&[id])) {
+                shared
+                    .driver
+                    .core
+                    .flights
+                    .set_waiter(id, Waiter::Task(waker.clone()));
             }
         }
         if polling == Polling::HandOver {
@@ -153,11 +162,11 @@ impl Engine {
     /// left to the driver are polled for by the background thread.
     pub(crate) fn abandon(&self, then: impl FnOnce(&mut Driver)) {
         let mut shared = lock(&self.driver);
-        let before = shared.driver.in_flight();
+        let before = shared.driver.core.flights.len();
         then(&mut shared.driver);
-        let freed = before.saturating_sub(shared.driver.in_flight());
+        let freed = before.saturating_sub(shared.driver.core.flights.len());
         shared.slots_freed(freed);
-        if shared.driver.orphans() > 0 {
+        if shared.driver.core.flights.orphans() > 0 {
             self.kick(&mut shared);
         }
         self.flush_deferred(&mut shared);
@@ -193,25 +202,27 @@ impl Engine {
     /// master told it to try at, if one did.
     pub(crate) fn check_told(
         self: &Arc<Self>,
-        id: u64,
+        id: WaitId,
         waker: &Waker,
     ) -> Result<(), Option<Instant>> {
         let mut shared = lock(&self.driver);
-        if shared.driver.is_told(id) {
-            shared.driver.take_wait_waiter(id);
+        if shared.driver.core.waits.is_told(id) {
+            shared.driver.core.waits.take_waiter(id);
             return Ok(());
         }
         shared
             .driver
-            .set_wait_waiter(id, Waiter::Task(waker.clone()));
+            .core
+            .waits
+            .set_waiter(id, Waiter::Task(waker.clone()));
         self.spawn_background(&mut shared);
         self.kick(&mut shared);
-        Err(shared.driver.hinted(id))
+        Err(shared.driver.core.waits.hinted(id))
     }
 
     /// A task stopped waiting for wait `id`.
-    pub(crate) fn forget_told(&self, id: u64) {
-        lock(&self.driver).driver.take_wait_waiter(id);
+    pub(crate) fn forget_told(&self, id: WaitId) {
+        lock(&self.driver).driver.core.waits.take_waiter(id);
     }
 
     /// Disarms timer `id`.

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use super::{MS, command, config, scripts, take};
 use crate::commands::{Command, Outcome};
 use crate::flights::Flights;
+use crate::ids::RoundId;
 use crate::link::{Link, Sink, encoded};
 use crate::rules::{Decision, NodeError, NodeState, Op, Round};
 
@@ -26,11 +27,11 @@ struct ToFlights<'a> {
 }
 
 impl Sink for ToFlights<'_> {
-    fn is_live(&self, id: u64) -> bool {
+    fn is_live(&self, id: RoundId) -> bool {
         self.flights.is_live(id)
     }
 
-    fn on_reply(&mut self, id: u64, _: Op, outcome: Outcome, now: Instant) {
+    fn on_reply(&mut self, id: RoundId, _: Op, outcome: Outcome, now: Instant) {
         self.flights.deliver(id, self.node, outcome, now);
     }
 }
@@ -71,7 +72,7 @@ impl Masters {
     }
 
     /// Queues `command` for round `id` on every link.
-    fn send(&mut self, id: u64, command: &Command<'_>, now: Instant) {
+    fn send(&mut self, id: RoundId, command: &Command<'_>, now: Instant) {
         for link in &mut self.links {
             link.queue(command, &encoded(command), id, true, now)
                 .expect("the link takes it");
@@ -79,7 +80,7 @@ impl Masters {
     }
 
     /// Starts an acquire round, its command queued on every link.
-    fn acquire(&mut self, now: Instant) -> u64 {
+    fn acquire(&mut self, now: Instant) -> RoundId {
         let id = self.flights.begin().expect("a free slot");
         self.flights.update(id, |round| {
             round.restart(
@@ -97,7 +98,7 @@ impl Masters {
 
     /// The acquire's caller is gone: the driver's path for a dropped
     /// acquire future. Returns the id of its release.
-    fn drop_acquire(&mut self, id: u64, now: Instant) -> u64 {
+    fn drop_acquire(&mut self, id: RoundId, now: Instant) -> RoundId {
         let release_id = self
             .flights
             .pass_to_release(id)
@@ -137,7 +138,7 @@ impl Masters {
     /// Master `node`'s connection fails at `now`.
     fn fail(&mut self, node: usize, now: Instant) {
         let error = NodeError::Connect(std::io::ErrorKind::TimedOut);
-        self.flights.fail_node(node, &error, now);
+        self.flights.fail_master(node, &error, now);
         self.links[node].close(error, now);
         self.reap();
     }

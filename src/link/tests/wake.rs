@@ -6,8 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::{MS, command, config, scripts, take};
+use super::{MS, command, config, queue, scripts, take};
 use crate::commands::{Outcome, WakeChannel, wake_channel};
+use crate::ids::{RoundId, WaitId};
 use crate::link::limits::UNSOLICITED_BUDGET;
 use crate::link::{Link, LinkConfig, Sink};
 use crate::rules::{NodeError, Op, Reply};
@@ -34,16 +35,16 @@ struct Seen {
 }
 
 impl Sink for Seen {
-    fn is_live(&self, id: u64) -> bool {
-        id == 1
+    fn is_live(&self, id: RoundId) -> bool {
+        id.get() == 1
     }
 
-    fn on_reply(&mut self, _: u64, op: Op, outcome: Outcome, _: Instant) {
+    fn on_reply(&mut self, _: RoundId, op: Op, outcome: Outcome, _: Instant) {
         self.replies.push((op, outcome));
     }
 
-    fn on_wake(&mut self, id: u64, later: Option<Duration>, _: Instant) {
-        self.wakes.push((id, later));
+    fn on_wake(&mut self, id: WaitId, later: Option<Duration>, _: Instant) {
+        self.wakes.push((id.get(), later));
     }
 }
 
@@ -121,8 +122,7 @@ fn a_command_queued_during_the_handshake_is_answered_after_the_subscribe() {
     link.start(None, None, 0, t0);
     link.connected(t0);
     let acquire = command(Op::Acquire, 30_000);
-    link.queue(&acquire, &crate::link::encoded(&acquire), 1, false, t0)
-        .expect("held back for the handshake");
+    queue(&mut link, acquire, 1, t0).expect("held back for the handshake");
     let handshake = take(&mut link);
     assert!(
         handshake.contains("HELLO") && !handshake.contains("SUBSCRIBE"),
@@ -226,8 +226,7 @@ fn wake_ups_on_the_clients_channel_reach_the_sink_and_the_rest_is_skipped() {
     );
     // Replies still match their requests around pushes.
     let extend = command(Op::Extend, 30_000);
-    link.queue(&extend, &crate::link::encoded(&extend), 1, false, t0)
-        .expect("queued");
+    queue(&mut link, extend, 1, t0).expect("queued");
     take(&mut link);
     feed(
         &mut link,
@@ -276,8 +275,7 @@ fn only_the_awaited_subscribe_push_confirms() {
     feed(&mut link, &confirm(b":1\r\n"), t0, &mut seen).expect("subscribed");
     assert!(link.is_ready());
     let acquire = command(Op::Acquire, 30_000);
-    link.queue(&acquire, &crate::link::encoded(&acquire), 1, false, t0)
-        .expect("queued");
+    queue(&mut link, acquire, 1, t0).expect("queued");
     take(&mut link);
     let late = [confirm(b":1\r\n"), b"+OK\r\n".to_vec()].concat();
     feed(&mut link, &late, t0, &mut seen).expect("the reply matched");

@@ -1,7 +1,7 @@
 //! Garbage, oversized lengths and counts, deep nesting, endless lines.
 
+use redlock_mio::NodeError;
 use redlock_mio::resp::Error as RespError;
-use redlock_mio::rules::NodeError;
 
 use super::{
     BULK_LIMIT, DEPTH_LIMIT, ELEMENT_LIMIT, LINE_LIMIT, always, broke_protocol, check_failing,

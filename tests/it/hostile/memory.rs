@@ -3,7 +3,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_mio::rules::{NodeError, NodeState, Report};
+use redlock_mio::{NodeError, NodeState, Report};
 
 use super::lengths::{endless_line, huge_error};
 use super::{

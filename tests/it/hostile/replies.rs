@@ -3,7 +3,7 @@
 use std::thread;
 
 use redlock_mio::Error;
-use redlock_mio::rules::{NodeError, NodeState};
+use redlock_mio::{NodeError, NodeState};
 
 use super::{
     BACKOFF_WAIT, HOSTILE, NOTICE, TTL, acquire, always, block, check_failing,

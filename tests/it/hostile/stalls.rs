@@ -3,7 +3,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_mio::rules::{NodeError, NodeState};
+use redlock_mio::{NodeError, NodeState};
 
 use super::{
     BACKOFF_WAIT, HOSTILE, NOTICE, REQUEST_TIMEOUT, STALL_TIMEOUT, TTL, block, check_failing,

@@ -11,7 +11,7 @@ use crate::support::check::{assert_gone, calls, eventually, left_on, queued_at};
 use crate::support::cluster::Cluster;
 use crate::support::holdings::{Holding, assert_safe};
 use crate::support::restart::restart_empty;
-use redlock_mio::rules::NodeState;
+use redlock_mio::NodeState;
 use redlock_mio::{ConfigError, Error, RESERVED_PREFIX};
 
 use super::front::{Call, Client, Held};

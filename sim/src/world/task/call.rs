@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use redlock_mio::Error;
-use redlock_mio::rules::Round;
+use redlock_mio::sim::Round;
 use redlock_mio::sim::{Names, Next};
 
 use super::*;
@@ -268,7 +268,7 @@ impl World {
         let quarantined = round.as_ref().is_some_and(|r| {
             r.nodes()
                 .iter()
-                .any(|n| matches!(n, redlock_mio::rules::NodeState::Quarantined))
+                .any(|n| matches!(n, redlock_mio::NodeState::Quarantined))
         });
         if quarantined {
             // The restart guard counts a master that started lately for

@@ -123,7 +123,7 @@ impl World {
         &mut self,
         c: usize,
         k: usize,
-        id: u64,
+        id: RoundId,
         ttl: Duration,
         drop: bool,
     ) -> Pending {
