@@ -100,3 +100,45 @@ impl Wait {
             .then(|| Command::leave(keys, self.member()).with_script())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{Times, Wait};
+    use crate::commands::{Keys, wake_channel};
+    use crate::ids::WaitId;
+
+    fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+        haystack.windows(needle.len()).any(|w| w == needle)
+    }
+
+    /// The acquire that waits and the leave carry the waiter's member,
+    /// `<window ms>|<wait id>|<channel>`, which the scripts parse and the
+    /// releases publish to.
+    #[test]
+    fn the_commands_carry_the_waiters_member() {
+        let times = Times {
+            request_timeout: Duration::from_millis(100),
+            retry_delay: Duration::from_millis(200),
+            retry_jitter: Duration::ZERO,
+        };
+        let channel = wake_channel(0xab);
+        let Some(mut wait) = Wait::new(WaitId::from_wire(65_541), &channel, 42, times) else {
+            panic!("a member fits");
+        };
+        let member = [&b"400|65541|"[..], &channel].concat();
+        let keys = Keys::One(&b"r"[..]);
+        let mut out = Vec::new();
+        wait.acquire(keys, &[7; 20], 1_000).encode(&mut out);
+        assert!(contains(&out, &member), "{}", String::from_utf8_lossy(&out));
+        assert_eq!(wait.queue().0, &member[..]);
+        wait.entries.attempting();
+        let Some(leave) = wait.leave(keys) else {
+            panic!("an attempt under way may have queued it");
+        };
+        out.clear();
+        leave.encode(&mut out);
+        assert!(contains(&out, &member), "{}", String::from_utf8_lossy(&out));
+    }
+}
