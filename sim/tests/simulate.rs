@@ -70,6 +70,9 @@ fn every_seed_keeps_every_guarantee() {
     };
     if let Some(seed) = env_u64("SIM_SEED") {
         let outcome = simulate(options(seed));
+        for line in &outcome.trace {
+            println!("{line}");
+        }
         println!("{}", report(&outcome));
         assert!(outcome.violations.is_empty(), "{}", report(&outcome));
         return;
@@ -184,4 +187,21 @@ fn the_checkers_catch_deliberate_regressions() {
             outcome.violations[0]
         );
     }
+}
+
+/// A seed's replay is the same run: the same trace, byte for byte (the
+/// world prints the simulation's times, never the host's).
+#[test]
+fn a_seed_replays_its_trace_byte_for_byte() {
+    let run = || {
+        simulate(Options {
+            seed: 5,
+            regression: Regression::None,
+            trace: true,
+        })
+    };
+    let (first, second) = (run(), run());
+    assert!(first.trace.len() > 100, "{} lines", first.trace.len());
+    assert_eq!(first.trace, second.trace);
+    assert_eq!(first.violations, second.violations);
 }

@@ -82,8 +82,8 @@ pub struct Options {
     pub seed: u64,
     /// A deliberate fault, to prove that the checkers catch it.
     pub regression: Regression,
-    /// Print what happens (the faults, every request and reply, every
-    /// call's rounds), to follow one seed.
+    /// Record what happens (the faults, every request and reply, every
+    /// call's rounds) in [`Outcome::trace`], to follow one seed.
     pub trace: bool,
 }
 
@@ -126,6 +126,10 @@ pub struct Outcome {
     pub events: u64,
     /// The shape of the world, for messages.
     pub shape: String,
+    /// What happened, a line per event, when [`Options::trace`] asked for
+    /// it: times are the simulation's, never the host's, so that a seed's
+    /// replay gives the same lines byte for byte.
+    pub trace: Vec<String>,
 }
 
 /// Events at one instant after which the world is stuck (a busy loop).
@@ -183,7 +187,8 @@ pub(crate) struct World {
     /// Locks handed out so far: each acquisition's id.
     locks: u64,
     outcome: Outcome,
-    trace: bool,
+    /// The trace's lines, when asked for.
+    trace: Option<std::cell::RefCell<Vec<String>>>,
 }
 
 impl World {
@@ -228,14 +233,15 @@ impl World {
             fence_trouble: false,
             locks: 0,
             outcome,
-            trace: options.trace,
+            trace: options.trace.then(Default::default),
         }
     }
 
-    /// Prints `what` happened now, when tracing.
+    /// Records `what` happened now, when tracing.
     pub(crate) fn note(&self, what: impl FnOnce() -> String) {
-        if self.trace {
-            println!("{:>12.6} {}", history::secs(self.t), what());
+        if let Some(trace) = &self.trace {
+            let line = format!("{:>12.6} {}", history::secs(self.t), what());
+            trace.borrow_mut().push(line);
         }
     }
 
@@ -394,6 +400,9 @@ impl World {
         self.outcome.violations = violations;
         self.outcome.simulated = self.t;
         self.outcome.rounds = self.clients.iter().map(|c| c.rounds).sum();
+        if let Some(trace) = self.trace.take() {
+            self.outcome.trace = trace.into_inner();
+        }
         self.outcome
     }
 

@@ -72,6 +72,21 @@ enum Kind {
     Until(Instant),
 }
 
+impl Kind {
+    /// The kind as a trace shows it: a deadline as the time from the
+    /// call's start `begun`, never as a host `Instant`, so that a seed's
+    /// replay prints the same trace byte for byte.
+    fn describe(self, begun: Instant) -> String {
+        match self {
+            Kind::Try => "Try".to_owned(),
+            Kind::Lock => "Lock".to_owned(),
+            Kind::Until(deadline) => {
+                format!("Until(+{:?})", deadline.saturating_duration_since(begun))
+            }
+        }
+    }
+}
+
 /// An attempt in flight: its round, or a fenced acquire's rounds.
 enum Flight {
     Plain(RoundId),

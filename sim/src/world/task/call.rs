@@ -131,8 +131,8 @@ impl World {
         };
         self.note(|| {
             format!(
-                "client {c} task {k}: acquire {:?} {} of {:?} token {:02x}{:02x}.. ttl {:?}",
-                call.kind,
+                "client {c} task {k}: acquire {} {} of {:?} token {:02x}{:02x}.. ttl {:?}",
+                call.kind.describe(call.begun),
                 match &flight {
                     Flight::Plain(id) => format!("round {id:x}"),
                     Flight::Fenced(_) => "fenced".to_owned(),
