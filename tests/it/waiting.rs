@@ -963,3 +963,40 @@ fn a_foreign_value_at_a_queue_key_keeps_its_expiry() {
     }
     holder.unlock(&mut held).expect("released");
 }
+
+/// A waiter that leaves hands a free key on: when the key that refused
+/// the waiters was deleted (an operator's `DEL`, which hands nothing
+/// over) and the first waiter leaves (its future dropped), its leave
+/// tells the next one, which would otherwise wait for the deleted key's
+/// expiry.
+#[test]
+fn a_waiter_that_leaves_hands_a_free_key_to_the_next() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    let _held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    let first = Arc::new(waiter(&cluster));
+    let (runtime, task) = queued_async(&cluster, &first, PATIENCE, 1);
+    // The next waits by a number of attempts, with no deadline to make a
+    // last one at: it is served only if told.
+    let next = Arc::new(waiter(&cluster));
+    let (send, done) = std::sync::mpsc::channel();
+    {
+        let next = Arc::clone(&next);
+        thread::spawn(move || send.send(next.lock(RESOURCE, Duration::from_secs(30))));
+    }
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 2) == 3));
+    for i in 0..cluster.len() {
+        cluster.command(i, &[b"DEL", RESOURCE]);
+    }
+    task.abort();
+    let _ = runtime.block_on(task);
+    let lock = done
+        .recv_timeout(PATIENCE)
+        .expect("the next is told")
+        .expect("the next is served");
+    assert!(lock.validity() > Duration::from_secs(20));
+    // Refused, then told by the leave: no attempt of its own.
+    assert_eq!(next.stats().attempts, 2);
+}
