@@ -984,7 +984,9 @@ fn a_waiter_that_leaves_hands_a_free_key_to_the_next() {
     let (send, done) = std::sync::mpsc::channel();
     {
         let next = Arc::clone(&next);
-        thread::spawn(move || send.send(next.lock(RESOURCE, Duration::from_secs(30))));
+        thread::spawn(move || {
+            let _ = send.send(next.lock(RESOURCE, Duration::from_secs(30)));
+        });
     }
     assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 2) == 3));
     for i in 0..cluster.len() {
