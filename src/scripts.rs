@@ -9,11 +9,13 @@
 //! the crate's own space that hold what the crate never writes there
 //! ([`RESERVED_PREFIX`](crate::RESERVED_PREFIX)).
 //!
-//! Each script is a file of `src/scripts/`, indented and commented, and
-//! its text is what the masters run: the files of shared functions
-//! (`handoff.lua`, `waiting.lua`, `fence.lua`) followed by the script's
-//! own (`release.lua`, ...). [`Script`] lists them; the compiler computes
-//! each SHA-1 from the text.
+//! Each script is a file of `src/scripts/`, indented and commented. What
+//! the masters run is the code of the files of shared functions
+//! (`handoff.lua`, `leaving.lua`, `waiting.lua`, `fence.lua`) followed by
+//! the script's own (`release.lua`, ...), every line that is code as it is
+//! in the file without its indentation, the comment lines and blank lines
+//! left out: [`Script::text`]. [`Script`] lists them; the compiler makes
+//! each text and computes its SHA-1.
 //!
 //! # The hand-off
 //!
@@ -67,6 +69,7 @@
 //! costs the server little more than the classic compare-and-delete.
 
 mod sha1;
+mod strip;
 
 /// A script the client runs on the masters: its text and SHA-1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -167,12 +170,15 @@ pub enum Script {
     FencedWaitAcquire,
 }
 
-/// The files a script's text is made of, in order: shared functions, then
-/// its own.
+/// A script's text from its files, in order (shared functions, then its
+/// own), as the masters run it: the code lines without their indentation
+/// (`strip`).
 macro_rules! lua {
-    ($($file:literal),+) => {
-        concat!($(include_str!(concat!("scripts/", $file, ".lua"))),+)
-    };
+    ($($file:literal),+) => {{
+        const SOURCE: &str = concat!($(include_str!(concat!("scripts/", $file, ".lua"))),+);
+        const SENT: [u8; strip::len(SOURCE)] = strip::code(SOURCE);
+        strip::text(&SENT)
+    }};
 }
 
 /// Each script's text, in the order of [`Script`]'s variants.
@@ -186,9 +192,15 @@ const TEXTS: [&str; 12] = [
     lua!("fence", "raise"),
     lua!("fence", "fence_read"),
     lua!("fence", "fence_sync"),
-    lua!("handoff", "waiting", "wait_acquire"),
-    lua!("handoff", "leave"),
-    lua!("handoff", "waiting", "fence", "fenced_wait_acquire"),
+    lua!("handoff", "leaving", "waiting", "wait_acquire"),
+    lua!("handoff", "leaving", "leave"),
+    lua!(
+        "handoff",
+        "leaving",
+        "waiting",
+        "fence",
+        "fenced_wait_acquire"
+    ),
 ];
 
 /// The SHA-1 of `script`'s text in hexadecimal, computed by the compiler.
@@ -237,7 +249,8 @@ impl Script {
         Script::FencedWaitAcquire,
     ];
 
-    /// The script's Lua text, as the masters load it.
+    /// The script's Lua text, as the masters load it: the code lines of
+    /// its files, without their comments (see the module's docs).
     pub const fn text(self) -> &'static str {
         TEXTS[self as usize]
     }

@@ -22,24 +22,23 @@ fn patches(fault: HandoffFault) -> Vec<Patch> {
         // `handoff.lua`: the hand-off returns at once.
         HandoffFault::Untold => vec![(
             "local function handoff(k)\n",
-            "local function handoff(k)\n  do return end\n".to_owned(),
+            "local function handoff(k)\ndo return end\n".to_owned(),
         )],
         // `handoff.lua`: the loops of `handoff` and `tell` look at `n`
         // entries at most, then give up.
         HandoffFault::SkipCapped(n) => {
-            vec![("  while true do\n", format!("  for _ = 1, {n} do\n"))]
+            vec![("while true do\n", format!("for _ = 1, {n} do\n"))]
         }
         // `waiting.lua`: a waiter's turn never comes.
         HandoffFault::TurnIgnored => vec![(
             "local function turn(k, m)\n",
-            "local function turn(k, m)\n  do return false end\n".to_owned(),
+            "local function turn(k, m)\ndo return false end\n".to_owned(),
         )],
         // `waiting.lua`: `enqueue` no longer leaves the keys that do not
         // block the waiter.
-        HandoffFault::KeptForSeveral => vec![(
-            "    else\n      leave(KEYS[i], m)\n    end\n",
-            "    end\n".to_owned(),
-        )],
+        HandoffFault::KeptForSeveral => {
+            vec![("else\nleave(KEYS[i], m)\nend\n", "end\n".to_owned())]
+        }
     }
 }
 
@@ -84,7 +83,7 @@ mod tests {
         }
         let release = Script::Release.text();
         let untold = patch(release, HandoffFault::Untold);
-        assert!(untold.contains("local function handoff(k)\n  do return end\n"));
+        assert!(untold.contains("local function handoff(k)\ndo return end\n"));
         let capped = patch(release, HandoffFault::SkipCapped(8));
         assert_eq!(capped.matches("for _ = 1, 8 do").count(), 2);
         assert!(!capped.contains("while true do"));
