@@ -41,7 +41,9 @@
 //! ends). Should the waiters before it never come, its attempt finds its
 //! turn come (`turn(key, member)`: named, and less than its window left),
 //! drops the entries before it and takes the key: a stalled client costs
-//! the waiters behind it one window per waiter of it, and a release still
+//! the waiters behind it one window per waiter of it (while the turn runs,
+//! an attempt that finds the key free does not hand it to a stalled waiter
+//! again), and a release still
 //! tells at most two waiters (the walk past that client's entries costs a
 //! `ZRANGE` each, and nothing when the next waiter is of another client,
 //! as it is when every waiter has a client of its own). Every hand-off
@@ -137,10 +139,12 @@ pub enum Script {
     /// that may not run `TIME` keeps the client's place as it is.
     ///
     /// A key is free for the waiter if it is missing or reserved for it. A
-    /// missing key with another waiter first in its queue is handed to
-    /// that one, and so is not free, unless the waiter's turn has come
-    /// (see the hand-off above): then the entries before it, whose turns
-    /// are over, are dropped, and the key is free. If every key is free,
+    /// missing key with another waiter first in its queue is not free,
+    /// unless the waiter's turn has come (see the hand-off above): then
+    /// the entries before it, whose turns are over, are dropped, and the
+    /// key is free. While a turn runs, the waiters before the one it names
+    /// have their windows and the key is kept for them; else it is handed
+    /// to the first of them. If every key is free,
     /// sets each to the token (`PX` the TTL), takes the waiter off their
     /// queues and replies `+OK`. Else it takes no key, enters the waiter
     /// in the queue of each key that blocks it (`ZADD NX`: a waiter keeps
@@ -153,10 +157,13 @@ pub enum Script {
     /// (`-1` if one has no TTL).
     WaitAcquire,
     /// A waiter leaves the queues of `KEYS`: takes the member `ARGV[1]` off
-    /// each, and a key reserved for it, or free, is handed to the next
-    /// waiter; a turn that named it passes to the next waiter behind it whose client
-    /// hears it, told to try when the leaver would have (at once if that
-    /// time has passed). Sent when a wait ends, whether the lock was won
+    /// each, and what it was owed goes on. A key reserved for it is handed
+    /// to the next waiter; a turn that named it passes to the next waiter
+    /// behind it whose client hears it, told to try when the leaver would
+    /// have (at once if that time has passed); a waiter told to come next
+    /// (first in line while the key waits for a waiter) passes the telling
+    /// to the waiters behind it; a free key that no turn keeps is handed to
+    /// whoever waits for it. Sent when a wait ends, whether the lock was won
     /// (the masters that refused it had queued it) or not (the caller gave
     /// up, timed out or was dropped). Always `1`.
     Leave,

@@ -30,28 +30,53 @@ local function turn(k, m)
   return true
 end
 
+-- How long the missing key `k` is kept from the waiter `m` by other
+-- waiters first in its queue (ms), or nil if it is free for `m`. While a
+-- turn runs, the waiters before the one it names have their windows (the
+-- key is not handed again, which would give one of them a second
+-- window); else the key is handed to the first of them, and is free only
+-- if that is `m`.
+local function others_first(k, m)
+  local h = redis.pcall("zrange", queue(k), 0, 0)
+  if type(h) ~= "table" or h.err or #h == 0 or h[1] == m or turn(k, m) then
+    return nil
+  end
+  local t = turn_key(k)
+  local p = redis.pcall("pttl", t)
+  if type(p) == "number" and p > 0 then
+    if redis.pcall("get", t) == m then
+      local w = tonumber(string.match(m, "^(%d+)|")) or 0
+      return math.max(p - w, 1)
+    end
+    return p
+  end
+  handoff(k)
+  local v = redis.call("get", k)
+  if v and v ~= "reserved " .. m then
+    return redis.pcall("pttl", k)
+  end
+  return nil
+end
+
 -- Whether a key of `KEYS[first..]` keeps the waiter `m` out, the
--- longest PTTL of those that do (-1 if one has none), and which do (by
+-- longest time one does (ms, -1 if one has no TTL), and which do (by
 -- index). A key is free for the waiter if it is missing or reserved for
--- it; a missing key with another waiter first in its queue is handed to
--- that one, unless the waiter's turn has come.
+-- it, and no other waiter is first in its queue (`others_first`).
 local function blocked(first, m)
   local mine = "reserved " .. m
   local held, wait, blocks = false, 0, {}
   for i = first, #KEYS do
     local k = KEYS[i]
     local v = redis.call("get", k)
+    local p
     if not v then
-      local h = redis.pcall("zrange", queue(k), 0, 0)
-      if type(h) == "table" and not h.err and #h > 0 and h[1] ~= m and not turn(k, m) then
-        handoff(k)
-        v = redis.call("get", k)
-      end
+      p = others_first(k, m)
+    elseif v ~= mine then
+      p = redis.pcall("pttl", k)
     end
-    if v and v ~= mine then
+    if p then
       held = true
       blocks[i] = true
-      local p = redis.pcall("pttl", k)
       if type(p) ~= "number" or p < 0 then
         wait = -1
       elseif wait >= 0 and p > wait then

@@ -723,38 +723,42 @@ fn a_waiter_told_to_try_next_that_gives_up_passes_its_turn_on() {
     drop(listeners);
 }
 
-/// A locker of a client whose wall clock runs an hour slow, played by
-/// hand on each master: it hears its channel (a stalled listener would
-/// too), waits with the crate's own script at a place an hour back, and
-/// releases with the crate's own release.
-struct SlowLocker {
+/// A locker played by hand on each master: it hears its channel (a
+/// stalled listener would too), waits with the crate's own script at a
+/// place as far back as its clock runs slow, and releases with the
+/// crate's own release.
+struct HandLocker {
     /// Kept open for as long as the locker lives: its channel is heard.
     _listeners: Vec<crate::support::cluster::Connection>,
     conns: Vec<crate::support::cluster::Connection>,
     token: Vec<u8>,
     member: Vec<u8>,
+    slow: Duration,
 }
 
-impl SlowLocker {
-    fn new(cluster: &Cluster, client: &str, id: u32) -> SlowLocker {
-        SlowLocker {
+impl HandLocker {
+    /// The waiter `id` of client `client`, with a reservation window of
+    /// `window_ms`, its wall clock `slow` behind.
+    fn new(cluster: &Cluster, client: &str, id: u32, window_ms: u32, slow: Duration) -> HandLocker {
+        HandLocker {
             _listeners: stalled_client(cluster, client),
             conns: (0..cluster.len())
                 .map(|i| cluster.node(i).connect(PATIENCE).expect("connect"))
                 .collect(),
-            token: format!("slow-token-{client}").into_bytes(),
-            member: format!("300|{id}|redlock-mio:wake:{client}").into_bytes(),
+            token: format!("hand-token-{client}").into_bytes(),
+            member: format!("{window_ms}|{id}|redlock-mio:wake:{client}").into_bytes(),
+            slow,
         }
     }
 
-    /// An attempt of a wait that began an hour ago by the master's clock:
-    /// on how many masters it won the lock.
+    /// An attempt of a wait that began now by its clock: on how many
+    /// masters it won the lock.
     fn attempt(&mut self) -> usize {
         use redlock_mio::scripts::WAIT_ACQUIRE_SHA1;
         let place = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .expect("after 1970")
-            .saturating_sub(Duration::from_secs(3600))
+            .saturating_sub(self.slow)
             .as_micros()
             .to_string();
         let mut won = 0;
@@ -799,6 +803,9 @@ impl SlowLocker {
 /// within a second of its own clock, so a slow clock goes ahead by a
 /// second at most; without that, the slow lockers keep the lock for as
 /// long as they go on (here, until the loop's bound).
+/// How slow the slow lockers' clocks run.
+const HOUR: Duration = Duration::from_secs(3600);
+
 #[test]
 fn lockers_with_slow_clocks_go_ahead_of_a_waiter_by_a_second_at_most() {
     let cluster = Cluster::start(3);
@@ -806,8 +813,8 @@ fn lockers_with_slow_clocks_go_ahead_of_a_waiter_by_a_second_at_most() {
     let client = Arc::new(waiter(&cluster));
     client.stats();
     let mut slow = [
-        SlowLocker::new(&cluster, "00000000000000a1", 1),
-        SlowLocker::new(&cluster, "00000000000000a2", 2),
+        HandLocker::new(&cluster, "00000000000000a1", 1, 300, HOUR),
+        HandLocker::new(&cluster, "00000000000000a2", 2, 300, HOUR),
     ];
     assert!(eventually(PATIENCE, || {
         (0..3).all(|i| {
@@ -1001,4 +1008,99 @@ fn a_waiter_that_leaves_hands_a_free_key_to_the_next() {
     assert!(lock.validity() > Duration::from_secs(20));
     // Refused, then told by the leave: no attempt of its own.
     assert_eq!(next.stats().attempts, 2);
+}
+
+/// A queue entry of a live client whose waiter is gone (its leave was
+/// lost, say in a reset) is first in line: the release reserves the lock
+/// for it and tells the client's next waiter, keeping the one after (a
+/// stalled client would stall both). When the told waiter gives up, the
+/// telling passes to the waiter after it, which is served once the
+/// reservation ends, not at the holder's TTL.
+#[test]
+fn a_told_waiter_that_gives_up_passes_the_telling_to_its_clients_next() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    let client = Arc::new(waiter(&cluster));
+    let (runtime, quitter) = queued_async(&cluster, &client, LONG, 1);
+    let outcome = wait_long(&client);
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 2) == 3));
+    // The client's channel, from its first entry; the gone waiter's entry
+    // goes ahead of both.
+    let first = cluster.command(0, &[b"ZRANGE", QUEUE, b"0", b"0"]);
+    let first = String::from_utf8_lossy(&first);
+    let channel = first
+        .split('|')
+        .nth(2)
+        .and_then(|rest| rest.split('\r').next())
+        .expect("an entry names its client's channel");
+    let gone = format!("300|4000000000|{channel}");
+    for i in 0..3 {
+        cluster.command(i, &[b"ZADD", QUEUE, b"1", gone.as_bytes()]);
+    }
+    holder.unlock(&mut held).expect("released");
+    // The told waiter gives up (its future is dropped): it leaves.
+    quitter.abort();
+    let _ = runtime.block_on(quitter);
+    let lock = outcome
+        .recv_timeout(SOON)
+        .expect("the client's next waiter is told in the leaver's stead")
+        .expect("it gets the lock");
+    assert!(lock.validity() > Duration::from_secs(20));
+}
+
+/// Two waiters of a stalled client first in line, then a live waiter told
+/// when its turn comes, then another client's waiter that tries while the
+/// stalled client's second waiter has its window: the free key is not
+/// handed to that stalled waiter again with a window of its own (which
+/// would push the turn back by up to a window), and the live waiter is
+/// served at its turn.
+#[test]
+fn an_attempt_during_a_stalled_waiters_window_does_not_give_it_another() {
+    let cluster = Cluster::start(3);
+    let holder = waiter(&cluster);
+    let mut held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    let listeners = stalled_client(&cluster, "00000000000000ee");
+    for i in 0..3 {
+        cluster.command(
+            i,
+            &[
+                b"ZADD",
+                QUEUE,
+                b"1",
+                b"2000|8|redlock-mio:wake:00000000000000ee",
+                b"2",
+                b"2000|9|redlock-mio:wake:00000000000000ee",
+            ],
+        );
+    }
+    let client = Arc::new(waiter(&cluster));
+    let outcome = wait_long(&client);
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 3) == 3));
+    let mut other = HandLocker::new(&cluster, "00000000000000ff", 7, 2000, Duration::ZERO);
+    assert_eq!(other.attempt(), 0, "queued behind the holder");
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 4) == 3));
+    holder.unlock(&mut held).expect("released");
+    // The first stalled waiter's reservation ends; the second's window runs
+    // without one (its client was told once) until the live waiter's turn.
+    assert!(eventually(PATIENCE, || (0..3).all(|i| !cluster.exists(i, RESOURCE))));
+    other.attempt();
+    for i in 0..3 {
+        let value = cluster.command(i, &[b"GET", RESOURCE]);
+        assert!(
+            !value.windows(8).any(|w| w == b"reserved"),
+            "master {i} reserved the key again: {}",
+            String::from_utf8_lossy(&value)
+        );
+    }
+    let lock = outcome
+        .recv_timeout(SOON)
+        .expect("the live waiter is told when its turn comes")
+        .expect("the live waiter gets the lock");
+    assert!(lock.validity() > Duration::from_secs(20));
+    drop(listeners);
 }
