@@ -34,6 +34,26 @@ fn waiter(cluster: &Cluster) -> Redlock {
         .expect("client")
 }
 
+/// A holder of the resource for an hour, and its lock.
+fn hold(cluster: &Cluster) -> (Redlock, redlock_mio::Lock) {
+    let holder = waiter(cluster);
+    let held = holder
+        .try_lock(RESOURCE, Duration::from_secs(3600))
+        .expect("held");
+    (holder, held)
+}
+
+/// Puts `entries` (place, member) in the resource's queue on every master.
+fn enqueue(cluster: &Cluster, entries: &[(&[u8], &[u8])]) {
+    for i in 0..cluster.len() {
+        let mut args: Vec<&[u8]> = vec![b"ZADD", QUEUE];
+        for (place, member) in entries {
+            args.extend([*place, *member]);
+        }
+        cluster.command(i, &args);
+    }
+}
+
 /// `client` waits for the resource on a thread of its own.
 fn wait_in_thread(client: &Arc<Redlock>) -> thread::JoinHandle<Result<redlock_mio::Lock, Error>> {
     let client = Arc::clone(client);
@@ -45,10 +65,7 @@ fn wait_in_thread(client: &Arc<Redlock>) -> thread::JoinHandle<Result<redlock_mi
 #[test]
 fn a_release_hands_the_lock_to_the_waiter_at_once() {
     let cluster = Cluster::start(5);
-    let holder = waiter(&cluster);
-    let mut held = holder
-        .try_lock(RESOURCE, Duration::from_secs(3600))
-        .expect("held");
+    let (holder, mut held) = hold(&cluster);
     let client = Arc::new(waiter(&cluster));
     let waiting = wait_in_thread(&client);
     assert!(
@@ -73,10 +90,7 @@ fn a_release_hands_the_lock_to_the_waiter_at_once() {
 #[test]
 fn waiters_are_served_in_the_order_they_came() {
     let cluster = Cluster::start(3);
-    let holder = waiter(&cluster);
-    let mut held = holder
-        .try_lock(RESOURCE, Duration::from_secs(3600))
-        .expect("held");
+    let (holder, mut held) = hold(&cluster);
     let mut threads = Vec::new();
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     for i in 0..4 {
@@ -136,10 +150,7 @@ fn a_waiter_behind_a_crashed_holder_sleeps_until_its_key_expires() {
 #[test]
 fn a_waiter_that_gives_up_leaves_no_queue_entry() {
     let cluster = Cluster::start(3);
-    let holder = waiter(&cluster);
-    let _held = holder
-        .try_lock(RESOURCE, Duration::from_secs(3600))
-        .expect("held");
+    let (_holder, _held) = hold(&cluster);
     let client = waiter(&cluster);
     let result = client.lock_until(
         RESOURCE,
@@ -188,10 +199,7 @@ fn queued_async(
 #[test]
 fn a_dropped_async_waiter_leaves_no_queue_entry() {
     let cluster = Cluster::start(3);
-    let holder = waiter(&cluster);
-    let mut held = holder
-        .try_lock(RESOURCE, Duration::from_secs(3600))
-        .expect("held");
+    let (holder, mut held) = hold(&cluster);
     let client = Arc::new(waiter(&cluster));
     let (runtime, task) = queued_async(&cluster, &client, PATIENCE, 1);
     task.abort();
@@ -208,10 +216,7 @@ fn a_dropped_async_waiter_leaves_no_queue_entry() {
 #[test]
 fn waiters_that_never_come_cost_at_most_one_reservation_window() {
     let cluster = Cluster::start(3);
-    let holder = waiter(&cluster);
-    let mut held = holder
-        .try_lock(RESOURCE, Duration::from_secs(3600))
-        .expect("held");
+    let (holder, mut held) = hold(&cluster);
     // First in line, a waiter whose client is gone (nobody hears its
     // channel), then one whose client hears it but never comes (a stalled
     // process), each with a reservation window of 300 ms.
@@ -247,10 +252,7 @@ fn waiters_that_never_come_cost_at_most_one_reservation_window() {
 #[test]
 fn one_subscription_per_connection_however_many_waits() {
     let cluster = Cluster::start(3);
-    let holder = waiter(&cluster);
-    let _held = holder
-        .try_lock(RESOURCE, Duration::from_secs(3600))
-        .expect("held");
+    let (_holder, _held) = hold(&cluster);
     let client = Redlock::builder(cluster.urls())
         .request_timeout(Duration::from_secs(2))
         .retry_count(0)
@@ -342,10 +344,7 @@ fn an_async_waiter_is_handed_the_lock_under_every_executor() {
 #[test]
 fn a_foreign_queue_entry_with_a_window_px_refuses_is_dropped_and_the_release_succeeds() {
     let cluster = Cluster::start(3);
-    let holder = waiter(&cluster);
-    let mut held = holder
-        .try_lock(RESOURCE, Duration::from_secs(3600))
-        .expect("held");
+    let (holder, mut held) = hold(&cluster);
     // Written by someone else: a window with a leading zero, on a channel
     // somebody hears.
     let odd: &[u8] = b"050|9|redlock-mio:wake:00000000000000aa";
@@ -408,14 +407,9 @@ fn reservation(cluster: &Cluster, i: usize) -> Option<String> {
 #[test]
 fn a_waiter_nobody_hears_is_dropped_and_never_reserved_for() {
     let cluster = Cluster::start(3);
-    let holder = waiter(&cluster);
-    let mut held = holder
-        .try_lock(RESOURCE, Duration::from_secs(3600))
-        .expect("held");
+    let (holder, mut held) = hold(&cluster);
     let gone: &[u8] = b"999999999|7|redlock-mio:wake:00000000000000dd";
-    for i in 0..3 {
-        cluster.command(i, &[b"ZADD", QUEUE, b"1", gone]);
-    }
+    enqueue(&cluster, &[(b"1", gone)]);
     holder.unlock(&mut held).expect("released");
     for i in 0..3 {
         assert_eq!(reservation(&cluster, i), None, "master {i}");
@@ -486,10 +480,7 @@ fn reconnected(client: &Redlock) -> bool {
 #[test]
 fn a_waiter_whose_connections_drop_reconnects_and_is_handed_the_lock() {
     let cluster = Cluster::start(3);
-    let holder = waiter(&cluster);
-    let mut held = holder
-        .try_lock(RESOURCE, Duration::from_secs(3600))
-        .expect("held");
+    let (holder, mut held) = hold(&cluster);
     let client = Arc::new(waiter(&cluster));
     let outcome = wait_long(&client);
     assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 1) == 3));
@@ -519,10 +510,7 @@ fn a_waiter_whose_connections_drop_reconnects_and_is_handed_the_lock() {
 #[test]
 fn a_waiter_whose_connections_drop_before_the_release_is_served_when_it_reconnects() {
     let cluster = Cluster::start(3);
-    let holder = waiter(&cluster);
-    let mut held = holder
-        .try_lock(RESOURCE, Duration::from_secs(3600))
-        .expect("held");
+    let (holder, mut held) = hold(&cluster);
     let client = Arc::new(waiter(&cluster));
     let outcome = wait_long(&client);
     assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 1) == 3));
@@ -558,10 +546,7 @@ fn dead_entries(cluster: &Cluster, count: usize, first_place: usize) {
 #[test]
 fn a_release_skips_any_number_of_dead_waiters_to_the_live_one() {
     let cluster = Cluster::start(3);
-    let holder = waiter(&cluster);
-    let mut held = holder
-        .try_lock(RESOURCE, Duration::from_secs(3600))
-        .expect("held");
+    let (holder, mut held) = hold(&cluster);
     dead_entries(&cluster, 9, 1);
     let client = Arc::new(waiter(&cluster));
     let outcome = wait_long(&client);
@@ -584,10 +569,7 @@ fn a_release_skips_any_number_of_dead_waiters_to_the_live_one() {
 #[test]
 fn the_waiter_told_to_try_next_is_found_behind_any_number_of_dead_ones() {
     let cluster = Cluster::start(3);
-    let holder = waiter(&cluster);
-    let mut held = holder
-        .try_lock(RESOURCE, Duration::from_secs(3600))
-        .expect("held");
+    let (holder, mut held) = hold(&cluster);
     // First in line, a waiter whose client hears but never comes.
     let stalled: &[u8] = b"300|8|redlock-mio:wake:00000000000000ee";
     let mut listeners = Vec::new();
@@ -641,24 +623,15 @@ fn stalled_client(cluster: &Cluster, client: &str) -> Vec<crate::support::cluste
 #[test]
 fn stalled_waiters_first_in_line_cost_one_window_each() {
     let cluster = Cluster::start(3);
-    let holder = waiter(&cluster);
-    let mut held = holder
-        .try_lock(RESOURCE, Duration::from_secs(3600))
-        .expect("held");
+    let (holder, mut held) = hold(&cluster);
     let listeners = stalled_client(&cluster, "00000000000000ee");
-    for i in 0..3 {
-        cluster.command(
-            i,
-            &[
-                b"ZADD",
-                QUEUE,
-                b"1",
-                b"300|8|redlock-mio:wake:00000000000000ee",
-                b"2",
-                b"300|9|redlock-mio:wake:00000000000000ee",
-            ],
-        );
-    }
+    enqueue(
+        &cluster,
+        &[
+            (b"1", b"300|8|redlock-mio:wake:00000000000000ee"),
+            (b"2", b"300|9|redlock-mio:wake:00000000000000ee"),
+        ],
+    );
     let client = Arc::new(waiter(&cluster));
     let outcome = wait_long(&client);
     assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 3) == 3));
@@ -686,22 +659,12 @@ fn stalled_waiters_first_in_line_cost_one_window_each() {
 #[test]
 fn a_waiter_told_to_try_next_that_gives_up_passes_its_turn_on() {
     let cluster = Cluster::start(3);
-    let holder = waiter(&cluster);
-    let mut held = holder
-        .try_lock(RESOURCE, Duration::from_secs(3600))
-        .expect("held");
+    let (holder, mut held) = hold(&cluster);
     let listeners = stalled_client(&cluster, "00000000000000ee");
-    for i in 0..3 {
-        cluster.command(
-            i,
-            &[
-                b"ZADD",
-                QUEUE,
-                b"1",
-                b"300|8|redlock-mio:wake:00000000000000ee",
-            ],
-        );
-    }
+    enqueue(
+        &cluster,
+        &[(b"1", b"300|8|redlock-mio:wake:00000000000000ee")],
+    );
     // Second in line, an async waiter that will give up.
     let quitter = Arc::new(waiter(&cluster));
     let (runtime, task) = queued_async(&cluster, &quitter, LONG, 2);
@@ -951,10 +914,7 @@ fn a_foreign_value_at_a_queue_key_keeps_its_expiry() {
     for i in 0..cluster.len() {
         cluster.set(i, QUEUE, b"not a queue");
     }
-    let holder = waiter(&cluster);
-    let mut held = holder
-        .try_lock(RESOURCE, Duration::from_secs(3600))
-        .expect("held");
+    let (holder, mut held) = hold(&cluster);
     let client = Redlock::builder(cluster.urls())
         .request_timeout(Duration::from_secs(2))
         .retry_count(1)
@@ -979,10 +939,7 @@ fn a_foreign_value_at_a_queue_key_keeps_its_expiry() {
 #[test]
 fn a_waiter_that_leaves_hands_a_free_key_to_the_next() {
     let cluster = Cluster::start(3);
-    let holder = waiter(&cluster);
-    let _held = holder
-        .try_lock(RESOURCE, Duration::from_secs(3600))
-        .expect("held");
+    let (_holder, _held) = hold(&cluster);
     let first = Arc::new(waiter(&cluster));
     let (runtime, task) = queued_async(&cluster, &first, PATIENCE, 1);
     // The next waits by a number of attempts, with no deadline to make a
@@ -1019,10 +976,7 @@ fn a_waiter_that_leaves_hands_a_free_key_to_the_next() {
 #[test]
 fn a_told_waiter_that_gives_up_passes_the_telling_to_its_clients_next() {
     let cluster = Cluster::start(3);
-    let holder = waiter(&cluster);
-    let mut held = holder
-        .try_lock(RESOURCE, Duration::from_secs(3600))
-        .expect("held");
+    let (holder, mut held) = hold(&cluster);
     let client = Arc::new(waiter(&cluster));
     let (runtime, quitter) = queued_async(&cluster, &client, LONG, 1);
     let outcome = wait_long(&client);
@@ -1037,9 +991,7 @@ fn a_told_waiter_that_gives_up_passes_the_telling_to_its_clients_next() {
         .and_then(|rest| rest.split('\r').next())
         .expect("an entry names its client's channel");
     let gone = format!("300|4000000000|{channel}");
-    for i in 0..3 {
-        cluster.command(i, &[b"ZADD", QUEUE, b"1", gone.as_bytes()]);
-    }
+    enqueue(&cluster, &[(b"1", gone.as_bytes())]);
     holder.unlock(&mut held).expect("released");
     // The told waiter gives up (its future is dropped): it leaves.
     quitter.abort();
@@ -1060,24 +1012,15 @@ fn a_told_waiter_that_gives_up_passes_the_telling_to_its_clients_next() {
 #[test]
 fn an_attempt_during_a_stalled_waiters_window_does_not_give_it_another() {
     let cluster = Cluster::start(3);
-    let holder = waiter(&cluster);
-    let mut held = holder
-        .try_lock(RESOURCE, Duration::from_secs(3600))
-        .expect("held");
+    let (holder, mut held) = hold(&cluster);
     let listeners = stalled_client(&cluster, "00000000000000ee");
-    for i in 0..3 {
-        cluster.command(
-            i,
-            &[
-                b"ZADD",
-                QUEUE,
-                b"1",
-                b"2000|8|redlock-mio:wake:00000000000000ee",
-                b"2",
-                b"2000|9|redlock-mio:wake:00000000000000ee",
-            ],
-        );
-    }
+    enqueue(
+        &cluster,
+        &[
+            (b"1", b"2000|8|redlock-mio:wake:00000000000000ee"),
+            (b"2", b"2000|9|redlock-mio:wake:00000000000000ee"),
+        ],
+    );
     let client = Arc::new(waiter(&cluster));
     let outcome = wait_long(&client);
     assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 3) == 3));
