@@ -153,7 +153,7 @@ fn the_checkers_catch_deliberate_regressions() {
         (Regression::EightDead, 0),
         (Regression::NoReconnectWhileWaiting, 102),
         (Regression::KeptForSeveral, 0),
-        (Regression::TurnIgnored, 2769),
+        (Regression::TurnIgnored, 2803),
     ] {
         if only
             .as_ref()

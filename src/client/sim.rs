@@ -509,7 +509,7 @@ impl Client {
         let ttl_ms = self.check_ttl(ttl)?;
         match pursue {
             Some(pursue) => {
-                self.arm(pursue);
+                self.arm(pursue, now);
                 self.submit(&pursue.0.command(*token), cap, now)
             }
             None => {
@@ -521,9 +521,9 @@ impl Client {
 
     /// Before an attempt of `pursue`'s call: forgets what told its wait so
     /// far, as the front ends do.
-    fn arm(&mut self, pursue: &Pursue) {
+    fn arm(&mut self, pursue: &Pursue, now: Instant) {
         if let Step::Attempt { arm: Some(id), .. } = pursue.0.poll() {
-            self.core.waits.arm(id);
+            self.core.waits.arm(id, now);
         }
     }
 

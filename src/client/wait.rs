@@ -121,7 +121,8 @@ impl Redlock {
     /// `arm` so far.
     pub(super) fn arm(&self, arm: Option<WaitId>) {
         if let Some(id) = arm {
-            self.engine.driver().driver.core.waits.arm(id);
+            let now = crate::clock::now();
+            self.engine.driver().driver.core.waits.arm(id, now);
         }
     }
 

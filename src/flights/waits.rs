@@ -152,15 +152,21 @@ impl<W> Waits<W> {
         waiter
     }
 
-    /// Forgets what told wait `id` so far: called before each attempt, so
-    /// that only the wake-ups after it count for the wait that follows.
-    pub(crate) fn arm(&mut self, id: WaitId) {
+    /// Forgets what told wait `id` so far, at `now`: called before each
+    /// attempt, so that only the wake-ups after it count for the wait that
+    /// follows. A time to try at that is still ahead stays: the attempt
+    /// made before it finds the key still kept for the waiters the time
+    /// waits out (a reservation, the windows before a turn), and nobody
+    /// tells the time again.
+    pub(crate) fn arm(&mut self, id: WaitId, now: Instant) {
         if let Some(slot) = self.slot_mut(id) {
             slot.masters = 0;
             slot.listed = false;
-            let hinted = slot.hinted.take().is_some();
-            slot.first_hint = None;
-            self.hinted -= usize::from(hinted);
+            if slot.hinted.is_some_and(|at| at <= now) {
+                slot.hinted = None;
+                slot.first_hint = None;
+                self.hinted -= 1;
+            }
         }
     }
 
@@ -343,11 +349,34 @@ mod tests {
     /// The masters' times for one hand-off may be this far apart.
     const SPREAD: std::time::Duration = std::time::Duration::from_millis(50);
 
+    /// A time after every hint of these tests: arming then forgets them.
+    fn past_every_hint() -> std::time::Instant {
+        std::time::Instant::now() + std::time::Duration::from_secs(3600)
+    }
+
+    #[test]
+    fn arming_keeps_a_time_to_try_at_that_is_still_ahead() {
+        let t0 = std::time::Instant::now();
+        let ms = std::time::Duration::from_millis;
+        let mut waits: Waits<&str> = Waits::new(4, 3, SPREAD);
+        let id = waits.begin().unwrap_or(WaitId::FREE);
+        waits.set_waiter(id, "w");
+        waits.handle_hint(id, t0 + ms(200));
+        // An attempt before that time finds the key still kept for others.
+        waits.arm(id, t0 + ms(100));
+        assert_eq!(waits.hinted(id), Some(t0 + ms(200)));
+        assert_eq!(waits.next_hint(), Some(t0 + ms(200)));
+        // One at or after it has made the attempt the time called for.
+        waits.arm(id, t0 + ms(200));
+        assert_eq!(waits.hinted(id), None);
+        assert_eq!(waits.next_hint(), None);
+    }
+
     #[test]
     fn a_wait_is_told_once_a_quorum_of_masters_told_it() {
         let mut waits: Waits<&str> = Waits::new(4, 5, SPREAD);
         let id = waits.begin().unwrap_or(WaitId::FREE);
-        waits.arm(id);
+        waits.arm(id, past_every_hint());
         waits.set_waiter(id, "caller");
         waits.handle_wake(id, 0);
         waits.handle_wake(id, 0);
@@ -369,7 +398,7 @@ mod tests {
         waits.handle_wake(id, 0);
         waits.handle_wake(id, 1);
         assert!(waits.is_told(id));
-        waits.arm(id);
+        waits.arm(id, past_every_hint());
         assert!(!waits.is_told(id));
     }
 
@@ -382,7 +411,7 @@ mod tests {
         let id = waits.begin().unwrap_or(WaitId::FREE);
         waits.set_waiter(id, "caller");
         waits.handle_wake(id, 1);
-        waits.arm(id);
+        waits.arm(id, past_every_hint());
         waits.handle_wake(id, 2);
         assert!(!waits.is_told(id), "master 1's tell came before the arming");
         waits.handle_granted(id, 0b010);
@@ -390,7 +419,7 @@ mod tests {
         let mut woken = Vec::new();
         waits.wake_told(|w| woken.push(w));
         assert_eq!(woken, ["caller"]);
-        waits.arm(id);
+        waits.arm(id, past_every_hint());
         waits.handle_granted(id, 0b001);
         assert!(!waits.is_told(id), "one master of three is no quorum");
     }
@@ -402,7 +431,7 @@ mod tests {
         waits.end(old);
         let new = waits.begin().unwrap_or(WaitId::FREE);
         assert_ne!(old, new, "ids are never reused");
-        waits.arm(new);
+        waits.arm(new, past_every_hint());
         waits.set_waiter(new, "new");
         waits.handle_wake(old, 0);
         assert!(!waits.is_told(new));
@@ -450,7 +479,7 @@ mod tests {
         waits.handle_timeout(t0 + ms(200));
         waits.wake_told(|w| woken.push(w));
         assert_eq!(woken, ["second in line"]);
-        waits.arm(id);
+        waits.arm(id, past_every_hint());
         assert_eq!((waits.hinted(id), waits.next_hint()), (None, None));
     }
 
@@ -535,7 +564,7 @@ mod tests {
         waits.handle_hint(ids[0], t0);
         assert_eq!(waits.hinted, 3, "each wait once");
         waits.end(ids[0]);
-        waits.arm(ids[1]);
+        waits.arm(ids[1], past_every_hint());
         assert_eq!(waits.hinted, 1);
         waits.end(ids[1]);
         waits.end(ids[2]);
@@ -574,7 +603,7 @@ mod tests {
             Some(t0 + ms(400) + SPREAD),
             "never sooner"
         );
-        waits.arm(id);
+        waits.arm(id, past_every_hint());
         waits.handle_hint(id, t0 + ms(2000));
         assert_eq!(
             waits.hinted(id),

@@ -402,7 +402,7 @@ fn a_grant_of_a_failed_attempt_counts_as_that_masters_tell() {
             arm: Some(armed), ..
         } = call.poll()
         {
-            waits.arm(armed);
+            waits.arm(armed, now + Duration::from_secs(3600));
         }
     };
     // Queued on every master behind the holder.

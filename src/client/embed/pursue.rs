@@ -139,7 +139,7 @@ impl LockUntil {
             return Ok(());
         };
         if let Some(id) = arm {
-            base.driver.core.waits.arm(id);
+            base.driver.core.waits.arm(id, now);
         }
         let token = base.tokens.token();
         let timeout = calls::timeout(base.config.request_timeout, cap, now);

@@ -112,7 +112,7 @@ impl Client {
         let keys = [names.bytes.clone()];
         let mut attempt = FencedAcquire::new(&mut *self, keys, names.many, ttl_ms, cap);
         if let Some(pursue) = pursue {
-            self.arm(pursue);
+            self.arm(pursue, now);
             if let Some((member, place, margin_ms)) = pursue.0.fenced().queue {
                 attempt = attempt.waiting((member.to_vec(), place, margin_ms));
             }
