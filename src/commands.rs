@@ -106,7 +106,7 @@ pub(crate) fn unpack_keys(mut packed: &[u8]) -> impl Iterator<Item = &[u8]> {
 
 /// The steps of a connection's handshake, pipelined in one write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Step {
+pub(crate) enum HandshakeStep {
     Auth,
     /// `HELLO 3`: RESP3, so that wake-ups arrive as pushes on the same
     /// connection as the replies.
@@ -155,29 +155,29 @@ pub(crate) struct Probe<'a> {
     pub(crate) wake: Option<&'a [u8]>,
 }
 
-impl Step {
+impl HandshakeStep {
     /// The script a `SCRIPT LOAD` step loads.
     pub(crate) fn script(self) -> Option<Script> {
         Some(match self {
-            Step::LoadRelease => Script::Release,
-            Step::LoadExtend => Script::Extend,
-            Step::LoadAcquireMany => Script::AcquireMany,
-            Step::LoadReleaseMany => Script::ReleaseMany,
-            Step::LoadExtendMany => Script::ExtendMany,
-            Step::LoadFencedAcquire => Script::FencedAcquire,
-            Step::LoadRaise => Script::Raise,
-            Step::LoadFenceRead => Script::FenceRead,
-            Step::LoadFenceSync => Script::FenceSync,
-            Step::LoadWaitAcquire => Script::WaitAcquire,
-            Step::LoadLeave => Script::Leave,
-            Step::LoadFencedWaitAcquire => Script::FencedWaitAcquire,
-            Step::Auth
-            | Step::Hello
-            | Step::Select
-            | Step::Identify
-            | Step::Marker
-            | Step::LongestTtl
-            | Step::Subscribe => {
+            HandshakeStep::LoadRelease => Script::Release,
+            HandshakeStep::LoadExtend => Script::Extend,
+            HandshakeStep::LoadAcquireMany => Script::AcquireMany,
+            HandshakeStep::LoadReleaseMany => Script::ReleaseMany,
+            HandshakeStep::LoadExtendMany => Script::ExtendMany,
+            HandshakeStep::LoadFencedAcquire => Script::FencedAcquire,
+            HandshakeStep::LoadRaise => Script::Raise,
+            HandshakeStep::LoadFenceRead => Script::FenceRead,
+            HandshakeStep::LoadFenceSync => Script::FenceSync,
+            HandshakeStep::LoadWaitAcquire => Script::WaitAcquire,
+            HandshakeStep::LoadLeave => Script::Leave,
+            HandshakeStep::LoadFencedWaitAcquire => Script::FencedWaitAcquire,
+            HandshakeStep::Auth
+            | HandshakeStep::Hello
+            | HandshakeStep::Select
+            | HandshakeStep::Identify
+            | HandshakeStep::Marker
+            | HandshakeStep::LongestTtl
+            | HandshakeStep::Subscribe => {
                 return None;
             }
         })
@@ -191,7 +191,7 @@ pub(crate) fn encode_handshake(
     password: Option<&str>,
     db: u32,
     probe: Probe<'_>,
-    steps: &mut Vec<Step>,
+    steps: &mut Vec<HandshakeStep>,
 ) {
     steps.clear();
     if let Some(password) = password {
@@ -199,41 +199,41 @@ pub(crate) fn encode_handshake(
             Some(user) => encode_command(out, &["AUTH".into(), user.into(), password.into()]),
             None => encode_command(out, &["AUTH".into(), password.into()]),
         }
-        steps.push(Step::Auth);
+        steps.push(HandshakeStep::Auth);
     }
     if probe.wake.is_some() {
         encode_command(out, &["HELLO".into(), "3".into()]);
-        steps.push(Step::Hello);
+        steps.push(HandshakeStep::Hello);
     }
     if db != 0 {
         encode_command(out, &["SELECT".into(), db.into()]);
-        steps.push(Step::Select);
+        steps.push(HandshakeStep::Select);
     }
-    let fence_steps: &[Step] = if probe.fencing {
+    let fence_steps: &[HandshakeStep] = if probe.fencing {
         &[
-            Step::LoadFencedAcquire,
-            Step::LoadRaise,
-            Step::LoadFenceRead,
-            Step::LoadFenceSync,
+            HandshakeStep::LoadFencedAcquire,
+            HandshakeStep::LoadRaise,
+            HandshakeStep::LoadFenceRead,
+            HandshakeStep::LoadFenceSync,
         ]
     } else {
         &[]
     };
-    let wake_steps: &[Step] = match (probe.wake.is_some(), probe.fencing) {
+    let wake_steps: &[HandshakeStep] = match (probe.wake.is_some(), probe.fencing) {
         (true, true) => &[
-            Step::LoadWaitAcquire,
-            Step::LoadLeave,
-            Step::LoadFencedWaitAcquire,
+            HandshakeStep::LoadWaitAcquire,
+            HandshakeStep::LoadLeave,
+            HandshakeStep::LoadFencedWaitAcquire,
         ],
-        (true, false) => &[Step::LoadWaitAcquire, Step::LoadLeave],
+        (true, false) => &[HandshakeStep::LoadWaitAcquire, HandshakeStep::LoadLeave],
         (false, _) => &[],
     };
     for &step in [
-        Step::LoadRelease,
-        Step::LoadExtend,
-        Step::LoadAcquireMany,
-        Step::LoadReleaseMany,
-        Step::LoadExtendMany,
+        HandshakeStep::LoadRelease,
+        HandshakeStep::LoadExtend,
+        HandshakeStep::LoadAcquireMany,
+        HandshakeStep::LoadReleaseMany,
+        HandshakeStep::LoadExtendMany,
     ]
     .iter()
     .chain(fence_steps)
@@ -254,7 +254,7 @@ pub(crate) fn encode_handshake(
                 "cluster".into(),
             ],
         );
-        steps.push(Step::Identify);
+        steps.push(HandshakeStep::Identify);
     }
     if let Some(value) = probe.marker {
         encode_command(
@@ -267,7 +267,7 @@ pub(crate) fn encode_handshake(
                 "GET".into(),
             ],
         );
-        steps.push(Step::Marker);
+        steps.push(HandshakeStep::Marker);
     }
     if let Some(ms) = probe.longest_ttl {
         encode_command(
@@ -280,7 +280,7 @@ pub(crate) fn encode_handshake(
                 "GET".into(),
             ],
         );
-        steps.push(Step::LongestTtl);
+        steps.push(HandshakeStep::LongestTtl);
     }
     // `SUBSCRIBE` follows once `HELLO` has succeeded (see `Link`).
 }
@@ -415,22 +415,23 @@ fn foreign_key(named: &[u8]) -> &'static str {
 /// error to the marker or the longest TTL is a reply (the key holds
 /// something foreign, which [`crate::rules::identity`] turns into a
 /// refusal), not a failed handshake.
-pub(crate) fn handshake_ok(step: Step, token: &Token<'_>) -> Result<bool, ServerError> {
+pub(crate) fn handshake_ok(step: HandshakeStep, token: &Token<'_>) -> Result<bool, ServerError> {
     match (step, token) {
-        (Step::Marker | Step::LongestTtl, Token::Error(message) | Token::BulkError(message))
-            if message.starts_with(b"WRONGTYPE") =>
-        {
-            Ok(true)
-        }
+        (
+            HandshakeStep::Marker | HandshakeStep::LongestTtl,
+            Token::Error(message) | Token::BulkError(message),
+        ) if message.starts_with(b"WRONGTYPE") => Ok(true),
         (_, Token::Error(message) | Token::BulkError(message)) => Err(ServerError::new(message)),
-        (Step::Auth | Step::Select, Token::Simple(b"OK")) => Ok(true),
+        (HandshakeStep::Auth | HandshakeStep::Select, Token::Simple(b"OK")) => Ok(true),
         (step, Token::Bulk(sha1)) if step.script().is_some() => Ok(step
             .script()
             .is_some_and(|script| sha1.eq_ignore_ascii_case(script.sha1().as_bytes()))),
-        (Step::Identify, Token::Bulk(_) | Token::Verbatim { .. }) => Ok(true),
+        (HandshakeStep::Identify, Token::Bulk(_) | Token::Verbatim { .. }) => Ok(true),
         // The whole map was read (see `Link`); an error is caught above.
-        (Step::Hello, Token::Map(_)) => Ok(true),
-        (Step::Marker | Step::LongestTtl, Token::Bulk(_) | Token::Null(_)) => Ok(true),
+        (HandshakeStep::Hello, Token::Map(_)) => Ok(true),
+        (HandshakeStep::Marker | HandshakeStep::LongestTtl, Token::Bulk(_) | Token::Null(_)) => {
+            Ok(true)
+        }
         _ => Ok(false),
     }
 }

@@ -217,10 +217,10 @@ fn fence_scripts_are_loaded_only_when_fencing() {
     assert_eq!(
         steps[5..],
         [
-            Step::LoadFencedAcquire,
-            Step::LoadRaise,
-            Step::LoadFenceRead,
-            Step::LoadFenceSync
+            HandshakeStep::LoadFencedAcquire,
+            HandshakeStep::LoadRaise,
+            HandshakeStep::LoadFenceRead,
+            HandshakeStep::LoadFenceSync
         ]
     );
     for (step, (_, sha1)) in steps[5..].iter().zip([
@@ -293,13 +293,13 @@ fn handshake() {
     assert_eq!(
         steps,
         [
-            Step::Auth,
-            Step::Select,
-            Step::LoadRelease,
-            Step::LoadExtend,
-            Step::LoadAcquireMany,
-            Step::LoadReleaseMany,
-            Step::LoadExtendMany
+            HandshakeStep::Auth,
+            HandshakeStep::Select,
+            HandshakeStep::LoadRelease,
+            HandshakeStep::LoadExtend,
+            HandshakeStep::LoadAcquireMany,
+            HandshakeStep::LoadReleaseMany,
+            HandshakeStep::LoadExtendMany
         ]
     );
     out.clear();
@@ -314,32 +314,51 @@ fn handshake() {
         wake: None,
     };
     encode_handshake(&mut out, None, None, 0, probe, &mut steps);
-    assert_eq!(steps[5..], [Step::Identify, Step::Marker, Step::LongestTtl]);
+    assert_eq!(
+        steps[5..],
+        [
+            HandshakeStep::Identify,
+            HandshakeStep::Marker,
+            HandshakeStep::LongestTtl
+        ]
+    );
     let text = out.escape_ascii().to_string();
     assert!(
         text.ends_with("*4\\r\\n$4\\r\\nINFO\\r\\n$6\\r\\nserver\\r\\n$11\\r\\nreplication\\r\\n$7\\r\\ncluster\\r\\n*5\\r\\n$3\\r\\nSET\\r\\n$18\\r\\nredlock-mio:marker\\r\\n$2\\r\\nm1\\r\\n$2\\r\\nNX\\r\\n$3\\r\\nGET\\r\\n*5\\r\\n$3\\r\\nSET\\r\\n$23\\r\\nredlock-mio:longest-ttl\\r\\n$5\\r\\n30000\\r\\n$2\\r\\nNX\\r\\n$3\\r\\nGET\\r\\n"),
         "{text}"
     );
     // A key of another type is something to report, not a failed handshake.
-    for step in [Step::Marker, Step::LongestTtl] {
+    for step in [HandshakeStep::Marker, HandshakeStep::LongestTtl] {
         assert_eq!(handshake_ok(step, &Token::Error(b"WRONGTYPE x")), Ok(true));
         assert!(handshake_ok(step, &Token::Error(b"NOPERM x")).is_err());
     }
     assert_eq!(
-        handshake_ok(Step::Marker, &Token::Null(NullKind::Null)),
-        Ok(true)
-    );
-    assert_eq!(handshake_ok(Step::Identify, &Token::Integer(1)), Ok(false));
-    assert_eq!(
-        handshake_ok(Step::LoadRelease, &Token::Bulk(RELEASE_SHA1.as_bytes())),
+        handshake_ok(HandshakeStep::Marker, &Token::Null(NullKind::Null)),
         Ok(true)
     );
     assert_eq!(
-        handshake_ok(Step::LoadRelease, &Token::Bulk(EXTEND_SHA1.as_bytes())),
+        handshake_ok(HandshakeStep::Identify, &Token::Integer(1)),
         Ok(false)
     );
-    assert_eq!(handshake_ok(Step::Auth, &Token::Integer(1)), Ok(false));
-    assert!(handshake_ok(Step::Auth, &Token::Error(b"WRONGPASS")).is_err());
+    assert_eq!(
+        handshake_ok(
+            HandshakeStep::LoadRelease,
+            &Token::Bulk(RELEASE_SHA1.as_bytes())
+        ),
+        Ok(true)
+    );
+    assert_eq!(
+        handshake_ok(
+            HandshakeStep::LoadRelease,
+            &Token::Bulk(EXTEND_SHA1.as_bytes())
+        ),
+        Ok(false)
+    );
+    assert_eq!(
+        handshake_ok(HandshakeStep::Auth, &Token::Integer(1)),
+        Ok(false)
+    );
+    assert!(handshake_ok(HandshakeStep::Auth, &Token::Error(b"WRONGPASS")).is_err());
 }
 
 /// A command taken apart and put back together is the same command, on the
@@ -435,9 +454,12 @@ fn a_wake_channel_names_its_id_in_hex() {
 
 #[test]
 fn hello_is_answered_by_a_map() {
-    assert_eq!(handshake_ok(Step::Hello, &Token::Map(3)), Ok(true));
-    assert_eq!(handshake_ok(Step::Hello, &Token::Simple(b"OK")), Ok(false));
-    assert_eq!(handshake_ok(Step::Auth, &Token::Map(3)), Ok(false));
+    assert_eq!(handshake_ok(HandshakeStep::Hello, &Token::Map(3)), Ok(true));
+    assert_eq!(
+        handshake_ok(HandshakeStep::Hello, &Token::Simple(b"OK")),
+        Ok(false)
+    );
+    assert_eq!(handshake_ok(HandshakeStep::Auth, &Token::Map(3)), Ok(false));
 }
 
 /// What the driver asks of a command: which masters a release must reach,

@@ -49,7 +49,9 @@ use std::time::{Duration, Instant};
 
 use super::limits::UNSOLICITED_BUDGET;
 use super::{Expect, Link, LinkConfig, READ_BUFFER, Sink, Skip, State};
-use crate::commands::{Command, Keys, Outcome, Step, TOKEN_LEN, WakeChannel, wake_channel};
+use crate::commands::{
+    Command, HandshakeStep, Keys, Outcome, TOKEN_LEN, WakeChannel, wake_channel,
+};
 use crate::ids::{RoundId, WaitId};
 use crate::rules::{NodeError, Op};
 use frames::{CHANNEL, Fate, Is, Piece, backing, foresee};
@@ -461,7 +463,7 @@ impl Run {
         let id = self.pick_id(form & 32 != 0, id);
         let one = frames::craft(form, id, ms, self.link.config.wake.is_some());
         let mut pieces = vec![one; 1 + usize::from(copies)];
-        let subscribing = self.link.expects(Step::Subscribe);
+        let subscribing = self.link.expects(HandshakeStep::Subscribe);
         for (i, piece) in pieces.iter_mut().enumerate() {
             if let Is::Push { confirms, .. } = &mut piece.is {
                 *confirms &= subscribing && i == 0;
@@ -521,21 +523,21 @@ impl Run {
         }
         let flavour = input.byte();
         let (refuse_hello, refuse_subscribe) = (op & 8 != 0, op & 16 != 0);
-        let steps: Vec<Step> = (self.link.requests.iter())
+        let steps: Vec<HandshakeStep> = (self.link.requests.iter())
             .map_while(|request| match request.expect {
-                Expect::Step(step) => Some(step),
+                Expect::HandshakeStep(step) => Some(step),
                 Expect::Command(_) => None,
             })
             .collect();
-        let hello = steps.contains(&Step::Hello);
+        let hello = steps.contains(&HandshakeStep::Hello);
         // After HELLO 3, INFO answers with a verbatim string.
         let resp3 = self.link.wakes && !(hello && refuse_hello);
         let wakes = self.link.config.wake.is_some();
         let mut pieces = Vec::new();
         for (n, &step) in (1..).zip(&steps) {
             pieces.push(match step {
-                Step::Hello => frames::hello(refuse_hello.then_some(flavour)),
-                Step::Subscribe => frames::subscription(refuse_subscribe),
+                HandshakeStep::Hello => frames::hello(refuse_hello.then_some(flavour)),
+                HandshakeStep::Subscribe => frames::subscription(refuse_subscribe),
                 step => frames::step_reply(step, flavour, resp3),
             });
             if op & 32 != 0 {
@@ -554,7 +556,7 @@ impl Run {
             self.link.is_ready(),
             "a handshake answered in full left the link waiting"
         );
-        let subscribing = subscription_asked || steps.contains(&Step::Subscribe);
+        let subscribing = subscription_asked || steps.contains(&HandshakeStep::Subscribe);
         let refused =
             [(hello, refuse_hello), (subscribing, refuse_subscribe)].map(|(asked, no)| asked && no);
         if hello || subscribing {
@@ -617,8 +619,8 @@ impl Run {
         if link.config.wake.is_none() {
             assert!(!link.wakes, "wake-ups on a link without a channel");
         }
-        let is = |step| move |p: &super::Request| matches!(p.expect, Expect::Step(s) if s == step);
-        if let Some(at) = link.requests.iter().position(is(Step::Subscribe)) {
+        let is = |step| move |p: &super::Request| matches!(p.expect, Expect::HandshakeStep(s) if s == step);
+        if let Some(at) = link.requests.iter().position(is(HandshakeStep::Subscribe)) {
             assert!(link.wakes, "a subscription asked after a refusal");
             assert_ne!(
                 link.state,
@@ -626,7 +628,7 @@ impl Run {
                 "a ready link waits for its subscription"
             );
             assert!(
-                !link.requests.iter().any(is(Step::Hello)),
+                !link.requests.iter().any(is(HandshakeStep::Hello)),
                 "a subscription asked before HELLO was answered"
             );
             assert!(

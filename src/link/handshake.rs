@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use super::{Expect, Link, Request, State};
-use crate::commands::{self, Step};
+use crate::commands::{self, HandshakeStep};
 use crate::resp::Token;
 use crate::rules::NodeError;
 use crate::rules::identity::{Found, Info, MarkerValue, Sighting, Suspicion};
@@ -42,14 +42,18 @@ impl Link {
     }
 
     /// Whether the oldest request unanswered is handshake step `step`.
-    pub(super) fn expects(&self, step: Step) -> bool {
-        matches!(self.requests.front(), Some(Request { expect: Expect::Step(s), .. }) if *s == step)
+    pub(super) fn expects(&self, step: HandshakeStep) -> bool {
+        matches!(self.requests.front(), Some(Request { expect: Expect::HandshakeStep(s), .. }) if *s == step)
     }
 
     /// The reply to a step of the handshake: what it teaches about the
     /// master is kept; a refusal fails the connection.
-    pub(super) fn handle_step(&mut self, step: Step, token: &Token<'_>) -> Result<(), NodeError> {
-        if matches!(step, Step::Hello | Step::Subscribe) {
+    pub(super) fn handle_step(
+        &mut self,
+        step: HandshakeStep,
+        token: &Token<'_>,
+    ) -> Result<(), NodeError> {
+        if matches!(step, HandshakeStep::Hello | HandshakeStep::Subscribe) {
             self.handle_wake_step(step, token);
             return Ok(());
         }
@@ -71,10 +75,10 @@ impl Link {
     /// without those permissions) serves locks all the same, and its
     /// releases tell nobody. `SUBSCRIBE` goes out only once `HELLO` has
     /// succeeded: on a RESP2 connection it would take over the connection.
-    fn handle_wake_step(&mut self, step: Step, token: &Token<'_>) {
+    fn handle_wake_step(&mut self, step: HandshakeStep, token: &Token<'_>) {
         let refused = matches!(token, Token::Error(_) | Token::BulkError(_));
         match (step, &self.config.wake) {
-            (Step::Hello, Some(channel)) if !refused => {
+            (HandshakeStep::Hello, Some(channel)) if !refused => {
                 crate::resp::encode_command(
                     &mut self.out,
                     &[b"SUBSCRIBE".as_slice().into(), channel.as_slice().into()],
@@ -91,7 +95,11 @@ impl Link {
                     .iter()
                     .position(|p| matches!(p.expect, Expect::Command(_)))
                     .unwrap_or(self.requests.len());
-                let step = Request::new(Expect::Step(Step::Subscribe), sent, &self.config);
+                let step = Request::new(
+                    Expect::HandshakeStep(HandshakeStep::Subscribe),
+                    sent,
+                    &self.config,
+                );
                 self.requests.insert(at, step);
             }
             _ => self.wakes = false,
@@ -106,7 +114,7 @@ impl Link {
             let waiting = matches!(
                 self.requests.front(),
                 Some(Request {
-                    expect: Expect::Step(_),
+                    expect: Expect::HandshakeStep(_),
                     ..
                 })
             );
@@ -140,11 +148,11 @@ impl Link {
 fn learn(
     info: &mut Option<Info>,
     [marker, longest]: [&mut Option<Found>; 2],
-    step: Step,
+    step: HandshakeStep,
     token: &Token<'_>,
 ) -> Result<(), NodeError> {
     match (step, token) {
-        (Step::Identify, Token::Bulk(text) | Token::Verbatim { text, .. }) => {
+        (HandshakeStep::Identify, Token::Bulk(text) | Token::Verbatim { text, .. }) => {
             let parsed = Info::parse(text);
             if parsed.replica {
                 return Err(NodeError::Replica);
@@ -154,14 +162,14 @@ fn learn(
             }
             *info = Some(parsed);
         }
-        (Step::Marker | Step::LongestTtl, _) => {
+        (HandshakeStep::Marker | HandshakeStep::LongestTtl, _) => {
             let found = match token {
                 Token::Bulk(value) => Found::Holds(MarkerValue::from_slice(value)),
                 Token::Null(_) => Found::Missing,
                 // `WRONGTYPE` (`handshake_ok` let no other error through).
                 _ => Found::Foreign,
             };
-            let slot = if step == Step::Marker {
+            let slot = if step == HandshakeStep::Marker {
                 marker
             } else {
                 longest

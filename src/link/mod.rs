@@ -27,7 +27,7 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use crate::clock::after;
-use crate::commands::{self, Command, Outcome, Probe, Step, WakeChannel};
+use crate::commands::{self, Command, HandshakeStep, Outcome, Probe, WakeChannel};
 use crate::ids::{RoundId, WaitId};
 use crate::resp::{Decoder, Status, Token};
 use crate::rules::identity::{Found, Info, Sighting, Suspicion};
@@ -123,7 +123,7 @@ enum State {
 #[derive(Debug, Clone, Copy)]
 enum Expect {
     /// A step of the handshake.
-    Step(Step),
+    HandshakeStep(HandshakeStep),
     /// A lock command. A script command's byte arguments wait in the
     /// replay arena ([`Sent::kept`] bytes), so that a `NOSCRIPT` reply,
     /// however late, can be answered with `EVAL`.
@@ -175,7 +175,7 @@ pub(crate) struct Link {
     /// The requests waiting for their replies, oldest first.
     requests: VecDeque<Request>,
     /// The handshake's steps, as encoded at the last connect.
-    steps: Vec<Step>,
+    steps: Vec<HandshakeStep>,
     /// What the tokens being read belong to, if not to a reply.
     skip: Skip,
     /// The back-off before the next connect after a failure.
@@ -304,7 +304,7 @@ impl Link {
     pub(crate) fn request_rounds(&self) -> impl Iterator<Item = RoundId> + '_ {
         self.requests.iter().filter_map(|p| match p.expect {
             Expect::Command(sent) => Some(sent.round),
-            Expect::Step(_) => None,
+            Expect::HandshakeStep(_) => None,
         })
     }
 
@@ -328,7 +328,7 @@ impl Link {
         commands::encode_handshake(&mut self.out, user, password, db, probe, &mut self.steps);
         for &step in &self.steps {
             self.requests
-                .push_back(Request::new(Expect::Step(step), now, &self.config));
+                .push_back(Request::new(Expect::HandshakeStep(step), now, &self.config));
         }
         self.state = State::Connecting {
             deadline: after(now, self.config.connect_timeout),
@@ -515,7 +515,7 @@ impl Link {
                 Frame::Push(push) => self.handle_push(push, now, sink)?,
                 Frame::HelloEnd => self.handle_reply(&Token::Map(0), now, sink)?,
                 Frame::Reply if frame_end => self.handle_reply(&token, now, sink)?,
-                Frame::Reply if self.expects(Step::Hello) => self.skip = Skip::Hello,
+                Frame::Reply if self.expects(HandshakeStep::Hello) => self.skip = Skip::Hello,
                 // None of our commands is answered by an aggregate.
                 Frame::Reply => return Err(NodeError::UnexpectedReply),
             }
@@ -546,7 +546,7 @@ impl Link {
         // A request sent again (`NOSCRIPT`) is queued once this one is off
         // the queue: a full queue never grows.
         let again = match request.expect {
-            Expect::Step(step) => {
+            Expect::HandshakeStep(step) => {
                 self.handle_step(step, token)?;
                 None
             }

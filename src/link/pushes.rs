@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::limits::UNSOLICITED_BUDGET;
 use super::{Link, Sink};
-use crate::commands::Step;
+use crate::commands::HandshakeStep;
 use crate::ids::WaitId;
 use crate::resp::Token;
 use crate::rules::NodeError;
@@ -188,7 +188,7 @@ impl Link {
                 push.later.map(Duration::from_millis),
                 now,
             ),
-            (PushKind::Subscribe, true, _) if self.expects(Step::Subscribe) => {
+            (PushKind::Subscribe, true, _) if self.expects(HandshakeStep::Subscribe) => {
                 self.unsolicited = 0;
                 self.requests.pop_front();
                 self.handshake_progress(now);

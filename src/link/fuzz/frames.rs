@@ -6,7 +6,7 @@
 use std::ops::Range;
 use std::time::Duration;
 
-use crate::commands::{Step, wake_channel};
+use crate::commands::{HandshakeStep, wake_channel};
 use crate::link::limits::UNSOLICITED_BUDGET;
 use crate::rules::NodeError;
 
@@ -267,12 +267,12 @@ pub(super) fn subscription(refused: bool) -> Piece {
 /// `flavour`), or the `INFO` text that `flavour` describes (a verbatim
 /// string over RESP3), which fails the link if it says replica or cluster
 /// node.
-pub(super) fn step_reply(step: Step, flavour: u8, resp3: bool) -> Piece {
+pub(super) fn step_reply(step: HandshakeStep, flavour: u8, resp3: bool) -> Piece {
     let mut bytes = Vec::new();
     let mut fate = Fate::Lives;
     match step {
-        Step::Auth | Step::Select => bytes.extend_from_slice(b"+OK\r\n"),
-        Step::Identify => {
+        HandshakeStep::Auth | HandshakeStep::Select => bytes.extend_from_slice(b"+OK\r\n"),
+        HandshakeStep::Identify => {
             let run_id = char::from(b'a' + flavour % 6);
             let role = if flavour & 64 != 0 { "slave" } else { "master" };
             let uptime = u64::from(flavour >> 3);
@@ -294,8 +294,8 @@ pub(super) fn step_reply(step: Step, flavour: u8, resp3: bool) -> Piece {
                 _ => Fate::Lives,
             };
         }
-        Step::Marker if flavour & 32 != 0 => bytes.extend_from_slice(b"_\r\n"),
-        Step::Marker => bulk(&mut bytes, &[b'm'; 32]),
+        HandshakeStep::Marker if flavour & 32 != 0 => bytes.extend_from_slice(b"_\r\n"),
+        HandshakeStep::Marker => bulk(&mut bytes, &[b'm'; 32]),
         script => {
             let sha = script.script().map_or("", |script| script.sha1());
             bulk(&mut bytes, sha.as_bytes());
