@@ -318,7 +318,7 @@ pub(crate) fn classify(shape: &Shape, token: &Token<'_>) -> Outcome {
             if message.starts_with(b"NOSCRIPT") && scripted {
                 Outcome::NoScript
             } else if message.starts_with(FOREIGN)
-                && (fenced || matches!(op, Op::Fence | Op::FenceRead | Op::FenceSync))
+                && (fenced || matches!(op, Op::Raise | Op::FenceRead | Op::FenceSync))
             {
                 Outcome::Failed(NodeError::ForeignKey(foreign_key(
                     &message[FOREIGN.len()..],
@@ -333,11 +333,11 @@ pub(crate) fn classify(shape: &Shape, token: &Token<'_>) -> Outcome {
         }
         (Op::Acquire, Token::Simple(b"OK")) if !many && !fenced => Outcome::Reply(Reply::Ok),
         (Op::FenceRead, Token::Bulk(text)) => read_unsynced(text),
-        (Op::Fence, Token::Integer(-1)) => Outcome::Reply(Reply::Unsynced(0)),
-        (Op::Extend | Op::Release | Op::Fence | Op::FenceSync, Token::Integer(1)) => {
+        (Op::Raise, Token::Integer(-1)) => Outcome::Reply(Reply::Unsynced(0)),
+        (Op::Extend | Op::Release | Op::Raise | Op::FenceSync, Token::Integer(1)) => {
             Outcome::Reply(Reply::Ok)
         }
-        (Op::Extend | Op::Release | Op::Fence | Op::FenceSync, Token::Integer(0)) => {
+        (Op::Extend | Op::Release | Op::Raise | Op::FenceSync, Token::Integer(0)) => {
             Outcome::Reply(Reply::Refused)
         }
         (Op::Acquire, Token::Integer(1)) if many => Outcome::Reply(Reply::Ok),

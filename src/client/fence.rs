@@ -913,7 +913,7 @@ mod tests {
         assert_eq!(next.cap, Some(valid_until));
         assert!(!next.release_on_drop);
         drop(next);
-        attempt.handle(&client, smallvec![ended(Op::Fence, [Done, Done, Done])]);
+        attempt.handle(&client, smallvec![ended(Op::Raise, [Done, Done, Done])]);
         assert!(attempt.next().is_none());
         let results = attempt.finish(&client);
         let lock = results[0].as_ref().expect("won");
@@ -1045,7 +1045,7 @@ mod tests {
         assert_eq!(attempt.phase, Phase::Raise);
         attempt.handle(
             &client,
-            smallvec![ended(Op::Fence, [Refused, Refused, Count(1)])],
+            smallvec![ended(Op::Raise, [Refused, Refused, Count(1)])],
         );
         let results = attempt.finish(&client);
         assert!(matches!(results[0], Err(Error::Unfenced(_))), "{results:?}");
@@ -1145,7 +1145,7 @@ mod tests {
             &client,
             smallvec![ended(Op::Acquire, [Refused, Count(3), Count(3)])],
         );
-        attempt.handle(&client, smallvec![ended(Op::Fence, [Done, Done, Done])]);
+        attempt.handle(&client, smallvec![ended(Op::Raise, [Done, Done, Done])]);
         let lost: Vec<bool> = client.fences().lost.iter().map(Option::is_some).collect();
         assert_eq!(lost, [true, false, false]);
     }
@@ -1188,7 +1188,7 @@ mod tests {
         let acquire = ended(Op::Acquire, vec![Reply::Count(3); masters]);
         let valid_until = acquire.as_ref().expect("ended").valid_until;
         attempt.handle(&client, smallvec![acquire]);
-        let mut end = ended_on(Op::Fence, masters, raise).expect("ended");
+        let mut end = ended_on(Op::Raise, masters, raise).expect("ended");
         if let Some(late) = late {
             end.ended = valid_until + late;
         }

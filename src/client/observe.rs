@@ -93,7 +93,7 @@ pub(super) fn round_ended(
             Op::Extend => "redlock_extend_seconds",
             // A waiter leaving its queues is sent without a round.
             Op::Release | Op::Leave => "redlock_release_seconds",
-            Op::Fence | Op::FenceRead | Op::FenceSync => "redlock_fence_seconds",
+            Op::Raise | Op::FenceRead | Op::FenceSync => "redlock_fence_seconds",
         };
         metrics::histogram!(name, "outcome" => outcome).record(elapsed.as_secs_f64());
         if op == Op::Acquire {

@@ -238,7 +238,7 @@ impl Counters {
             Op::Acquire => bump(&self.attempts),
             Op::Extend => bump(&self.extends),
             Op::Release => bump(&self.releases),
-            Op::Fence | Op::FenceRead | Op::FenceSync | Op::Leave => {}
+            Op::Raise | Op::FenceRead | Op::FenceSync | Op::Leave => {}
         }
     }
 
@@ -264,7 +264,7 @@ impl Counters {
             Op::Release => (&self.releases, &self.released),
             // The fence rounds count as part of their acquire; a waiter
             // leaving its queues is no round.
-            Op::Fence | Op::FenceRead | Op::FenceSync | Op::Leave => return,
+            Op::Raise | Op::FenceRead | Op::FenceSync | Op::Leave => return,
         };
         bump(sent);
         match result {

@@ -143,7 +143,7 @@ impl<B: Copy> Args<B> {
             Args::Acquire { .. } => Op::Acquire,
             Args::Extend { .. } => Op::Extend,
             Args::Release { .. } => Op::Release,
-            Args::Raise { .. } => Op::Fence,
+            Args::Raise { .. } => Op::Raise,
             Args::FenceRead => Op::FenceRead,
             Args::FenceSync { .. } => Op::FenceSync,
             Args::Wait { .. } => Op::Acquire,

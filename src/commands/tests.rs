@@ -12,7 +12,7 @@ fn sample(op: Op, many: bool, fenced: bool) -> Command<'static> {
         Op::Acquire => Command::acquire(keys, b"t", 500),
         Op::Extend => Command::extend(keys, b"t", 500),
         Op::Release => Command::release(keys, b"t"),
-        Op::Fence => Command::raise(keys, b"t", 42),
+        Op::Raise => Command::raise(keys, b"t", 42),
         Op::FenceRead => Command::fence_read(),
         Op::FenceSync => Command::fence_sync(b"\0\x0217", SyncMode::Start, 1),
         _ => Command::leave(keys, b"m"),
@@ -149,7 +149,7 @@ fn fence_replies() {
         classify_as(Op::Acquire, true, true, &Token::Integer(3)),
         Reply(super::Reply::Count(3))
     );
-    let raise = |token: &Token<'_>| classify_as(Op::Fence, false, false, token);
+    let raise = |token: &Token<'_>| classify_as(Op::Raise, false, false, token);
     assert_eq!(raise(&Token::Integer(1)), Reply(super::Reply::Ok));
     assert_eq!(raise(&Token::Integer(0)), Reply(super::Reply::Refused));
     assert_eq!(raise(&Token::Integer(-1)), Reply(super::Reply::Unsynced(0)));
@@ -180,7 +180,7 @@ fn fence_replies() {
     // master fails, typed, and its connection stays (no `Unexpected`).
     for (op, fenced) in [
         (Op::Acquire, true),
-        (Op::Fence, false),
+        (Op::Raise, false),
         (Op::FenceRead, false),
         (Op::FenceSync, false),
     ] {

@@ -311,8 +311,8 @@ impl Run {
         let kind = input.byte();
         let name_len = usize::from(input.byte() % 65);
         let ttl_ms = u64::from(input.byte()) * 100;
-        let op = [Op::Acquire, Op::Release, Op::Extend, Op::Fence][usize::from(kind % 4)];
-        let keys = Keys::new(&NAMES[..name_len], kind & 8 != 0 && op != Op::Fence);
+        let op = [Op::Acquire, Op::Release, Op::Extend, Op::Raise][usize::from(kind % 4)];
+        let keys = Keys::new(&NAMES[..name_len], kind & 8 != 0 && op != Op::Raise);
         let command = match op {
             Op::Acquire if kind & 16 != 0 => Command::fenced_acquire(keys, TOKEN, ttl_ms),
             Op::Acquire => Command::acquire(keys, TOKEN, ttl_ms),

@@ -89,7 +89,7 @@ fn command_on<'a>(op: Op, resource: &'a [u8], token: &'a [u8], ttl_ms: u64) -> C
         Op::Acquire => Command::acquire(keys, token, ttl_ms),
         Op::Extend => Command::extend(keys, token, ttl_ms),
         Op::Release => Command::release(keys, token),
-        Op::Fence => Command::raise(keys, token, ttl_ms),
+        Op::Raise => Command::raise(keys, token, ttl_ms),
         Op::FenceRead => Command::fence_read(),
         Op::FenceSync => Command::fence_sync(b"", crate::commands::SyncMode::Repair, ttl_ms),
         _ => Command::leave(keys, token),

@@ -34,8 +34,9 @@ pub enum Op {
     /// The compare-and-delete script.
     Release,
     /// Raise the fence counters to a lock's fence, where the lock's key
-    /// still holds its token (the second round of a fenced acquire).
-    Fence,
+    /// still holds its token (the second round of a fenced acquire; the
+    /// script [`Script::Raise`](crate::scripts::Script::Raise)).
+    Raise,
     /// Read the fence counters (waits for every master, no early
     /// decision).
     FenceRead,
@@ -48,13 +49,14 @@ pub enum Op {
 }
 
 impl Op {
-    /// The operation in lower case: `acquire`, `extend` or `release`.
+    /// The operation in lower case: `acquire`, `extend`, `release`, `raise`,
+    /// `fence read`, `fence sync` or `leave`.
     pub fn name(self) -> &'static str {
         match self {
             Op::Acquire => "acquire",
             Op::Extend => "extend",
             Op::Release => "release",
-            Op::Fence => "fence",
+            Op::Raise => "raise",
             Op::FenceRead => "fence read",
             Op::FenceSync => "fence sync",
             Op::Leave => "leave",
@@ -613,7 +615,7 @@ impl fmt::Display for Report {
             Op::Acquire => ("acquired", "held by another"),
             Op::Extend => ("extended", "not held"),
             Op::Release => ("released", "not held"),
-            Op::Fence => ("fence raised", "not held"),
+            Op::Raise => ("fence raised", "not held"),
             Op::FenceRead => ("fence read", "refused"),
             Op::FenceSync => ("fence in sync", "not repaired"),
             Op::Leave => ("left", "refused"),
@@ -939,7 +941,7 @@ impl Round {
         }
         if self.ok >= self.quorum {
             let decision = match self.op {
-                Op::Release | Op::Fence | Op::FenceRead | Op::FenceSync | Op::Leave => {
+                Op::Release | Op::Raise | Op::FenceRead | Op::FenceSync | Op::Leave => {
                     Decision::Quorum {
                         validity: Duration::ZERO,
                     }

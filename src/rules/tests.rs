@@ -429,7 +429,7 @@ fn fence_reads_and_syncs_wait_for_every_node() {
     sync.handle_timeout(t0 + TIMEOUT);
     assert_eq!(sync.decision(), Some(Decision::NoQuorum));
     // A raise decides at quorum, like a release.
-    let mut raise = Round::new(Op::Fence, 3, Duration::ZERO, Duration::ZERO, TIMEOUT, t0);
+    let mut raise = Round::new(Op::Raise, 3, Duration::ZERO, Duration::ZERO, TIMEOUT, t0);
     raise.handle_reply(0, Reply::Ok, t0);
     raise.handle_reply(1, Reply::Ok, t0);
     assert!(matches!(raise.decision(), Some(Decision::Quorum { .. })));
@@ -458,7 +458,7 @@ fn each_op_names_itself_and_heads_its_report() {
         (Op::Acquire, "acquire"),
         (Op::Extend, "extend"),
         (Op::Release, "release"),
-        (Op::Fence, "fence"),
+        (Op::Raise, "raise"),
         (Op::FenceRead, "fence read"),
         (Op::FenceSync, "fence sync"),
         (Op::Leave, "leave"),

@@ -231,7 +231,7 @@ impl Client {
                 return;
             };
             let op = next.commands.first().map(Command::op);
-            let raise = op == Some(Op::Fence);
+            let raise = op == Some(Op::Raise);
             fenced.steps += 1;
             fenced.read |= op == Some(Op::FenceRead);
             let mut ends = Ends::new();
@@ -257,7 +257,7 @@ impl Client {
     fn raised_everywhere(&self, now: Instant) -> Round {
         let timeout = self.settings.request_timeout;
         let mut round = Round::new(
-            Op::Fence,
+            Op::Raise,
             self.n,
             Duration::ZERO,
             Duration::ZERO,
@@ -282,7 +282,7 @@ impl Fenced {
         });
         match round.op() {
             Op::Acquire => self.acquire = Some(round.clone()),
-            Op::Fence => self.raise = Some(round.clone()),
+            Op::Raise => self.raise = Some(round.clone()),
             _ => {}
         }
     }
