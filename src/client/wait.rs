@@ -172,7 +172,7 @@ impl Redlock {
             call.handle_attempt(&end.round, end.result, || self.report(&end), draw, now);
         let mut engine = self.engine.driver();
         if let Some(release) = &attempted.release {
-            engine.driver.queue(release, crate::clock::now());
+            engine.driver.queue(release, now);
         }
         if let Some(granted) = attempted.granted {
             engine

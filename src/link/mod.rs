@@ -109,8 +109,8 @@ pub(crate) struct LinkConfig {
 /// Where the connection is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
-    /// No socket; a new connect may start at `retry_at`.
-    Down { retry_at: Instant },
+    /// No socket since `since`; a new connect may start at `retry_at`.
+    Down { since: Instant, retry_at: Instant },
     /// Connect in progress; the handshake waits in the output buffer.
     Connecting { deadline: Instant },
     /// Connected; handshake replies outstanding.
@@ -224,7 +224,10 @@ impl Link {
     pub(crate) fn new(config: LinkConfig, now: Instant) -> Link {
         Link {
             config,
-            state: State::Down { retry_at: now },
+            state: State::Down {
+                since: now,
+                retry_at: now,
+            },
             out: Vec::with_capacity(config.output_capacity()),
             written: 0,
             input: vec![0; READ_BUFFER],
@@ -371,7 +374,10 @@ impl Link {
     pub(crate) fn close(&mut self, error: NodeError, now: Instant) {
         let retry_at = self.retry_after(&error, now);
         self.clear_buffers();
-        self.state = State::Down { retry_at };
+        self.state = State::Down {
+            since: now,
+            retry_at,
+        };
         self.last_error = Some(error);
     }
 

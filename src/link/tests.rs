@@ -529,6 +529,29 @@ fn back_off_doubles_and_a_healthy_link_reconnects_at_once() {
 }
 
 #[test]
+fn a_time_read_before_the_close_counts_as_the_close() {
+    // A front end reads the clock, then takes the engine, which closed the
+    // link in between: a link that reconnects at once still takes the
+    // command, and one that backs off still waits its back-off.
+    let t0 = Instant::now();
+    let mut link = ready(t0);
+    link.close(NodeError::Closed, t0 + 5 * MS);
+    assert!(
+        link.may_send(t0),
+        "a healthy link that dropped reconnects at once"
+    );
+    let mut link = Link::new(config(), t0);
+    link.start(None, None, 0, t0);
+    link.close(
+        NodeError::Connect(std::io::ErrorKind::ConnectionRefused),
+        t0 + 5 * MS,
+    );
+    assert!(!link.may_send(t0));
+    assert!(!link.may_send(t0 + 14 * MS));
+    assert!(link.may_send(t0 + 15 * MS));
+}
+
+#[test]
 fn replicas_and_cluster_nodes_are_refused_at_the_handshake() {
     let t0 = Instant::now();
     let mut link = Link::new(guarded_config(), t0);

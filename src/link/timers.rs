@@ -35,16 +35,24 @@ impl Link {
     /// `None` while it is up or connecting.
     pub(crate) fn retry_at(&self) -> Option<Instant> {
         match self.state {
-            State::Down { retry_at } => Some(retry_at),
+            State::Down { retry_at, .. } => Some(retry_at),
             _ => None,
         }
     }
 
     /// Whether the link is up, or down with its back-off expired (so that
     /// a connect may start now).
+    ///
+    /// A `now` older than the close counts as the close's time: a front
+    /// end reads the clock before it takes the engine, which may meanwhile
+    /// have closed the link, and a link that may reconnect at once (a
+    /// healthy connection that dropped) must take the command all the
+    /// same. Else the release that follows a failed attempt, queued with
+    /// the attempt's time, would skip that master and leave its grant
+    /// there until the TTL.
     pub(crate) fn may_send(&self, now: Instant) -> bool {
         match self.state {
-            State::Down { retry_at } => now >= retry_at,
+            State::Down { since, retry_at } => now.max(since) >= retry_at,
             _ => true,
         }
     }
