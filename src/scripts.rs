@@ -34,14 +34,18 @@
 //! swapped out, its threads starved) stalls every waiter it has. So when
 //! the waiter told next is of the same client as the one the key is
 //! reserved for, the telling goes on past that client's entries (they are
-//! neither told nor dropped), adding their windows, to the first waiter of
-//! another client whose client hears it; that one is told `<id> <ms>`, the
-//! windows of every waiter before it, and named in the key's turn
+//! neither told nor dropped), adding their windows (of the one told and
+//! seven more at most), to the first waiter of another client whose client hears it;
+//! that one is told `<id> <ms>`, the windows of the waiters before it, and
+//! named in the key's turn
 //! (`redlock-mio:turn:<key>`, the waiter's member, expiring when its turn
 //! ends). Should the waiters before it never come, its attempt finds its
 //! turn come (`turn(key, member)`: named, and less than its window left),
 //! drops the entries before it and takes the key: a stalled client costs
-//! the waiters behind it one window per waiter of it (while the turn runs,
+//! the waiters behind it one window per waiter of it, nine at most
+//! (entries of a live client whose waiters are gone, their leaves lost,
+//! cost the same), and a turn lasts ten windows at most, the named
+//! waiter's own included (while the turn runs,
 //! an attempt that finds the key free does not hand it to a stalled waiter
 //! again), and a release still
 //! tells at most two waiters (the walk past that client's entries costs a

@@ -13,11 +13,15 @@ local function turn_key(k)
 end
 
 -- Tells the waiters of queue `q` from rank `i` on to try at `at` ms, past
--- the waiters of the client `ch` the key is reserved for (their windows
--- add up to `at`), up to the first waiter of another client whose client
+-- the waiters of the client `ch` the key is reserved for (the windows of
+-- the one told and of seven more add up to `at`: with the reservation, a
+-- stalled client holds the others up for nine windows at most, and the
+-- waiter whose turn comes then passes over the rest), up to the first
+-- waiter of another client whose client
 -- hears it: that one is told and named in the turn `t`. Entries nobody
 -- hears, or of another form, are dropped on the way.
 local function tell(q, t, ch, at, i, told)
+  local kept = 0
   while true do
     local e = redis.pcall("zrange", q, i, i)
     if type(e) ~= "table" or e.err or #e == 0 then
@@ -27,7 +31,10 @@ local function tell(q, t, ch, at, i, told)
     local w, eid, ech = string.match(e, "^(%d+)|(%d+)|(redlock%-mio:wake:%x+)$")
     if eid and told and ech == ch then
       -- Another waiter of the stalled client: kept, neither told nor dropped.
-      at = at + tonumber(w)
+      if kept < 7 then
+        at = at + tonumber(w)
+      end
+      kept = kept + 1
       i = i + 1
     else
       local n = 0

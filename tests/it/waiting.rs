@@ -469,6 +469,16 @@ fn wait_long(client: &Arc<Redlock>) -> std::sync::mpsc::Receiver<Result<redlock_
     rx
 }
 
+/// The live waiter's outcome: told when its turn comes (within [`SOON`]),
+/// it gets the lock.
+fn served_at_its_turn(outcome: &std::sync::mpsc::Receiver<Result<redlock_mio::Lock, Error>>) {
+    let lock = outcome
+        .recv_timeout(SOON)
+        .expect("the live waiter is told when its turn comes")
+        .expect("the live waiter gets the lock");
+    assert!(lock.validity() > Duration::from_secs(20));
+}
+
 /// Whether `client` has connected to every master more than once.
 fn reconnected(client: &Redlock) -> bool {
     client.stats().masters.iter().all(|m| m.connects >= 2)
@@ -652,10 +662,12 @@ fn stalled_waiters_first_in_line_cost_one_window_each() {
     drop(listeners);
 }
 
-/// A stalled waiter first in line, then one that gives up after the
-/// release told it to try once the first one's window has passed: its turn
-/// passes to the live waiter behind it when it leaves, so that the live
-/// one is served after that one window, not at the holder's TTL.
+/// Two waiters of a stalled client first in line, then one of another
+/// client that gives up after the release named it in the key's turn (to
+/// try once the stalled ones' windows have passed): its turn passes to the
+/// live waiter behind it when it leaves, though it was not first in line,
+/// so that the live one is served after those windows, not at the holder's
+/// TTL.
 #[test]
 fn a_waiter_told_to_try_next_that_gives_up_passes_its_turn_on() {
     let cluster = Cluster::start(3);
@@ -663,15 +675,18 @@ fn a_waiter_told_to_try_next_that_gives_up_passes_its_turn_on() {
     let listeners = stalled_client(&cluster, "00000000000000ee");
     enqueue(
         &cluster,
-        &[(b"1", b"300|8|redlock-mio:wake:00000000000000ee")],
+        &[
+            (b"1", b"300|8|redlock-mio:wake:00000000000000ee"),
+            (b"2", b"300|9|redlock-mio:wake:00000000000000ee"),
+        ],
     );
-    // Second in line, an async waiter that will give up.
+    // Third in line, an async waiter that will give up.
     let quitter = Arc::new(waiter(&cluster));
-    let (runtime, task) = queued_async(&cluster, &quitter, LONG, 2);
-    // Third, the live waiter.
+    let (runtime, task) = queued_async(&cluster, &quitter, LONG, 3);
+    // Fourth, the live waiter.
     let client = Arc::new(waiter(&cluster));
     let outcome = wait_long(&client);
-    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 3) == 3));
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 4) == 3));
     holder.unlock(&mut held).expect("released");
     // The second gives up (its future is dropped): it leaves the queues.
     task.abort();
@@ -1040,10 +1055,41 @@ fn an_attempt_during_a_stalled_waiters_window_does_not_give_it_another() {
             String::from_utf8_lossy(&value)
         );
     }
-    let lock = outcome
-        .recv_timeout(SOON)
-        .expect("the live waiter is told when its turn comes")
-        .expect("the live waiter gets the lock");
-    assert!(lock.validity() > Duration::from_secs(20));
+    served_at_its_turn(&outcome);
+    drop(listeners);
+}
+
+/// A stalled client with twelve waiters first in line holds the others up
+/// for nine of their windows at most: the release names the live waiter
+/// behind them in a turn that ends after those nine windows and the live
+/// waiter's own, and that waiter passes over the rest.
+#[test]
+fn a_stalled_clients_many_waiters_cost_nine_windows_at_most() {
+    let cluster = Cluster::start(3);
+    let (holder, mut held) = hold(&cluster);
+    let listeners = stalled_client(&cluster, "00000000000000ee");
+    let places: Vec<Vec<u8>> = (1..=12).map(|i| i.to_string().into_bytes()).collect();
+    let members: Vec<Vec<u8>> = (1..=12)
+        .map(|i| format!("100|{i}|redlock-mio:wake:00000000000000ee").into_bytes())
+        .collect();
+    let entries: Vec<(&[u8], &[u8])> = places
+        .iter()
+        .zip(&members)
+        .map(|(p, m)| (p.as_slice(), m.as_slice()))
+        .collect();
+    enqueue(&cluster, &entries);
+    let client = Arc::new(waiter(&cluster));
+    let outcome = wait_long(&client);
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 13) == 3));
+    holder.unlock(&mut held).expect("released");
+    let turn = [&b"redlock-mio:turn:"[..], RESOURCE].concat();
+    for i in 0..3 {
+        let left = crate::support::check::integer(&cluster.command(i, &[b"PTTL", &turn]));
+        assert!(
+            (0..=900 + 8000).contains(&left),
+            "master {i}: the turn ends in {left} ms, past nine windows of 100 ms and the live waiter's 8 s"
+        );
+    }
+    served_at_its_turn(&outcome);
     drop(listeners);
 }

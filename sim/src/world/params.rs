@@ -504,9 +504,11 @@ impl Params {
 
     /// How long after the clients are quiet the crate's keys may still be
     /// there: the longest TTL (of a lock, a foreign holder that blocks a
-    /// queue) and the queue's margin, and the 1 ms of expiry precision.
+    /// queue) or of a turn (ten windows: the reservation, eight waiters of
+    /// the stalled client and the named waiter's own), whichever is
+    /// longer, then the queue's margin, and the 1 ms of expiry precision.
     pub(crate) fn leftover_bound(&self) -> Duration {
-        self.longest() + self.margin() + Duration::from_millis(2)
+        self.longest().max(self.window() * 10) + self.margin() + Duration::from_millis(2)
     }
 
     /// How long the world must stay quiet to count as quiet.
