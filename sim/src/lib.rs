@@ -221,7 +221,8 @@
 //! lost once a quorum said the token is gone or the validity ran out,
 //! released at the end of the release unless a quorum said the token was
 //! gone; nothing else, and nothing after a final one, which every kept
-//! lock reaches); each keeper's wakes no later than its documentation
+//! lock reaches); each keeper sending, once its release is asked for, the
+//! release, once, and nothing after it; each keeper's wakes no later than its documentation
 //! promises (a period after the last extension's wake, a quarter period
 //! after a missed one, by the validity's end, with the time its client
 //! was paused on top); fences that grow in the order

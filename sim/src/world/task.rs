@@ -15,7 +15,8 @@
 //! validity, as the client computed it, is recorded in global time for
 //! the mutual exclusion checker (a kept lock's only while its keeper has
 //! not reported it lost), and its fence for the fence checker; each step
-//! of a keeper, with the standing it reported, for the standing checker;
+//! of a keeper, with the standing it reported, for the standing checker
+//! and the checker of what a keeper sends after its release;
 //! and each keeper's wake is checked against the periods and the validity
 //! end its documentation promises.
 
