@@ -140,8 +140,8 @@ impl World {
     }
 
     /// `lock`'s keeper learns its extension's `result` (`before`: the lock
-    /// as it was before): it reports what its schedule says, and waits
-    /// for the next wake. Under [`Regression::KeptNotHeld`] it takes a
+    /// as it was before): it reports what its keeping says, and does what
+    /// the keeping says next. Under [`Regression::KeptNotHeld`] it takes a
     /// `NotHeld` for a missed quorum, with the validity from before.
     pub(super) fn kept_extended(
         &mut self,
