@@ -310,8 +310,10 @@ pub mod fuzzing {
 #[cfg(feature = "sim")]
 #[doc(hidden)]
 pub mod sim {
+    /// The keeping of a lock, as the keeper's thread drives it.
+    pub use crate::calls::{Keeping, KeepingStep};
     pub use crate::client::sim::{
-        Client, FenceMachine, Fenced, Held, Keep, KeepAction, Names, Next, Pursue, Settings,
+        Client, FenceMachine, Fenced, Held, Names, Next, Pursue, Settings,
     };
     /// A round's id, as the simulator's client hands it out.
     pub use crate::ids::RoundId;

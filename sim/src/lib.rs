@@ -185,13 +185,13 @@
 //! resources (binary names among them), and ask for names in the crate's
 //! key space, which must be refused before anything is sent. In some
 //! worlds some locks are kept: the caller hands the lock to a keeper, the
-//! keeper thread's own schedule (`rules::keep`, through
-//! `redlock_mio::sim::Keep`, which reads each result as the keeper does),
-//! driven with the simulated time as the thread drives it: it wakes when
-//! the schedule says (late only when its client is paused), extends when
-//! the schedule says so, reports the standings the schedule gives, and
-//! releases at the end of the intended hold (now and then past a hold
-//! limit). All, some or
+//! keeper thread's own machine (`redlock_mio::sim::Keeping`, the library's
+//! `calls::Keeping`, which takes every decision of the keeping) driven
+//! with the simulated time as the thread drives it: it wakes when the
+//! keeping says (late only when its client is paused), extends and
+//! releases when it says so, hands each result in, and reports the
+//! standings it gives; the holder asks for the release at the end of the
+//! intended hold (now and then past a hold limit). All, some or
 //! none of a world's clients are fenced: each of their attempts, plain or
 //! waiting, is the front ends' own fenced machine (`client/fence.rs`: a
 //! read and a sync of the counters when due, the acquire, the raise), run
@@ -221,7 +221,8 @@
 //! lost once a quorum said the token is gone or the validity ran out,
 //! released at the end of the release unless a quorum said the token was
 //! gone; nothing else, and nothing after a final one, which every kept
-//! lock reaches); each keeper's wakes no later than its documentation
+//! lock reaches); each keeper sending, once its release is asked for, the
+//! release, once, and nothing after it; each keeper's wakes no later than its documentation
 //! promises (a period after the last extension's wake, a quarter period
 //! after a missed one, by the validity's end, with the time its client
 //! was paused on top); fences that grow in the order

@@ -1,20 +1,25 @@
 //! The plain calls on a lock (the acquire of one or several resources,
-//! the extend, the release) as machines free of I/O, and what every front
-//! end asks before and around a round: the checks of a call's arguments
-//! ([`Limits`]), a round's set-up ([`restarter`]), and what each decision
-//! means for the caller ([`errors`], [`Validity`]).
+//! the extend, the release), the acquire that waits and the keeping of a
+//! lock, as machines free of I/O, and what every front end asks before
+//! and around a round: the checks of a call's arguments ([`Limits`]), a
+//! round's set-up ([`restarter`]), and what each decision means for the
+//! caller ([`errors`], [`Validity`]).
 //!
 //! Each machine is made with its call's arguments, gives the
 //! `Command` to submit, and, handed its round
 //! as it ended, says what the call returns, the validity the lock keeps,
 //! and the release that must follow a failed or dropped acquire. The
 //! blocking, async and embedded front ends and the simulator's client
-//! drive the same machines, so none of them decides on its own.
+//! drive the same machines, so none of them decides on its own. The
+//! keeping of a lock ([`Keeping`]) says when its keeper waits, extends and
+//! releases, and the standing it reports: the keeper's thread and the
+//! simulator's keeper drive it with the same results.
 
 mod acquire;
 mod checks;
 mod errors;
 mod extend;
+mod keeping;
 mod pursue;
 mod release;
 mod validity;
@@ -32,6 +37,8 @@ pub(crate) use checks::pack_names;
 pub(crate) use checks::{Limits, check_resource, longest_ttl};
 pub(crate) use errors::{acquire_refused, unknown};
 pub(crate) use extend::Extend;
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub use keeping::{Keeping, KeepingStep};
 pub(crate) use pursue::{Fenced, Leave, Pursue, Step, Waited};
 pub(crate) use release::Release;
 pub(crate) use validity::Validity;

@@ -19,9 +19,9 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use super::{Lock, Redlock};
+use crate::calls::{Keeping, KeepingStep};
 use crate::error::Error;
 pub use crate::rules::keep::Standing;
-use crate::rules::keep::{Action, Extension, Schedule};
 
 /// A callback told of every change of [`Standing`], from the keeper's
 /// thread.
@@ -582,9 +582,13 @@ impl Redlock {
             let _ = self.unlock(&mut lock);
             return Err(error);
         }
-        let period = Schedule::period(options.ttl, options.period);
-        let started = crate::clock::now();
-        let hold_until = options.max_hold.and_then(|d| started.checked_add(d));
+        let keeping = Keeping::new(
+            options.ttl,
+            options.period,
+            options.max_hold,
+            lock.valid_until_here(),
+            crate::clock::now(),
+        );
         let shared = Arc::new(Shared::new(lock.valid_until_here()));
         let resource = lock.resource().to_vec();
         let token = *lock.token();
@@ -594,8 +598,7 @@ impl Redlock {
             lock,
             shared: shared.clone(),
             ttl: options.ttl,
-            period,
-            hold_until,
+            keeping,
             on_change: options.on_change,
         };
         let thread = thread::Builder::new()
@@ -612,23 +615,23 @@ impl Redlock {
     }
 }
 
-/// The keeper thread's work: a thin driver of the lock's [`Schedule`],
-/// which takes every decision. It reads the clock, waits, sends the lock's
-/// commands and reports the standings the schedule gives.
+/// The keeper thread's work: a thin driver of the lock's [`Keeping`],
+/// which takes every decision. It waits, sends the lock's commands, hands
+/// their results in with the clock, and reports the standings the
+/// keeping gives.
 struct Job {
     client: Redlock,
     lock: Lock,
     shared: Arc<Shared>,
     ttl: Duration,
-    period: Duration,
-    hold_until: Option<Instant>,
+    keeping: Keeping,
     on_change: Option<OnChange>,
 }
 
 impl Job {
-    /// Extends on schedule until the holder asks for the release, then
-    /// releases; says the thread is done however it ends (a panicking
-    /// callback included).
+    /// Does what the keeping says until it is over (the release's end);
+    /// says the thread is done however it ends (a panicking callback
+    /// included). Returns the release's result.
     fn run(&mut self) -> Result<(), Error> {
         struct Done<'a>(&'a Shared);
         impl Drop for Done<'_> {
@@ -638,47 +641,36 @@ impl Job {
         }
         let shared = Arc::clone(&self.shared);
         let _done = Done(&shared);
-        let mut schedule = Schedule::new(
-            self.period,
-            self.hold_until,
-            self.lock.valid_until_here(),
-            crate::clock::now(),
-        );
-        self.extend_until_asked(&mut schedule);
-        self.release(&mut schedule)
-    }
-
-    /// Extends when the schedule says, until the holder asks for the
-    /// release.
-    fn extend_until_asked(&mut self, schedule: &mut Schedule) {
-        while !self.shared.wait_release(schedule.poll_wake()) {
-            let now = crate::clock::now();
-            match schedule.handle_wake(now, self.lock.valid_until_here()) {
-                Action::Wait => {}
-                Action::Lost => self.set(Standing::Lost),
-                Action::Extend => {
-                    let outcome = extension(&self.client.extend(&mut self.lock, self.ttl));
-                    let now = crate::clock::now();
-                    if let Some(standing) =
-                        schedule.handle_extended(outcome, now, self.lock.valid_until_here())
-                    {
-                        self.set(standing);
+        let mut released = Ok(());
+        loop {
+            let standing = match self.keeping.poll() {
+                KeepingStep::Wait { until } => {
+                    let asked = self.shared.wait_release(until);
+                    let (now, valid_until) = (crate::clock::now(), self.lock.valid_until_here());
+                    if asked {
+                        self.keeping.handle_asked(now, valid_until)
+                    } else {
+                        self.keeping.handle_wake(now, valid_until)
                     }
                 }
+                KeepingStep::Extend => {
+                    let result = self.client.extend(&mut self.lock, self.ttl);
+                    let now = crate::clock::now();
+                    self.keeping
+                        .handle_extended(&result, now, self.lock.valid_until_here())
+                }
+                KeepingStep::Release => {
+                    released = self.client.unlock(&mut self.lock);
+                    self.keeping.handle_released(&released)
+                }
+                // The thread hands every result in before it polls again,
+                // so nothing is ever in flight here.
+                KeepingStep::InFlight | KeepingStep::Done(_) => return released,
+            };
+            if let Some(standing) = standing {
+                self.set(standing);
             }
         }
-    }
-
-    /// Releases the lock (after a loss too: a minority may still hold its
-    /// keys) and reports the end the schedule gives.
-    fn release(&mut self, schedule: &mut Schedule) -> Result<(), Error> {
-        let now = crate::clock::now();
-        if let Some(standing) = schedule.handle_release(now, self.lock.valid_until_here()) {
-            self.set(standing);
-        }
-        let result = self.client.unlock(&mut self.lock);
-        self.set(schedule.handle_released(release_gone(&result)));
-        result
     }
 
     fn set(&self, standing: Standing) {
@@ -688,24 +680,4 @@ impl Job {
             self.on_change.as_ref(),
         );
     }
-}
-
-/// What an extension's result means to the schedule: the lock is gone
-/// when a quorum said the token no longer owns it or it had expired before
-/// the extension; the limit on extensions ends them; any other error may
-/// pass at the next try. (The simulator's keeper, `client/sim.rs`, reads
-/// results through this too.)
-pub(super) fn extension(result: &Result<(), Error>) -> Extension {
-    match result {
-        Ok(()) => Extension::Extended,
-        Err(Error::NotHeld(_) | Error::Expired) => Extension::Gone,
-        Err(Error::ExtensionLimit { .. }) => Extension::Limit,
-        Err(_) => Extension::Failed,
-    }
-}
-
-/// Whether a release's result says the lock was gone before it: a quorum
-/// said the token no longer owned the resource.
-pub(super) fn release_gone(result: &Result<(), Error>) -> bool {
-    matches!(result, Err(Error::NotHeld(_)))
 }

@@ -22,11 +22,12 @@
 //! round's decision means, its errors' kinds, the validity a lock keeps
 //! after each outcome, the table in [`Lock`](crate::Lock)'s docs; the
 //! release that follows a failed or dropped acquire; the acquire that
-//! waits, `calls::Pursue`), the fenced acquire (`client/fence.rs`). This
-//! client
-//! only moves their commands and rounds through its [`Core`], so the
-//! simulator's checkers hold the front ends' own decisions to the
-//! guarantees.
+//! waits, `calls::Pursue`), the fenced acquire (`client/fence.rs`), and
+//! the keeping of a lock (`calls::Keeping`, which [`Client::keep`] hands
+//! out: the keeper thread's own machine, which the simulator drives as
+//! the thread does). This client only moves their commands and rounds
+//! through its [`Core`], so the simulator's checkers hold the front ends'
+//! own decisions to the guarantees.
 
 mod fenced;
 
@@ -38,20 +39,17 @@ pub use fenced::{FenceMachine, Fenced};
 
 use super::builder;
 use super::fence::FenceBook;
-use super::keeper::{extension, release_gone};
-use crate::Standing;
 use crate::TOKEN_LEN;
 use crate::addr::ServerAddr;
 use crate::calls::{
-    self, Acquire, Acquired, Claim, Extend, Holding, Limits, Release, Step, Validity, Wait,
-    check_resource,
+    self, Acquire, Acquired, Claim, Extend, Holding, Keeping, Limits, Release, Step, Validity,
+    Wait, check_resource,
 };
 use crate::commands::{self, Command, Keys, WakeChannel};
 use crate::driver::core::Core;
 use crate::error::Error;
 use crate::ids::RoundId;
 use crate::link::LinkConfig;
-use crate::rules::keep::{Action, Schedule};
 use crate::rules::wait::Terms;
 use crate::rules::{self, Decision, NodeError, Report, Round};
 
@@ -215,71 +213,6 @@ impl Held {
     /// Its fence, if it was acquired with fencing.
     pub fn fence(&self) -> Option<u64> {
         self.fence
-    }
-}
-
-/// A kept lock's schedule (`rules::keep`), as the keeper's thread
-/// (`client/keeper.rs`) drives it: the caller waits until
-/// [`poll_wake`](Self::poll_wake) (or until it releases), extends when
-/// [`on_wake`](Self::on_wake) says so, and hands each result in with its
-/// time; the standings it gets back are the ones the keeper reports. The
-/// results are read as the keeper reads them (the same function), so
-/// that what the simulator holds to the guarantees is the keeper's code.
-#[derive(Debug, Clone, Copy)]
-pub struct Keep {
-    schedule: Schedule,
-}
-
-/// What a kept lock's keeper does on waking.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum KeepAction {
-    /// Extend the lock now, then hand the result to
-    /// [`Keep::on_extended`].
-    Extend,
-    /// Nothing to do: wait until [`Keep::poll_wake`] again.
-    Wait,
-    /// The validity ran out: the lock is lost ([`Standing::Lost`]); only
-    /// the release is left.
-    Lost,
-}
-
-impl Keep {
-    /// When the keeper must wake next, if it wakes on its own.
-    pub fn poll_wake(&self) -> Option<Instant> {
-        self.schedule.poll_wake()
-    }
-
-    /// The keeper woke at `now` (not for the release), holding `held`.
-    pub fn on_wake(&mut self, now: Instant, held: &Held) -> KeepAction {
-        match self.schedule.handle_wake(now, held.valid_until) {
-            Action::Extend => KeepAction::Extend,
-            Action::Wait => KeepAction::Wait,
-            Action::Lost => KeepAction::Lost,
-        }
-    }
-
-    /// The extension came to `result` at `now`, leaving `held`: the
-    /// standing to report, if it changes.
-    pub fn on_extended(
-        &mut self,
-        result: &Result<(), Error>,
-        now: Instant,
-        held: &Held,
-    ) -> Option<Standing> {
-        let outcome = extension(result);
-        self.schedule
-            .handle_extended(outcome, now, held.valid_until)
-    }
-
-    /// The holder asks for the release at `now`: the standing to report
-    /// before it is sent, if it changes (lost, if the validity ran out).
-    pub fn on_release(&mut self, now: Instant, held: &Held) -> Option<Standing> {
-        self.schedule.handle_release(now, held.valid_until)
-    }
-
-    /// The release came to `result`: the keeper's last standing.
-    pub fn on_released(&self, result: &Result<(), Error>) -> Standing {
-        self.schedule.handle_released(release_gone(result))
     }
 }
 
@@ -623,10 +556,11 @@ impl Client {
         result
     }
 
-    /// Hands `held` to a keeper, at `now`, as `Redlock::keep` does: it
-    /// extends to `ttl` every `period` (a third of `ttl` if not given),
-    /// and no longer once held for `max_hold`; or the error `keep` returns
-    /// (expired; a TTL the extensions would refuse).
+    /// Hands `held` to a keeper, at `now`, as `Redlock::keep` does: its
+    /// keeping, which extends it to `ttl` every `period` (a third of `ttl`
+    /// if not given), and no longer once held for `max_hold`; or the error
+    /// `keep` returns (expired; a TTL the extensions would refuse). The
+    /// caller drives the keeping as the keeper's thread does.
     pub fn keep(
         &self,
         held: &Held,
@@ -634,16 +568,12 @@ impl Client {
         period: Option<Duration>,
         max_hold: Option<Duration>,
         now: Instant,
-    ) -> Result<Keep, Error> {
+    ) -> Result<Keeping, Error> {
         if now >= held.valid_until {
             return Err(Error::Expired);
         }
         self.check_ttl(ttl)?;
-        let period = Schedule::period(ttl, period);
-        let hold_until = max_hold.and_then(|d| now.checked_add(d));
-        Ok(Keep {
-            schedule: Schedule::new(period, hold_until, held.valid_until, now),
-        })
+        Ok(Keeping::new(ttl, period, max_hold, held.valid_until, now))
     }
 
     /// Starts the release of `held`: its round's id.

@@ -2,11 +2,11 @@
 //! stops, and what each extension's outcome and the release's mean for the
 //! lock's standing.
 //!
-//! The keeper's thread is the driver: it reads the clock, waits until
-//! [`Schedule::poll_wake`] (or until the holder asks for the release),
-//! sends the extensions and the release, and feeds what it sees back in
-//! with the time. Every decision is taken here, so that each can be tested
-//! with instants made up by the test.
+//! The keeping of a lock (`calls::Keeping`) drives it: it has its keeper
+//! wait until [`Schedule::poll_wake`] (or until the holder asks for the
+//! release), send the extensions and the release, and feeds what the
+//! keeper sees back in with the time. The rules of the schedule are taken
+//! here, so that each can be tested with instants made up by the test.
 
 use std::time::{Duration, Instant};
 

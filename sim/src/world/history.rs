@@ -3,7 +3,8 @@
 //! granted both lost its data in between), fences that grow in the order
 //! holdings began (where `crate::fencing` says they do), every call within
 //! its bound, the standings kept locks' keepers report as
-//! `redlock_mio::Standing` documents them, waiters served within the
+//! `redlock_mio::Standing` documents them, nothing but one release from a
+//! keeper once its release is asked for, waiters served within the
 //! hand-off's bound once a release is sent, and (see the world) nothing
 //! left on the masters past its own bound.
 
@@ -299,6 +300,15 @@ impl History {
 }
 
 impl History {
+    /// The steps of each kept lock's keeper, in time order, by lock.
+    fn keeps_by_lock(&self) -> BTreeMap<u64, Vec<&KeepStep>> {
+        let mut by_lock: BTreeMap<u64, Vec<&KeepStep>> = BTreeMap::new();
+        for step in &self.keeps {
+            by_lock.entry(step.lock).or_default().push(step);
+        }
+        by_lock
+    }
+
     /// Every kept lock whose keeper reported a standing other than
     /// `redlock_mio::Standing` documents for what it had just seen: held
     /// after an extension that reached a quorum; lost after one that found
@@ -308,12 +318,8 @@ impl History {
     /// said the token was gone; nothing else in between; and, once lost or
     /// released, never anything else. Its last standing is final.
     pub(crate) fn standings(&self) -> Vec<String> {
-        let mut by_lock: BTreeMap<u64, Vec<&KeepStep>> = BTreeMap::new();
-        for step in &self.keeps {
-            by_lock.entry(step.lock).or_default().push(step);
-        }
         let mut found = Vec::new();
-        for steps in by_lock.values() {
+        for steps in self.keeps_by_lock().values() {
             let mut standing = Standing::Held;
             let found_before = found.len();
             for step in steps {
@@ -344,6 +350,46 @@ impl History {
                 if !standing.is_final() && found.len() == found_before {
                     found.push(describe_step(last, standing, "as its last standing"));
                 }
+            }
+            if found.len() >= 5 {
+                break;
+            }
+        }
+        found
+    }
+}
+
+impl History {
+    /// Every kept lock whose keeper took a step after the holder asked for
+    /// the release other than the release's end, or any step after that
+    /// end: once asked, a keeper sends the release, once, and nothing
+    /// after it (the keeper's docs: nothing is extended after the release).
+    /// Each extension a keeper sends, or has refused before anything goes
+    /// out, comes back as a step.
+    pub(crate) fn after_release(&self) -> Vec<String> {
+        let mut found = Vec::new();
+        for steps in self.keeps_by_lock().values() {
+            let (mut asked, mut ended) = (false, false);
+            for step in steps {
+                let released = matches!(step.seen, Seen::Released { .. });
+                let when = if ended {
+                    "after its release's end"
+                } else if asked && !released {
+                    "between the ask for its release and the release's end"
+                } else {
+                    asked |= step.seen == Seen::Asked;
+                    ended |= released;
+                    continue;
+                };
+                found.push(format!(
+                    "client {} kept lock {}: its keeper took a step {when}, after {:?} at {:.6}s (reported {:?}): once asked, a keeper sends the release, once, and nothing after it",
+                    step.client,
+                    step.lock,
+                    step.seen,
+                    secs(step.at),
+                    step.reported
+                ));
+                break;
             }
             if found.len() >= 5 {
                 break;
@@ -745,6 +791,32 @@ mod tests {
         assert!(history.standings().is_empty());
         history.keeps.pop();
         assert_eq!(history.standings().len(), 1, "Held is not final");
+    }
+
+    /// Once asked, a keeper's only step is its release's end, and nothing
+    /// follows that.
+    #[test]
+    fn a_keeper_takes_no_step_after_its_release() {
+        let mut history = History::new(vec![0]);
+        let released = Seen::Released { gone: false };
+        history.keeps = vec![
+            step(1, Seen::Extended, true, Some(Standing::Held)),
+            step(2, Seen::Asked, true, None),
+            step(3, released, false, Some(Standing::Released)),
+        ];
+        assert!(history.after_release().is_empty());
+        // An extension's end after the release's.
+        history.keeps.push(step(4, Seen::Gone, false, None));
+        assert_eq!(history.after_release().len(), 1);
+        // One between the ask and the release's end.
+        history.keeps.swap(2, 3);
+        assert_eq!(history.after_release().len(), 1);
+        // A second release.
+        history.keeps[2] = step(3, released, false, Some(Standing::Released));
+        history.keeps[3] = step(4, Seen::Asked, false, None);
+        assert_eq!(history.after_release().len(), 1);
+        history.keeps.pop();
+        assert!(history.after_release().is_empty());
     }
 
     /// Lock `lock`, fenced `fence`, its acquire from `t0`, began at

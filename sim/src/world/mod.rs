@@ -392,6 +392,7 @@ impl World {
         let mut violations = self.history.overlaps(&names);
         violations.extend(self.history.fence_order(&names));
         violations.extend(self.history.standings());
+        violations.extend(self.history.after_release());
         violations.extend(self.handoffs(&names));
         violations.append(&mut self.history.slow_calls);
         violations.append(&mut self.history.errors);

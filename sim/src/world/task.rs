@@ -5,8 +5,9 @@
 //! front end's own; then it holds the lock, extends it, releases it,
 //! forgets it (a holder that crashed), or drops a call half-way (a future
 //! dropped); or it hands the lock to a keeper, the keeper thread's own
-//! schedule driven with the simulated time, which extends it on time
-//! until the holder releases it. Now and then it asks for a name in the crate's key space,
+//! machine (`Keeping`) driven with the simulated time, which extends it on
+//! time until the holder asks for the release, and then releases it. Now
+//! and then it asks for a name in the crate's key space,
 //! which must be refused before anything is sent. A fenced client's
 //! attempts are fenced acquires, the front ends' own machine of rounds.
 //!
@@ -14,14 +15,15 @@
 //! validity, as the client computed it, is recorded in global time for
 //! the mutual exclusion checker (a kept lock's only while its keeper has
 //! not reported it lost), and its fence for the fence checker; each step
-//! of a keeper, with the standing it reported, for the standing checker;
+//! of a keeper, with the standing it reported, for the standing checker
+//! and the checker of what a keeper sends after its release;
 //! and each keeper's wake is checked against the periods and the validity
 //! end its documentation promises.
 
 use std::time::{Duration, Instant};
 
 use redlock_mio::NodeState;
-use redlock_mio::sim::{Fenced, Held, Keep, Names, Pursue};
+use redlock_mio::sim::{Fenced, Held, Keeping, Names, Pursue};
 use redlock_mio::sim::{Round, RoundId};
 
 use super::history::{self, Holding};
@@ -141,10 +143,10 @@ struct Lock {
     kept: Option<Box<Kept>>,
 }
 
-/// A kept lock's keeper: what the keeper's thread keeps, its schedule
+/// A kept lock's keeper: what the keeper's thread keeps, its keeping
 /// driven by the task with the simulated time.
 struct Kept {
-    keep: Keep,
+    keeping: Keeping,
     /// The TTL each extension sets, and the period between extensions
     /// that the keeper's documentation promises.
     ttl: Duration,
@@ -314,8 +316,7 @@ impl World {
             }
             State::Release(lock, pending) => {
                 if self.clients[c].client.is_decided(pending.id) {
-                    let mut lock = lock;
-                    self.released(c, k, &mut lock, pending);
+                    self.released(c, k, lock, pending);
                 } else {
                     self.clients[c].client.set_waiter(pending.id, k as u64);
                     self.put_state(c, k, State::Release(lock, pending));

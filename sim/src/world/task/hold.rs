@@ -7,13 +7,13 @@ use redlock_mio::Error;
 use super::*;
 use crate::world::World;
 use crate::world::extended;
-use crate::world::history::{Holding, Seen};
+use crate::world::history::Holding;
 
 impl World {
     /// Task `k` holds `lock` a while.
     pub(super) fn keep_holding(&mut self, c: usize, k: usize, lock: Box<Lock>) {
         if lock.kept.is_some() {
-            return self.keeper_sleep(c, k, lock);
+            return self.keeper_next(c, k, lock);
         }
         // Mostly within the validity left, sometimes past it.
         let left = lock.holding.until.saturating_sub(self.t) + 1;
@@ -91,14 +91,10 @@ impl World {
     }
 
     /// Releases `lock` (its round dropped half-way if `drop`): the lock is
-    /// no longer counted on from the release's start.
+    /// no longer counted on from the release's start. (A kept lock's
+    /// keeper asked its keeping before: see `keeper_wake`.)
     pub(super) fn release(&mut self, c: usize, k: usize, mut lock: Box<Lock>, drop: bool) {
         let now = self.local(c);
-        if let Some(kept) = lock.kept.as_mut() {
-            let reported = kept.keep.on_release(now, &lock.held);
-            kept.due = None;
-            self.keep_step(c, &mut lock, Seen::Asked, reported);
-        }
         lock.holding.until = lock.holding.until.min(self.t);
         self.note(|| format!("client {c} task {k}: releases lock {}", lock.holding.lock));
         self.record(&lock);
@@ -110,10 +106,7 @@ impl World {
                 pending.idle = self.idle_windows(&lock.res);
                 self.put_state(c, k, State::Release(lock, pending));
             }
-            Err(error) => {
-                self.kept_released(c, &mut lock, &Err(error));
-                self.think(c, k, self.params.think_mean);
-            }
+            Err(error) => self.kept_released(c, k, lock, &Err(error)),
         }
     }
 
@@ -249,7 +242,7 @@ impl World {
     }
 
     /// The release of `lock` is decided.
-    pub(super) fn released(&mut self, c: usize, k: usize, lock: &mut Lock, pending: Pending) {
+    pub(super) fn released(&mut self, c: usize, k: usize, mut lock: Box<Lock>, pending: Pending) {
         let result = self.clients[c]
             .client
             .end_release(pending.id, &mut lock.held);
@@ -261,7 +254,6 @@ impl World {
                 idle: pending.idle,
             });
         }
-        self.kept_released(c, lock, &result);
         self.check_bound(
             c,
             "release",
@@ -269,6 +261,6 @@ impl World {
             pending.begun_g,
             self.params.call_bound(1, 0),
         );
-        self.think(c, k, self.params.think_mean);
+        self.kept_released(c, k, lock, &result);
     }
 }

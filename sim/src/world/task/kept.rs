@@ -1,9 +1,11 @@
-//! A kept lock: the keeper thread's own schedule driven with the simulated
-//! time, its extensions, its release and the standings it reports.
+//! A kept lock: the keeper thread's own machine (`Keeping`) driven with
+//! the simulated time as the thread drives it: it waits, extends and
+//! releases when the keeping says, hands each result in, and reports the
+//! standings the keeping gives.
 
 use std::time::Duration;
 
-use redlock_mio::sim::{Held, KeepAction};
+use redlock_mio::sim::{Held, KeepingStep};
 use redlock_mio::{Error, Standing};
 
 use super::*;
@@ -33,7 +35,7 @@ impl World {
             .chance(0.2)
             .then(|| Duration::from_nanos(rng.below(hold) + 1));
         let client = &self.clients[c].client;
-        let Ok(keep) = client.keep(&lock.held, ttl, asked, max_hold, now) else {
+        let Ok(keeping) = client.keep(&lock.held, ttl, asked, max_hold, now) else {
             self.record(&lock);
             return self.think(c, k, self.params.think_mean);
         };
@@ -47,43 +49,59 @@ impl World {
         let period = asked.unwrap_or(ttl / 3);
         let due = self.clients[c].clock.global(now + period);
         lock.kept = Some(Box::new(Kept {
-            keep,
+            keeping,
             ttl,
             period,
             release_at: self.t + hold,
             woke: now,
             due: Some((due.min(lock.holding.until), self.t)),
         }));
-        self.keeper_sleep(c, k, lock);
+        self.keeper_next(c, k, lock);
     }
 
-    /// `lock`'s keeper waits until its schedule wakes it, or until the
-    /// holder asks for the release. Under [`Regression::LateKeeper`] it
-    /// wakes half a period late.
-    pub(super) fn keeper_sleep(&mut self, c: usize, k: usize, lock: Box<Lock>) {
-        let Some(kept) = lock.kept.as_ref() else {
+    /// `lock`'s keeper does what its keeping says next, as the keeper's
+    /// thread does: waits until its wake (or until the holder asks for the
+    /// release), extends, releases, or is done. Under
+    /// [`Regression::LateKeeper`] it wakes half a period late.
+    pub(super) fn keeper_next(&mut self, c: usize, k: usize, mut lock: Box<Lock>) {
+        let Some(kept) = lock.kept.as_mut() else {
             return self.keep_holding(c, k, lock);
         };
-        let late = match self.params.regression {
-            Regression::LateKeeper => kept.period / 2,
-            _ => Duration::ZERO,
-        };
-        let clock = &self.clients[c].clock;
-        let wake = kept.keep.poll_wake().map(|at| clock.global(at + late));
-        let at = wake.map_or(kept.release_at, |at| at.min(kept.release_at));
-        self.task_timer_at(c, k, at);
-        self.put_state(c, k, State::Hold(lock));
+        match kept.keeping.poll() {
+            KeepingStep::Wait { until } => {
+                let late = match self.params.regression {
+                    Regression::LateKeeper => kept.period / 2,
+                    _ => Duration::ZERO,
+                };
+                let clock = &self.clients[c].clock;
+                let wake = until.map(|at| clock.global(at + late));
+                let at = wake.map_or(kept.release_at, |at| at.min(kept.release_at));
+                self.task_timer_at(c, k, at);
+                self.put_state(c, k, State::Hold(lock));
+            }
+            KeepingStep::Extend => self.extend(c, k, lock, false),
+            KeepingStep::Release => self.release(c, k, lock, false),
+            // The task hands every result in before it asks again: nothing
+            // is in flight here. Done: the keeper's thread ends.
+            KeepingStep::InFlight | KeepingStep::Done(_) => {
+                self.think(c, k, self.params.think_mean);
+            }
+        }
     }
 
     /// `lock`'s keeper wakes: the holder asks for the release (at its time,
-    /// or once calm), or the schedule says what to do.
+    /// or once calm), or it woke on its own; then it does what its keeping
+    /// says.
     pub(super) fn keeper_wake(&mut self, c: usize, k: usize, mut lock: Box<Lock>) {
         let now = self.local(c);
         let Some(kept) = lock.kept.as_mut() else {
             return self.hold(c, k, lock);
         };
         if self.calm || self.t >= kept.release_at {
-            return self.release(c, k, lock, false);
+            let reported = kept.keeping.handle_asked(now, lock.held.valid_until());
+            kept.due = None;
+            self.keep_step(c, &mut lock, Seen::Asked, reported);
+            return self.keeper_next(c, k, lock);
         }
         if let Some((due, since)) = kept.due {
             let paused = self.clients[c].paused_within(since, self.t);
@@ -97,31 +115,33 @@ impl World {
                 ));
             }
         }
-        match kept.keep.on_wake(now, &lock.held) {
-            KeepAction::Extend => {
+        let reported = kept.keeping.handle_wake(now, lock.held.valid_until());
+        match kept.keeping.poll() {
+            KeepingStep::Extend => {
                 self.outcome.kept_extensions += 1;
                 kept.woke = now;
                 kept.due = None;
                 self.extend(c, k, lock, false)
             }
-            KeepAction::Wait => {
-                // Past its hold limit: only the validity's end is left.
+            _ if reported == Some(Standing::Lost) => {
+                kept.due = None;
+                self.keep_step(c, &mut lock, Seen::Wake, reported);
+                self.keeper_next(c, k, lock);
+            }
+            _ => {
+                // Past its hold limit, or woken early: only the validity's
+                // end is left.
                 let until = self.clients[c].clock.global(lock.held.valid_until());
                 kept.due = Some((until, self.t));
-                self.keep_step(c, &mut lock, Seen::Wake, None);
-                self.keeper_sleep(c, k, lock);
-            }
-            KeepAction::Lost => {
-                kept.due = None;
-                self.keep_step(c, &mut lock, Seen::Wake, Some(Standing::Lost));
-                self.keeper_sleep(c, k, lock);
+                self.keep_step(c, &mut lock, Seen::Wake, reported);
+                self.keeper_next(c, k, lock);
             }
         }
     }
 
     /// `lock`'s keeper learns its extension's `result` (`before`: the lock
-    /// as it was before): it reports what its schedule says, and waits
-    /// for the next wake. Under [`Regression::KeptNotHeld`] it takes a
+    /// as it was before): it reports what its keeping says, and does what
+    /// the keeping says next. Under [`Regression::KeptNotHeld`] it takes a
     /// `NotHeld` for a missed quorum, with the validity from before.
     pub(super) fn kept_extended(
         &mut self,
@@ -138,10 +158,12 @@ impl World {
             return self.keep_holding(c, k, lock);
         };
         let reported = if regress {
-            kept.keep
-                .on_extended(&Err(Error::DeadlinePassed), now, before)
+            let missed = Err(Error::DeadlinePassed);
+            kept.keeping
+                .handle_extended(&missed, now, before.valid_until())
         } else {
-            kept.keep.on_extended(result, now, &lock.held)
+            kept.keeping
+                .handle_extended(result, now, lock.held.valid_until())
         };
         // What the standing checker holds the report to: the documented
         // meaning of each outcome (not the keeper's own reading of it).
@@ -163,18 +185,26 @@ impl World {
         let due = clock.global(next.min(lock.held.valid_until())).max(self.t);
         kept.due = (seen != Seen::Gone).then_some((due, self.t));
         self.keep_step(c, &mut lock, seen, reported);
-        self.keeper_sleep(c, k, lock);
+        self.keeper_next(c, k, lock);
     }
 
     /// `lock`'s release came to `result`: its keeper's last standing, if
-    /// it is kept.
-    pub(super) fn kept_released(&mut self, c: usize, lock: &mut Lock, result: &Result<(), Error>) {
-        let Some(kept) = lock.kept.as_ref() else {
-            return;
+    /// it is kept, and then what its keeping says (nothing, once over);
+    /// else the task thinks before its next call.
+    pub(super) fn kept_released(
+        &mut self,
+        c: usize,
+        k: usize,
+        mut lock: Box<Lock>,
+        result: &Result<(), Error>,
+    ) {
+        let Some(kept) = lock.kept.as_mut() else {
+            return self.think(c, k, self.params.think_mean);
         };
-        let standing = kept.keep.on_released(result);
+        let standing = kept.keeping.handle_released(result);
         let gone = matches!(result, Err(Error::NotHeld(_)));
-        self.keep_step(c, lock, Seen::Released { gone }, Some(standing));
+        self.keep_step(c, &mut lock, Seen::Released { gone }, standing);
+        self.keeper_next(c, k, lock);
     }
 
     /// A step of `lock`'s keeper, after it saw `seen`, goes to the history
