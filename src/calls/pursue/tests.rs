@@ -437,3 +437,19 @@ fn a_grant_of_a_failed_attempt_counts_as_that_masters_tell() {
     waits.wake_told(|w| woken.push(w));
     assert_eq!(woken, ["waiter"]);
 }
+
+/// Past the 64th master, grants share the last bit of the mask: two of
+/// them still count as that bit set, never as cancelling each other.
+#[test]
+fn grants_past_the_64th_master_share_its_bit() {
+    let now = crate::clock::now();
+    let mut round = Round::new(Op::Acquire, 67, TTL, drift(TTL, 0.01), TIMEOUT, now);
+    round.handle_reply(0, Reply::Ok, now);
+    round.handle_reply(64, Reply::Ok, now);
+    round.handle_reply(65, Reply::Ok, now);
+    round.handle_reply(66, queued(30_000).expect("a reply"), now);
+    let mut call = call(Terms::Retries(3), true);
+    assert!(matches!(call.poll(), Step::Attempt { .. }));
+    let granted = granted_after(&mut call, &round, now).expect("a master refused it");
+    assert_eq!(granted.masters, 1 | 1 << 63);
+}
