@@ -270,7 +270,9 @@ mod server;
 mod world;
 mod zset;
 
-pub use master::{Conn, ConnState, Eviction, HandoffFault, Master, PushOrder, Snapshot};
+pub use master::{
+    Conn, ConnState, Eviction, HandoffFault, Master, Moment, Observe, PushOrder, Snapshot,
+};
 pub use reply::Protocol;
 pub use world::{Options, Outcome, Regression, simulate};
 

@@ -64,6 +64,19 @@ pub enum HandoffFault {
     KeptForSeveral,
 }
 
+/// What [`Master::handle_observed`] shows each command to: the master as
+/// it is, the command's words, and when.
+pub type Observe<'o> = dyn FnMut(&Master, &[Vec<u8>], Moment) + 'o;
+
+/// When [`Master::handle_observed`] shows a command to its observer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moment {
+    /// Just before the command runs.
+    Before,
+    /// Just after it ran.
+    After,
+}
+
 /// Where a master writes a push to the connection whose command caused it
 /// (a `PUBLISH`, or a script that publishes, on a channel that connection
 /// listens to), against that command's reply. Pushes caused by other
@@ -200,19 +213,20 @@ impl Master {
         now_us: u64,
         out: &mut Vec<u8>,
     ) -> ConnState {
-        self.handle_observed(conn, input, now_us, out, &mut |_, _| {})
+        self.handle_observed(conn, input, now_us, out, &mut |_, _, _| {})
     }
 
-    /// As [`handle`](Self::handle), and after each command runs, shows
-    /// `observe` the master as that command left it and the command's
-    /// words: a checker sees the keyspace between two pipelined commands.
+    /// As [`handle`](Self::handle), and shows `observe` the master just
+    /// before each command runs and just after, with the command's words:
+    /// a checker sees the keyspace between two pipelined commands, and
+    /// what one command changed.
     pub fn handle_observed(
         &mut self,
         conn: &mut Conn,
         input: &[u8],
         now_us: u64,
         out: &mut Vec<u8>,
-        observe: &mut dyn FnMut(&Master, &[Vec<u8>]),
+        observe: &mut Observe<'_>,
     ) -> ConnState {
         if self.is_closed(conn) {
             return ConnState::Closed;
@@ -228,8 +242,9 @@ impl Master {
                     return ConnState::Closed;
                 }
                 Next::Command(words) => {
+                    observe(self, &words, Moment::Before);
                     let reply = execute(&mut self.server, &mut conn.session, &words, Now(now_us));
-                    observe(self, &words);
+                    observe(self, &words, Moment::After);
                     if self.push_order == PushOrder::AfterReply {
                         reply.encode(conn.session.protocol, out);
                     }

@@ -183,7 +183,7 @@ fn holding<'r>(
 #[cfg(test)]
 mod tests {
     use super::{Failed, Leftovers, is_release_script};
-    use crate::{ConnState, Master};
+    use crate::{ConnState, Master, Moment};
     use redlock_mio::scripts::Script;
 
     const TOKEN: [u8; redlock_mio::TOKEN_LEN] = [7; redlock_mio::TOKEN_LEN];
@@ -265,9 +265,11 @@ mod tests {
             &resp(&release),
             1_000_001,
             &mut out,
-            &mut |m, w| {
-                leftovers.ran(0, 0, 20, m, 1_000_001, w);
-                seen.push(w.to_vec());
+            &mut |m, w, moment| {
+                if moment == Moment::After {
+                    leftovers.ran(0, 0, 20, m, 1_000_001, w);
+                    seen.push(w.to_vec());
+                }
             },
         );
         assert_eq!(seen, vec![release]);

@@ -125,7 +125,11 @@ impl World {
             data,
             now_us,
             &mut out,
-            &mut |master, words| leftovers.ran(c, a, t, master, now_us, words),
+            &mut |master, words, moment| {
+                if moment == crate::Moment::After {
+                    leftovers.ran(c, a, t, master, now_us, words);
+                }
+            },
         );
         self.note(|| {
             format!(
