@@ -42,9 +42,9 @@ pub struct Master {
 
 /// A deliberate fault of a master's wait queue, which the scripts that
 /// free a key and the acquires that wait run (see
-/// [`redlock_mio::scripts`]): each breaks one progress promise of the
-/// waiting calls. The faulted master runs the scripts' real text with the
-/// fault patched in, under the real SHA-1.
+/// [`redlock_mio::scripts`]): each breaks one promise of the waiting
+/// calls, of progress or of order. The faulted master runs the scripts'
+/// real text with the fault patched in, under the real SHA-1.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HandoffFault {
     /// The hand-off does nothing: a key freed is left free, and no
@@ -62,6 +62,10 @@ pub enum HandoffFault {
     /// for several resources stays reserved for it, while another of its
     /// keys is held, until its window ends.
     KeptForSeveral,
+    /// The acquire that waits queues a waiter at the place its client
+    /// claims, whatever the master's clock says: a waiter whose client's
+    /// wall clock is slow goes ahead of every other by as much.
+    PlaceAsClaimed,
 }
 
 /// What [`Master::handle_observed`] shows each command to: the master as

@@ -39,6 +39,11 @@ fn patches(fault: HandoffFault) -> Vec<Patch> {
         HandoffFault::KeptForSeveral => {
             vec![("else\nleave(KEYS[i], m)\nend\n", "end\n".to_owned())]
         }
+        // `waiting.lua`: `place` takes the claimed place as it is.
+        HandoffFault::PlaceAsClaimed => vec![(
+            "local function place(claimed)\n",
+            "local function place(claimed)\ndo return claimed end\n".to_owned(),
+        )],
     }
 }
 
@@ -69,11 +74,12 @@ mod tests {
     use super::{check, patch};
     use crate::HandoffFault;
 
-    const FAULTS: [HandoffFault; 4] = [
+    const FAULTS: [HandoffFault; 5] = [
         HandoffFault::Untold,
         HandoffFault::SkipCapped(8),
         HandoffFault::TurnIgnored,
         HandoffFault::KeptForSeveral,
+        HandoffFault::PlaceAsClaimed,
     ];
 
     #[test]
@@ -89,6 +95,8 @@ mod tests {
         assert!(!capped.contains("while true do"));
         let wait = Script::WaitAcquire.text();
         assert_ne!(patch(wait, HandoffFault::TurnIgnored), wait);
+        let claimed = patch(wait, HandoffFault::PlaceAsClaimed);
+        assert!(claimed.contains("local function place(claimed)\ndo return claimed end\n"));
         let kept = patch(wait, HandoffFault::KeptForSeveral);
         assert!(wait.contains("leave(KEYS[i], m)"));
         assert!(!kept.contains("leave(KEYS[i], m)"));
