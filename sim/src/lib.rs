@@ -239,7 +239,12 @@
 //! while every master answered its rounds, unless a master lost data or a
 //! server is listed twice; nothing but the crate's permanent keys left on
 //! any master once the clients are quiet, after the longest TTL and the
-//! wait queue's margin; no busy loop. Each is proved able to fail by a
+//! wait queue's margin; no busy loop; on each master, no acquire that
+//! waits taking a key while a waiter of another client, queued there
+//! before it and put ahead of it by the bound on a client's clock error
+//! (a place within a second of the master's clock), is still queued
+//! (the queues watched before and after every script that touches them,
+//! `world/places.rs`). Each is proved able to fail by a
 //! deliberate [`Regression`], or, where the bug would be the client's,
 //! by a patch of `.ci/regressions`.
 //! `tests/simulate.rs` runs the short form and says how to run a long

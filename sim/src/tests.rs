@@ -12,7 +12,8 @@ mod waits;
 
 const T0: u64 = 1_700_000_000_000_000;
 
-fn request(words: &[&[u8]]) -> Vec<u8> {
+/// `words` as a client sends them (the library's own encoder).
+pub(crate) fn request(words: &[&[u8]]) -> Vec<u8> {
     let args: Vec<Arg<'_>> = words.iter().map(|w| Arg::Bytes(w)).collect();
     let mut out = Vec::new();
     encode_command(&mut out, &args);

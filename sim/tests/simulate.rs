@@ -94,6 +94,7 @@ fn every_seed_keeps_every_guarantee() {
     let (mut acquired, mut fenced, mut kept, mut extensions) = (0u64, 0u64, 0u64, 0u64);
     let (mut at_limit, mut handoffs) = (0u64, 0u64);
     let (mut failed_rounds, mut failed_releases, mut extends) = (0u64, 0u64, 0u64);
+    let mut overtakes = 0u64;
     let mut failures = Vec::new();
     while cpu() - start < budget {
         let outcome = simulate(options(base.wrapping_add(seeds)));
@@ -109,6 +110,7 @@ fn every_seed_keeps_every_guarantee() {
         failed_rounds += outcome.failed_rounds;
         failed_releases += outcome.failed_releases;
         extends += outcome.extends;
+        overtakes += outcome.overtakes;
         if !outcome.violations.is_empty() {
             println!("FAILED {}", report(&outcome));
             failures.push(report(&outcome));
@@ -119,7 +121,7 @@ fn every_seed_keeps_every_guarantee() {
     }
     let spent = (cpu() - start).as_secs_f64();
     println!(
-        "{seeds} seeds, {rounds} rounds, {acquired} locks won ({fenced} fenced, {kept} kept: {extensions} keeper extensions; {at_limit} extensions at the limit), {handoffs} hand-offs checked, {failed_rounds} failed rounds checked for partial grants ({failed_releases} of their releases run), {extends} successful extends checked for validity left, {:.1}s simulated in {spent:.1}s of CPU: {:.0} rounds per CPU-minute",
+        "{seeds} seeds, {rounds} rounds, {acquired} locks won ({fenced} fenced, {kept} kept: {extensions} keeper extensions; {at_limit} extensions at the limit), {handoffs} hand-offs checked, {failed_rounds} failed rounds checked for partial grants ({failed_releases} of their releases run), {extends} successful extends checked for validity left, {overtakes} overtakes in the queues checked against the bound on clock errors, {:.1}s simulated in {spent:.1}s of CPU: {:.0} rounds per CPU-minute",
         simulated as f64 / 1e9,
         rounds as f64 / spent * 60.0
     );

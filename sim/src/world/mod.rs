@@ -37,9 +37,12 @@
 //! the acquire reached over a connection up at the decision (unless that
 //! connection ended or the master lost its data since) and leaves no key
 //! with the round's token ([`leftovers`]); an extend reported as a success
-//! leaves validity ([`extended`]); and once the clients are quiet, nothing
-//! but the crate's permanent keys is left on any master after the longest
-//! TTL and the wait queue's margin.
+//! leaves validity ([`extended`]); no acquire that waits takes a key on a
+//! master while a waiter of another client, queued there before it and
+//! ahead of it by the bound on a client's clock error, is still queued
+//! ([`places`]); and once the clients are quiet, nothing but the crate's
+//! permanent keys is left on any master after the longest TTL and the
+//! wait queue's margin.
 //!
 //! A quarter of the worlds have nothing but the waiters' own troubles:
 //! connections reset (half the time every connection of one client),
@@ -56,6 +59,7 @@ mod leftovers;
 mod masters;
 mod net;
 mod params;
+mod places;
 mod rng;
 mod task;
 mod wire;
@@ -73,6 +77,7 @@ use masters::MasterProc;
 use net::Net;
 use params::Params;
 pub use params::Regression;
+use places::Places;
 use rng::Rng;
 
 /// What to simulate.
@@ -120,6 +125,10 @@ pub struct Outcome {
     pub failed_releases: u64,
     /// Extends reported as a success: each checked to leave validity.
     pub extends: u64,
+    /// Waiters still queued on a master after a later waiter of another
+    /// client took the key there: each checked against the bound on a
+    /// client's clock error (`places`).
+    pub overtakes: u64,
     /// Simulated time, in nanoseconds.
     pub simulated: u64,
     /// Events handled.
@@ -178,6 +187,9 @@ pub(crate) struct World {
     /// The failed acquire rounds and what the masters did with their
     /// releases.
     leftovers: Leftovers,
+    /// The masters' wait queues as watched, for the bound on a client's
+    /// clock error.
+    places: Places,
     /// The faults are over: no new calls, no new faults.
     calm: bool,
     /// A fenced attempt so far had a step that could not start, a master
@@ -209,9 +221,10 @@ impl World {
                 MasterProc::new(model, params.master_clock(m))
             })
             .collect();
-        let clients = (0..params.clients)
+        let clients: Vec<ClientProc> = (0..params.clients)
             .map(|c| ClientProc::new(c, &params, base, &mut setup))
             .collect();
+        let channels = clients.iter().map(|c| c.channel.clone()).collect();
         let net = Net::new(params.timing.clone(), params.clients, params.masters);
         let outcome = Outcome {
             seed: options.seed,
@@ -224,6 +237,7 @@ impl World {
             seq: 0,
             history: History::new(params.proc_of.clone()),
             leftovers: Leftovers::new(params.clients, params.masters),
+            places: Places::new(params.procs, channels),
             rng,
             params,
             net,
@@ -398,6 +412,8 @@ impl World {
         violations.append(&mut self.history.errors);
         violations.extend(self.leftovers());
         violations.extend(self.partial_grants());
+        violations.append(&mut self.places.errors);
+        self.outcome.overtakes = self.places.overtakes;
         self.outcome.violations = violations;
         self.outcome.simulated = self.t;
         self.outcome.rounds = self.clients.iter().map(|c| c.rounds).sum();

@@ -119,13 +119,14 @@ impl World {
             return;
         };
         let mut out = Vec::new();
-        let leftovers = &mut self.leftovers;
+        let (leftovers, places) = (&mut self.leftovers, &mut self.places);
         let state = self.masters[m].model.handle_observed(
             model,
             data,
             now_us,
             &mut out,
             &mut |master, words, moment| {
+                places.ran(m, t, master, now_us, words, moment);
                 if moment == crate::Moment::After {
                     leftovers.ran(c, a, t, master, now_us, words);
                 }
