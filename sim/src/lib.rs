@@ -179,7 +179,10 @@
 //! [`simulate`] runs one world from a seed: two to five clients, each the
 //! library's core with its own clock (rates up to 0.3% off), against one
 //! to five masters with theirs, over a network of FIFO streams with their
-//! own delays, spikes and writes cut in pieces. Callers acquire (once, or
+//! own delays, spikes and writes cut in pieces. The wall clocks (a
+//! waiter's place is its client's) are hours or days apart, or, in half
+//! of the worlds, in sync but for some clients' off by a second to an
+//! hour. Callers acquire (once, or
 //! waiting, with the front end's own pursuit between attempts), hold,
 //! extend, release, forget their locks and drop calls half-way, on a few
 //! resources (binary names among them), and ask for names in the crate's

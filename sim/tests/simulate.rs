@@ -153,9 +153,9 @@ fn the_checkers_catch_deliberate_regressions() {
         (Regression::LateKeeper, 0),
         (Regression::Untold, 0),
         (Regression::EightDead, 0),
-        (Regression::NoReconnectWhileWaiting, 102),
+        (Regression::NoReconnectWhileWaiting, 129),
         (Regression::KeptForSeveral, 0),
-        (Regression::TurnIgnored, 2803),
+        (Regression::TurnIgnored, 2844),
     ] {
         if only
             .as_ref()

@@ -44,6 +44,7 @@ impl ClientProc {
     pub(crate) fn new(c: usize, params: &Params, base: Instant, rng: &mut Rng) -> ClientProc {
         let offset = rng.range(0, 1 << 40);
         let wall = 1_700_000_000_000_000 + rng.below(1 << 36);
+        let wall = params.client_walls.as_ref().map_or(wall, |walls| walls[c]);
         let clock = ClientClock::new(base, offset, params.client_ppm[c], wall);
         let addrs: Vec<redlock_mio::ServerAddr> = (0..params.masters)
             .map(|m| {

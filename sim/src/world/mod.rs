@@ -144,6 +144,9 @@ pub struct Outcome {
 /// Events at one instant after which the world is stuck (a busy loop).
 const SAME_TIME_LIMIT: u32 = 100_000;
 
+/// Mixed into the seed for the stream the wall clocks are drawn from.
+const CLOCKS: u64 = 0xC10C_C10C_C10C_C10C;
+
 /// Something that happens at a time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Ev {
@@ -206,7 +209,8 @@ pub(crate) struct World {
 impl World {
     fn new(options: Options) -> World {
         let mut rng = Rng::new(options.seed);
-        let params = Params::draw(&mut rng.fork(), options.regression);
+        let mut params = Params::draw(&mut rng.fork(), options.regression);
+        params.sync_clocks(&mut Rng::new(options.seed ^ CLOCKS));
         let base = Instant::now();
         let mut setup = rng.fork();
         let masters: Vec<MasterProc> = (0..params.procs)

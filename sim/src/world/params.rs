@@ -126,6 +126,10 @@ pub(crate) struct Params {
     pub(crate) master_epochs: Vec<u64>,
     pub(crate) master_ppm: Vec<i64>,
     pub(crate) client_ppm: Vec<i64>,
+    /// The clients' wall clocks at global time 0 (µs since the epoch),
+    /// where the world sets them (see `sync_clocks`); elsewhere each
+    /// client draws its own.
+    pub(crate) client_walls: Option<Vec<u64>>,
     /// How long the faults go on, ns.
     pub(crate) duration: u64,
     /// Mean time between faults, between foreign writes, between a
@@ -311,6 +315,7 @@ impl Params {
             master_epochs,
             master_ppm,
             client_ppm,
+            client_walls: None,
             duration,
             fault_mean,
             writer_mean,
@@ -416,6 +421,42 @@ impl Params {
             reset: 3,
             ..Weights::default()
         };
+    }
+
+    /// The hosts' wall clocks, in half of the worlds, as NTP keeps them:
+    /// the masters' within 20 ms of one another, and each client's within
+    /// 50 ms of them (right), or, half of the time, off by 1.2 s to an
+    /// hour either way (wrong). Elsewhere every wall clock is off from
+    /// every other by hours or days. Where some clocks are right and
+    /// some wrong, the masters keep the order of the right ones' places
+    /// and take the wrong ones' within a second of their own clocks,
+    /// which the checker of places holds them to (`places`). Drawn from
+    /// a stream of its own (`rng`), so that the worlds that keep their
+    /// clocks keep every other draw too.
+    pub(crate) fn sync_clocks(&mut self, rng: &mut Rng) {
+        if !rng.chance(0.5) {
+            return;
+        }
+        let epoch = 1_700_000_000_000_000 + rng.below(1 << 40);
+        for e in &mut self.master_epochs {
+            *e = epoch + rng.below(20_000);
+        }
+        let walls = (0..self.clients)
+            .map(|_| {
+                let off = if rng.chance(0.5) {
+                    // Log-uniform: as often a few seconds as an hour.
+                    (1_200_000.0 * 3000f64.powf(rng.unit())) as u64
+                } else {
+                    rng.below(50_000)
+                };
+                if rng.chance(0.5) {
+                    epoch - off
+                } else {
+                    epoch + off
+                }
+            })
+            .collect();
+        self.client_walls = Some(walls);
     }
 
     /// The longest TTL a call uses.
@@ -551,7 +592,7 @@ impl Params {
     pub(crate) fn describe(&self) -> String {
         let s = &self.settings;
         format!(
-            "{} masters ({} addresses), {} clients x {} callers ({} fenced), request timeout {:?}, TTLs {:?}, guard {:?}, wake {}, identify {}, eviction {:?}, {:.1}s of faults",
+            "{} masters ({} addresses), {} clients x {} callers ({} fenced), request timeout {:?}, TTLs {:?}, guard {:?}, wake {}, identify {}, eviction {:?}, {}, {:.1}s of faults",
             self.procs,
             self.masters,
             self.clients,
@@ -563,8 +604,25 @@ impl Params {
             s.wake,
             s.identify,
             self.eviction,
+            self.describe_walls(),
             self.duration as f64 / 1e9
         )
+    }
+}
+
+impl Params {
+    /// The wall clocks, for messages: how far each client's is from the
+    /// masters', where they are in sync.
+    fn describe_walls(&self) -> String {
+        let Some(walls) = &self.client_walls else {
+            return "wall clocks hours apart".to_owned();
+        };
+        let epoch = self.master_epochs.iter().copied().min().unwrap_or(0) as i128;
+        let offsets: Vec<String> = walls
+            .iter()
+            .map(|&w| format!("{:+.3}s", (w as i128 - epoch) as f64 / 1e6))
+            .collect();
+        format!("wall clocks in sync, clients off by {}", offsets.join(" "))
     }
 }
 
