@@ -156,6 +156,7 @@ fn the_checkers_catch_deliberate_regressions() {
         (Regression::NoReconnectWhileWaiting, 129),
         (Regression::KeptForSeveral, 0),
         (Regression::TurnIgnored, 2844),
+        (Regression::PlaceAsClaimed, 0),
     ] {
         if only
             .as_ref()

@@ -68,6 +68,11 @@ pub enum Regression {
     /// it are over finds the key free, hands it to the first of them
     /// still queued, and waits another window for each.
     TurnIgnored,
+    /// The simulated masters' acquire that waits queues a waiter at the
+    /// place its client claims, however far that is from the master's
+    /// clock: a waiter whose client's wall clock is slow goes ahead of
+    /// the others by as much.
+    PlaceAsClaimed,
 }
 
 impl Regression {
@@ -79,6 +84,7 @@ impl Regression {
             Regression::EightDead => Some(crate::HandoffFault::SkipCapped(8)),
             Regression::KeptForSeveral => Some(crate::HandoffFault::KeptForSeveral),
             Regression::TurnIgnored => Some(crate::HandoffFault::TurnIgnored),
+            Regression::PlaceAsClaimed => Some(crate::HandoffFault::PlaceAsClaimed),
             _ => None,
         }
     }
