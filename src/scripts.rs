@@ -41,7 +41,9 @@
 //! (`redlock-mio:turn:<key>`, the waiter's member, expiring when its turn
 //! ends). Should the waiters before it never come, its attempt finds its
 //! turn come (`turn(key, member)`: named, and less than its window left),
-//! drops the entries before it and takes the key: a stalled client costs
+//! drops the entries before it (telling their waiters to try at once: one
+//! that came after the turn began may stand before it, as places are not
+//! the order of arrival) and takes the key: a stalled client costs
 //! the waiters behind it one window per waiter of it, nine at most
 //! (entries of a live client whose waiters are gone, their leaves lost,
 //! cost the same), and a turn lasts ten windows at most, the named

@@ -5,7 +5,11 @@
 
 -- Whether the turn of key `k` names the waiter `m` and has come (less
 -- than its window left): then the entries before it, whose turns are
--- over, are dropped.
+-- over, are dropped, and each waiter of theirs that a client hears is
+-- told to try at once. The telling is for the waiters that came after the
+-- turn began and stand before `m` all the same (places are not the order
+-- of arrival, a second either way): nobody told them, and, queued again
+-- by that attempt, they are first when `m` releases.
 local function turn(k, m)
   local t = turn_key(k)
   if redis.pcall("get", t) ~= m then
@@ -25,6 +29,10 @@ local function turn(k, m)
     local h = redis.pcall("zrange", q, 0, 0)
     if type(h) ~= "table" or h.err or #h == 0 or redis.pcall("zrem", q, h[1]) ~= 1 then
       return false
+    end
+    local id, ch = string.match(h[1], "^%d+|(%d+)|(redlock%-mio:wake:%x+)$")
+    if id then
+      redis.pcall("publish", ch, id .. " 0")
     end
   end
   return true

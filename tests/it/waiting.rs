@@ -707,7 +707,7 @@ fn a_waiter_told_to_try_next_that_gives_up_passes_its_turn_on() {
 /// crate's own release.
 struct HandLocker {
     /// Kept open for as long as the locker lives: its channel is heard.
-    _listeners: Vec<crate::support::cluster::Connection>,
+    listeners: Vec<crate::support::cluster::Connection>,
     conns: Vec<crate::support::cluster::Connection>,
     token: Vec<u8>,
     member: Vec<u8>,
@@ -719,7 +719,7 @@ impl HandLocker {
     /// `window_ms`, its wall clock `slow` behind.
     fn new(cluster: &Cluster, client: &str, id: u32, window_ms: u32, slow: Duration) -> HandLocker {
         HandLocker {
-            _listeners: stalled_client(cluster, client),
+            listeners: stalled_client(cluster, client),
             conns: (0..cluster.len())
                 .map(|i| cluster.node(i).connect(PATIENCE).expect("connect"))
                 .collect(),
@@ -1092,4 +1092,42 @@ fn a_stalled_clients_many_waiters_cost_nine_windows_at_most() {
     }
     served_at_its_turn(&outcome);
     drop(listeners);
+}
+
+/// A waiter that comes while a turn runs, placed before the waiter the
+/// turn names (its clock runs slow: each master places it a second back),
+/// is told to try at once when that turn comes and the named waiter
+/// passes over the entries before it, instead of being dropped untold
+/// (it would then wait for its own fallback).
+#[test]
+fn a_waiter_placed_before_a_running_turn_is_told_when_the_turn_comes() {
+    let cluster = Cluster::start(3);
+    let (holder, mut held) = hold(&cluster);
+    let stalled = stalled_client(&cluster, "00000000000000ee");
+    enqueue(
+        &cluster,
+        &[(b"1", b"2000|8|redlock-mio:wake:00000000000000ee")],
+    );
+    let client = Arc::new(waiter(&cluster));
+    let outcome = wait_long(&client);
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 2) == 3));
+    let mut late = HandLocker::new(&cluster, "00000000000000ff", 7, 300, HOUR);
+    // The release reserves the key for the stalled waiter and names the
+    // live one in the turn; then the late one comes, placed before it.
+    holder.unlock(&mut held).expect("released");
+    assert_eq!(late.attempt(), 0, "the key is reserved");
+    served_at_its_turn(&outcome);
+    // The tellings went out before the grants that made the quorum, on
+    // loopback: they are there to read.
+    let mut told = 0;
+    for listener in &mut late.listeners {
+        listener
+            .set_timeout(Some(Duration::from_secs(2)))
+            .expect("a read timeout");
+        if let Ok(message) = listener.read_reply() {
+            told += usize::from(message.ends_with(b"$3\r\n7 0\r\n"));
+        }
+    }
+    assert!(told >= 2, "the late waiter was told on {told} masters");
+    drop(stalled);
 }
