@@ -68,7 +68,9 @@ struct Slot<W> {
     /// expired.
     hinted: Option<Instant>,
     /// The first time to try at since it was armed: later hints move
-    /// `hinted` no further than `spread` past it.
+    /// `hinted` no further than `spread` past it. `None` with `hinted`
+    /// set: a time carried over an attempt, which the next hand-off's
+    /// time replaces.
     first_hint: Option<Instant>,
     waiter: Option<W>,
 }
@@ -157,14 +159,15 @@ impl<W> Waits<W> {
     /// follows. A time to try at that is still ahead stays: the attempt
     /// made before it finds the key still kept for the waiters the time
     /// waits out (a reservation, the windows before a turn), and nobody
-    /// tells the time again.
+    /// tells the time again. It is carried, not of the next hand-off: a
+    /// time a later release tells replaces it, earlier or later.
     pub(crate) fn arm(&mut self, id: WaitId, now: Instant) {
         if let Some(slot) = self.slot_mut(id) {
             slot.masters = 0;
             slot.listed = false;
+            slot.first_hint = None;
             if slot.hinted.is_some_and(|at| at <= now) {
                 slot.hinted = None;
-                slot.first_hint = None;
                 self.hinted -= 1;
             }
         }
@@ -245,7 +248,11 @@ impl<W> Waits<W> {
                 let cap = first.checked_add(spread).unwrap_or(first);
                 slot.hinted = Some(latest.max(at.min(cap)));
             }
-            _ => {
+            (Some(_carried), None) => {
+                slot.hinted = Some(at);
+                slot.first_hint = Some(at);
+            }
+            (None, _) => {
                 slot.hinted = Some(at);
                 slot.first_hint = Some(at);
                 self.hinted += 1;
@@ -370,6 +377,30 @@ mod tests {
         waits.arm(id, t0 + ms(200));
         assert_eq!(waits.hinted(id), None);
         assert_eq!(waits.next_hint(), None);
+    }
+
+    #[test]
+    fn a_later_hand_offs_time_replaces_a_carried_one() {
+        let t0 = std::time::Instant::now();
+        let ms = std::time::Duration::from_millis;
+        let mut waits: Waits<&str> = Waits::new(4, 3, SPREAD);
+        let id = waits.begin().unwrap_or(WaitId::FREE);
+        waits.set_waiter(id, "w");
+        waits.handle_hint(id, t0 + ms(300));
+        waits.arm(id, t0 + ms(100));
+        // A release after the attempt tells an earlier time: it counts,
+        // though the carried one is later (and its masters' times group as
+        // one hand-off's again).
+        waits.handle_hint(id, t0 + ms(180));
+        waits.handle_hint(id, t0 + ms(190));
+        assert_eq!(waits.hinted(id), Some(t0 + ms(190)));
+        assert_eq!(waits.next_hint(), Some(t0 + ms(190)));
+        waits.handle_timeout(t0 + ms(190));
+        let mut woken = Vec::new();
+        waits.wake_told(|w| woken.push(w));
+        assert_eq!(woken, ["w"]);
+        waits.end(id);
+        assert_eq!(waits.next_hint(), None, "the count of hinted waits follows");
     }
 
     #[test]
