@@ -647,7 +647,10 @@ impl<W> Sink for MasterSink<'_, W> {
     fn on_wake(&mut self, id: WaitId, later: Option<Duration>, now: Instant) {
         match later {
             None => self.waits.handle_wake(id, self.master),
-            Some(later) => self.waits.handle_hint(id, crate::clock::after(now, later)),
+            Some(later) => {
+                let at = crate::clock::after(now, later);
+                self.waits.handle_hint(id, self.master, at);
+            }
         }
     }
 }

@@ -72,6 +72,10 @@ struct Slot<W> {
     /// set: a time carried over an attempt, which the next hand-off's
     /// time replaces.
     first_hint: Option<Instant>,
+    /// The masters that gave a time to try at since `first_hint` was set
+    /// (bit `i` for master `i`, past the 64th in bit 63): a time from one
+    /// of them again is its newer word.
+    hinters: u64,
     waiter: Option<W>,
 }
 
@@ -99,6 +103,7 @@ impl<W> Waits<W> {
                     listed: false,
                     hinted: None,
                     first_hint: None,
+                    hinters: 0,
                     waiter: None,
                 })
                 .collect(),
@@ -131,6 +136,7 @@ impl<W> Waits<W> {
         slot.listed = false;
         slot.hinted = None;
         slot.first_hint = None;
+        slot.hinters = 0;
         slot.waiter = None;
         self.high = self.high.max(index as usize + 1);
         Some(id)
@@ -166,6 +172,7 @@ impl<W> Waits<W> {
             slot.masters = 0;
             slot.listed = false;
             slot.first_hint = None;
+            slot.hinters = 0;
             if slot.hinted.is_some_and(|at| at <= now) {
                 slot.hinted = None;
                 self.hinted -= 1;
@@ -237,24 +244,37 @@ impl<W> Waits<W> {
     /// more than `spread` past the first one is another hand-off's (a
     /// release that came later): it moves the attempt no further, or a
     /// waiter under frequent releases would be told to wait again and again
-    /// and never make its attempt.
-    pub(crate) fn handle_hint(&mut self, id: WaitId, at: Instant) {
+    /// and never make its attempt. A sooner time from a master that
+    /// already gave one is that master's newer word (a later script's,
+    /// such as a leave's that tells again): it starts over from there.
+    pub(crate) fn handle_hint(&mut self, id: WaitId, master: usize, at: Instant) {
         let spread = self.spread;
         let Some(slot) = self.slot_mut(id) else {
             return;
         };
+        let bit = 1 << master.min(63);
         match (slot.hinted, slot.first_hint) {
+            (Some(latest), Some(_)) if slot.hinters & bit != 0 && at < latest => {
+                // The same master again, sooner: its newer word (a later
+                // script's, the waiters before it gone) starts over.
+                slot.hinted = Some(at);
+                slot.first_hint = Some(at);
+                slot.hinters = bit;
+            }
             (Some(latest), Some(first)) => {
                 let cap = first.checked_add(spread).unwrap_or(first);
                 slot.hinted = Some(latest.max(at.min(cap)));
+                slot.hinters |= bit;
             }
             (Some(_carried), None) => {
                 slot.hinted = Some(at);
                 slot.first_hint = Some(at);
+                slot.hinters = bit;
             }
             (None, _) => {
                 slot.hinted = Some(at);
                 slot.first_hint = Some(at);
+                slot.hinters = bit;
                 self.hinted += 1;
             }
         }
@@ -368,7 +388,7 @@ mod tests {
         let mut waits: Waits<&str> = Waits::new(4, 3, SPREAD);
         let id = waits.begin().unwrap_or(WaitId::FREE);
         waits.set_waiter(id, "w");
-        waits.handle_hint(id, t0 + ms(200));
+        waits.handle_hint(id, 0, t0 + ms(200));
         // An attempt before that time finds the key still kept for others.
         waits.arm(id, t0 + ms(100));
         assert_eq!(waits.hinted(id), Some(t0 + ms(200)));
@@ -380,19 +400,39 @@ mod tests {
     }
 
     #[test]
+    fn a_masters_sooner_word_replaces_its_earlier_one() {
+        let t0 = std::time::Instant::now();
+        let ms = std::time::Duration::from_millis;
+        let mut waits: Waits<&str> = Waits::new(4, 3, SPREAD);
+        let id = waits.begin().unwrap_or(WaitId::FREE);
+        waits.set_waiter(id, "w");
+        // Two scripts on each master, the second telling again sooner
+        // (the waiters before it left): each master's last word counts.
+        for master in 0..3 {
+            waits.handle_hint(id, master, t0 + ms(300));
+            waits.handle_hint(id, master, t0 + ms(200));
+        }
+        assert_eq!(waits.hinted(id), Some(t0 + ms(200)));
+        assert_eq!(waits.next_hint(), Some(t0 + ms(200)));
+        // A later word of one master, later: no further than the spread.
+        waits.handle_hint(id, 1, t0 + ms(900));
+        assert_eq!(waits.hinted(id), Some(t0 + ms(200) + SPREAD));
+    }
+
+    #[test]
     fn a_later_hand_offs_time_replaces_a_carried_one() {
         let t0 = std::time::Instant::now();
         let ms = std::time::Duration::from_millis;
         let mut waits: Waits<&str> = Waits::new(4, 3, SPREAD);
         let id = waits.begin().unwrap_or(WaitId::FREE);
         waits.set_waiter(id, "w");
-        waits.handle_hint(id, t0 + ms(300));
+        waits.handle_hint(id, 0, t0 + ms(300));
         waits.arm(id, t0 + ms(100));
         // A release after the attempt tells an earlier time: it counts,
         // though the carried one is later (and its masters' times group as
         // one hand-off's again).
-        waits.handle_hint(id, t0 + ms(180));
-        waits.handle_hint(id, t0 + ms(190));
+        waits.handle_hint(id, 1, t0 + ms(180));
+        waits.handle_hint(id, 2, t0 + ms(190));
         assert_eq!(waits.hinted(id), Some(t0 + ms(190)));
         assert_eq!(waits.next_hint(), Some(t0 + ms(190)));
         waits.handle_timeout(t0 + ms(190));
@@ -494,8 +534,8 @@ mod tests {
         let id = waits.begin().unwrap_or(WaitId::FREE);
         waits.set_waiter(id, "second in line");
         assert_eq!(waits.next_hint(), None);
-        waits.handle_hint(id, t0 + ms(200));
-        waits.handle_hint(id, t0 + ms(150));
+        waits.handle_hint(id, 0, t0 + ms(200));
+        waits.handle_hint(id, 1, t0 + ms(150));
         assert_eq!(
             waits.hinted(id),
             Some(t0 + ms(200)),
@@ -521,10 +561,10 @@ mod tests {
         let t0 = std::time::Instant::now();
         let mut waits: Waits<&str> = Waits::new(1, 3, SPREAD);
         let old = waits.begin().unwrap_or(WaitId::FREE);
-        waits.handle_hint(old, t0);
+        waits.handle_hint(old, 0, t0);
         waits.end(old);
         let new = waits.begin().unwrap_or(WaitId::FREE);
-        waits.handle_hint(new, t0);
+        waits.handle_hint(new, 0, t0);
         assert!(waits.is_told(old), "nothing to wait for");
         assert!(!waits.is_told(new));
         assert_eq!(waits.hinted(old), None);
@@ -541,8 +581,8 @@ mod tests {
         let ms = std::time::Duration::from_millis;
         let mut waits: Waits<&str> = Waits::new(1, 3, SPREAD);
         let id = waits.begin().unwrap_or(WaitId::FREE);
-        waits.handle_hint(id, t0 + ms(150));
-        waits.handle_hint(id, t0 + ms(200));
+        waits.handle_hint(id, 0, t0 + ms(150));
+        waits.handle_hint(id, 1, t0 + ms(200));
         assert_eq!(waits.hinted(id), Some(t0 + ms(200)));
         assert_eq!(waits.next_hint(), None, "nobody to wake");
         waits.set_waiter(id, "caller");
@@ -590,9 +630,9 @@ mod tests {
         let mut waits: Waits<()> = Waits::new(3, 3, SPREAD);
         let ids = [(); 3].map(|()| waits.begin().unwrap_or(WaitId::FREE));
         for id in ids {
-            waits.handle_hint(id, t0);
+            waits.handle_hint(id, 0, t0);
         }
-        waits.handle_hint(ids[0], t0);
+        waits.handle_hint(ids[0], 0, t0);
         assert_eq!(waits.hinted, 3, "each wait once");
         waits.end(ids[0]);
         waits.arm(ids[1], past_every_hint());
@@ -621,21 +661,21 @@ mod tests {
         let ms = std::time::Duration::from_millis;
         let mut waits: Waits<&str> = Waits::new(1, 3, SPREAD);
         let id = waits.begin().unwrap_or(WaitId::FREE);
-        waits.handle_hint(id, t0 + ms(400));
-        waits.handle_hint(id, t0 + ms(420));
+        waits.handle_hint(id, 0, t0 + ms(400));
+        waits.handle_hint(id, 1, t0 + ms(420));
         assert_eq!(waits.hinted(id), Some(t0 + ms(420)), "the same hand-off");
         for later in 1..10 {
-            waits.handle_hint(id, t0 + ms(400 + 400 * later));
+            waits.handle_hint(id, 0, t0 + ms(400 + 400 * later));
         }
         assert_eq!(waits.hinted(id), Some(t0 + ms(400) + SPREAD));
-        waits.handle_hint(id, t0 + ms(100));
+        waits.handle_hint(id, 2, t0 + ms(100));
         assert_eq!(
             waits.hinted(id),
             Some(t0 + ms(400) + SPREAD),
-            "never sooner"
+            "never sooner from another master"
         );
         waits.arm(id, past_every_hint());
-        waits.handle_hint(id, t0 + ms(2000));
+        waits.handle_hint(id, 0, t0 + ms(2000));
         assert_eq!(
             waits.hinted(id),
             Some(t0 + ms(2000)),
