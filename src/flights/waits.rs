@@ -376,6 +376,14 @@ mod tests {
     /// The masters' times for one hand-off may be this far apart.
     const SPREAD: std::time::Duration = std::time::Duration::from_millis(50);
 
+    /// A table over three masters with one wait, its waiter `"w"` set.
+    fn one_waiter() -> (Waits<&'static str>, WaitId) {
+        let mut waits = Waits::new(4, 3, SPREAD);
+        let id = waits.begin().unwrap_or(WaitId::FREE);
+        waits.set_waiter(id, "w");
+        (waits, id)
+    }
+
     /// A time after every hint of these tests: arming then forgets them.
     fn past_every_hint() -> std::time::Instant {
         std::time::Instant::now() + std::time::Duration::from_secs(3600)
@@ -385,9 +393,7 @@ mod tests {
     fn arming_keeps_a_time_to_try_at_that_is_still_ahead() {
         let t0 = std::time::Instant::now();
         let ms = std::time::Duration::from_millis;
-        let mut waits: Waits<&str> = Waits::new(4, 3, SPREAD);
-        let id = waits.begin().unwrap_or(WaitId::FREE);
-        waits.set_waiter(id, "w");
+        let (mut waits, id) = one_waiter();
         waits.handle_hint(id, 0, t0 + ms(200));
         // An attempt before that time finds the key still kept for others.
         waits.arm(id, t0 + ms(100));
@@ -403,9 +409,7 @@ mod tests {
     fn a_masters_sooner_word_replaces_its_earlier_one() {
         let t0 = std::time::Instant::now();
         let ms = std::time::Duration::from_millis;
-        let mut waits: Waits<&str> = Waits::new(4, 3, SPREAD);
-        let id = waits.begin().unwrap_or(WaitId::FREE);
-        waits.set_waiter(id, "w");
+        let (mut waits, id) = one_waiter();
         // Two scripts on each master, the second telling again sooner
         // (the waiters before it left): each master's last word counts.
         for master in 0..3 {
@@ -423,9 +427,7 @@ mod tests {
     fn a_later_hand_offs_time_replaces_a_carried_one() {
         let t0 = std::time::Instant::now();
         let ms = std::time::Duration::from_millis;
-        let mut waits: Waits<&str> = Waits::new(4, 3, SPREAD);
-        let id = waits.begin().unwrap_or(WaitId::FREE);
-        waits.set_waiter(id, "w");
+        let (mut waits, id) = one_waiter();
         waits.handle_hint(id, 0, t0 + ms(300));
         waits.arm(id, t0 + ms(100));
         // A release after the attempt tells an earlier time: it counts,

@@ -624,6 +624,28 @@ fn stalled_client(cluster: &Cluster, client: &str) -> Vec<crate::support::cluste
         .collect()
 }
 
+/// A stalled client (`00000000000000ee`, heard by the listeners returned)
+/// with `count` waiters first in line on every master, each with a
+/// reservation window of `window_ms`.
+fn stalled_waiters(
+    cluster: &Cluster,
+    window_ms: u32,
+    count: u32,
+) -> Vec<crate::support::cluster::Connection> {
+    let listeners = stalled_client(cluster, "00000000000000ee");
+    let places: Vec<Vec<u8>> = (1..=count).map(|i| i.to_string().into_bytes()).collect();
+    let members: Vec<Vec<u8>> = (1..=count)
+        .map(|i| format!("{window_ms}|{}|redlock-mio:wake:00000000000000ee", 7 + i).into_bytes())
+        .collect();
+    let entries: Vec<(&[u8], &[u8])> = places
+        .iter()
+        .zip(&members)
+        .map(|(p, m)| (p.as_slice(), m.as_slice()))
+        .collect();
+    enqueue(cluster, &entries);
+    listeners
+}
+
 /// Two waiters of a stalled process first in line: each costs the live
 /// waiter behind them one reservation window, not the holder's TTL. The
 /// release reserves the lock for the first and tells the second, both of
@@ -634,14 +656,7 @@ fn stalled_client(cluster: &Cluster, client: &str) -> Vec<crate::support::cluste
 fn stalled_waiters_first_in_line_cost_one_window_each() {
     let cluster = Cluster::start(3);
     let (holder, mut held) = hold(&cluster);
-    let listeners = stalled_client(&cluster, "00000000000000ee");
-    enqueue(
-        &cluster,
-        &[
-            (b"1", b"300|8|redlock-mio:wake:00000000000000ee"),
-            (b"2", b"300|9|redlock-mio:wake:00000000000000ee"),
-        ],
-    );
+    let listeners = stalled_waiters(&cluster, 300, 2);
     let client = Arc::new(waiter(&cluster));
     let outcome = wait_long(&client);
     assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 3) == 3));
@@ -672,14 +687,7 @@ fn stalled_waiters_first_in_line_cost_one_window_each() {
 fn a_waiter_told_to_try_next_that_gives_up_passes_its_turn_on() {
     let cluster = Cluster::start(3);
     let (holder, mut held) = hold(&cluster);
-    let listeners = stalled_client(&cluster, "00000000000000ee");
-    enqueue(
-        &cluster,
-        &[
-            (b"1", b"300|8|redlock-mio:wake:00000000000000ee"),
-            (b"2", b"300|9|redlock-mio:wake:00000000000000ee"),
-        ],
-    );
+    let listeners = stalled_waiters(&cluster, 300, 2);
     // Third in line, an async waiter that will give up.
     let quitter = Arc::new(waiter(&cluster));
     let (runtime, task) = queued_async(&cluster, &quitter, LONG, 3);
@@ -1028,14 +1036,7 @@ fn a_told_waiter_that_gives_up_passes_the_telling_to_its_clients_next() {
 fn an_attempt_during_a_stalled_waiters_window_does_not_give_it_another() {
     let cluster = Cluster::start(3);
     let (holder, mut held) = hold(&cluster);
-    let listeners = stalled_client(&cluster, "00000000000000ee");
-    enqueue(
-        &cluster,
-        &[
-            (b"1", b"2000|8|redlock-mio:wake:00000000000000ee"),
-            (b"2", b"2000|9|redlock-mio:wake:00000000000000ee"),
-        ],
-    );
+    let listeners = stalled_waiters(&cluster, 2000, 2);
     let client = Arc::new(waiter(&cluster));
     let outcome = wait_long(&client);
     assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 3) == 3));
@@ -1067,17 +1068,7 @@ fn an_attempt_during_a_stalled_waiters_window_does_not_give_it_another() {
 fn a_stalled_clients_many_waiters_cost_nine_windows_at_most() {
     let cluster = Cluster::start(3);
     let (holder, mut held) = hold(&cluster);
-    let listeners = stalled_client(&cluster, "00000000000000ee");
-    let places: Vec<Vec<u8>> = (1..=12).map(|i| i.to_string().into_bytes()).collect();
-    let members: Vec<Vec<u8>> = (1..=12)
-        .map(|i| format!("100|{i}|redlock-mio:wake:00000000000000ee").into_bytes())
-        .collect();
-    let entries: Vec<(&[u8], &[u8])> = places
-        .iter()
-        .zip(&members)
-        .map(|(p, m)| (p.as_slice(), m.as_slice()))
-        .collect();
-    enqueue(&cluster, &entries);
+    let listeners = stalled_waiters(&cluster, 100, 12);
     let client = Arc::new(waiter(&cluster));
     let outcome = wait_long(&client);
     assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 13) == 3));
@@ -1103,11 +1094,7 @@ fn a_stalled_clients_many_waiters_cost_nine_windows_at_most() {
 fn a_waiter_placed_before_a_running_turn_is_told_when_the_turn_comes() {
     let cluster = Cluster::start(3);
     let (holder, mut held) = hold(&cluster);
-    let stalled = stalled_client(&cluster, "00000000000000ee");
-    enqueue(
-        &cluster,
-        &[(b"1", b"2000|8|redlock-mio:wake:00000000000000ee")],
-    );
+    let stalled = stalled_waiters(&cluster, 2000, 1);
     let client = Arc::new(waiter(&cluster));
     let outcome = wait_long(&client);
     assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 2) == 3));
