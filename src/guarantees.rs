@@ -114,8 +114,8 @@
 //!   timeout ([`Builder::request_timeout`](crate::Builder::request_timeout),
 //!   50 ms by default). A round returns as soon as its outcome is certain,
 //!   so a paused or dead minority of masters costs nothing, for failed
-//!   attempts too: a failed attempt queues its release on every master and
-//!   returns without waiting for it.
+//!   attempts too: a failed attempt queues its release on every master
+//!   that did not refuse it and returns without waiting for it.
 //! - [`lock`](crate::Redlock::lock) makes up to
 //!   [`retry_count`](crate::Builder::retry_count)` + 1` attempts, waiting
 //!   at most a random retry delay between them (less when it is told that

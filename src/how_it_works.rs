@@ -10,8 +10,9 @@
 //! - **Acquire**: `SET resource token NX PX ttl` (a script for several
 //!   resources, or for a fenced acquire). Held if a quorum set the key and
 //!   validity is left (see [`guarantees`](crate::guarantees)); otherwise
-//!   the release goes to every master, also to those that seemed to fail
-//!   (a reply can be lost after the server set the key), and
+//!   the release goes to every master but those that refused (they set
+//!   nothing), also to those that seemed to fail (a reply can be lost
+//!   after the server set the key), and
 //!   [`lock`](crate::Redlock::lock) waits (see below) and tries again.
 //! - **Extend** and **release**: Lua scripts that act only while the key
 //!   holds the lock's token, sent by SHA-1 (`EVALSHA`), and sent again as

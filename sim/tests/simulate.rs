@@ -153,9 +153,9 @@ fn the_checkers_catch_deliberate_regressions() {
         (Regression::LateKeeper, 0),
         (Regression::Untold, 0),
         (Regression::EightDead, 0),
-        (Regression::NoReconnectWhileWaiting, 129),
+        (Regression::NoReconnectWhileWaiting, 434),
         (Regression::KeptForSeveral, 0),
-        (Regression::TurnIgnored, 2873),
+        (Regression::TurnIgnored, 2966),
         (Regression::PlaceAsClaimed, 0),
     ] {
         if only

@@ -113,11 +113,13 @@ impl<'k> Claim<'k> {
     /// The release that must follow the acquire if it failed, or if its
     /// caller is gone with its round (`round`, while it is known) in
     /// flight: sent as `EVAL` (it cannot meet an empty script cache, so
-    /// nothing needs to wait for its replies) to every master the acquire
-    /// went out to, every master when the round is unknown.
+    /// nothing needs to wait for its replies) to every master where the
+    /// acquire may have set its key (not those that refused it), every
+    /// master when the round is unknown.
     pub(crate) fn release(&self, round: Option<&Round>) -> Command<'k> {
         let release = Command::release(self.keys, self.token).with_script();
-        release.reaching(round.map_or(u64::MAX, Round::reached))
+        let masters = round.map_or(u64::MAX, Round::may_have_set);
+        release.reaching(masters).only_to(masters)
     }
 }
 
@@ -129,7 +131,8 @@ pub(crate) fn release_behind<'c>(
     round: Option<&Round>,
 ) -> Option<Command<'c>> {
     let undo = command.undo()?;
-    Some(undo.reaching(round.map_or(u64::MAX, Round::reached)))
+    let masters = round.map_or(u64::MAX, Round::may_have_set);
+    Some(undo.reaching(masters).only_to(masters))
 }
 
 #[cfg(test)]
@@ -164,14 +167,16 @@ mod tests {
     }
 
     /// Each way to lose, with its error; every loss queues the release, as
-    /// `EVAL`, to the masters the command reached.
+    /// `EVAL`, to the masters the command reached and that did not refuse
+    /// it.
     #[test]
     fn each_loss_names_its_error_and_releases_where_the_acquire_went() {
         use Does::*;
         let expected_release = |round: &Round| {
             Command::release(Keys::One(&b"r"[..]), &TOKEN)
                 .with_script()
-                .reaching(round.reached())
+                .reaching(round.may_have_set())
+                .only_to(round.may_have_set())
         };
         let contended = ended(Op::Acquire, &[Refuses, Refuses, Grants]);
         let unavailable = ended(Op::Acquire, &[Fails, Fails, Grants]);
@@ -198,6 +203,21 @@ mod tests {
             assert_eq!(kind, expected);
             assert_eq!(release, expected_release(round), "{expected}");
         }
+    }
+
+    /// A lost acquire's release skips the masters that refused it, which
+    /// set nothing, and goes to every other it reached.
+    #[test]
+    fn a_lost_acquires_release_skips_the_masters_that_refused_it() {
+        use Does::*;
+        let round = ended(Op::Acquire, &[Refuses, Grants, Refuses, Fails, Silent]);
+        let Acquired::Lost { release, .. } = handle(&round, Ok(())) else {
+            panic!("won");
+        };
+        let goes: Vec<bool> = (0..5).map(|i| release.goes_to(i)).collect();
+        assert_eq!(goes, [false, true, false, true, true]);
+        let reaches: Vec<bool> = (0..5).map(|i| release.must_reach(i)).collect();
+        assert_eq!(reaches, goes);
     }
 
     /// A round whose end is unknown releases on every master.

@@ -93,11 +93,13 @@ impl Wait {
     }
 
     /// The command that takes it off the queues of `keys` when its call
-    /// ends, if a master may hold an entry of it.
+    /// ends, if a master may hold an entry of it: sent to those masters.
     pub(crate) fn leave<'a>(&'a self, keys: Keys<&'a [u8]>) -> Option<Command<'a>> {
-        self.entries
-            .queued()
-            .then(|| Command::leave(keys, self.member()).with_script())
+        self.entries.queued().then(|| {
+            Command::leave(keys, self.member())
+                .with_script()
+                .only_to(self.entries.masters())
+        })
     }
 }
 

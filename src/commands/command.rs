@@ -286,11 +286,17 @@ pub(crate) struct Command<'a> {
     /// Send scripts as `EVAL` with their text instead of `EVALSHA`, which
     /// cannot fail with `NOSCRIPT`.
     eval: bool,
+    /// The masters a queued command goes to: see [`Command::only_to`].
+    to: u64,
 }
 
 impl<'a> Command<'a> {
     fn new(args: Args<&'a [u8]>) -> Command<'a> {
-        Command { args, eval: false }
+        Command {
+            args,
+            eval: false,
+            to: u64::MAX,
+        }
     }
 
     /// Sets `keys` to `token` for `ttl_ms` unless they are set (`SET NX`,
@@ -428,6 +434,25 @@ impl<'a> Command<'a> {
         }
     }
 
+    /// The same command, queued only on the masters of `masters` (bit `i`
+    /// for master `i`; masters past the 64th always get it): those where
+    /// it has something to do, such as the release of an acquire that
+    /// some masters refused (they set nothing). Only a command that
+    /// waits for no reply reads it (`Core::queue`): a round goes to every
+    /// master, since each must answer it.
+    pub(crate) fn only_to(self, masters: u64) -> Command<'a> {
+        Command {
+            to: masters,
+            ..self
+        }
+    }
+
+    /// Whether the command, queued, goes to master `node` (see
+    /// [`only_to`](Self::only_to)).
+    pub(crate) fn goes_to(&self, node: usize) -> bool {
+        node >= 64 || self.to >> node & 1 == 1
+    }
+
     /// The operation.
     pub(crate) fn op(&self) -> Op {
         self.args.op()
@@ -502,9 +527,11 @@ impl<'a> Command<'a> {
             rest = tail;
             arg
         });
+        // A command sent again goes to the master it was sent to.
         Some(Command {
             args,
             eval: shape.eval,
+            to: u64::MAX,
         })
     }
 

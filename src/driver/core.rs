@@ -450,11 +450,15 @@ impl<W> Core<W> {
     }
 
     /// Queues `command` on every session that is up (or may reconnect at
-    /// once), due to be written at once, waiting for nothing: not for a
+    /// once) among those it goes to ([`Command::only_to`]), due to be
+    /// written at once, waiting for nothing: not for a
     /// handshake, a full socket buffer or a reply. What is left goes out
     /// as the sockets become ready later; the replies are matched and
     /// dropped. A master that is paused or down costs nothing here.
     pub(crate) fn queue(&mut self, command: &Command<'_>, now: Instant) {
+        if !(0..self.masters.len()).any(|i| command.goes_to(i)) {
+            return;
+        }
         // An id no round has: its replies are matched and dropped.
         let id = RoundId::FREE;
         self.encoded.clear();
@@ -463,7 +467,7 @@ impl<W> Core<W> {
             // A session dropped in the failed round (say, as stalled,
             // after its SET went out) reconnects at once: the command waits
             // for the handshake on the new one.
-            if !self.masters[i].link.may_send(now) {
+            if !command.goes_to(i) || !self.masters[i].link.may_send(now) {
                 continue;
             }
             // A failed send leaves the session down.

@@ -835,8 +835,7 @@ impl Round {
 
     /// The nodes the round's command went out to, bit `i` for node `i`
     /// (nodes past the 64th are left out): all but those that skipped it
-    /// for lagging behind ([`NodeError::Lagging`]). An acquire may have
-    /// set its key on each of them, whatever they answered.
+    /// for lagging behind ([`NodeError::Lagging`]).
     pub fn reached(&self) -> u64 {
         self.nodes
             .iter()
@@ -844,6 +843,19 @@ impl Round {
             .enumerate()
             .filter(|(_, state)| **state != NodeState::Failed(NodeError::Lagging))
             .fold(0, |mask, (i, _)| mask | 1 << i)
+    }
+
+    /// The nodes where the round's acquire may have set its key, bit `i`
+    /// for node `i` (nodes past the 64th are left out): those it
+    /// [`reached`](Self::reached), less those that refused it, which set
+    /// nothing. Its release, if it failed, has nothing to do elsewhere.
+    pub fn may_have_set(&self) -> u64 {
+        self.nodes
+            .iter()
+            .take(64)
+            .enumerate()
+            .filter(|(_, state)| **state == NodeState::Refused)
+            .fold(self.reached(), |mask, (i, _)| mask & !(1 << i))
     }
 
     /// `true` while some node has not answered, failed or timed out.

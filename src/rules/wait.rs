@@ -62,13 +62,18 @@ pub(crate) enum Next {
     Until(Instant),
 }
 
-/// Whether a waiter may have entries in the masters' queues, after its
-/// attempts: what decides if it must leave them when its call ends
-/// ([`LEAVE_SCRIPT`](crate::scripts::LEAVE_SCRIPT)).
+/// Where a waiter may have entries in the masters' queues, after its
+/// attempts: what decides if, and where, it must leave them when its call
+/// ends ([`LEAVE_SCRIPT`](crate::scripts::LEAVE_SCRIPT)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Entries {
-    /// A master may hold an entry of it.
-    queued: bool,
+    /// The masters that may hold an entry of it after its attempts that
+    /// ended, bit `i` for master `i`.
+    masters: u64,
+    /// A master past the 64th may hold one.
+    beyond: bool,
+    /// An attempt is under way: any master may queue it.
+    attempting: bool,
     /// An attempt of it was refused or failed somewhere.
     contended: bool,
 }
@@ -77,18 +82,29 @@ impl Entries {
     /// Whether a master may hold an entry: the call leaves the queues when
     /// it ends.
     pub(crate) fn queued(self) -> bool {
-        self.queued
+        self.attempting || self.masters != 0 || self.beyond
+    }
+
+    /// The masters that may hold an entry, bit `i` for master `i` (those
+    /// past the 64th are not in it): where the call leaves the queues.
+    pub(crate) fn masters(self) -> u64 {
+        if self.attempting {
+            u64::MAX
+        } else {
+            self.masters
+        }
     }
 
     /// An attempt is about to be sent: until its round says otherwise, any
     /// master may queue the waiter (a call dropped meanwhile leaves).
     pub(crate) fn attempting(&mut self) {
-        self.queued = true;
+        self.attempting = true;
     }
 
-    /// An attempt ended as `round`. A master that granted took the
-    /// waiter's entries off, and one that the command never reached (it
-    /// lagged behind) has none. One still to answer when the round was
+    /// An attempt ended as `round`; each master it reached holds an entry
+    /// or not by what it answered, and one it never reached (it lagged
+    /// behind) keeps what it held. A master that granted took the
+    /// waiter's entries off. One still to answer when the round was
     /// decided may have refused it (and queued it) once the wait has met
     /// contention; before that, as on the uncontended path, it is taken to
     /// grant too, so that a lock won at the first attempt sends nothing
@@ -97,17 +113,26 @@ impl Entries {
     /// master's key is reserved for one window, and the entry is gone.)
     pub(crate) fn note(&mut self, round: &Round) {
         let reached = round.reached();
-        let (mut refused, mut pending) = (false, false);
-        for (node, state) in round.nodes().iter().enumerate() {
-            let sent = node >= 64 || reached >> node & 1 == 1;
-            match state {
-                NodeState::Ok => {}
-                NodeState::Pending => pending |= sent,
-                _ => refused |= sent,
+        let sent = |node: usize| node >= 64 || reached >> node & 1 == 1;
+        let nodes = round.nodes();
+        self.contended |= nodes.iter().enumerate().any(|(node, state)| {
+            !matches!(state, NodeState::Ok | NodeState::Pending) && sent(node)
+        });
+        let mut beyond = false;
+        for (node, state) in nodes.iter().enumerate().filter(|(node, _)| sent(*node)) {
+            let queued = match state {
+                NodeState::Ok => false,
+                NodeState::Pending => self.contended,
+                _ => true,
+            };
+            if node >= 64 {
+                beyond |= queued;
+            } else {
+                self.masters = self.masters & !(1 << node) | u64::from(queued) << node;
             }
         }
-        self.queued = refused || (self.contended && pending);
-        self.contended |= refused;
+        self.beyond = beyond;
+        self.attempting = false;
     }
 }
 
@@ -280,16 +305,18 @@ mod tests {
         assert!(!entries.queued());
         entries.attempting();
         assert!(entries.queued(), "an attempt under way may queue anywhere");
+        assert_eq!(entries.masters(), u64::MAX);
         // Won at the first attempt, one master still to answer: taken to
         // grant, as on the uncontended path (nothing more is sent).
         entries.note(&answered(&[Some(Reply::Ok), Some(Reply::Ok), None], t0));
         assert!(!entries.queued());
-        // Refused on one master: queued there.
+        // Refused on one master: queued there, and, contended now, maybe
+        // on the one still to answer.
         entries.note(&answered(&[queued(5), Some(Reply::Ok), None], t0));
-        assert!(entries.queued());
+        assert_eq!((entries.queued(), entries.masters()), (true, 0b101));
         // Once contended, a master still to answer may have queued it.
         entries.note(&answered(&[Some(Reply::Ok), Some(Reply::Ok), None], t0));
-        assert!(entries.queued());
+        assert_eq!((entries.queued(), entries.masters()), (true, 0b100));
         // Every master answered and granted: they took the entries off.
         entries.note(&answered(&[Some(Reply::Ok); 3], t0));
         assert!(!entries.queued());
@@ -298,13 +325,22 @@ mod tests {
         round.handle_failure(2, NodeError::Closed, t0);
         let mut fresh = Entries::default();
         fresh.note(&round);
-        assert!(fresh.queued());
-        // A master the command never reached (lagging) holds nothing.
-        let mut round = answered(&[Some(Reply::Ok), Some(Reply::Ok), None], t0);
-        round.handle_failure(2, NodeError::Lagging, t0);
+        assert_eq!((fresh.queued(), fresh.masters()), (true, 0b100));
+        // A master the command never reached (lagging) holds what it
+        // held: nothing at first, the entry of an attempt it refused later.
+        let mut lagging = answered(&[Some(Reply::Ok), Some(Reply::Ok), None], t0);
+        lagging.handle_failure(2, NodeError::Lagging, t0);
         let mut fresh = Entries::default();
-        fresh.note(&round);
+        fresh.attempting();
+        fresh.note(&lagging);
         assert!(!fresh.queued());
+        fresh.note(&answered(
+            &[Some(Reply::Ok), Some(Reply::Ok), queued(5)],
+            t0,
+        ));
+        fresh.attempting();
+        fresh.note(&lagging);
+        assert_eq!((fresh.queued(), fresh.masters()), (true, 0b100));
     }
 
     #[test]

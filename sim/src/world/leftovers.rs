@@ -1,18 +1,19 @@
 //! The partial grants of failed acquires: once a client decides an acquire
 //! round lost, the release its `Claim` hands back goes to every master the
-//! acquire reached, and each of them holds no key with that round's token
-//! once it has run that release.
+//! acquire reached but those that refused it, and each of them holds no
+//! key with that round's token once it has run that release.
 //!
-//! Two checks. As each master runs a command, if it is the release of a
-//! failed round of the client on that connection, the master holds no key
-//! with the round's token right after it (a release that leaves a grant
-//! behind). At the end of the run, every master the acquire reached over
-//! a connection that was up at the decision has run the release, unless
-//! that connection ended since (its queued commands go with it) or the
-//! master lost its data or restarted since (a restart ends its
-//! connections too): a release that never went out leaves the grants to
-//! their TTL, which the check of leftovers after the longest TTL cannot
-//! see.
+//! Three checks. A master that refused the acquire holds no key with its
+//! token at the decision (the release skips it). As each master runs a
+//! command, if it is the release of a failed round of the client on that
+//! connection, the master holds no key with the round's token right after
+//! it (a release that leaves a grant behind). At the end of the run, every
+//! other master the acquire reached over a connection that was up at the
+//! decision has run the release, unless that connection ended since (its
+//! queued commands go with it) or the master lost its data or restarted
+//! since (a restart ends its connections too): a release that never went
+//! out leaves the grants to their TTL, which the check of leftovers after
+//! the longest TTL cannot see.
 
 use redlock_mio::TOKEN_LEN;
 use redlock_mio::scripts::Script;
@@ -65,6 +66,21 @@ impl Leftovers {
             self.open[failed.client].push(self.failed.len());
         }
         self.failed.push(failed);
+    }
+
+    /// The master at address `a`, `master` as it is at the decision of
+    /// `failed` (its clock at `now_us`), refused that acquire: its release
+    /// skips the master, which must then hold no key with the round's
+    /// token.
+    pub(crate) fn refused_by(&mut self, a: usize, master: &Master, now_us: u64, failed: &Failed) {
+        if let Some(key) = holding(master, &failed.resources, &failed.token, now_us) {
+            self.errors.push(format!(
+                "master at address {a} refused client {}'s acquire (decided at {:.6}s), which its release skips, yet holds {} with its token",
+                failed.client,
+                super::history::secs(failed.decided),
+                super::show(key),
+            ));
+        }
     }
 
     /// Client `c`'s connection to address `a` ended at `t` (either side).

@@ -81,8 +81,13 @@ fn member() -> Wait {
 }
 
 /// The leave of [`KEYS`] by `wait`'s member.
-fn leave_of(wait: &Wait) -> Option<Command<'_>> {
-    Some(Command::leave(KEYS, wait.queue().0).with_script())
+/// The leave of `wait`, sent to the masters of `masters`.
+fn leave_of(wait: &Wait, masters: u64) -> Option<Command<'_>> {
+    Some(
+        Command::leave(KEYS, wait.queue().0)
+            .with_script()
+            .only_to(masters),
+    )
 }
 
 #[test]
@@ -122,9 +127,12 @@ fn a_failed_attempt_releases_where_it_went_and_waits_for_the_expiry() {
         || units.next().expect("two draws"),
         now,
     );
+    // Every master refused it: none set the key, and the release goes
+    // nowhere.
     let release = Command::release(KEYS, &TOKEN)
         .with_script()
-        .reaching(refused.reached());
+        .reaching(0)
+        .only_to(0);
     assert_eq!(attempted.release, Some(release));
     assert!(matches!(attempted.outcome, Err(Error::Contended(_))));
     // Not told: the next attempt at the fallback, when two keys of three
@@ -246,12 +254,26 @@ fn a_deadline_caps_each_attempt_and_a_late_telling_ends_the_call() {
 fn the_leave_goes_where_a_master_may_have_queued_the_caller() {
     let now = crate::clock::now();
     let wait = member();
-    let expected = leave_of(&wait);
-    // Refused on one master, granted on the others: queued there.
+    // Refused on one master, granted on the others: queued there alone.
     let mut call = call(Terms::Retries(3), true);
     let one = round([queued(300), Some(Reply::Ok), Some(Reply::Ok)], now);
     assert!(!attempt(&mut call, &one, [0.5, 0.5], now), "won");
-    assert_eq!(call.leave().expect("a wait").command, expected);
+    assert_eq!(
+        call.leave().expect("a wait").command,
+        leave_of(&wait, 0b001)
+    );
+    // Refused on two, then won with one of them still to answer: the
+    // other one took the entry off, the silent one may keep it.
+    let mut call = self::call(Terms::Retries(3), true);
+    let two = round([queued(300), queued(300), Some(Reply::Ok)], now);
+    assert!(attempt(&mut call, &two, [0.5, 0.5], now));
+    let _ = call.handle_told(now + MS);
+    let won = round([None, Some(Reply::Ok), Some(Reply::Ok)], now + MS);
+    assert!(!attempt(&mut call, &won, [0.5, 0.5], now + MS), "won");
+    assert_eq!(
+        call.leave().expect("a wait").command,
+        leave_of(&wait, 0b001)
+    );
     // A master the command never reached holds nothing.
     let mut call = self::call(Terms::Retries(3), true);
     let mut lagging = round([Some(Reply::Ok), Some(Reply::Ok), None], now);
@@ -267,7 +289,10 @@ fn the_leave_goes_where_a_master_may_have_queued_the_caller() {
     let busy = Error::TooManyInFlight { limit: 1 };
     call.handle_fenced(waited, Err(busy), || 0.0, now);
     assert!(matches!(call.poll(), Step::Wait { until, .. } if until == now + 100 * MS));
-    assert_eq!(call.leave().expect("a wait").command, expected);
+    assert_eq!(
+        call.leave().expect("a wait").command,
+        leave_of(&wait, 0b111)
+    );
 }
 
 #[test]
@@ -289,11 +314,14 @@ fn a_call_dropped_with_its_attempt_under_way_leaves_the_queues() {
     );
     let leave = call.leave().expect("a wait");
     assert_eq!(leave.wait, WAIT);
-    assert_eq!(leave.command, leave_of(&wait));
+    assert_eq!(leave.command, leave_of(&wait, u64::MAX));
     // Dropped between attempts, after one was refused: the same.
     let mut call = self::call(Terms::Retries(3), true);
     assert!(attempt(&mut call, &refused(now), [0.5, 0.5], now));
-    assert_eq!(call.leave().expect("a wait").command, leave_of(&wait));
+    assert_eq!(
+        call.leave().expect("a wait").command,
+        leave_of(&wait, 0b111)
+    );
     // A round gone from the table: released everywhere, its outcome
     // unknown (the call ends), still queued.
     let mut call = self::call(Terms::Retries(3), true);
@@ -306,7 +334,10 @@ fn a_call_dropped_with_its_attempt_under_way_leaves_the_queues() {
             .reaching(u64::MAX)
     );
     assert_eq!(call.poll(), Step::Done);
-    assert_eq!(call.leave().expect("a wait").command, leave_of(&wait));
+    assert_eq!(
+        call.leave().expect("a wait").command,
+        leave_of(&wait, u64::MAX)
+    );
 }
 
 #[test]

@@ -75,15 +75,9 @@ fn written(core: &mut Core<()>, i: usize) -> String {
     text
 }
 
-/// One server under two addresses: the second handshake to complete is
-/// refused by the read that completes it, so that what its session held
-/// back for the handshake (here an extend) is never written to the server
-/// a second time. (Written, an
-/// extend of a round over by then could overtake a newer one sent through
-/// the first address, and shorten the key under its holder.)
-#[test]
-fn a_server_reached_twice_gets_nothing_held_for_the_second_handshake() {
-    let t0 = Instant::now();
+/// A core of two addresses, connected at `t0`, each with its handshake
+/// written.
+fn two_addresses(t0: Instant) -> Core<()> {
     let addrs = [
         ServerAddr::parse("redis://127.0.0.1:7000").unwrap(),
         ServerAddr::parse("redis://127.0.0.2:7000").unwrap(),
@@ -94,6 +88,19 @@ fn a_server_reached_twice_gets_nothing_held_for_the_second_handshake() {
         core.handle_connected(i, t0);
         assert!(written(&mut core, i).contains("INFO"));
     }
+    core
+}
+
+/// One server under two addresses: the second handshake to complete is
+/// refused by the read that completes it, so that what its session held
+/// back for the handshake (here an extend) is never written to the server
+/// a second time. (Written, an
+/// extend of a round over by then could overtake a newer one sent through
+/// the first address, and shorten the key under its holder.)
+#[test]
+fn a_server_reached_twice_gets_nothing_held_for_the_second_handshake() {
+    let t0 = Instant::now();
+    let mut core = two_addresses(t0);
     answer(&mut core, 0, &handshake_replies('a'), t0).unwrap();
     // An extend goes to both: the first session writes it, the second
     // holds it back for its handshake.
@@ -148,4 +155,26 @@ fn a_session_that_is_down_reconnects_by_itself_while_a_caller_waits() {
     core.handle_timeout(t1);
     assert_eq!(core.socket(0), Some(2), "a new start of the session");
     core.waits.end(id);
+}
+
+/// A command queued for some masters ([`Command::only_to`]) is written to
+/// those alone, and one for none is written nowhere.
+#[test]
+fn a_queued_command_goes_only_to_its_masters() {
+    let t0 = Instant::now();
+    let mut core = two_addresses(t0);
+    for (i, run_id) in [(0, 'a'), (1, 'b')] {
+        answer(&mut core, i, &handshake_replies(run_id), t0).unwrap();
+    }
+    let release = Command::release(Keys::One(b"res"), b"token").with_script();
+    core.queue(&release.only_to(0b10), t0 + MS);
+    assert_eq!(written(&mut core, 0), "");
+    assert!(written(&mut core, 1).contains("EVAL"));
+    core.queue(&release.only_to(0), t0 + 2 * MS);
+    assert_eq!(
+        (written(&mut core, 0), written(&mut core, 1)),
+        (String::new(), String::new())
+    );
+    core.queue(&release, t0 + 3 * MS);
+    assert!(written(&mut core, 0).contains("EVAL") && written(&mut core, 1).contains("EVAL"));
 }

@@ -188,7 +188,9 @@ impl World {
 
     /// Client `c` decided `call`'s attempt, `round`, as failed, and queued
     /// its release: owed to each master the round reached over a
-    /// connection that is up now (a session down drops what it queued).
+    /// connection that is up now (a session down drops what it queued),
+    /// but for those that refused the acquire, which must hold no key with
+    /// its token.
     fn failed_round(&mut self, c: usize, call: &Call, round: &Round) {
         let up = (0..self.params.masters).filter(|&i| {
             self.clients[c].socks[i].is_some_and(|conn| {
@@ -196,15 +198,24 @@ impl World {
                 conn.connected && !conn.dead
             })
         });
-        let owed = round.reached() & up.fold(0, |mask, i| mask | 1 << i);
-        self.leftovers.decided(Failed {
+        let refused = (round.nodes().iter().enumerate())
+            .filter(|(_, state)| **state == redlock_mio::NodeState::Refused)
+            .fold(0u64, |mask, (i, _)| mask | 1 << i);
+        let failed = Failed {
             client: c,
             token: call.token,
             resources: call.names.resources().iter().map(|r| r.to_vec()).collect(),
             decided: self.t,
-            owed,
+            owed: round.reached() & !refused & up.fold(0, |mask, i| mask | 1 << i),
             answered: vec![None; self.params.masters],
-        });
+        };
+        for a in (0..self.params.masters).filter(|a| refused >> a & 1 == 1) {
+            let m = self.params.proc_of[a];
+            let now_us = self.masters[m].clock.now_us(self.t);
+            self.leftovers
+                .refused_by(a, &self.masters[m].model, now_us, &failed);
+        }
+        self.leftovers.decided(failed);
     }
 
     /// `call`'s attempt is decided.
