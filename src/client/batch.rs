@@ -21,7 +21,7 @@ impl Redlock {
     /// the same tick, and each decides on its own, as
     /// [`try_lock`](Self::try_lock) would. Returns one result per resource,
     /// in order, within one request timeout. A failed one queues its
-    /// release everywhere, as `try_lock` does.
+    /// release, as `try_lock` does.
     ///
     /// With [`Builder::fencing`](crate::Builder::fencing) the batch takes
     /// the rounds of one fenced acquire, each holding every lock: all the

@@ -236,7 +236,7 @@ fn report(masters: &Arc<[String]>, spares: &mut Vec<Box<Report>>, round: &Round)
 /// ([`handle_timeout`](Self::handle_timeout)), and collects what completed
 /// ([`poll_completion`](Self::poll_completion)). The rounds are the same
 /// as the other APIs': written to every master at once, decided early both
-/// ways, released everywhere after a failed acquire.
+/// ways, released after a failed acquire wherever it may have set its key.
 ///
 /// ```no_run
 /// use std::time::{Duration, Instant};

@@ -82,7 +82,7 @@ pub use crate::commands::TOKEN_LEN;
 /// - [`try_lock`](Self::try_lock), [`extend`](Self::extend) and
 ///   [`unlock`](Self::unlock) return within one request timeout (plus
 ///   scheduling noise). A failed acquire queues its release on every master
-///   and returns without waiting for it: a paused or dead minority of
+///   that did not refuse it and returns without waiting for it: a paused or dead minority of
 ///   masters costs nothing, whether the attempt succeeds or fails.
 /// - [`lock_until`](Self::lock_until) returns by its deadline.
 /// - [`lock`](Self::lock) returns within `retry_count + 1` request timeouts
@@ -335,7 +335,8 @@ impl Redlock {
     }
 
     /// One acquire attempt, its round cut short at `deadline` if one is
-    /// given; on failure, releases everywhere without waiting.
+    /// given; on failure, releases without waiting wherever it may have set
+    /// its key.
     fn attempt(
         &self,
         resource: &[u8],
