@@ -17,44 +17,49 @@ end
 -- the one told and of seven more add up to `at`: with the reservation, a
 -- stalled client holds the others up for nine windows at most, and the
 -- waiter whose turn comes then passes over the rest), up to the first
--- waiter of another client whose client
--- hears it: that one is told and named in the turn `t`. Entries nobody
--- hears, or of another form, are dropped on the way.
+-- waiter of another client whose client hears it: that one is told and
+-- named in the turn `t`. Entries nobody hears, or of another form, are
+-- dropped on the way. The queue is read a batch at a time: a client that
+-- runs many waiters puts long runs of its own entries in the way, and one
+-- read per entry would cost the master a command for each of them.
 local function tell(q, t, ch, at, i, told)
   local kept = 0
   while true do
-    local e = redis.pcall("zrange", q, i, i)
-    if type(e) ~= "table" or e.err or #e == 0 then
+    local batch = redis.pcall("zrange", q, i, i + 31)
+    if type(batch) ~= "table" or batch.err or #batch == 0 then
       return
     end
-    e = e[1]
-    local w, eid, ech = string.match(e, "^(%d+)|(%d+)|(redlock%-mio:wake:%x+)$")
-    if eid and told and ech == ch then
-      -- Another waiter of the stalled client: kept, neither told nor dropped.
-      if kept < 7 then
-        at = at + tonumber(w)
-      end
-      kept = kept + 1
-      i = i + 1
-    else
-      local n = 0
-      if eid then
-        n = redis.pcall("publish", ech, eid .. " " .. string.format("%d", at))
-        if type(n) ~= "number" then
-          return
+    -- `i` stays the rank of the entry at hand: an entry dropped moves
+    -- the ones after it up.
+    for _, e in ipairs(batch) do
+      local w, eid, ech = string.match(e, "^(%d+)|(%d+)|(redlock%-mio:wake:%x+)$")
+      if eid and told and ech == ch then
+        -- Another waiter of the stalled client: kept, neither told nor dropped.
+        if kept < 7 then
+          at = at + tonumber(w)
         end
-      end
-      if n == 0 then
-        if redis.pcall("zrem", q, e) ~= 1 then
-          return
-        end
-      elseif ech ~= ch then
-        redis.pcall("set", t, e, "px", string.format("%d", at + tonumber(w)))
-        return
-      else
-        told = true
-        at = at + tonumber(w)
+        kept = kept + 1
         i = i + 1
+      else
+        local n = 0
+        if eid then
+          n = redis.pcall("publish", ech, eid .. " " .. string.format("%d", at))
+          if type(n) ~= "number" then
+            return
+          end
+        end
+        if n == 0 then
+          if redis.pcall("zrem", q, e) ~= 1 then
+            return
+          end
+        elseif ech ~= ch then
+          redis.pcall("set", t, e, "px", string.format("%d", at + tonumber(w)))
+          return
+        else
+          told = true
+          at = at + tonumber(w)
+          i = i + 1
+        end
       end
     end
   end

@@ -1060,18 +1060,19 @@ fn an_attempt_during_a_stalled_waiters_window_does_not_give_it_another() {
     drop(listeners);
 }
 
-/// A stalled client with twelve waiters first in line holds the others up
-/// for nine of their windows at most: the release names the live waiter
-/// behind them in a turn that ends after those nine windows and the live
-/// waiter's own, and that waiter passes over the rest.
+/// A stalled client with forty waiters first in line (more than the
+/// hand-off reads of a queue at once) holds the others up for nine of
+/// their windows at most: the release names the live waiter behind them
+/// in a turn that ends after those nine windows and the live waiter's
+/// own, and that waiter passes over the rest.
 #[test]
 fn a_stalled_clients_many_waiters_cost_nine_windows_at_most() {
     let cluster = Cluster::start(3);
     let (holder, mut held) = hold(&cluster);
-    let listeners = stalled_waiters(&cluster, 100, 12);
+    let listeners = stalled_waiters(&cluster, 100, 40);
     let client = Arc::new(waiter(&cluster));
     let outcome = wait_long(&client);
-    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 13) == 3));
+    assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 41) == 3));
     holder.unlock(&mut held).expect("released");
     let turn = [&b"redlock-mio:turn:"[..], RESOURCE].concat();
     for i in 0..3 {

@@ -16,6 +16,9 @@ use crate::HandoffFault;
 /// it, becomes its second.
 type Patch = (&'static str, String);
 
+/// The loop of `tell` in `handoff.lua`, over batches of queue entries.
+const TELL_BATCH: &str = "while true do\nlocal batch = redis.pcall(\"zrange\", q, i, i + 31)\n";
+
 /// The patches that make `fault`.
 fn patches(fault: HandoffFault) -> Vec<Patch> {
     match fault {
@@ -25,10 +28,17 @@ fn patches(fault: HandoffFault) -> Vec<Patch> {
             "local function handoff(k)\ndo return end\n".to_owned(),
         )],
         // `handoff.lua`: the loops of `handoff` and `tell` look at `n`
-        // entries at most, then give up.
-        HandoffFault::SkipCapped(n) => {
-            vec![("while true do\n", format!("for _ = 1, {n} do\n"))]
-        }
+        // entries at most, then give up (`tell` reads one batch of `n`).
+        HandoffFault::SkipCapped(n) => vec![
+            (
+                TELL_BATCH,
+                format!(
+                    "for _ = 1, 1 do\nlocal batch = redis.pcall(\"zrange\", q, i, i + {})\n",
+                    n.saturating_sub(1)
+                ),
+            ),
+            ("while true do\n", format!("for _ = 1, {n} do\n")),
+        ],
         // `waiting.lua`: a waiter's turn never comes.
         HandoffFault::TurnIgnored => vec![(
             "local function turn(k, m)\n",
@@ -91,7 +101,11 @@ mod tests {
         let untold = patch(release, HandoffFault::Untold);
         assert!(untold.contains("local function handoff(k)\ndo return end\n"));
         let capped = patch(release, HandoffFault::SkipCapped(8));
-        assert_eq!(capped.matches("for _ = 1, 8 do").count(), 2);
+        assert_eq!(capped.matches("for _ = 1, 8 do").count(), 1);
+        assert!(
+            capped
+                .contains("for _ = 1, 1 do\nlocal batch = redis.pcall(\"zrange\", q, i, i + 7)\n")
+        );
         assert!(!capped.contains("while true do"));
         let wait = Script::WaitAcquire.text();
         assert_ne!(patch(wait, HandoffFault::TurnIgnored), wait);
