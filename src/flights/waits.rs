@@ -445,6 +445,27 @@ mod tests {
         assert_eq!(waits.next_hint(), None, "the count of hinted waits follows");
     }
 
+    /// Each scan of the table counts the slots it looks at, up to the
+    /// highest slot ever used and no further (the engine reports the
+    /// count, and the budget tests hold a lone caller's cycle to it): none
+    /// before a wait began, two per scan of a table of four with two
+    /// waits, still two once the first slot is free again.
+    #[test]
+    fn each_scan_counts_the_slots_up_to_the_highest_ever_used() {
+        let mut waits: Waits<()> = Waits::new(4, 3, SPREAD);
+        waits.handle_reconnect();
+        assert_eq!(waits.scanned(), 0);
+        let first = waits.begin().unwrap_or(WaitId::FREE);
+        let _second = waits.begin();
+        waits.handle_reconnect();
+        assert_eq!(waits.scanned(), 2);
+        assert!(!waits.any_waiter(|_| true));
+        assert_eq!(waits.scanned(), 4);
+        waits.end(first);
+        waits.handle_reconnect();
+        assert_eq!(waits.scanned(), 6);
+    }
+
     #[test]
     fn a_wait_is_told_once_a_quorum_of_masters_told_it() {
         let mut waits: Waits<&str> = Waits::new(4, 5, SPREAD);
