@@ -466,6 +466,24 @@ mod tests {
         assert_eq!(waits.scanned(), 6);
     }
 
+    /// A master that gives the same time to try at again (a later script
+    /// telling again, nothing sooner) is not a sooner word: the hand-off's
+    /// times still group from the first one, and a later master's time
+    /// moves the attempt no further than the spread past it.
+    #[test]
+    fn a_masters_same_time_again_keeps_the_hand_offs_first_time() {
+        let t0 = std::time::Instant::now();
+        let ms = std::time::Duration::from_millis;
+        let (mut waits, id) = one_waiter();
+        waits.handle_hint(id, 0, t0 + ms(100));
+        waits.handle_hint(id, 1, t0 + ms(130));
+        waits.handle_hint(id, 1, t0 + ms(130));
+        assert_eq!(waits.hinted(id), Some(t0 + ms(130)));
+        waits.handle_hint(id, 2, t0 + ms(170));
+        assert_eq!(waits.hinted(id), Some(t0 + ms(100) + SPREAD));
+        assert_eq!(waits.next_hint(), Some(t0 + ms(150)));
+    }
+
     #[test]
     fn a_wait_is_told_once_a_quorum_of_masters_told_it() {
         let mut waits: Waits<&str> = Waits::new(4, 5, SPREAD);
