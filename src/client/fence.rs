@@ -1031,6 +1031,40 @@ mod tests {
         assert_eq!(next.phase, Phase::Read);
     }
 
+    /// Each lock of a fenced attempt gets a token of its own, fresh for
+    /// every attempt: two locks (or two attempts) with one token could
+    /// release or extend each other.
+    #[test]
+    fn each_lock_of_each_attempt_has_a_token_of_its_own() {
+        let client = client();
+        let keys: [&[u8]; 2] = [b"a", b"b"];
+        let first = FencedAcquire::new(&client, keys, false, 10_000, None);
+        let second = FencedAcquire::new(&client, keys, false, 10_000, None);
+        let tokens = [first.tokens[0], first.tokens[1], second.tokens[0]];
+        assert!(
+            tokens[0] != tokens[1] && tokens[0] != tokens[2] && tokens[1] != tokens[2],
+            "{tokens:?}"
+        );
+    }
+
+    /// A fenced lock counts in the client's statistics as one attempt and
+    /// one acquisition once its raise has won it, and not before.
+    #[test]
+    fn a_lock_won_by_its_raise_counts_as_acquired() {
+        use Reply::{Count, Ok as Done};
+        let client = client();
+        client.fences().last_read = Some(crate::clock::now());
+        let mut attempt = FencedAcquire::new(&client, [&b"r"[..]], false, 10_000, None);
+        attempt.handle(
+            &client,
+            smallvec![ended(Op::Acquire, [Count(3), Count(3), Count(3)])],
+        );
+        assert_eq!((client.stats().attempts, client.stats().acquired), (0, 0));
+        attempt.handle(&client, smallvec![ended(Op::Raise, [Done, Done, Done])]);
+        assert!(attempt.finish(&client)[0].is_ok());
+        assert_eq!((client.stats().attempts, client.stats().acquired), (1, 1));
+    }
+
     /// A raise that misses a quorum fails the lock, as `Unfenced`.
     #[test]
     fn a_raise_without_a_quorum_fails_the_lock() {
