@@ -1165,6 +1165,23 @@ mod tests {
         assert_eq!(client.fences().last_read, None);
     }
 
+    /// The simulator's fenced machine shows the book (feature `sim`) for
+    /// the model check to compare with the model's: each master's loss
+    /// as this client first saw it, and when the counters were last read.
+    #[cfg(feature = "sim")]
+    #[test]
+    fn the_book_shows_each_loss_as_first_seen_and_the_last_read() {
+        use Reply::{Count, Unsynced};
+        let client = client();
+        let mut attempt = FencedAcquire::new(&client, [&b"r"[..]], false, 10_000, None);
+        let read = ended(Op::FenceRead, [Count(4), Unsynced(6), Count(4)]).expect("ended");
+        let at = read.ended;
+        attempt.handle(&client, smallvec![Ok(read)]);
+        let book = client.fences();
+        assert_eq!(book.losses(), [None, Some((6, at)), None]);
+        assert_eq!(book.last_read(), Some(at));
+    }
+
     /// A fenced acquire's count from a master says it is in sync; a plain
     /// `OK` (a raise's) says nothing of its counter.
     #[test]
