@@ -1031,6 +1031,40 @@ mod tests {
         assert_eq!(next.phase, Phase::Read);
     }
 
+    /// Each lock of a fenced attempt gets a token of its own, fresh for
+    /// every attempt: two locks (or two attempts) with one token could
+    /// release or extend each other.
+    #[test]
+    fn each_lock_of_each_attempt_has_a_token_of_its_own() {
+        let client = client();
+        let keys: [&[u8]; 2] = [b"a", b"b"];
+        let first = FencedAcquire::new(&client, keys, false, 10_000, None);
+        let second = FencedAcquire::new(&client, keys, false, 10_000, None);
+        let tokens = [first.tokens[0], first.tokens[1], second.tokens[0]];
+        assert!(
+            tokens[0] != tokens[1] && tokens[0] != tokens[2] && tokens[1] != tokens[2],
+            "{tokens:?}"
+        );
+    }
+
+    /// A fenced lock counts in the client's statistics as one attempt and
+    /// one acquisition once its raise has won it, and not before.
+    #[test]
+    fn a_lock_won_by_its_raise_counts_as_acquired() {
+        use Reply::{Count, Ok as Done};
+        let client = client();
+        client.fences().last_read = Some(crate::clock::now());
+        let mut attempt = FencedAcquire::new(&client, [&b"r"[..]], false, 10_000, None);
+        attempt.handle(
+            &client,
+            smallvec![ended(Op::Acquire, [Count(3), Count(3), Count(3)])],
+        );
+        assert_eq!((client.stats().attempts, client.stats().acquired), (0, 0));
+        attempt.handle(&client, smallvec![ended(Op::Raise, [Done, Done, Done])]);
+        assert!(attempt.finish(&client)[0].is_ok());
+        assert_eq!((client.stats().attempts, client.stats().acquired), (1, 1));
+    }
+
     /// A raise that misses a quorum fails the lock, as `Unfenced`.
     #[test]
     fn a_raise_without_a_quorum_fails_the_lock() {
@@ -1129,6 +1163,23 @@ mod tests {
         attempt.handle(&client, smallvec![Ok(read)]);
         assert_eq!(attempt.phase, Phase::Acquire, "no sync");
         assert_eq!(client.fences().last_read, None);
+    }
+
+    /// The simulator's fenced machine shows the book (feature `sim`) for
+    /// the model check to compare with the model's: each master's loss
+    /// as this client first saw it, and when the counters were last read.
+    #[cfg(feature = "sim")]
+    #[test]
+    fn the_book_shows_each_loss_as_first_seen_and_the_last_read() {
+        use Reply::{Count, Unsynced};
+        let client = client();
+        let mut attempt = FencedAcquire::new(&client, [&b"r"[..]], false, 10_000, None);
+        let read = ended(Op::FenceRead, [Count(4), Unsynced(6), Count(4)]).expect("ended");
+        let at = read.ended;
+        attempt.handle(&client, smallvec![Ok(read)]);
+        let book = client.fences();
+        assert_eq!(book.losses(), [None, Some((6, at)), None]);
+        assert_eq!(book.last_read(), Some(at));
     }
 
     /// A fenced acquire's count from a master says it is in sync; a plain

@@ -314,3 +314,25 @@ fn a_freed_slot_is_not_timed_out() {
     flights.handle_timeout(t0 + 50 * MS);
     assert_eq!(flights.decided, [live]);
 }
+
+/// Each scan of the table counts the slots it looks at, up to the highest
+/// slot ever used and no further (the engine reports the count, and the
+/// budget tests hold a lone caller's cycle to it): none before a round
+/// began, two per scan of a table of four with two rounds, still two once
+/// the first slot is free again.
+#[test]
+fn each_scan_counts_the_slots_up_to_the_highest_ever_used() {
+    let t0 = Instant::now();
+    let mut flights = Flights::new(4, 3);
+    let _ = flights.next_deadline();
+    assert_eq!(flights.scanned(), 0);
+    let first = start(&mut flights, t0, 50 * MS);
+    let _second = start(&mut flights, t0, 50 * MS);
+    let _ = flights.next_deadline();
+    assert_eq!(flights.scanned(), 2);
+    flights.handle_timeout(t0);
+    assert_eq!(flights.scanned(), 4);
+    flights.finish(first);
+    let _ = flights.next_deadline();
+    assert_eq!(flights.scanned(), 6);
+}

@@ -445,6 +445,45 @@ mod tests {
         assert_eq!(waits.next_hint(), None, "the count of hinted waits follows");
     }
 
+    /// Each scan of the table counts the slots it looks at, up to the
+    /// highest slot ever used and no further (the engine reports the
+    /// count, and the budget tests hold a lone caller's cycle to it): none
+    /// before a wait began, two per scan of a table of four with two
+    /// waits, still two once the first slot is free again.
+    #[test]
+    fn each_scan_counts_the_slots_up_to_the_highest_ever_used() {
+        let mut waits: Waits<()> = Waits::new(4, 3, SPREAD);
+        waits.handle_reconnect();
+        assert_eq!(waits.scanned(), 0);
+        let first = waits.begin().unwrap_or(WaitId::FREE);
+        let _second = waits.begin();
+        waits.handle_reconnect();
+        assert_eq!(waits.scanned(), 2);
+        assert!(!waits.any_waiter(|_| true));
+        assert_eq!(waits.scanned(), 4);
+        waits.end(first);
+        waits.handle_reconnect();
+        assert_eq!(waits.scanned(), 6);
+    }
+
+    /// A master that gives the same time to try at again (a later script
+    /// telling again, nothing sooner) is not a sooner word: the hand-off's
+    /// times still group from the first one, and a later master's time
+    /// moves the attempt no further than the spread past it.
+    #[test]
+    fn a_masters_same_time_again_keeps_the_hand_offs_first_time() {
+        let t0 = std::time::Instant::now();
+        let ms = std::time::Duration::from_millis;
+        let (mut waits, id) = one_waiter();
+        waits.handle_hint(id, 0, t0 + ms(100));
+        waits.handle_hint(id, 1, t0 + ms(130));
+        waits.handle_hint(id, 1, t0 + ms(130));
+        assert_eq!(waits.hinted(id), Some(t0 + ms(130)));
+        waits.handle_hint(id, 2, t0 + ms(170));
+        assert_eq!(waits.hinted(id), Some(t0 + ms(100) + SPREAD));
+        assert_eq!(waits.next_hint(), Some(t0 + ms(150)));
+    }
+
     #[test]
     fn a_wait_is_told_once_a_quorum_of_masters_told_it() {
         let mut waits: Waits<&str> = Waits::new(4, 5, SPREAD);

@@ -448,4 +448,31 @@ mod tests {
         assert_eq!(schedule.handle_release(end, end), Some(Standing::Lost));
         assert_eq!(schedule.handle_released(false), Standing::Lost);
     }
+
+    /// Every standing, in order.
+    const STANDINGS: [Standing; 4] = [
+        Standing::Held,
+        Standing::AtRisk,
+        Standing::Lost,
+        Standing::Released,
+    ];
+
+    /// The keeper keeps its standing in an atomic as a number: each
+    /// standing comes back from its number as itself, or the holder would
+    /// read another standing than the keeper set.
+    #[test]
+    fn each_standing_comes_back_from_its_number() {
+        for standing in STANDINGS {
+            assert_eq!(Standing::from_code(standing.code()), standing);
+        }
+    }
+
+    /// The keeper changes nothing once the standing is final, and wakes
+    /// whoever waits for a final one: a loss or a release is final, never
+    /// a lock still held or at risk.
+    #[test]
+    fn only_a_loss_or_a_release_is_final() {
+        let finals = STANDINGS.map(Standing::is_final);
+        assert_eq!(finals, [false, false, true, true]);
+    }
 }

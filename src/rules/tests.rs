@@ -655,3 +655,136 @@ fn a_round_decides_early_and_reports_each_master() {
          10.0.0.2:6379: held by another, 10.0.0.3:6379: answer not needed (decided without it)"
     );
 }
+
+/// The report of a call that waited says how long, before its last
+/// attempt's own time, once the wait outlasts that attempt by a
+/// millisecond: whole milliseconds from 10 ms up, finer below. A call of
+/// one round (or whose wait was its one attempt) says nothing of it.
+#[test]
+fn a_report_gives_the_calls_wait_once_it_outlasts_the_last_attempt() {
+    let t0 = Instant::now();
+    let mut round = acquire(3, t0);
+    round.handle_reply(0, Reply::Refused, t0 + 2 * MS);
+    round.handle_reply(1, Reply::Refused, t0 + 2 * MS);
+    let mut report = round.report();
+    assert_eq!(report.waited(), None);
+    assert!(!report.to_string().contains("after waiting"), "{report}");
+    // The wait was the attempt itself.
+    report.set_waited(2 * MS + MS / 2);
+    assert_eq!(report.waited(), Some(2 * MS + MS / 2));
+    assert!(!report.to_string().contains("after waiting"), "{report}");
+    for (waited, text) in [
+        (3 * MS, "after waiting 3ms, the last attempt in 2ms:"),
+        (10 * MS, "after waiting 10 ms, the last attempt in 2ms:"),
+        (
+            Duration::from_micros(250_700),
+            "after waiting 250 ms, the last attempt in 2ms:",
+        ),
+    ] {
+        report.set_waited(waited);
+        assert_eq!(report.waited(), Some(waited));
+        assert!(report.to_string().contains(text), "{report}");
+    }
+}
+
+/// An acquire's grant short of a quorum is released again by the client,
+/// and its report says so; a grant within a quorum, or another
+/// operation's success short of one, is reported as done.
+#[test]
+fn a_report_says_an_acquires_grant_short_of_a_quorum_is_released_again() {
+    let t0 = Instant::now();
+    let outcome = |op: Op, replies: &[Reply]| {
+        let mut round = Round::new(op, 3, TTL, drift(TTL, 0.01), TIMEOUT, t0);
+        for (node, reply) in replies.iter().enumerate() {
+            round.handle_reply(node, *reply, t0 + MS);
+        }
+        round.report().to_string()
+    };
+    let short = outcome(Op::Acquire, &[Reply::Ok, Reply::Refused, Reply::Refused]);
+    assert!(
+        short.contains("#0 acquired (released again: no quorum), #1 held by another"),
+        "{short}"
+    );
+    // Exactly a quorum.
+    let won = outcome(Op::Acquire, &[Reply::Ok, Reply::Ok]);
+    assert!(
+        won.contains("#0 acquired, #1 acquired, #2 answer not needed"),
+        "{won}"
+    );
+    let extend = outcome(Op::Extend, &[Reply::Ok, Reply::Refused, Reply::Refused]);
+    assert!(extend.contains("#0 extended, #1 not held"), "{extend}");
+}
+
+/// A failed connect says what to check, by its cause.
+#[test]
+fn a_failed_connect_says_what_to_check() {
+    let text = |kind| NodeError::Connect(kind).to_string();
+    for (kind, says) in [
+        (
+            io::ErrorKind::ConnectionRefused,
+            "connection refused: no server listens there",
+        ),
+        (
+            io::ErrorKind::TimedOut,
+            "connect timed out: no answer within the connect timeout",
+        ),
+        (io::ErrorKind::NotFound, "no such socket file"),
+        (
+            io::ErrorKind::PermissionDenied,
+            "cannot connect: permission denied",
+        ),
+    ] {
+        assert!(text(kind).contains(says), "{kind:?}: {}", text(kind));
+    }
+    // Another cause is named as the system names it.
+    let other = io::ErrorKind::AddrNotAvailable;
+    assert_eq!(text(other), format!("cannot connect: {other}"));
+}
+
+/// A peer whose first byte begins no RESP reply is named as no Redis
+/// server, with the byte and a guess at what it is by that byte.
+#[test]
+fn a_peer_that_is_no_redis_server_is_named_by_its_first_byte() {
+    let text = |byte| NodeError::Protocol(crate::resp::Error::UnknownType(byte)).to_string();
+    for (byte, says) in [
+        (b'H', "answered 'H' (0x48), as an HTTP server does"),
+        (b'<', "answered '<' (0x3c), as a web page does"),
+        (b'S', "answered 'S' (0x53), as an SSH server does"),
+        (
+            0x15,
+            "answered byte 0x15, as a TLS server does (use a rediss:// address)",
+        ),
+        (
+            0x16,
+            "answered byte 0x16, as a TLS server does (use a rediss:// address)",
+        ),
+        (
+            b'x',
+            "answered 'x' (0x78), where a Redis or Valkey master answers",
+        ),
+    ] {
+        assert!(
+            text(byte).starts_with("not a Redis server: "),
+            "{}",
+            text(byte)
+        );
+        assert!(text(byte).contains(says), "{}", text(byte));
+    }
+}
+
+/// A TLS failure on bytes that are no TLS record (rustls says either of
+/// two things) suggests a plain Redis port; other TLS failures do not.
+#[test]
+fn a_tls_failure_on_a_plain_port_suggests_redis_addresses() {
+    let hint = "(not a TLS server: for a plain Redis port use redis://)";
+    for message in [
+        "received corrupt message of type InvalidContentType",
+        "InvalidContentType",
+        "received corrupt message",
+    ] {
+        let text = NodeError::Tls(message.into()).to_string();
+        assert!(text.ends_with(hint), "{text}");
+    }
+    let text = NodeError::Tls("invalid peer certificate: UnknownIssuer".into()).to_string();
+    assert!(!text.contains(hint), "{text}");
+}

@@ -343,6 +343,22 @@ mod tests {
         assert_eq!((fresh.queued(), fresh.masters()), (true, 0b100));
     }
 
+    /// Masters past the 64th have no bit in the mask of where the waiter
+    /// may be queued (a leave goes to each of them whatever the mask
+    /// says): a refusal from one of them alone still leaves the call
+    /// queued, so that its leave is sent; a grant there takes it off.
+    #[test]
+    fn a_refusal_past_the_64th_master_alone_keeps_the_call_queued() {
+        let t0 = Instant::now();
+        let mut replies = vec![Some(Reply::Ok); 65];
+        replies[64] = queued(5);
+        let mut entries = Entries::default();
+        entries.note(&answered(&replies, t0));
+        assert_eq!((entries.queued(), entries.masters()), (true, 0));
+        entries.note(&answered(&[Some(Reply::Ok); 65], t0));
+        assert!(!entries.queued());
+    }
+
     #[test]
     fn retries_stop_when_spent_and_wait_at_most_the_retry_delay() {
         let now = Instant::now();
