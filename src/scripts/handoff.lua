@@ -19,11 +19,13 @@ end
 -- waiter whose turn comes then passes over the rest), up to the first
 -- waiter of another client whose client hears it: that one is told and
 -- named in the turn `t`. Entries nobody hears, or of another form, are
--- dropped on the way. The queue is read a batch at a time: a client that
--- runs many waiters puts long runs of its own entries in the way, and one
--- read per entry would cost the master a command for each of them.
+-- dropped on the way. A client that runs many waiters (one client shared
+-- by many tasks) puts long runs of its own entries in the way: the queue
+-- is read a batch at a time, and past the seventh, such an entry is known
+-- by its end alone.
 local function tell(q, t, ch, at, i, told)
   local kept = 0
+  local mine = ch and "|" .. ch
   while true do
     local batch = redis.pcall("zrange", q, i, i + 31)
     if type(batch) ~= "table" or batch.err or #batch == 0 then
@@ -32,33 +34,41 @@ local function tell(q, t, ch, at, i, told)
     -- `i` stays the rank of the entry at hand: an entry dropped moves
     -- the ones after it up.
     for _, e in ipairs(batch) do
-      local w, eid, ech = string.match(e, "^(%d+)|(%d+)|(redlock%-mio:wake:%x+)$")
-      if eid and told and ech == ch then
-        -- Another waiter of the stalled client: kept, neither told nor dropped.
-        if kept < 7 then
-          at = at + tonumber(w)
-        end
+      if kept >= 7 and string.sub(e, -#mine) == mine then
+        -- Another waiter of the stalled client, past the windows counted:
+        -- only moves the search on. (One of another form with that end
+        -- is dropped by the hand-off that finds it first in line.)
         kept = kept + 1
         i = i + 1
       else
-        local n = 0
-        if eid then
-          n = redis.pcall("publish", ech, eid .. " " .. string.format("%d", at))
-          if type(n) ~= "number" then
-            return
+        local w, eid, ech = string.match(e, "^(%d+)|(%d+)|(redlock%-mio:wake:%x+)$")
+        if eid and told and ech == ch then
+          -- Another waiter of the stalled client: kept, neither told nor dropped.
+          if kept < 7 then
+            at = at + tonumber(w)
           end
-        end
-        if n == 0 then
-          if redis.pcall("zrem", q, e) ~= 1 then
-            return
-          end
-        elseif ech ~= ch then
-          redis.pcall("set", t, e, "px", string.format("%d", at + tonumber(w)))
-          return
-        else
-          told = true
-          at = at + tonumber(w)
+          kept = kept + 1
           i = i + 1
+        else
+          local n = 0
+          if eid then
+            n = redis.pcall("publish", ech, eid .. " " .. string.format("%d", at))
+            if type(n) ~= "number" then
+              return
+            end
+          end
+          if n == 0 then
+            if redis.pcall("zrem", q, e) ~= 1 then
+              return
+            end
+          elseif ech ~= ch then
+            redis.pcall("set", t, e, "px", string.format("%d", at + tonumber(w)))
+            return
+          else
+            told = true
+            at = at + tonumber(w)
+            i = i + 1
+          end
         end
       end
     end
