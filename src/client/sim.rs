@@ -279,6 +279,8 @@ pub struct Client {
     token: [u8; TOKEN_LEN],
     /// A deliberate fault: fenced acquires skip their raise.
     skip_raises: bool,
+    /// A deliberate fault: an extend decided too slow succeeds.
+    slow_extends_succeed: bool,
 }
 
 impl std::fmt::Debug for Client {
@@ -321,6 +323,7 @@ impl Client {
             now,
             token: [0; TOKEN_LEN],
             skip_raises: false,
+            slow_extends_succeed: false,
         }
     }
 
@@ -552,8 +555,25 @@ impl Client {
             return Err(self.busy());
         };
         let (result, validity) = Extend::handle(&round, decided(&round), || report(&round));
+        if self.slow_extends_succeed && matches!(result, Err(Error::TooSlow(_))) {
+            let ok = Ok(());
+            held.apply(Validity::after_extend(
+                &ok,
+                round.started(),
+                round.valid_until(),
+            ));
+            return ok;
+        }
         held.apply(validity);
         result
+    }
+
+    /// A deliberate fault, to prove that a simulation's checkers catch
+    /// it: an extend decided too slow (its quorum answered once the
+    /// validity it asked for was gone) is reported as a success, with
+    /// that validity.
+    pub fn slow_extends_succeed(&mut self) {
+        self.slow_extends_succeed = true;
     }
 
     /// Hands `held` to a keeper, at `now`, as `Redlock::keep` does: its

@@ -57,6 +57,9 @@ impl ClientProc {
         if params.regression == super::Regression::NoRaise {
             client.skip_raises();
         }
+        if params.regression == super::Regression::SlowExtendSucceeds {
+            client.slow_extends_succeed();
+        }
         ClientProc {
             client,
             clock,

@@ -73,6 +73,9 @@ pub enum Regression {
     /// clock: a waiter whose client's wall clock is slow goes ahead of
     /// the others by as much.
     PlaceAsClaimed,
+    /// The clients report an extend decided too slow (its quorum answered
+    /// once the validity it asked for was gone) as a success.
+    SlowExtendSucceeds,
 }
 
 impl Regression {
