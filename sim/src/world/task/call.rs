@@ -289,6 +289,25 @@ impl World {
             let to = self.t + guard.as_nanos() as u64 + self.params.reconnect_bound();
             self.disturb((Some(c), None, false), to, "a master quarantined");
         }
+        let unsynced = round.as_ref().is_some_and(|r| {
+            r.nodes()
+                .iter()
+                .any(|n| matches!(n, redlock_mio::NodeState::Unsynced))
+        });
+        if unsynced {
+            // A fenced attempt that finds a master's counter missing (its
+            // data lost) gives no fence until the client has put the
+            // counter back, which it does only after waiting the longest
+            // TTL (`crate::fencing`): its waiters wait for that, not for a
+            // hand-off.
+            let to =
+                self.t + self.params.longest().as_nanos() as u64 + self.params.reconnect_bound();
+            self.disturb(
+                (Some(c), None, false),
+                to,
+                "a master's fence counter missing",
+            );
+        }
         let held = match result {
             Ok(held) => held,
             Err(error) => return self.retry(c, k, call, &error),
