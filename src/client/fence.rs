@@ -1047,18 +1047,23 @@ mod tests {
         );
     }
 
+    /// A fenced attempt on `r` whose counters were just read and whose
+    /// acquire every master granted with a count: its raise is next.
+    fn at_its_raise(client: &Redlock) -> FencedAcquire<'static> {
+        client.fences().last_read = Some(crate::clock::now());
+        let mut attempt = FencedAcquire::new(client, [&b"r"[..]], false, 10_000, None);
+        let counted = [Reply::Count(3), Reply::Count(3), Reply::Count(3)];
+        attempt.handle(client, smallvec![ended(Op::Acquire, counted)]);
+        attempt
+    }
+
     /// A fenced lock counts in the client's statistics as one attempt and
     /// one acquisition once its raise has won it, and not before.
     #[test]
     fn a_lock_won_by_its_raise_counts_as_acquired() {
-        use Reply::{Count, Ok as Done};
+        use Reply::Ok as Done;
         let client = client();
-        client.fences().last_read = Some(crate::clock::now());
-        let mut attempt = FencedAcquire::new(&client, [&b"r"[..]], false, 10_000, None);
-        attempt.handle(
-            &client,
-            smallvec![ended(Op::Acquire, [Count(3), Count(3), Count(3)])],
-        );
+        let mut attempt = at_its_raise(&client);
         assert_eq!((client.stats().attempts, client.stats().acquired), (0, 0));
         attempt.handle(&client, smallvec![ended(Op::Raise, [Done, Done, Done])]);
         assert!(attempt.finish(&client)[0].is_ok());
@@ -1070,12 +1075,7 @@ mod tests {
     fn a_raise_without_a_quorum_fails_the_lock() {
         use Reply::{Count, Refused};
         let client = client();
-        client.fences().last_read = Some(crate::clock::now());
-        let mut attempt = FencedAcquire::new(&client, [&b"r"[..]], false, 10_000, None);
-        attempt.handle(
-            &client,
-            smallvec![ended(Op::Acquire, [Count(3), Count(3), Count(3)])],
-        );
+        let mut attempt = at_its_raise(&client);
         assert_eq!(attempt.phase, Phase::Raise);
         attempt.handle(
             &client,

@@ -254,28 +254,23 @@ impl<W> Waits<W> {
         };
         let bit = 1 << master.min(63);
         match (slot.hinted, slot.first_hint) {
-            (Some(latest), Some(_)) if slot.hinters & bit != 0 && at < latest => {
-                // The same master again, sooner: its newer word (a later
-                // script's, the waiters before it gone) starts over.
-                slot.hinted = Some(at);
-                slot.first_hint = Some(at);
-                slot.hinters = bit;
-            }
-            (Some(latest), Some(first)) => {
+            // Another master's time for the same hand-off, or this
+            // master's again, no sooner.
+            (Some(latest), Some(first)) if slot.hinters & bit == 0 || at >= latest => {
                 let cap = first.checked_add(spread).unwrap_or(first);
                 slot.hinted = Some(latest.max(at.min(cap)));
                 slot.hinters |= bit;
             }
-            (Some(_carried), None) => {
+            // The first time, one that replaces a time carried over an
+            // attempt, or a master's sooner newer word (a later script's,
+            // the waiters before it gone): it starts over.
+            (hinted, _) => {
                 slot.hinted = Some(at);
                 slot.first_hint = Some(at);
                 slot.hinters = bit;
-            }
-            (None, _) => {
-                slot.hinted = Some(at);
-                slot.first_hint = Some(at);
-                slot.hinters = bit;
-                self.hinted += 1;
+                if hinted.is_none() {
+                    self.hinted += 1;
+                }
             }
         }
     }

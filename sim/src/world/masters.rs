@@ -74,8 +74,7 @@ pub(crate) fn foreign_write(
     dead_only: bool,
 ) -> Vec<Vec<Vec<u8>>> {
     let resource = resources[rng.index(resources.len())].clone();
-    let mut queue = b"redlock-mio:queue:".to_vec();
-    queue.extend_from_slice(&resource);
+    let queue = super::queue_key(&resource);
     if dead_only {
         return vec![dead_waiters(rng, &queue)];
     }

@@ -529,6 +529,12 @@ pub fn simulate(options: Options) -> Outcome {
 
 /// Bytes as text: printable ASCII as is, the rest escaped; a long name
 /// cut short.
+/// The key of `resource`'s wait queue on the masters (`queue()` in the
+/// scripts' `handoff.lua`).
+pub(crate) fn queue_key(resource: &[u8]) -> Vec<u8> {
+    [b"redlock-mio:queue:".as_slice(), resource].concat()
+}
+
 pub(crate) fn show(bytes: &[u8]) -> String {
     if bytes.len() > 48 {
         return format!("{}... ({} bytes)", bytes[..40].escape_ascii(), bytes.len());

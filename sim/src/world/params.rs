@@ -617,9 +617,7 @@ impl Params {
             self.duration as f64 / 1e9
         )
     }
-}
 
-impl Params {
     /// The wall clocks, for messages: how far each client's is from the
     /// masters', where they are in sync.
     fn describe_walls(&self) -> String {

@@ -123,7 +123,7 @@ struct Queue {
 impl Queue {
     fn new(key: &[u8]) -> Queue {
         Queue {
-            name: [b"redlock-mio:queue:".as_slice(), key].concat(),
+            name: super::queue_key(key),
             entries: Vec::new(),
             had: BTreeMap::new(),
         }

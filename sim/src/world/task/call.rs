@@ -276,12 +276,8 @@ impl World {
                 }
             )
         });
-        let quarantined = round.as_ref().is_some_and(|r| {
-            r.nodes()
-                .iter()
-                .any(|n| matches!(n, redlock_mio::NodeState::Quarantined))
-        });
-        if quarantined {
+        let any = |state| round.as_ref().is_some_and(|r| r.nodes().contains(&state));
+        if any(redlock_mio::NodeState::Quarantined) {
             // The restart guard counts a master that started lately for
             // nothing until the longest TTL has passed: its waiters wait
             // for that, not for a hand-off.
@@ -289,12 +285,7 @@ impl World {
             let to = self.t + guard.as_nanos() as u64 + self.params.reconnect_bound();
             self.disturb((Some(c), None, false), to, "a master quarantined");
         }
-        let unsynced = round.as_ref().is_some_and(|r| {
-            r.nodes()
-                .iter()
-                .any(|n| matches!(n, redlock_mio::NodeState::Unsynced))
-        });
-        if unsynced {
+        if any(redlock_mio::NodeState::Unsynced) {
             // A fenced attempt that finds a master's counter missing (its
             // data lost) gives no fence until the client has put the
             // counter back, which it does only after waiting the longest
@@ -417,8 +408,7 @@ impl World {
                 let now_us = master.clock.now_us(self.t);
                 !master.down
                     && res.iter().all(|&r| {
-                        let queue =
-                            [b"redlock-mio:queue:".as_slice(), &self.params.resources[r]].concat();
+                        let queue = crate::world::queue_key(&self.params.resources[r]);
                         let members = master.model.members(0, &queue, now_us);
                         members.iter().any(|(m, _)| m.ends_with(&suffix))
                     })

@@ -144,7 +144,7 @@ impl World {
     pub(super) fn idle_windows(&self, res: &[usize]) -> u64 {
         let mut windows = 0;
         for &r in res {
-            let queue = [b"redlock-mio:queue:".as_slice(), &self.params.resources[r]].concat();
+            let queue = crate::world::queue_key(&self.params.resources[r]);
             let owner = |member: &[u8]| {
                 self.clients.iter().position(|client| {
                     member.len() > client.channel.len() + 1
