@@ -64,11 +64,13 @@
 //!   once; if nobody polls, it polls for everyone, hands each reply to its
 //!   round, and wakes the callers whose rounds are decided; otherwise it
 //!   parks until woken. A lone caller therefore writes, polls and reads on
-//!   its own thread, with no cross-thread wake-up.
+//!   its own thread, with no cross-thread wake-up; it first looks for its
+//!   replies without sleeping, yielding between looks, for up to
+//!   [`spin`](crate::Builder::spin), so that no reply has to wake it.
 //! - **Tasks** (the `*_async` methods) cannot block in a poll. A task
 //!   alone on the client writes its commands at once and polls for the
 //!   replies itself, yielding between polls, for up to
-//!   [`async_spin`](crate::Builder::async_spin). Otherwise a background
+//!   [`spin`](crate::Builder::spin). Otherwise a background
 //!   thread of the client, started at the first async call, writes what
 //!   the tasks of one tick queued (one write per master), polls, wakes each
 //!   task when its round is decided or it is told a lock was handed to it,

@@ -234,7 +234,7 @@
 //! | [`identify_masters`](Builder::identify_masters): refuse replicas, cluster nodes, a server listed twice | on |
 //! | [`wake_on_release`](Builder::wake_on_release): a release tells the waiter it hands the lock to | on |
 //! | [`restart_guard`](Builder::restart_guard): a master that restarted is not counted (*quarantined*) for the longest TTL; [`fencing`](Builder::fencing) | off |
-//! | tuning: [`max_in_flight`](Builder::max_in_flight), [`async_spin`](Builder::async_spin), [`yield_to_local_masters`](Builder::yield_to_local_masters) | 256, 1 ms, on |
+//! | tuning: [`max_in_flight`](Builder::max_in_flight), [`spin`](Builder::spin), [`yield_to_local_masters`](Builder::yield_to_local_masters) | 256, 1 ms, on |
 //!
 //! Addresses are `redis://[[user]:password@]host[:port][/db]`, `rediss://…`
 //! (feature `tls`) and `unix:///path/to/redis.sock[?db=N&user=U&pass=P]`.

@@ -87,12 +87,12 @@
 //!   writes what many tasks queued in one tick in one write per master and
 //!   goes further under load (the repository's `benches/README.md` has the
 //!   figures).
-//! - A task alone on the client polls for its own replies, yielding
-//!   between polls, for up to
-//!   [`Builder::async_spin`](crate::Builder::async_spin) (1 ms) per round:
-//!   it keeps a core busy that long in exchange for the blocking client's
-//!   latency. Set it to zero to sleep instead, at the price of a
-//!   cross-thread wake-up per round.
+//! - A caller (thread or task) alone on the client looks for its own
+//!   replies without sleeping, yielding between looks, for up to
+//!   [`Builder::spin`](crate::Builder::spin) (1 ms) per round: it keeps
+//!   a core busy that long in exchange for the wake-ups it saves. Set it
+//!   to zero to sleep instead, at the price of a wake-up per reply that
+//!   finds the caller asleep (a cross-thread one per round for a task).
 //! - A lone blocking caller whose masters all run on the same machine
 //!   yields its CPU before it waits for replies
 //!   ([`Builder::yield_to_local_masters`](crate::Builder::yield_to_local_masters),

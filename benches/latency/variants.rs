@@ -160,7 +160,7 @@ impl Variant for Mine {
 /// Variant 1b: This crate's async API, each call a future run to completion
 /// on a tokio current-thread runtime by the measuring thread (alone on the
 /// client, each call writes its commands and polls for the replies itself,
-/// yielding between polls: `Builder::async_spin`).
+/// yielding between polls: `Builder::spin`).
 pub(crate) struct MineAsync {
     pub(crate) client: Redlock,
     pub(crate) resource: Vec<u8>,

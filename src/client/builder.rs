@@ -73,7 +73,7 @@ pub struct Builder {
     restart_guard: Option<Duration>,
     fencing: Option<Duration>,
     max_in_flight: usize,
-    async_spin: Duration,
+    spin: Duration,
     local_yield: bool,
     #[cfg(feature = "tls")]
     tls: Option<std::sync::Arc<rustls::ClientConfig>>,
@@ -130,7 +130,7 @@ pub(super) struct Config {
     /// on): no lock of this client may be longer.
     pub(super) longest_ttl: Option<Duration>,
     pub(super) max_in_flight: usize,
-    pub(super) async_spin: Duration,
+    pub(super) spin: Duration,
     /// The wake channel its connections subscribe to, when releases are to
     /// tell its waiters ([`Builder::wake_on_release`]).
     pub(super) wake: Option<WakeChannel>,
@@ -177,7 +177,7 @@ impl fmt::Debug for Builder {
             .field("restart_guard", &self.restart_guard)
             .field("fencing", &self.fencing)
             .field("max_in_flight", &self.max_in_flight)
-            .field("async_spin", &self.async_spin)
+            .field("spin", &self.spin)
             .field("yield_to_local_masters", &self.local_yield)
             .finish()
     }
@@ -235,7 +235,7 @@ impl Builder {
             restart_guard: None,
             fencing: None,
             max_in_flight: 256,
-            async_spin: Duration::from_millis(1),
+            spin: Duration::from_millis(1),
             local_yield: true,
             #[cfg(feature = "tls")]
             tls: None,
@@ -551,7 +551,7 @@ impl Builder {
         driver.core.on_orphan_end(Box::new(move |round| {
             counted.drop_release_ended(round.nodes());
         }));
-        let engine = Engine::new(driver, poller, self.local_yield && local)
+        let engine = Engine::new(driver, poller, self.local_yield && local, self.spin)
             .map_err(|e| ConfigError::Io(e.kind()))?;
         Ok(Redlock::new(engine, self.config(&conn), masters, counters))
     }
@@ -574,7 +574,7 @@ impl Builder {
             fencing: self.fencing,
             longest_ttl: crate::calls::longest_ttl(self.restart_guard, self.fencing),
             max_in_flight: self.max_in_flight,
-            async_spin: self.async_spin,
+            spin: self.spin,
             wake: link.wake,
         }
     }
@@ -718,35 +718,37 @@ impl Builder {
         self
     }
 
-    /// How long an async call that finds the client idle (no other round
-    /// in flight) waits for its replies by polling the sockets itself,
-    /// yielding to the executor between polls, before it leaves the
-    /// polling to the client's background thread and sleeps until that
-    /// thread wakes it. Default 1 ms: a round on a local network is
-    /// decided well within it, and the lone caller pays no cross-thread
-    /// wake-up (which costs tens of microseconds); the price is a busy
-    /// task, though one that yields, for as long as the round takes. Zero
-    /// turns it off. Under load (other rounds in flight) the background
-    /// thread polls for every task, and this does not apply.
-    pub fn async_spin(mut self, spin: Duration) -> Builder {
-        self.async_spin = spin;
+    /// How long a call that finds the client idle (no other round in
+    /// flight) looks for its replies itself without waiting, yielding its
+    /// CPU between looks (a task also yields to its executor), before it
+    /// waits: a thread in the poll, a task until the client's background
+    /// thread wakes it. Default 1 ms: a round on a local network is decided
+    /// well within it, and the lone caller pays no wake-up (which costs
+    /// about as much as a local master's whole answer, tens of
+    /// microseconds for a task woken from another thread); the price is a
+    /// busy caller, though one that yields, for as long as the round takes.
+    /// Zero turns it off: a thread then sleeps in the poll at once. Under
+    /// load (other rounds in flight) whoever polls waits in the poll for
+    /// every caller, and this does not apply.
+    pub fn spin(mut self, spin: Duration) -> Builder {
+        self.spin = spin;
         self
     }
 
     /// Whether a caller alone on a client whose masters all run on this
     /// machine (loopback addresses or Unix sockets) yields its CPU
     /// (`sched_yield`) while it waits for replies: a blocking caller before
-    /// each wait and once more when its round is decided, an async task
-    /// that polls for itself ([`async_spin`](Self::async_spin)) once after
+    /// each look or wait and once more when its round is decided, an async
+    /// task that polls for itself ([`spin`](Self::spin)) once after
     /// writing its round. Its requests woke the masters' processes, which
     /// may be waiting for this very CPU: yielded to, they answer before the
-    /// wait (or the task's first look), which then finds the replies
-    /// instead of sleeping until each one wakes the caller; and the masters
+    /// caller's first look, which then finds the replies; and the masters
     /// still to answer finish before the caller's next requests meet them.
-    /// With five local masters on two cores it lowers the blocking cycle's
-    /// median by a few percent and a lone task's `epoll_wait` calls per
-    /// round to under half (the latency bench measures both). Default on; it never applies to remote masters, nor while other
-    /// rounds are in flight
+    /// With five local masters on two cores it lowers a lone task's
+    /// `epoll_wait` calls per round to under half (the latency bench
+    /// measures the cycle). Default on; it never applies to remote masters,
+    /// nor while other rounds are in flight (a spinning caller yields
+    /// between its looks whatever its masters' place)
     /// ([`Stats::yields`](crate::Stats::yields) counts the yields). Its
     /// price: on a CPU where other threads are ready to run, the caller may
     /// wait behind them for up to a scheduler time slice (a millisecond or

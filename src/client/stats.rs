@@ -68,8 +68,9 @@ pub struct Stats {
     pub drop_releases_ended: u64,
     /// Times a caller yielded its CPU to masters on this machine
     /// ([`Builder::yield_to_local_masters`](crate::Builder::yield_to_local_masters)):
-    /// about two per round of a lone thread, one per round of a lone task,
-    /// none while other rounds are in flight.
+    /// a lone thread before each look or wait for replies and once at its
+    /// round's decision, a lone task once per round; none while other
+    /// rounds are in flight.
     pub yields: u64,
     /// What the client's engine did for all of this: system calls,
     /// wake-ups and the work of its tables.
@@ -83,9 +84,10 @@ pub struct Stats {
 /// to a budget, and for a service to see where its client's time goes.
 ///
 /// A lone caller's `try_lock` + `unlock` on five masters takes one write
-/// per master per round (10), at most one read per reply (10), hardly an
-/// idle poll, at most one look per call, no wake-up (the caller polls for
-/// itself), and scans of the one slot it used.
+/// per master per round (10), at most one read per reply (10), a look or a
+/// poll that finds replies per read at most, hardly an idle poll, no
+/// wake-up (the caller polls for itself), and scans of the one slot it
+/// used.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -114,12 +116,16 @@ pub struct EngineStats {
     /// Of `polls`, those that returned no event: they timed out (a
     /// deadline or a timer came) or were woken for nothing.
     pub idle_polls: u64,
-    /// Looks at the poller that do not wait (each a system call): what
-    /// arrived while nobody polled, read before new requests go out after
-    /// a pause of a millisecond or more, and an async task's look for its
-    /// replies. At most one per call of a lone thread; how many depends on
-    /// how often the caller pauses.
+    /// Looks at the poller that do not wait (each a system call): a lone
+    /// caller's looks for its replies while it spins
+    /// ([`Builder::spin`](crate::Builder::spin)), and what arrived while
+    /// nobody polled, read before new requests go out after a pause of a
+    /// millisecond or more.
     pub looks: u64,
+    /// Of `looks`, those that found nothing: a spinning caller's looks
+    /// before its replies came. Each follows a yield of the CPU, so that
+    /// the masters on the same machine answer meanwhile.
+    pub idle_looks: u64,
     /// Wake-ups of one caller by another or by the background thread: a
     /// thread unparked or a task's waker called at its round's decision,
     /// a hand-off it was told of, a freed slot or the poller handed over,

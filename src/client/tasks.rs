@@ -4,7 +4,7 @@
 //! A future starts its rounds on the shared engine when first polled. Alone
 //! on the client, it writes them at once and polls for the replies itself
 //! each time it is polled (it wakes itself, yielding between polls) for up
-//! to [`Builder::async_spin`](crate::Builder::async_spin). Otherwise, and
+//! to [`Builder::spin`](crate::Builder::spin). Otherwise, and
 //! after that, the engine's background thread writes the commands (with
 //! what other tasks queued in the same tick, one write per master), polls,
 //! and wakes the task once its rounds are decided. Retry delays are the
@@ -50,9 +50,9 @@ struct RoundsFuture<'a, 'c> {
     /// The rounds in flight, once started.
     ids: Option<crate::driver::Ids>,
     /// Until when this task polls for its rounds itself (it started them
-    /// alone on the client; see [`Builder::async_spin`]).
+    /// alone on the client; see [`Builder::spin`]).
     ///
-    /// [`Builder::async_spin`]: crate::Builder::async_spin
+    /// [`Builder::spin`]: crate::Builder::spin
     spin_until: Option<Instant>,
     /// Dropped in flight: queue each command's release (acquires).
     release_on_drop: bool,
@@ -88,7 +88,7 @@ impl Future for RoundsFuture<'_, '_> {
             // Polled after it completed: nothing is left to give.
             return Poll::Ready(Ends::new());
         };
-        let spin_for = client.config.async_spin;
+        let spin_for = client.config.spin;
         let ids = match &this.ids {
             Some(ids) => ids,
             None => {

@@ -14,7 +14,7 @@
 //! Tasks (the async API) cannot block in a poll. A task alone on the
 //! client (nothing else in flight) writes its commands at once and polls
 //! for the replies itself, without waiting, each time the executor polls
-//! it, for a short while ([`Builder::async_spin`]); then, and for every
+//! it, for a short while ([`Builder::spin`]); then, and for every
 //! task under load, a background thread, started at the first async call,
 //! takes the poller's part. It writes what the tasks queued in one write
 //! per master, however many rounds that holds, polls, and wakes the tasks
@@ -35,7 +35,7 @@
 //! wait for each other. Waiters are woken once the driver is free
 //! ([`Wakes`]), so that they do not wake only to wait for it.
 //!
-//! [`Builder::async_spin`]: crate::Builder::async_spin
+//! [`Builder::spin`]: crate::Builder::spin
 
 use std::io;
 use std::sync::{Mutex, MutexGuard};
@@ -141,6 +141,10 @@ pub(crate) struct Engine {
     ///
     /// [`Builder::yield_to_local_masters`]: crate::Builder::yield_to_local_masters
     yield_first: bool,
+    /// How long a lone caller looks for its replies without waiting,
+    /// yielding its CPU between looks, before it waits in the poll
+    /// ([`Builder::spin`](crate::Builder::spin)).
+    spin: Duration,
 }
 
 /// What the driver's mutex guards.
@@ -170,6 +174,7 @@ pub(crate) struct Shared {
     pub(crate) polls: u64,
     pub(crate) idle_polls: u64,
     pub(crate) looks: u64,
+    pub(crate) idle_looks: u64,
     /// Wake-ups the engine itself sent so far: the background thread
     /// unparked, a poll interrupted, a caller given a freed slot, a task's
     /// timer (the callers woken at their rounds' decisions are the
@@ -178,7 +183,12 @@ pub(crate) struct Shared {
 }
 
 impl Engine {
-    pub(crate) fn new(driver: Driver, poller: Poller, yield_first: bool) -> io::Result<Engine> {
+    pub(crate) fn new(
+        driver: Driver,
+        poller: Poller,
+        yield_first: bool,
+        spin: Duration,
+    ) -> io::Result<Engine> {
         let waker = mio::Waker::new(poller.poll.registry(), WAKE)?;
         Ok(Engine {
             driver: Mutex::new(Shared {
@@ -195,11 +205,13 @@ impl Engine {
                 polls: 0,
                 idle_polls: 0,
                 looks: 0,
+                idle_looks: 0,
                 wakes: 0,
             }),
             poller: Mutex::new(poller),
             waker,
             yield_first,
+            spin,
         })
     }
 
@@ -298,6 +310,13 @@ impl Engine {
     /// Waits until every round of `ids` is decided: polling while nobody
     /// else does, else parked until woken or the earliest deadline. The
     /// time is `now`.
+    ///
+    /// A caller alone on the client first looks for its replies without
+    /// waiting, yielding its CPU between looks, for up to
+    /// [`spin`](Self::spin): a thread that sleeps in the poll pays a
+    /// wake-up per reply that wakes it, which costs as much as a local
+    /// master's whole answer. Once other rounds are in flight, or the spin
+    /// is over, it waits in the poll.
     fn wait<'a>(
         &'a self,
         mut shared: MutexGuard<'a, Shared>,
@@ -306,22 +325,26 @@ impl Engine {
         mut now: Instant,
         wakes: &mut Wakes,
     ) -> (MutexGuard<'a, Shared>, io::Result<()>) {
+        let spin_until = now.checked_add(self.spin).unwrap_or(now);
         loop {
-            if self.yield_first && poller.is_some() && shared.driver.core.flights.len() == ids.len()
-            {
+            let alone = poller.is_some() && shared.driver.core.flights.len() == ids.len();
+            let spinning = alone && now < spin_until;
+            if alone && (self.yield_first || (spinning && !shared.driver.core.decided(ids))) {
                 // Alone, with the masters on this machine: their processes,
                 // woken by the requests, may be waiting for this CPU. Once
                 // they have had it, the poll finds their replies instead of
                 // sleeping until each one wakes this thread; and after the
                 // decision, the masters that have yet to answer finish
-                // before the next round's requests meet them. (The driver
-                // is free meanwhile; the time is read again, so that the
-                // poll still ends at the deadline.)
+                // before the next round's requests meet them. A caller that
+                // spins yields between its looks whatever the masters' place:
+                // it must not keep a CPU from others. (The driver is free
+                // meanwhile; the time is read again, so that the poll still
+                // ends at the deadline.)
                 drop(shared);
                 wakes.wake_all();
                 thread::yield_now();
                 shared = lock(&self.driver);
-                shared.yields += 1;
+                shared.yields += u64::from(self.yield_first);
                 now = crate::clock::now();
             }
             // (A caller woken at its rounds' decision skips the timers:
@@ -342,8 +365,10 @@ impl Engine {
                 .unwrap_or(now);
             let undecided = ids.iter().find(|&&id| !shared.driver.core.decided(&[id]));
             let waiting = undecided.map_or(Waiting::Slot, |&id| Waiting::Round(id));
+            // A look that does not wait is a poll until now.
+            let until = if spinning { now } else { deadline };
             let result;
-            (shared, result, now) = self.turn(shared, poller, deadline, waiting, now, wakes);
+            (shared, result, now) = self.turn(shared, poller, until, waiting, now, wakes);
             if let Err(error) = result {
                 return (shared, Err(error));
             }
@@ -527,8 +552,10 @@ impl Engine {
 impl Shared {
     /// The engine's counters, with the driver's.
     pub(crate) fn engine_stats(&self) -> crate::EngineStats {
-        self.driver
-            .engine_stats([self.polls, self.idle_polls, self.looks], self.wakes)
+        self.driver.engine_stats(
+            [self.polls, self.idle_polls, self.looks, self.idle_looks],
+            self.wakes,
+        )
     }
 
     /// Counts a call of the poller that waited up to `timeout` and
@@ -537,6 +564,7 @@ impl Shared {
     pub(crate) fn count_poll(&mut self, events: &mio::Events, timeout: Duration) {
         if timeout.is_zero() {
             self.looks += 1;
+            self.idle_looks += u64::from(events.is_empty());
         } else {
             self.polls += 1;
             self.idle_polls += u64::from(events.is_empty());

@@ -202,9 +202,9 @@ impl Driver {
 
     /// The engine's counters: the sockets' reads and writes, the scans of
     /// the tables and the callers woken here, with `polls` (the waits,
-    /// those of them that returned no event, the looks) and `wakes`, the
-    /// engine's own.
-    pub(crate) fn engine_stats(&self, polls: [u64; 3], wakes: u64) -> crate::EngineStats {
+    /// those of them that returned no event, the looks and those that
+    /// found nothing) and `wakes`, the engine's own.
+    pub(crate) fn engine_stats(&self, polls: [u64; 4], wakes: u64) -> crate::EngineStats {
         let (reads, writes) = self
             .conns
             .iter()
@@ -216,6 +216,7 @@ impl Driver {
             polls: polls[0],
             idle_polls: polls[1],
             looks: polls[2],
+            idle_looks: polls[3],
             wakes: wakes + self.woken,
             scanned: self.core.scanned(),
         }

@@ -129,7 +129,7 @@ fn a_lone_task_polls_for_itself_then_hands_over() {
     for spin in [Duration::from_millis(1), Duration::ZERO] {
         let redlock = Arc::new(
             one_try(cluster.urls(), timeout)
-                .async_spin(spin)
+                .spin(spin)
                 .build()
                 .expect("build"),
         );
@@ -180,7 +180,7 @@ fn a_woken_task_that_never_comes_back_holds_nobody_up() {
     let cluster = Cluster::start(3);
     let redlock = Arc::new(
         one_try(cluster.urls(), Duration::from_secs(1))
-            .async_spin(Duration::ZERO)
+            .spin(Duration::ZERO)
             .build()
             .expect("build"),
     );

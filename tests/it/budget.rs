@@ -2,9 +2,11 @@
 //! masters: what a `try_lock` + `unlock` (and the same through `lock`, a
 //! call that may wait) costs in writes, reads, polls, wake-ups and scans
 //! of the client's tables, read from the client's own counters
-//! ([`redlock_mio::EngineStats`]). The counts do not depend on timing, so
-//! an extra system call or an extra pass over a table fails here on any
-//! machine, where a timed benchmark would need a quiet one.
+//! ([`redlock_mio::EngineStats`]), with the lone caller's spin
+//! ([`redlock_mio::Builder::spin`]) off and on. The counts do not depend on
+//! timing (how many looks a spin takes does, so each is held to a yield
+//! before it), so an extra system call or an extra pass over a table fails
+//! here on any machine, where a timed benchmark would need a quiet one.
 
 use std::time::Duration;
 
@@ -25,6 +27,7 @@ struct Cost {
     polls: u64,
     idle_polls: u64,
     looks: u64,
+    idle_looks: u64,
     wakes: u64,
     scanned: u64,
     yields: u64,
@@ -46,17 +49,19 @@ fn cost(client: &Redlock, cycle: impl Fn()) -> Cost {
         polls: a.polls - b.polls,
         idle_polls: a.idle_polls - b.idle_polls,
         looks: a.looks - b.looks,
+        idle_looks: a.idle_looks - b.idle_looks,
         wakes: a.wakes - b.wakes,
         scanned: a.scanned - b.scanned,
         yields: after.yields - before.yields,
     };
     println!(
-        "per cycle: {:.2} writes, {:.2} reads, {:.2} polls ({:.3} idle), {:.3} looks, {:.2} wakes, {:.2} slots scanned, {:.2} yields",
+        "per cycle: {:.2} writes, {:.2} reads, {:.2} polls ({:.3} idle), {:.3} looks ({:.3} idle), {:.2} wakes, {:.2} slots scanned, {:.2} yields",
         cost.writes as f64 / CYCLES as f64,
         cost.reads as f64 / CYCLES as f64,
         cost.polls as f64 / CYCLES as f64,
         cost.idle_polls as f64 / CYCLES as f64,
         cost.looks as f64 / CYCLES as f64,
+        cost.idle_looks as f64 / CYCLES as f64,
         cost.wakes as f64 / CYCLES as f64,
         cost.scanned as f64 / CYCLES as f64,
         cost.yields as f64 / CYCLES as f64,
@@ -66,8 +71,8 @@ fn cost(client: &Redlock, cycle: impl Fn()) -> Cost {
 
 /// The budget of `rounds` rounds per cycle of a lone caller, whose calls
 /// use `tables` of the client's tables (the rounds in flight; the waits
-/// too for a call that may wait).
-fn assert_within_budget(cost: &Cost, rounds: u64, tables: u64, what: &str) {
+/// too for a call that may wait), and that spins or not.
+fn assert_within_budget(cost: &Cost, rounds: u64, tables: u64, spin: bool, what: &str) {
     let rounds = rounds * CYCLES;
     // One write per master per round: the round's command, in one write.
     assert_eq!(cost.writes, MASTERS * rounds, "{what}: writes");
@@ -87,21 +92,40 @@ fn assert_within_budget(cost: &Cost, rounds: u64, tables: u64, what: &str) {
         "{what}: {} idle polls",
         cost.idle_polls
     );
-    // Every other poll returned an event, and every event here is a reply
-    // that a read takes.
+    // Every other poll or look returned an event, and every event here is
+    // a reply that a read takes.
+    let found = (cost.polls - cost.idle_polls) + (cost.looks - cost.idle_looks);
     assert!(
-        cost.polls - cost.idle_polls <= cost.reads,
-        "{what}: {} polls that returned events, {} reads",
-        cost.polls - cost.idle_polls,
+        found <= cost.reads,
+        "{what}: {found} polls and looks that returned events, {} reads",
         cost.reads
     );
-    // A look without waiting comes at most once per call, and only after
-    // a pause of a millisecond (a busy machine's doing).
-    assert!(
-        cost.looks <= rounds,
-        "{what}: {} looks in {rounds} calls",
-        cost.looks
-    );
+    if spin {
+        // A caller that may spin until its deadlines never sleeps in the
+        // poll: its replies find it looking.
+        assert!(
+            cost.polls <= CYCLES / 100,
+            "{what}: {} polls that waited",
+            cost.polls
+        );
+        // It yields its CPU before each look, so that the masters answer
+        // meanwhile: a look without a yield before it would be a wasted
+        // system call.
+        assert!(
+            cost.idle_looks <= cost.yields,
+            "{what}: {} idle looks, {} yields",
+            cost.idle_looks,
+            cost.yields
+        );
+    } else {
+        // A look without waiting comes at most once per call, and only
+        // after a pause of a millisecond (a busy machine's doing).
+        assert!(
+            cost.looks <= rounds,
+            "{what}: {} looks in {rounds} calls",
+            cost.looks
+        );
+    }
     // A lone caller polls for itself: nobody wakes it, it wakes nobody.
     assert_eq!(cost.wakes, 0, "{what}: wake-ups");
     // A scan stops at the highest slot in use, one slot for a lone
@@ -115,8 +139,8 @@ fn assert_within_budget(cost: &Cost, rounds: u64, tables: u64, what: &str) {
         "{what}: {} slots scanned, budget {scans}",
         cost.scanned
     );
-    // A lone caller on local masters yields its CPU before each poll and
-    // once more per round.
+    // A lone caller on local masters yields its CPU before each poll or
+    // look and once more per round.
     assert!(
         cost.yields <= rounds + cost.polls + cost.looks,
         "{what}: {} yields, {} polls",
@@ -125,11 +149,20 @@ fn assert_within_budget(cost: &Cost, rounds: u64, tables: u64, what: &str) {
     );
 }
 
-fn client(cluster: &Cluster) -> Redlock {
+/// A lone caller's client; `spin`: for as long as a round may take, so
+/// that a busy machine does not end the spin.
+fn client(cluster: &Cluster, spin: bool) -> Redlock {
     // Deadlines far away: on a busy machine a round may wait for a core
     // longer than the default request timeout, and this test counts.
-    one_try(cluster.urls(), Duration::from_secs(1))
+    let request_timeout = Duration::from_secs(1);
+    let spin = if spin {
+        request_timeout
+    } else {
+        Duration::ZERO
+    };
+    one_try(cluster.urls(), request_timeout)
         .stall_timeout(Duration::from_secs(2))
+        .spin(spin)
         .build()
         .expect("build the client")
 }
@@ -137,21 +170,27 @@ fn client(cluster: &Cluster) -> Redlock {
 #[test]
 fn a_lone_try_lock_and_unlock_stay_within_the_engines_budget() {
     let cluster = Cluster::start(MASTERS as usize);
-    let client = client(&cluster);
-    let cost = cost(&client, || {
-        let mut lock = client.try_lock("budget:try", TTL).expect("acquire");
-        client.unlock(&mut lock).expect("release");
-    });
-    assert_within_budget(&cost, 2, 1, "try_lock + unlock");
+    for spin in [false, true] {
+        let client = client(&cluster, spin);
+        let cost = cost(&client, || {
+            let mut lock = client.try_lock("budget:try", TTL).expect("acquire");
+            client.unlock(&mut lock).expect("release");
+        });
+        let what = format!("try_lock + unlock, spin {spin}");
+        assert_within_budget(&cost, 2, 1, spin, &what);
+    }
 }
 
 #[test]
 fn a_lone_lock_that_need_not_wait_stays_within_the_engines_budget() {
     let cluster = Cluster::start(MASTERS as usize);
-    let client = client(&cluster);
-    let cost = cost(&client, || {
-        let mut lock = client.lock("budget:lock", TTL).expect("acquire");
-        client.unlock(&mut lock).expect("release");
-    });
-    assert_within_budget(&cost, 2, 2, "lock + unlock");
+    for spin in [false, true] {
+        let client = client(&cluster, spin);
+        let cost = cost(&client, || {
+            let mut lock = client.lock("budget:lock", TTL).expect("acquire");
+            client.unlock(&mut lock).expect("release");
+        });
+        let what = format!("lock + unlock, spin {spin}");
+        assert_within_budget(&cost, 2, 2, spin, &what);
+    }
 }

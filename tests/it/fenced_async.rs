@@ -171,7 +171,7 @@ fn a_fenced_acquire_dropped_during_its_raise_leaves_no_lock() {
     for attempt in 0..20 {
         proxies.heal_all();
         let redlock = one_try(proxies.urls(), Duration::from_secs(1))
-            .async_spin(Duration::ZERO)
+            .spin(Duration::ZERO)
             .fencing(LONGEST)
             .build()
             .expect("build");

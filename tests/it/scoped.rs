@@ -384,7 +384,7 @@ fn a_keepers_end_leaves_the_client_open() {
     let cluster = Cluster::start(3);
     let redlock = Redlock::builder(cluster.urls())
         .request_timeout(Duration::from_millis(250))
-        .async_spin(Duration::ZERO)
+        .spin(Duration::ZERO)
         .build()
         .expect("build");
     redlock
