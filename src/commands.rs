@@ -133,6 +133,10 @@ pub(crate) enum HandshakeStep {
     /// `SUBSCRIBE <the client's wake channel>`, confirmed by a push; sent
     /// once `HELLO` has succeeded.
     Subscribe,
+    /// `CLIENT TRACKING ON OPTIN NOLOOP`: the server tells this connection
+    /// when a key it read after `CLIENT CACHING YES` changes (see
+    /// [`crate::flights::Watches`]); sent once `HELLO` has succeeded.
+    Tracking,
 }
 
 /// What a connection's handshake asks beyond logging in and loading the
@@ -177,7 +181,8 @@ impl HandshakeStep {
             | HandshakeStep::Identify
             | HandshakeStep::Marker
             | HandshakeStep::LongestTtl
-            | HandshakeStep::Subscribe => {
+            | HandshakeStep::Subscribe
+            | HandshakeStep::Tracking => {
                 return None;
             }
         })

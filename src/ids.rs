@@ -24,6 +24,11 @@ pub struct RoundId(u64);
 #[repr(transparent)]
 pub(crate) struct WaitId(u64);
 
+/// The id of a watch over one held key (see `flights::Watches`): a
+/// sequence, never reused while the client lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct WatchId(pub(crate) u64);
+
 impl RoundId {
     /// The id of no round: a free slot's.
     pub(crate) const FREE: RoundId = RoundId(0);

@@ -9,10 +9,11 @@
 //! release ends the extending, that the release goes out once and nothing
 //! after it, and the final standing.
 //!
-//! The driver asks [`Keeping::poll`] what to do: wait until an instant or
-//! until the holder asks for the release (then
-//! [`handle_wake`](Keeping::handle_wake) or
-//! [`handle_asked`](Keeping::handle_asked)); send an extension or the
+//! The driver asks [`Keeping::poll`] what to do: wait until an instant,
+//! until the holder asks for the release, or until the lock's loss watch
+//! finds it lost (then [`handle_wake`](Keeping::handle_wake),
+//! [`handle_asked`](Keeping::handle_asked) or
+//! [`handle_lost`](Keeping::handle_lost)); send an extension or the
 //! release, each handed out once (its result then goes to
 //! [`handle_extended`](Keeping::handle_extended) or
 //! [`handle_released`](Keeping::handle_released)); or stop. Each `handle_*`
@@ -133,6 +134,18 @@ impl Keeping {
             Action::Wait => None,
             Action::Lost => Some(Standing::Lost),
         }
+    }
+
+    /// The lock's loss watch found it lost: the keeping extends no more,
+    /// and waits only for the holder's ask; the standing to report (lost,
+    /// once). Seen only while the keeping waits (a word that comes during
+    /// an extension is handed in once it is over): anywhere else this
+    /// changes nothing.
+    pub fn handle_lost(&mut self) -> Option<Standing> {
+        if self.state != State::Waiting {
+            return None;
+        }
+        self.schedule.handle_lost()
     }
 
     /// The extension handed out came to `result`; at `now` the lock is

@@ -187,6 +187,7 @@ impl Redlock {
         let end = self.round(&call.command(), None)?;
         let (result, validity) = self.extended(&end);
         lock.apply(validity);
+        self.rearm(lock);
         result
     }
 

@@ -7,7 +7,9 @@
 //! release can never race (a release asked for during an extension is
 //! sent after it), and nothing is sent after the release. Extensions use
 //! the extend script, which changes a key only while it still holds the
-//! lock's token: an expired key is never recreated.
+//! lock's token: an expired key is never recreated. The lock is watched
+//! for a loss ([`Redlock::watch`]) unless [`KeepOptions::watch`] says
+//! otherwise: a loss the watch finds wakes the keeper's thread at once.
 
 use std::fmt;
 use std::future::Future;
@@ -19,7 +21,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use super::{Lock, Redlock};
-use crate::calls::{Keeping, KeepingStep};
+use crate::calls::{Keeping, KeepingStep, Validity};
 use crate::error::Error;
 pub use crate::rules::keep::Standing;
 
@@ -49,6 +51,7 @@ pub struct KeepOptions {
     period: Option<Duration>,
     max_hold: Option<Duration>,
     on_change: Option<OnChange>,
+    watch: bool,
 }
 
 impl fmt::Debug for KeepOptions {
@@ -58,19 +61,34 @@ impl fmt::Debug for KeepOptions {
             .field("period", &self.period)
             .field("max_hold", &self.max_hold)
             .field("on_change", &self.on_change.is_some())
+            .field("watch", &self.watch)
             .finish()
     }
 }
 
 impl KeepOptions {
-    /// Extend to `ttl` each time, every `ttl / 3`, with no hold limit.
+    /// Extend to `ttl` each time, every `ttl / 3`, with no hold limit,
+    /// the lock watched for a loss.
     pub fn new(ttl: Duration) -> KeepOptions {
         KeepOptions {
             ttl,
             period: None,
             max_hold: None,
             on_change: None,
+            watch: true,
         }
+    }
+
+    /// Whether the lock is watched for a loss while it is kept
+    /// ([`Redlock::watch`]; default on): a loss on a majority of the
+    /// masters (its keys deleted, flushed, evicted, overwritten, or their
+    /// masters restarted empty) is then reported as soon as the masters
+    /// say so, not at the next extension. Off, a loss shows at the next
+    /// extension, and the lock costs the masters no read beyond its
+    /// extensions.
+    pub fn watch(mut self, on: bool) -> KeepOptions {
+        self.watch = on;
+        self
     }
 
     /// Extend every `period` instead of every `ttl / 3`. After a failed
@@ -125,6 +143,9 @@ struct State {
     wakers: Vec<Waker>,
     /// The holder asked for the release, or is gone.
     release: bool,
+    /// The lock's loss watch found it lost, and the keeper's thread has
+    /// yet to hear of it.
+    lost: bool,
     /// The keeper's thread is done: the release was sent and its round is
     /// over (or the thread ended early).
     finished: bool,
@@ -138,6 +159,7 @@ impl Shared {
                 valid_until,
                 wakers: Vec::new(),
                 release: false,
+                lost: false,
                 finished: false,
             }),
             changed: Condvar::new(),
@@ -159,13 +181,23 @@ impl Shared {
         self.asked.notify_all();
     }
 
-    /// Waits until the holder asks for the release (`true`) or `until`
-    /// passes (`false`); without `until`, only for the release.
-    fn wait_release(&self, until: Option<Instant>) -> bool {
+    /// The lock's loss watch found it lost: wakes the keeper's thread.
+    fn tell_lost(&self) {
+        self.lock().lost = true;
+        self.asked.notify_all();
+    }
+
+    /// Waits until the holder asks for the release, the loss watch finds
+    /// the lock lost (said once), or `until` passes; without `until`, only
+    /// for the first two.
+    fn wait_release(&self, until: Option<Instant>) -> Woken {
         let mut state = self.lock();
         loop {
             if state.release {
-                return true;
+                return Woken::Asked;
+            }
+            if std::mem::take(&mut state.lost) {
+                return Woken::Lost;
             }
             state = match until {
                 None => self
@@ -175,7 +207,7 @@ impl Shared {
                 Some(at) => {
                     let left = at.saturating_duration_since(crate::clock::now());
                     if left.is_zero() {
-                        return false;
+                        return Woken::Time;
                     }
                     self.asked
                         .wait_timeout(state, left)
@@ -246,6 +278,17 @@ impl Shared {
         }
         Poll::Pending
     }
+}
+
+/// Why the keeper's thread stopped waiting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Woken {
+    /// The holder asked for the release.
+    Asked,
+    /// The loss watch found the lock lost.
+    Lost,
+    /// Its time came.
+    Time,
 }
 
 /// Wakers woken when dropped: also when a callback panics before they
@@ -590,6 +633,15 @@ impl Redlock {
             crate::clock::now(),
         );
         let shared = Arc::new(Shared::new(lock.valid_until_here()));
+        if options.watch {
+            let told = Arc::downgrade(&shared);
+            let on_loss = move || {
+                if let Some(shared) = told.upgrade() {
+                    shared.tell_lost();
+                }
+            };
+            self.watch_telling(&mut lock, Some(Box::new(on_loss)));
+        }
         let resource = lock.resource().to_vec();
         let token = *lock.token();
         let fence = lock.fence();
@@ -645,12 +697,16 @@ impl Job {
         loop {
             let standing = match self.keeping.poll() {
                 KeepingStep::Wait { until } => {
-                    let asked = self.shared.wait_release(until);
+                    let woken = self.shared.wait_release(until);
                     let (now, valid_until) = (crate::clock::now(), self.lock.valid_until_here());
-                    if asked {
-                        self.keeping.handle_asked(now, valid_until)
-                    } else {
-                        self.keeping.handle_wake(now, valid_until)
+                    match woken {
+                        Woken::Asked => self.keeping.handle_asked(now, valid_until),
+                        Woken::Lost => {
+                            // No validity is left to a lock found lost.
+                            self.lock.apply(Validity::Capped(now));
+                            self.keeping.handle_lost()
+                        }
+                        Woken::Time => self.keeping.handle_wake(now, valid_until),
                     }
                 }
                 KeepingStep::Extend => {

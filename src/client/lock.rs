@@ -81,6 +81,8 @@ pub struct Lock {
     fence: Option<u64>,
     /// The masters the acquire went out to (see `Command::reaching`).
     reach: u64,
+    /// Its loss watch, once [`Redlock::watch`] started one.
+    pub(super) watch: Option<super::watch::Watched>,
 }
 
 impl Lock {
@@ -100,6 +102,7 @@ impl Lock {
             extensions: 0,
             fence,
             reach,
+            watch: None,
         }
     }
 
@@ -199,6 +202,24 @@ impl Lock {
         self.extensions
     }
 
+    /// Whether the lock's loss watch ([`Redlock::watch`]) found it lost:
+    /// fewer masters than a quorum can still hold its token (its keys were
+    /// deleted, overwritten, evicted, flushed, expired, or their masters
+    /// restarted empty). `false` for a lock that is not watched, or whose
+    /// masters keep no watch (see [`Redlock::watch`]).
+    pub fn is_lost(&self) -> bool {
+        self.watch
+            .as_ref()
+            .is_some_and(super::watch::Watched::is_lost)
+    }
+
+    /// Waits until the lock's loss watch finds it lost (`true`) or
+    /// `timeout` passes (`false`); `false` at once for a lock that is not
+    /// watched ([`Redlock::watch`]).
+    pub fn wait_lost(&self, timeout: Duration) -> bool {
+        self.watch.as_ref().is_some_and(|w| w.wait_lost(timeout))
+    }
+
     /// A lock over nothing, already expired: what a guard keeps once it
     /// gave its lock back.
     pub(super) fn gone() -> Lock {
@@ -210,6 +231,7 @@ impl Lock {
             extensions: 0,
             fence: None,
             reach: 0,
+            watch: None,
         }
     }
 

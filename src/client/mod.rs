@@ -35,6 +35,7 @@ mod stats;
 mod tls;
 mod token;
 mod wait;
+mod watch;
 
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};

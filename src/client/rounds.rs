@@ -287,6 +287,7 @@ impl Redlock {
 
     /// After a release round of `lock`: expired, whatever the outcome.
     pub(super) fn unlocked(&self, lock: &mut Lock, end: &RoundEnd) -> Result<(), Error> {
+        self.unwatch(lock);
         let (result, validity) = Release::handle(&end.round, end.result, || self.report(end));
         lock.apply(validity);
         self.tally(Op::Release, end, result.as_ref().map(|_| ()));

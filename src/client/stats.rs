@@ -126,6 +126,10 @@ pub struct EngineStats {
     /// before its replies came. Each follows a yield of the CPU, so that
     /// the masters on the same machine answer meanwhile.
     pub idle_looks: u64,
+    /// Keys watched for a loss now ([`Redlock::watch`](crate::Redlock::watch),
+    /// the keepers' and the scoped calls' locks): one per resource of each
+    /// watched lock, until its release.
+    pub watched: u64,
     /// Wake-ups of one caller by another or by the background thread: a
     /// thread unparked or a task's waker called at its round's decision,
     /// a hand-off it was told of, a freed slot or the poller handed over,

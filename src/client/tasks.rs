@@ -512,6 +512,7 @@ impl Redlock {
         let end = self.first(&mut ends)?;
         let (result, validity) = self.extended(&end);
         guard.lock.apply(validity);
+        self.rearm(guard.lock);
         result
     }
 

@@ -33,9 +33,9 @@ use std::time::{Duration, Instant};
 
 use crate::addr::ServerAddr;
 use crate::commands::{Command, Outcome};
-use crate::flights::{Flights, Waits};
-use crate::ids::{RoundId, WaitId};
-use crate::link::{Link, LinkConfig, Sink};
+use crate::flights::{Flights, Waits, Watches};
+use crate::ids::{RoundId, WaitId, WatchId};
+use crate::link::{Invalidated, KeyRead, Link, LinkConfig, Sink};
 use crate::rules::{NodeError, NodeState, Op, Round};
 
 /// What the driver tells of each round it ends on its own (an orphaned
@@ -72,6 +72,8 @@ pub(crate) struct Core<W> {
     /// Callers waiting to be told that a lock was handed to them, reached
     /// directly as `flights` is.
     pub(crate) waits: Waits<W>,
+    /// The held keys watched for a loss; the core sends their reads.
+    pub(crate) watches: Watches,
     /// The command being queued, encoded once for all the masters.
     encoded: Vec<u8>,
     /// Rounds were started since the last [`flush_all`](Self::flush_all):
@@ -103,6 +105,7 @@ impl<W> Core<W> {
         Core {
             flights: Flights::new(config.in_flight, masters.len()),
             waits: Waits::new(config.in_flight, masters.len(), config.request_timeout),
+            watches: Watches::new(masters.len(), crate::rules::quorum(masters.len())),
             masters,
             encoded: Vec::with_capacity(ENCODED_CAPACITY),
             unflushed: false,
@@ -228,10 +231,50 @@ impl<W> Core<W> {
         let mut sink = MasterSink {
             flights: &mut self.flights,
             waits: &mut self.waits,
+            watches: &mut self.watches,
             master: i,
         };
         self.masters[i].link.handle_read(n, now, &mut sink)?;
-        self.check_twin(i)
+        self.check_twin(i)?;
+        self.send_reads(now);
+        Ok(())
+    }
+
+    /// Watches `key`, held with `token`, for a loss (see [`Watches`]): its
+    /// reads go out at once.
+    pub(crate) fn watch(
+        &mut self,
+        key: &[u8],
+        token: [u8; crate::commands::TOKEN_LEN],
+        now: Instant,
+    ) -> WatchId {
+        let id = self.watches.watch(key, token);
+        for master in &mut self.masters {
+            master.link.track(now);
+            master.write_due = true;
+        }
+        self.send_reads(now);
+        id
+    }
+
+    /// This client extended watch `id`'s key on the masters in `masters`:
+    /// those are read again, at once (see [`Watches::rearm`]).
+    pub(crate) fn rearm(&mut self, id: WatchId, masters: impl Fn(usize) -> bool, now: Instant) {
+        self.watches.rearm(id, masters);
+        self.send_reads(now);
+    }
+
+    /// Queues the watches' reads that are due, each due to be written now;
+    /// one that cannot be queued leaves its master unknown.
+    pub(crate) fn send_reads(&mut self, now: Instant) {
+        while let Some((id, key, i)) = self.watches.next_read() {
+            let master = &mut self.masters[i];
+            if master.link.queue_read(id, key, now).is_ok() {
+                master.write_due = true;
+            } else {
+                self.watches.handle_unsent(id, i);
+            }
+        }
     }
 
     /// Compares the `run_id` of master `i`'s handshake, if one just
@@ -262,6 +305,7 @@ impl<W> Core<W> {
     /// learns that master `i` failed.
     pub(crate) fn handle_failure(&mut self, i: usize, error: NodeError, now: Instant) {
         self.flights.fail_master(i, &error, now);
+        self.watches.handle_down(i);
         self.masters[i].link.close(error, now);
     }
 
@@ -276,7 +320,7 @@ impl<W> Core<W> {
                 self.handle_failure(i, error, now);
             }
         }
-        if !self.waits.is_empty() {
+        if self.keeps_connected() {
             for i in 0..self.masters.len() {
                 if self.masters[i].link.retry_at().is_some_and(|at| at <= now) {
                     self.start(i, now);
@@ -296,13 +340,15 @@ impl<W> Core<W> {
     /// is down hears no wake-up, so without this a waiter whose connections
     /// dropped would be told nothing until its own fallback (the holder's
     /// TTL, its deadline). The reconnect then wakes every waiter
-    /// ([`Waits::handle_reconnect`]). While nobody waits, a session that is
+    /// ([`Waits::handle_reconnect`]). The same holds while a key is
+    /// watched for a loss: a master that dropped is unknown to the watch
+    /// until it is back. While nobody waits or watches, a session that is
     /// down stays down until a round needs it (which reconnects it, at once
     /// after a healthy connection dropped): it has nothing to hear, and an
     /// idle client (an embedded one's `next_timeout`, a master gone for
     /// good) keeps no timer and makes no connect for nothing.
     pub(crate) fn next_timer(&self) -> Option<Instant> {
-        let waiting = !self.waits.is_empty();
+        let waiting = self.keeps_connected();
         let reconnects = self
             .masters
             .iter()
@@ -317,13 +363,26 @@ impl<W> Core<W> {
             .min()
     }
 
+    /// Whether a session that is down reconnects at the end of its
+    /// back-off though no round needs it: while a caller waits to be told
+    /// (see [`next_timer`](Self::next_timer)), or a key is watched (a
+    /// master whose connection dropped is unknown until it is back).
+    fn keeps_connected(&self) -> bool {
+        !self.waits.is_empty() || !self.watches.is_empty()
+    }
+
     /// After reads: a session that came back after a drop wakes every
-    /// wait (wake-ups published meanwhile are lost), and a master the
-    /// restart guard just quarantined is told of (with `tracing`).
+    /// wait (wake-ups published meanwhile are lost) and reads again the
+    /// watched keys it left unknown, and a master the restart guard just
+    /// quarantined is told of (with `tracing`). The reads are queued by
+    /// [`send_reads`](Self::send_reads).
     pub(crate) fn handle_handshakes(&mut self) {
-        for master in &mut self.masters {
+        for (i, master) in self.masters.iter_mut().enumerate() {
             if master.link.take_reconnected() {
                 self.waits.handle_reconnect();
+            }
+            if master.link.is_ready() {
+                self.watches.handle_ready(i);
             }
             #[cfg(feature = "tracing")]
             if let Some(suspicion) = master.link.take_suspicion() {
@@ -632,10 +691,12 @@ fn note_late(masters: &mut [Master], round: &Round) {
     }
 }
 
-/// Hands the outcomes read on master `master` to the rounds in flight.
+/// Hands the outcomes read on master `master` to the rounds in flight,
+/// the wake-ups to the waits, and what the watches asked to the watches.
 struct MasterSink<'a, W> {
     flights: &'a mut Flights<W>,
     waits: &'a mut Waits<W>,
+    watches: &'a mut Watches,
     master: usize,
 }
 
@@ -656,5 +717,13 @@ impl<W> Sink for MasterSink<'_, W> {
                 self.waits.handle_hint(id, self.master, at);
             }
         }
+    }
+
+    fn on_invalidate(&mut self, what: Invalidated<'_>, _: Instant) {
+        self.watches.handle_invalidate(self.master, what);
+    }
+
+    fn on_read(&mut self, id: WatchId, read: KeyRead<'_>, _: Instant) {
+        self.watches.handle_read(id, self.master, read);
     }
 }

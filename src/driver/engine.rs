@@ -5,10 +5,11 @@
 //! write to each master) and then waits for their decisions. While nobody
 //! polls, it polls itself, for everyone: it reads every reply that
 //! arrives, hands each to its round, and wakes the callers whose rounds
-//! are decided. Otherwise it parks until its rounds are decided or their
-//! deadline passes. A lone caller therefore never pays a cross-thread
-//! wake-up: it writes, polls and reads on its own thread, as a client
-//! without sharing would. When the polling caller's rounds are decided it
+//! are decided (alone, it first looks without waiting, yielding between
+//! looks, for up to [`Builder::spin`]). Otherwise it parks until its
+//! rounds are decided or their deadline passes. A lone caller therefore
+//! never pays a cross-thread wake-up: it writes, polls and reads on its
+//! own thread, as a client without sharing would. When the polling caller's rounds are decided it
 //! wakes one of the callers still waiting, which takes the poller over.
 //!
 //! Tasks (the async API) cannot block in a poll. A task alone on the
@@ -38,7 +39,7 @@
 //! [`Builder::spin`]: crate::Builder::spin
 
 use std::io;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, Weak};
 
 use crate::sync::lock;
 use std::task::Waker;
@@ -49,12 +50,14 @@ use smallvec::SmallVec;
 
 use super::{Driver, Poller};
 use crate::commands::Command;
-use crate::ids::{RoundId, WaitId};
+use crate::ids::{RoundId, WaitId, WatchId};
 use crate::rules::Round;
 
 mod tasks;
+mod watches;
 
 pub(crate) use tasks::Polling;
+pub(crate) use watches::Loss;
 
 /// The poller token of the engine's waker (never a connection's index).
 pub(crate) const WAKE: mio::Token = mio::Token(usize::MAX);
@@ -167,6 +170,10 @@ pub(crate) struct Shared {
     next_timer: u64,
     /// The client is gone: the background thread ends.
     closed: bool,
+    /// The watched keys' holders, told when their watch finds the lock
+    /// lost (see [`crate::flights::Watches`]); a holder that is gone is
+    /// forgotten, and its watch stopped.
+    losses: Vec<(WatchId, Weak<Loss>)>,
     /// How often a lone caller yielded its CPU (see `Engine::yield_first`).
     pub(crate) yields: u64,
     /// Waits on the poller so far, those that returned no event, and the
@@ -201,6 +208,7 @@ impl Engine {
                 timers: Vec::new(),
                 next_timer: 1,
                 closed: false,
+                losses: Vec::new(),
                 yields: 0,
                 polls: 0,
                 idle_polls: 0,
@@ -578,6 +586,17 @@ impl Shared {
         self.driver.wake_decided(wakes);
         let freed = self.driver.core.reap();
         self.slots_freed(freed);
+        self.tell_losses();
+    }
+
+    /// Tells the holders of the watches found lost since the last call.
+    fn tell_losses(&mut self) {
+        while let Some(id) = self.driver.core.watches.take_lost() {
+            let holder = self.losses.iter().find(|(w, _)| *w == id);
+            if let Some(loss) = holder.and_then(|(_, loss)| loss.upgrade()) {
+                loss.tell();
+            }
+        }
     }
 
     /// Writes what the callers queued, unless it waits for callers still

@@ -33,7 +33,7 @@ use crate::rules::{NodeError, Round};
 use self::core::Core;
 use conn::Conn;
 pub(crate) use conn::TlsConfig;
-pub(crate) use engine::{Engine, Full, Ids, Polling, Waiter, Wakes};
+pub(crate) use engine::{Engine, Full, Ids, Loss, Polling, Waiter, Wakes};
 
 /// Readiness events handled per poll.
 const EVENTS: usize = 64;
@@ -217,6 +217,7 @@ impl Driver {
             idle_polls: polls[1],
             looks: polls[2],
             idle_looks: polls[3],
+            watched: self.core.watches.len() as u64,
             wakes: wakes + self.woken,
             scanned: self.core.scanned(),
         }
@@ -236,10 +237,30 @@ impl Driver {
     }
 
     /// Whether a task (not a thread) waits for an undecided round or to
-    /// be told, or an orphaned round (whose task is gone) is in flight:
-    /// each needs someone to poll.
+    /// be told, or an orphaned round (whose task is gone) is in flight, or
+    /// a key is watched for a loss: each needs someone to poll.
     pub(crate) fn tasks_waiting(&self) -> bool {
-        self.core.needs_polling(|w| !w.is_thread())
+        self.core.needs_polling(|w| !w.is_thread()) || !self.core.watches.is_empty()
+    }
+
+    /// Watches `key`, held with `token`, for a loss: see [`Core::watch`];
+    /// the reads are written now as far as the sockets take them.
+    pub(crate) fn watch(
+        &mut self,
+        key: &[u8],
+        token: [u8; crate::commands::TOKEN_LEN],
+        now: Instant,
+    ) -> crate::ids::WatchId {
+        let id = self.core.watch(key, token, now);
+        self.sync(now);
+        id
+    }
+
+    /// Reads watch `id`'s key again on every master after an extension:
+    /// see [`Core::rearm`]; written now as far as the sockets take it.
+    pub(crate) fn rearm(&mut self, id: crate::ids::WatchId, now: Instant) {
+        self.core.rearm(id, |_| true, now);
+        self.sync(now);
     }
 
     /// Round `id`'s caller is gone and what it may have done must be
@@ -359,6 +380,11 @@ impl Driver {
     /// [`Core::handle_handshakes`]).
     fn check_identities(&mut self) {
         self.core.handle_handshakes();
+        if self.core.watches.has_reads() {
+            let now = crate::clock::now();
+            self.core.send_reads(now);
+            self.sync(now);
+        }
     }
 
     /// Brings every connection in line with the core, at `now` (see

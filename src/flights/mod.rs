@@ -27,8 +27,10 @@ pub(crate) mod fuzz;
 #[cfg(test)]
 mod tests;
 mod waits;
+mod watches;
 
 pub(crate) use waits::Waits;
+pub(crate) use watches::Watches;
 
 use std::cell::Cell;
 use std::time::Instant;

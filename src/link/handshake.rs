@@ -1,13 +1,14 @@
 //! The pipelined handshake's replies: each step's reply checked, and what
 //! it teaches of the master kept (`INFO`, the restart guard's marker, the
 //! longest TTL); `HELLO 3` and then `SUBSCRIBE` to the client's wake
-//! channel, whose refusals leave the connection without wake-ups; and the
+//! channel and `CLIENT TRACKING`, whose refusals leave the connection
+//! without wake-ups or without word of lost keys; and the
 //! handshake's end, when the commands held back for it are let out and
 //! what it learned is compared with what this client knew of the master.
 
 use std::time::Instant;
 
-use super::{Expect, Link, Request, State};
+use super::{Expect, Link, Request, State, Tracking};
 use crate::commands::{self, HandshakeStep};
 use crate::resp::Token;
 use crate::rules::NodeError;
@@ -57,6 +58,10 @@ impl Link {
             self.handle_wake_step(step, token);
             return Ok(());
         }
+        if step == HandshakeStep::Tracking {
+            self.handle_tracking(token);
+            return Ok(());
+        }
         match commands::handshake_ok(step, token) {
             Ok(true) => learn(
                 &mut self.info,
@@ -83,7 +88,13 @@ impl Link {
                     &mut self.out,
                     &[b"SUBSCRIBE".as_slice().into(), channel.as_slice().into()],
                 );
-                // Its reply comes after the handshake's other steps and
+                let mut steps = 1;
+                if self.tracking == Tracking::Wanted {
+                    encode_tracking(&mut self.out);
+                    self.tracking = Tracking::Asked;
+                    steps = 2;
+                }
+                // Their replies come after the handshake's other steps and
                 // before the commands held back for the handshake, which
                 // are written once it is over.
                 let sent = self
@@ -95,15 +106,51 @@ impl Link {
                     .iter()
                     .position(|p| matches!(p.expect, Expect::Command(_)))
                     .unwrap_or(self.requests.len());
-                let step = Request::new(
-                    Expect::HandshakeStep(HandshakeStep::Subscribe),
-                    sent,
-                    &self.config,
-                );
-                self.requests.insert(at, step);
+                for (k, step) in [HandshakeStep::Subscribe, HandshakeStep::Tracking]
+                    .into_iter()
+                    .take(steps)
+                    .enumerate()
+                {
+                    let step = Request::new(Expect::HandshakeStep(step), sent, &self.config);
+                    self.requests.insert(at + k, step);
+                }
             }
             _ => self.wakes = false,
         }
+    }
+
+    /// Asks the server to track the keys this connection reads after
+    /// `CLIENT CACHING YES`, from now on and after every reconnect: at once
+    /// on a ready connection, else in the next handshake, once `HELLO 3`
+    /// has succeeded (pushes need RESP3). A link without the wake channel
+    /// speaks RESP2 and is never tracked: its watched keys are read, and
+    /// their losses found, only at their reads.
+    pub(crate) fn track(&mut self, now: Instant) {
+        if self.tracking != Tracking::Off || self.config.wake.is_none() {
+            return;
+        }
+        self.tracking = Tracking::Wanted;
+        if self.is_ready() && self.wakes {
+            encode_tracking(&mut self.out);
+            self.tracking = Tracking::Asked;
+            let step = Request::new(
+                Expect::HandshakeStep(HandshakeStep::Tracking),
+                now,
+                &self.config,
+            );
+            self.requests.push_back(step);
+        }
+    }
+
+    /// The reply to `CLIENT TRACKING`. A server that will not track (too
+    /// old, an ACL without `CLIENT`) serves locks all the same: their
+    /// losses are found at their reads and extensions, as without a watch.
+    fn handle_tracking(&mut self, token: &Token<'_>) {
+        self.tracking = if matches!(token, Token::Simple(b"OK")) {
+            Tracking::On
+        } else {
+            Tracking::Refused
+        };
     }
 
     /// Ends the handshake once no step is left unanswered: what it learned
@@ -136,11 +183,36 @@ impl Link {
                 self.state = State::Ready;
                 self.backoff = self.config.backoff_min;
                 self.last_error = None;
+                if self.tracking == Tracking::Wanted && self.wakes {
+                    // Wanted after `HELLO` was answered: asked now, before
+                    // the commands held back (all of them behind it).
+                    encode_tracking(&mut self.out);
+                    self.tracking = Tracking::Asked;
+                    let step = Expect::HandshakeStep(HandshakeStep::Tracking);
+                    self.requests
+                        .push_front(Request::new(step, now, &self.config));
+                }
                 self.out.extend_from_slice(&self.held);
                 self.held.clear();
             }
         }
     }
+}
+
+/// Writes `CLIENT TRACKING ON OPTIN NOLOOP`: only keys read after `CLIENT
+/// CACHING YES` are tracked (not those every lock script reads), and this
+/// connection's own changes (extensions, releases) are not told back.
+fn encode_tracking(out: &mut Vec<u8>) {
+    crate::resp::encode_command(
+        out,
+        &[
+            b"CLIENT".as_slice().into(),
+            b"TRACKING".as_slice().into(),
+            b"ON".as_slice().into(),
+            b"OPTIN".as_slice().into(),
+            b"NOLOOP".as_slice().into(),
+        ],
+    );
 }
 
 /// Keeps what a handshake reply says of the server; refuses a replica and

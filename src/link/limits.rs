@@ -85,11 +85,12 @@ impl LinkConfig {
     }
 
     /// Room allocated for requests: the most a connection holds, and the
-    /// `SUBSCRIBE` a handshake adds once `HELLO` succeeded, behind the
+    /// `SUBSCRIBE` and `CLIENT TRACKING` a handshake adds once `HELLO`
+    /// succeeded, behind the
     /// steps but before the commands held back for it (which were counted
     /// against the limits without it).
     pub(super) fn queue_room(&self) -> usize {
-        self.capacity() + usize::from(self.wake.is_some())
+        self.capacity() + 2 * usize::from(self.wake.is_some())
     }
 
     /// The most unwritten bytes a release that must reach this master may

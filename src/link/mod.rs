@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock::after;
 use crate::commands::{self, Command, HandshakeStep, Outcome, Probe, WakeChannel};
-use crate::ids::{RoundId, WaitId};
+use crate::ids::{RoundId, WaitId, WatchId};
 use crate::resp::{Decoder, Status, Token};
 use crate::rules::identity::{Found, Info, Sighting, Suspicion};
 use crate::rules::{NodeError, Op, Reply};
@@ -41,6 +41,7 @@ mod timers;
 
 pub(crate) use limits::READ_BUFFER;
 use limits::{RELEASE_HEADROOM, REPLAY_PER_REQUEST, REPLY_LIMITS};
+pub(crate) use pushes::Invalidated;
 use pushes::{Frame, Skip};
 use replay::Sent;
 
@@ -57,6 +58,26 @@ pub(crate) trait Sink {
     fn on_wake(&mut self, id: WaitId, later: Option<Duration>, now: Instant) {
         let _ = (id, later, now);
     }
+    /// Keys this connection tracks changed (see
+    /// [`crate::flights::Watches`]).
+    fn on_invalidate(&mut self, what: Invalidated<'_>, now: Instant) {
+        let _ = (what, now);
+    }
+    /// The read of watch `id`'s key ([`Link::queue_read`]) found `read`.
+    fn on_read(&mut self, id: WatchId, read: KeyRead<'_>, now: Instant) {
+        let _ = (id, read, now);
+    }
+}
+
+/// What the read of a watched key found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyRead<'a> {
+    /// The key holds this value.
+    Value(&'a [u8]),
+    /// No such key, or one of another type: it holds no token.
+    Missing,
+    /// An error, or a reply of another shape: nothing is known.
+    Failed,
 }
 
 /// A range of live round ids with a closure for their outcomes.
@@ -128,6 +149,11 @@ enum Expect {
     /// replay arena ([`Sent::kept`] bytes), so that a `NOSCRIPT` reply,
     /// however late, can be answered with `EVAL`.
     Command(Sent),
+    /// `CLIENT CACHING YES` before a watch's read: the read that follows
+    /// is tracked.
+    Caching,
+    /// A watch's read of its key.
+    Read(WatchId),
 }
 
 /// A request written or queued, waiting for its reply.
@@ -217,6 +243,32 @@ pub(crate) struct Link {
     /// The connection speaks RESP3 and subscribes to the wake channel
     /// (until a refusal says otherwise; see `handle_wake_step`).
     wakes: bool,
+    /// Whether the server tracks the keys this connection reads after
+    /// `CLIENT CACHING YES`, and says when they change.
+    tracking: Tracking,
+}
+
+/// Where a link is with the tracking of keys ([`Link::track`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tracking {
+    /// Not wanted: no key is watched.
+    Off,
+    /// Wanted, and asked at the next handshake.
+    Wanted,
+    /// Asked on this connection; the reply has yet to come.
+    Asked,
+    /// The server tracks.
+    On,
+    /// The server refused, on this connection.
+    Refused,
+}
+
+impl Tracking {
+    /// Whether a read should ask for its key to be tracked: the server
+    /// tracks, or was asked to before the read (its answer comes first).
+    fn reads_tracked(self) -> bool {
+        matches!(self, Tracking::Asked | Tracking::On)
+    }
 }
 
 impl Link {
@@ -252,6 +304,7 @@ impl Link {
             suspicion: None,
             reconnected: false,
             wakes: config.wake.is_some(),
+            tracking: Tracking::Off,
         }
     }
 
@@ -307,8 +360,45 @@ impl Link {
     pub(crate) fn request_rounds(&self) -> impl Iterator<Item = RoundId> + '_ {
         self.requests.iter().filter_map(|p| match p.expect {
             Expect::Command(sent) => Some(sent.round),
-            Expect::HandshakeStep(_) => None,
+            _ => None,
         })
+    }
+
+    /// Queues the read of watch `id`'s `key` (`GET`), tracked if the server
+    /// tracks keys for this connection (`CLIENT CACHING YES` first), for a
+    /// ready connection only: a handshake under way has yet to say whether
+    /// the server tracks. Fails as [`queue`](Self::queue) does for an
+    /// acquire, and on a connection that is not ready.
+    pub(crate) fn queue_read(
+        &mut self,
+        id: WatchId,
+        key: &[u8],
+        now: Instant,
+    ) -> Result<(), NodeError> {
+        if !self.is_ready() {
+            return Err(self.down_reason());
+        }
+        self.check_stall(now)?;
+        self.check_limits(
+            self.config.max_requests() - RELEASE_HEADROOM - 1,
+            self.config.max_unwritten(),
+        )?;
+        if self.tracking.reads_tracked() {
+            crate::resp::encode_command(
+                &mut self.out,
+                &[
+                    b"CLIENT".as_slice().into(),
+                    b"CACHING".as_slice().into(),
+                    b"YES".as_slice().into(),
+                ],
+            );
+            self.requests
+                .push_back(Request::new(Expect::Caching, now, &self.config));
+        }
+        crate::resp::encode_command(&mut self.out, &[b"GET".as_slice().into(), key.into()]);
+        self.requests
+            .push_back(Request::new(Expect::Read(id), now, &self.config));
+        Ok(())
     }
 
     /// A connect has started: queues the handshake behind it.
@@ -366,6 +456,10 @@ impl Link {
         self.longest = None;
         self.fresh = false;
         self.wakes = self.config.wake.is_some();
+        // Wanted once, asked again on every connection.
+        if self.tracking != Tracking::Off {
+            self.tracking = Tracking::Wanted;
+        }
     }
 
     /// The socket is gone after `error`: everything in flight is dropped,
@@ -518,6 +612,7 @@ impl Link {
             let (token, len, frame_end) = (decoded.token, decoded.len, decoded.frame_end);
             match self.frame(&token, len, frame_end)? {
                 Frame::Skipped => {}
+                Frame::Invalidated(what) => sink.on_invalidate(what, now),
                 Frame::Push(push) => self.handle_push(push, now, sink)?,
                 Frame::HelloEnd => self.handle_reply(&Token::Map(0), now, sink)?,
                 Frame::Reply if frame_end => self.handle_reply(&token, now, sink)?,
@@ -559,6 +654,18 @@ impl Link {
             Expect::Command(sent) => self
                 .handle_command_reply(sent, token, now, sink)?
                 .map(|sent| Request::new(Expect::Command(sent), request.sent, &self.config)),
+            Expect::Caching => {
+                // Refused: the read that follows is not tracked, nor any
+                // later one.
+                if !matches!(token, Token::Simple(b"OK")) {
+                    self.tracking = Tracking::Refused;
+                }
+                None
+            }
+            Expect::Read(id) => {
+                sink.on_read(id, key_read(token), now);
+                None
+            }
         };
         self.requests.pop_front();
         if let Some(again) = again {
@@ -591,6 +698,18 @@ impl Link {
             outcome => outcome,
         };
         sink.on_reply(sent.round, sent.shape.op(), outcome, now);
+    }
+}
+
+/// What a reply to a watch's `GET` says of the key.
+fn key_read<'a>(token: &Token<'a>) -> KeyRead<'a> {
+    match token {
+        Token::Bulk(value) => KeyRead::Value(value),
+        Token::Null(_) => KeyRead::Missing,
+        Token::Error(message) | Token::BulkError(message) if message.starts_with(b"WRONGTYPE") => {
+            KeyRead::Missing
+        }
+        _ => KeyRead::Failed,
     }
 }
 

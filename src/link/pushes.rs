@@ -1,7 +1,8 @@
 //! The frames that answer no request: pushes, read element by element
-//! (a wake-up for a waiter of this client goes to the [`Sink`], the
-//! confirmation of the handshake's `SUBSCRIBE` answers that step, any
-//! other push is skipped), and attributes, skipped; together they are held
+//! (a wake-up for a waiter of this client goes to the [`Sink`], and so
+//! does each key of an invalidation, the confirmation of the handshake's
+//! `SUBSCRIBE` answers that step, any other push is skipped), and
+//! attributes, skipped; together they are held
 //! to [`UNSOLICITED_BUDGET`] between two replies. Also the one aggregate
 //! reply, the map that answers `HELLO`, skipped to its end.
 
@@ -31,7 +32,8 @@ pub(super) enum Skip {
 
 /// What a push said, so far: `>3 message <channel> <id>` tells a waiter
 /// of this client, `>3 subscribe <channel> <count>` confirms the
-/// handshake's `SUBSCRIBE`; any other push is skipped.
+/// handshake's `SUBSCRIBE`, `>2 invalidate <keys or null>` says that keys
+/// this connection tracks changed; any other push is skipped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct PushRead {
     /// Elements read.
@@ -46,6 +48,18 @@ pub(super) struct PushRead {
     id: Option<u64>,
     /// See `id`.
     later: Option<u64>,
+    /// Keys of an invalidation still to come.
+    keys: usize,
+}
+
+/// What an invalidation says changed: a key, or every key (`FLUSHALL`,
+/// or a frame of another shape, taken at its widest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Invalidated<'a> {
+    /// This key.
+    Key(&'a [u8]),
+    /// Any key.
+    All,
 }
 
 /// What a push is, from its first element.
@@ -57,6 +71,8 @@ enum PushKind {
     Message,
     /// `subscribe`: a subscription's confirmation.
     Subscribe,
+    /// `invalidate`: tracked keys changed.
+    Invalidate,
     /// Anything else, or a known kind with an unexpected element.
     Other,
 }
@@ -69,28 +85,39 @@ impl PushRead {
         ours: false,
         id: None,
         later: None,
+        keys: 0,
     };
 
     /// Reads one more token of the push; `nested`: it is an aggregate, or
-    /// inside one.
-    fn read(&mut self, token: &Token<'_>, nested: bool, channel: Option<&[u8]>) {
+    /// inside one. Returns what an invalidation says changed, as each of
+    /// its keys is read.
+    fn read<'t>(
+        &mut self,
+        token: &Token<'t>,
+        nested: bool,
+        channel: Option<&[u8]>,
+    ) -> Option<Invalidated<'t>> {
         let element = self.seen;
         self.seen = self.seen.saturating_add(1);
+        if self.kind == PushKind::Invalidate {
+            return self.read_invalidated(token, element);
+        }
         if nested || self.kind == PushKind::Other {
             self.kind = PushKind::Other;
-            return;
+            return None;
         }
         let Token::Bulk(bytes) = token else {
             if element != 2 || self.kind != PushKind::Subscribe {
                 self.kind = PushKind::Other;
             }
-            return;
+            return None;
         };
         match element {
             0 => {
                 self.kind = match *bytes {
                     b"message" => PushKind::Message,
                     b"subscribe" => PushKind::Subscribe,
+                    b"invalidate" => PushKind::Invalidate,
                     _ => PushKind::Other,
                 }
             }
@@ -106,15 +133,42 @@ impl PushRead {
             }
             _ => self.kind = PushKind::Other,
         }
+        None
+    }
+
+    /// Element `element` of an invalidation: the array of keys (or a null:
+    /// every key), then each key. Anything else says every key changed,
+    /// once, and the rest of the push is skipped.
+    fn read_invalidated<'t>(&mut self, token: &Token<'t>, element: u8) -> Option<Invalidated<'t>> {
+        match (element, token) {
+            (1, Token::Array(n)) => {
+                self.keys = *n;
+                None
+            }
+            (1, Token::Null(_)) => {
+                self.kind = PushKind::Other;
+                Some(Invalidated::All)
+            }
+            (_, Token::Bulk(key)) if element > 1 && self.keys > 0 => {
+                self.keys -= 1;
+                Some(Invalidated::Key(key))
+            }
+            _ => {
+                self.kind = PushKind::Other;
+                Some(Invalidated::All)
+            }
+        }
     }
 }
 
 /// What a top-level frame turned out to be.
-pub(super) enum Frame {
+pub(super) enum Frame<'t> {
     /// A reply (or the first token of one).
     Reply,
     /// Part of a frame that answers nothing, skipped.
     Skipped,
+    /// Part of an invalidation: what it says changed.
+    Invalidated(Invalidated<'t>),
     /// The end of a push.
     Push(PushRead),
     /// The end of the map that answers `HELLO`.
@@ -126,12 +180,12 @@ impl Link {
     /// attributes, counted against their budget), or of an aggregate reply
     /// (`HELLO`'s map, handed on at its end). Fails once what answers
     /// nothing exceeds its budget.
-    pub(super) fn frame(
+    pub(super) fn frame<'t>(
         &mut self,
-        token: &Token<'_>,
+        token: &Token<'t>,
         len: usize,
         frame_end: bool,
-    ) -> Result<Frame, NodeError> {
+    ) -> Result<Frame<'t>, NodeError> {
         if self.skip == Skip::Hello {
             if !frame_end {
                 return Ok(Frame::Skipped);
@@ -151,16 +205,20 @@ impl Link {
         match &mut self.skip {
             Skip::Push(push) => {
                 let depth = self.decoder.depth();
-                push.read(
+                let invalidated = push.read(
                     token,
                     is_aggregate(token) || depth > 1,
                     self.config.wake.as_ref().map(|c| &c[..]),
                 );
+                let push = *push;
                 if frame_end {
-                    let push = *push;
                     self.skip = Skip::No;
-                    return Ok(Frame::Push(push));
                 }
+                return Ok(match invalidated {
+                    Some(invalidated) => Frame::Invalidated(invalidated),
+                    None if frame_end => Frame::Push(push),
+                    None => Frame::Skipped,
+                });
             }
             Skip::Attribute if self.decoder.depth() == 0 => self.skip = Skip::No,
             Skip::Attribute | Skip::Hello => {}

@@ -14,6 +14,7 @@ use crate::scripts::{EXTEND_SCRIPT, EXTEND_SHA1, RELEASE_SCRIPT, RELEASE_SHA1};
 mod dropped;
 mod limits;
 mod wake;
+mod watch;
 
 const MS: Duration = Duration::from_millis(1);
 

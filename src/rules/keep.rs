@@ -239,6 +239,18 @@ impl Schedule {
         }
     }
 
+    /// The lock's loss watch found it lost (fewer masters than a quorum
+    /// can still hold its token): nothing is left to wake for but the
+    /// release. Says what to report: lost, unless it was lost before or is
+    /// being released.
+    pub(crate) fn handle_lost(&mut self) -> Option<Standing> {
+        if self.lost || self.releasing {
+            return None;
+        }
+        self.lost = true;
+        Some(Standing::Lost)
+    }
+
     /// The holder asked for the release, at `now`, the lock valid until
     /// `valid_until`: the lock is lost if its validity ran out before the
     /// keeper woke for it. After this, the keeper never wakes on its own.

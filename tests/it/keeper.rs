@@ -31,8 +31,13 @@ const PATIENCE: Duration = Duration::from_secs(30);
 /// Hands `lock` to a keeper of `holder` extending to `ttl`, every change
 /// of standing recorded.
 fn keep_recorded(holder: &Redlock, lock: Lock, ttl: Duration) -> (Keeper, Changes) {
+    keep_recorded_with(holder, lock, KeepOptions::new(ttl))
+}
+
+/// [`keep_recorded`] with `options`.
+fn keep_recorded_with(holder: &Redlock, lock: Lock, options: KeepOptions) -> (Keeper, Changes) {
     let changes = Changes::new();
-    let options = KeepOptions::new(ttl).on_change(changes.recorder(holder));
+    let options = options.on_change(changes.recorder(holder));
     (holder.keep(lock, options).expect("keep"), changes)
 }
 
@@ -106,16 +111,17 @@ fn a_normal_release_is_reported_as_released_never_as_lost() {
     assert_gone(&cluster, &[0, 1, 2], b"dropped", PATIENCE);
 }
 
-/// The first extension after the key is deleted on a majority reports the
-/// loss (so within one period of it); the extend script never recreates
-/// the key; the release after a loss reports nothing more.
+/// Without its loss watch, the first extension after the key is deleted
+/// on a majority reports the loss (so within one period of it); the extend
+/// script never recreates the key; the release after a loss reports
+/// nothing more. (With the watch, `loss_watch.rs` shows it sooner.)
 #[test]
 fn a_key_deleted_on_a_majority_is_lost_at_the_next_extension() {
     let cluster = Cluster::start(3);
     let ttl = Duration::from_secs(3);
     let holder = client(cluster.urls(), REQUEST_TIMEOUT);
     let lock = holder.try_lock("deleted", ttl).expect("free");
-    let (keeper, changes) = keep_recorded(&holder, lock, ttl);
+    let (keeper, changes) = keep_recorded_with(&holder, lock, KeepOptions::new(ttl).watch(false));
     let lost = keeper.lost();
     for i in 0..2 {
         cluster.command(i, &[b"DEL", b"deleted"]);
@@ -201,8 +207,10 @@ fn a_release_during_an_extension_is_sent_after_it_and_leaves_nothing() {
     let keeper = holder
         .keep(
             lock,
+            // (Unwatched: the bytes counted below are the extension's.)
             KeepOptions::new(ttl)
                 .period(Duration::from_millis(200))
+                .watch(false)
                 .on_change(changes.recorder(&holder)),
         )
         .expect("keep");

@@ -37,6 +37,7 @@ mod identity;
 mod keeper;
 mod local_yield;
 mod lock;
+mod loss_watch;
 mod matrix;
 mod multi;
 mod reserved;

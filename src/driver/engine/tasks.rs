@@ -242,7 +242,7 @@ impl Engine {
     }
 
     /// Starts the background thread, unless it runs.
-    fn spawn_background(self: &Arc<Self>, shared: &mut Shared) {
+    pub(super) fn spawn_background(self: &Arc<Self>, shared: &mut Shared) {
         if shared.background.is_some() {
             return;
         }

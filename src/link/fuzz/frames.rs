@@ -271,7 +271,9 @@ pub(super) fn step_reply(step: HandshakeStep, flavour: u8, resp3: bool) -> Piece
     let mut bytes = Vec::new();
     let mut fate = Fate::Lives;
     match step {
-        HandshakeStep::Auth | HandshakeStep::Select => bytes.extend_from_slice(b"+OK\r\n"),
+        HandshakeStep::Auth | HandshakeStep::Select | HandshakeStep::Tracking => {
+            bytes.extend_from_slice(b"+OK\r\n")
+        }
         HandshakeStep::Identify => {
             let run_id = char::from(b'a' + flavour % 6);
             let role = if flavour & 64 != 0 { "slave" } else { "master" };

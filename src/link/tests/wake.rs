@@ -48,19 +48,24 @@ impl Sink for Seen {
     }
 }
 
-fn feed(link: &mut Link, bytes: &[u8], now: Instant, seen: &mut Seen) -> Result<(), NodeError> {
+pub(super) fn feed(
+    link: &mut Link,
+    bytes: &[u8],
+    now: Instant,
+    sink: &mut dyn Sink,
+) -> Result<(), NodeError> {
     let mut rest = bytes;
     while !rest.is_empty() {
         let buf = link.read_buf()?;
         let n = buf.len().min(rest.len());
         buf[..n].copy_from_slice(&rest[..n]);
         rest = &rest[n..];
-        link.handle_read(n, now, seen)?;
+        link.handle_read(n, now, sink)?;
     }
     Ok(())
 }
 
-fn bulk(bytes: &[u8]) -> Vec<u8> {
+pub(super) fn bulk(bytes: &[u8]) -> Vec<u8> {
     let mut out = format!("${}\r\n", bytes.len()).into_bytes();
     out.extend_from_slice(bytes);
     out.extend_from_slice(b"\r\n");
@@ -87,32 +92,32 @@ fn wake_scripts() -> Vec<u8> {
 }
 
 /// A session through its handshake, `SUBSCRIBE` confirmed.
-fn subscribed(t0: Instant) -> Link {
+pub(super) fn subscribed(t0: Instant) -> Link {
     let mut link = Link::new(wake_config(), t0);
-    link.start(None, None, 0, t0);
-    link.connected(t0);
-    let mut seen = Seen::default();
-    feed(
-        &mut link,
-        &[hello(), wake_scripts()].concat(),
-        t0,
-        &mut seen,
-    )
-    .expect("handshake");
-    let sent = take(&mut link);
+    let sent = handshake(&mut link, t0, &mut Seen::default());
     assert!(
         sent.contains("HELLO") && sent.contains("SUBSCRIBE"),
         "{sent}"
     );
+    assert!(link.is_ready());
+    link
+}
+
+/// Connects `link` and answers its handshake, `SUBSCRIBE` confirmed (and
+/// nothing after it); returns what it sent.
+pub(super) fn handshake(link: &mut Link, t: Instant, sink: &mut dyn Sink) -> String {
+    link.start(None, None, 0, t);
+    link.connected(t);
+    feed(link, &[hello(), wake_scripts()].concat(), t, sink).expect("handshake");
+    let sent = take(link);
     let confirm = [
         b">3\r\n".to_vec(),
         bulk(b"subscribe"),
         bulk(&channel()),
         b":1\r\n".to_vec(),
     ];
-    feed(&mut link, &confirm.concat(), t0, &mut seen).expect("subscribed");
-    assert!(link.is_ready());
-    link
+    feed(link, &confirm.concat(), t, sink).expect("subscribed");
+    sent
 }
 
 #[test]

@@ -1,0 +1,107 @@
+//! The loss watch of a held lock ([`Redlock::watch`]): the client asks
+//! each master to tell it when the lock's keys change, reads a key again
+//! where one did, and tells the holder once too few masters can still hold
+//! its token (see [`crate::flights::Watches`] for the rules, and the
+//! engine's side in `driver/engine/watches.rs`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use smallvec::SmallVec;
+
+use super::{Lock, Redlock};
+use crate::driver::Loss;
+use crate::ids::WatchId;
+
+/// A lock's watch: one per resource it covers, one cell for the holder.
+pub(crate) struct Watched {
+    ids: SmallVec<[WatchId; 1]>,
+    loss: Arc<Loss>,
+}
+
+impl Watched {
+    pub(super) fn is_lost(&self) -> bool {
+        self.loss.is_lost()
+    }
+
+    pub(super) fn wait_lost(&self, timeout: Duration) -> bool {
+        self.loss.wait(timeout)
+    }
+}
+
+// A lock is the same lock whoever watches it.
+impl PartialEq for Watched {
+    fn eq(&self, _: &Watched) -> bool {
+        true
+    }
+}
+
+impl Eq for Watched {}
+
+impl std::fmt::Debug for Watched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watched")
+            .field("lost", &self.is_lost())
+            .finish()
+    }
+}
+
+impl Redlock {
+    /// Watches `lock` for a loss: from now until it is released, the
+    /// client hears of it as soon as its keys change on a master (an
+    /// operator's `DEL` or `FLUSHALL`, an eviction, an overwrite, an early
+    /// expiry, a master restarted empty), reads the key there again, and
+    /// once fewer masters than a quorum can still hold the lock's token,
+    /// [`Lock::is_lost`] says so and [`Lock::wait_lost`] returns. A word
+    /// of change is never a verdict by itself, nor is a dropped connection
+    /// (its master is unknown until a read after the reconnect).
+    ///
+    /// It costs nothing until asked for: the connections ask the servers
+    /// to track keys (`CLIENT TRACKING ON OPTIN NOLOOP`, in the handshake),
+    /// but no key is tracked, and no command is sent, for a lock that is
+    /// not watched. A watch sends one read per master when it starts and
+    /// after each extension of the lock (the servers forget a key this
+    /// client changed itself), and one where a key changed. While a lock
+    /// is watched, the client's background thread polls whenever no call
+    /// does, to hear the masters at once. A keeper ([`Redlock::keep`]) and
+    /// the scoped calls ([`Redlock::with_lock`]) watch their lock by
+    /// themselves.
+    ///
+    /// Where a server does not track keys (an ACL without `CLIENT`, a
+    /// server older than Redis 6, or a client built with
+    /// [`wake_on_release(false)`](crate::Builder::wake_on_release), which
+    /// speaks RESP2) the watch hears nothing from it: a loss there shows
+    /// at the lock's next extension, as without a watch. A lock that is
+    /// already watched, or already expired, is left as it is.
+    pub fn watch(&self, lock: &mut Lock) {
+        self.watch_telling(lock, None);
+    }
+
+    /// [`watch`](Self::watch), telling `on_loss` once the lock is found
+    /// lost.
+    pub(super) fn watch_telling(&self, lock: &mut Lock, on_loss: Option<Box<dyn Fn() + Send>>) {
+        if lock.watch.is_some() || lock.is_expired() {
+            return;
+        }
+        let loss = Arc::new(Loss::new(on_loss));
+        let now = crate::clock::now();
+        let ids = (lock.resources())
+            .map(|key| self.engine.watch(key, *lock.token(), &loss, now))
+            .collect();
+        lock.watch = Some(Watched { ids, loss });
+    }
+
+    /// Stops `lock`'s watch, if it has one (it is being released).
+    pub(super) fn unwatch(&self, lock: &mut Lock) {
+        if let Some(watched) = lock.watch.take() {
+            watched.ids.iter().for_each(|&id| self.engine.unwatch(id));
+        }
+    }
+
+    /// This client extended `lock`: its watch reads its keys again.
+    pub(super) fn rearm(&self, lock: &Lock) {
+        if let Some(watched) = &lock.watch {
+            watched.ids.iter().for_each(|&id| self.engine.rearm(id));
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! The loss watch (`Redlock::watch`, and the keeper's own) against real
+//! masters: each way a lock's keys can vanish early is reported without a
+//! call of the holder's, long before the lock's TTL, and a loss on a
+//! minority is not one. "Without a call" is what shows the watch at work:
+//! nothing else reads the keys, and the TTL is far away.
+
+use std::time::Duration;
+
+use crate::support::check::eventually;
+use crate::support::clients::one_try;
+use crate::support::cluster::Cluster;
+use crate::support::restart::restart_empty;
+use redlock_mio::{KeepOptions, Lock, Redlock, Standing};
+
+const MASTERS: usize = 5;
+/// Far beyond any wait here: a loss reported is the watch's doing, never
+/// the TTL's.
+const TTL: Duration = Duration::from_secs(120);
+/// How long a test waits for a report: generous for a loaded machine.
+const REPORT: Duration = Duration::from_secs(20);
+
+fn client(cluster: &Cluster) -> Redlock {
+    one_try(cluster.urls(), Duration::from_secs(2))
+        .stall_timeout(Duration::from_secs(4))
+        .build()
+        .expect("build the client")
+}
+
+/// A watched lock on `resource`, every master read.
+fn watched(client: &Redlock, cluster: &Cluster, resource: &str) -> Lock {
+    let before: Vec<u64> = (0..MASTERS).map(|i| gets(cluster, i)).collect();
+    let mut lock = client.try_lock(resource, TTL).expect("acquire");
+    client.watch(&mut lock);
+    // Every master answered the watch's first read (and tracks the key).
+    assert!(
+        eventually(REPORT, || (0..MASTERS)
+            .all(|i| gets(cluster, i) > before[i])),
+        "the watch read every master"
+    );
+    lock
+}
+
+/// How many reads of a watch master `i` has run: each asks first that
+/// its key be tracked (`CLIENT CACHING YES`), which nothing else sends.
+/// (The lock scripts' own `GET`s count as `GET`s too: not these.)
+fn gets(cluster: &Cluster, i: usize) -> u64 {
+    let info = cluster.command(i, &[b"INFO", b"commandstats"]);
+    let text = String::from_utf8_lossy(&info);
+    text.lines()
+        .find_map(|line| line.strip_prefix("cmdstat_client|caching:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Deletes `key` on `masters` and waits until the watch has read it
+/// again on each.
+fn delete_and_wait_for_reads(cluster: &Cluster, masters: &[usize], key: &str) {
+    let before: Vec<u64> = masters.iter().map(|&i| gets(cluster, i)).collect();
+    for &i in masters {
+        cluster.command(i, &[b"DEL", key.as_bytes()]);
+    }
+    assert!(
+        eventually(REPORT, || masters
+            .iter()
+            .zip(&before)
+            .all(|(&i, &b)| gets(cluster, i) > b)),
+        "the watch read the key again where it changed"
+    );
+}
+
+#[test]
+fn a_delete_on_a_minority_is_no_loss_and_on_a_majority_is_one() {
+    let cluster = Cluster::start(MASTERS);
+    let client = client(&cluster);
+    let lock = watched(&client, &cluster, "watch:del");
+    delete_and_wait_for_reads(&cluster, &[0, 1], "watch:del");
+    assert!(!lock.is_lost(), "three masters still hold the lock");
+    cluster.command(2, &[b"DEL", b"watch:del"]);
+    assert!(lock.wait_lost(REPORT), "a majority's DEL is a loss");
+    assert!(lock.is_lost());
+    assert!(!lock.is_expired(), "reported long before the TTL");
+}
+
+#[test]
+fn a_flush_an_overwrite_and_an_eviction_on_a_majority_are_a_loss() {
+    let cluster = Cluster::start(MASTERS);
+    let client = client(&cluster);
+    let lock = watched(&client, &cluster, "watch:ways");
+    cluster.command(0, &[b"FLUSHALL"]);
+    cluster.command(1, &[b"SET", b"watch:ways", b"somebody else"]);
+    // Evicted: no memory left for anything, every key goes.
+    cluster.command(
+        2,
+        &[b"CONFIG", b"SET", b"maxmemory-policy", b"allkeys-random"],
+    );
+    cluster.command(2, &[b"CONFIG", b"SET", b"maxmemory", b"1"]);
+    cluster.command(2, &[b"SET", b"filler", b"x"]);
+    cluster.command(2, &[b"CONFIG", b"SET", b"maxmemory", b"0"]);
+    assert!(lock.wait_lost(REPORT), "flushed, overwritten and evicted");
+    assert!(!lock.is_expired());
+}
+
+#[test]
+fn masters_restarted_empty_are_a_loss_and_a_blip_is_not() {
+    let cluster = Cluster::start(MASTERS);
+    let client = client(&cluster);
+    let lock = watched(&client, &cluster, "watch:restart");
+    // A connection killed by the server: the master is unknown until the
+    // reconnect's read, which finds the key.
+    let before = gets(&cluster, 0);
+    // (A connection subscribed to the wake channel is of type pubsub.)
+    for kind in [&b"normal"[..], b"pubsub"] {
+        cluster.command(0, &[b"CLIENT", b"KILL", b"TYPE", kind, b"SKIPME", b"yes"]);
+    }
+    assert!(
+        eventually(REPORT, || gets(&cluster, 0) > before),
+        "the reconnect reads the key"
+    );
+    assert!(client.stats().masters[0].connects > 1, "it reconnected");
+    assert!(!lock.is_lost(), "a dropped connection is no loss");
+    for i in 0..3 {
+        restart_empty(&cluster, i);
+    }
+    assert!(lock.wait_lost(REPORT), "three masters came back empty");
+    assert!(!lock.is_expired());
+}
+
+#[test]
+fn an_extended_lock_stays_watched() {
+    let cluster = Cluster::start(MASTERS);
+    let client = client(&cluster);
+    let mut lock = watched(&client, &cluster, "watch:extend");
+    // The servers forget a key this client changed itself: the extension
+    // must read it again for the watch to go on.
+    client.extend(&mut lock, TTL).expect("extend");
+    assert!(
+        eventually(REPORT, || (0..MASTERS).all(|i| gets(&cluster, i) >= 2)),
+        "the extension read every master again"
+    );
+    for i in 0..3 {
+        cluster.command(i, &[b"DEL", b"watch:extend"]);
+    }
+    assert!(lock.wait_lost(REPORT), "lost after the extension");
+}
+
+#[test]
+fn a_released_lock_is_no_longer_watched_and_an_unwatched_one_never_reports() {
+    let cluster = Cluster::start(MASTERS);
+    let client = client(&cluster);
+    let mut lock = watched(&client, &cluster, "watch:released");
+    client.unlock(&mut lock).expect("release");
+    assert!(!lock.is_lost(), "a release is no loss");
+    assert_eq!(
+        client.stats().engine.watched,
+        0,
+        "the watch ended with the release"
+    );
+    let unwatched = client.try_lock("watch:plain", TTL).expect("acquire");
+    for i in 0..MASTERS {
+        cluster.command(i, &[b"DEL", b"watch:plain"]);
+    }
+    assert!(!unwatched.wait_lost(Duration::ZERO));
+    assert!(!unwatched.is_lost(), "nobody watches it");
+}
+
+#[test]
+fn a_keeper_hears_of_a_loss_before_its_next_extension() {
+    let cluster = Cluster::start(MASTERS);
+    let client = client(&cluster);
+    let before: Vec<u64> = (0..MASTERS).map(|i| gets(&cluster, i)).collect();
+    let lock = client.try_lock("watch:kept", TTL).expect("acquire");
+    // The first extension is a third of the TTL away.
+    let keeper = client
+        .keep(lock, KeepOptions::new(TTL))
+        .expect("keep the lock");
+    assert!(
+        eventually(REPORT, || (0..MASTERS)
+            .all(|i| gets(&cluster, i) > before[i])),
+        "the keeper's watch read every master"
+    );
+    for i in 0..3 {
+        cluster.command(i, &[b"DEL", b"watch:kept"]);
+    }
+    assert!(keeper.wait_lost(REPORT), "the keeper heard of the loss");
+    assert_eq!(keeper.standing(), Standing::Lost);
+    assert_eq!(client.stats().extends, 0, "no extension found it");
+    let _ = keeper.release();
+    assert_eq!(client.stats().engine.watched, 0);
+}
+
+#[test]
+fn a_keeper_told_not_to_watch_sends_no_read() {
+    let cluster = Cluster::start(MASTERS);
+    let client = client(&cluster);
+    let lock = client.try_lock("watch:unwatched", TTL).expect("acquire");
+    let keeper = client
+        .keep(lock, KeepOptions::new(TTL).watch(false))
+        .expect("keep the lock");
+    assert_eq!(client.stats().engine.watched, 0);
+    keeper.release().expect("release");
+    assert!((0..MASTERS).all(|i| gets(&cluster, i) == 0), "no read");
+}
+
+#[test]
+fn with_lock_ends_lost_when_a_majority_loses_the_keys_mid_work() {
+    let cluster = Cluster::start(MASTERS);
+    let client = client(&cluster);
+    let result = client.with_lock("watch:scoped", KeepOptions::new(TTL), |keeper| {
+        assert!(
+            eventually(REPORT, || (0..MASTERS).all(|i| gets(&cluster, i) > 0)),
+            "the scoped call's watch read every master"
+        );
+        for i in 2..5 {
+            cluster.command(i, &[b"FLUSHALL"]);
+        }
+        keeper.wait_lost(REPORT)
+    });
+    assert!(
+        matches!(result, Err(redlock_mio::Error::Lost)),
+        "{result:?}"
+    );
+    assert_eq!(client.stats().extends, 0, "no extension found it");
+}
