@@ -102,7 +102,15 @@
 //! a quorum says the token is gone (within one period of the key's loss)
 //! or its validity runs out (by its end), and
 //! [released](crate::Standing::Released), not lost, once it has been
-//! released. It cannot stop the holder's own work: check
+//! released. Its lock is also watched ([`Redlock::watch`](crate::Redlock::watch),
+//! unless [`KeepOptions::watch`](crate::KeepOptions::watch) is off): where
+//! the masters track keys, a loss on a majority (its keys deleted,
+//! flushed, evicted, overwritten, expired early, or their masters restarted
+//! empty) is reported lost as soon as their word of the change and a read
+//! of the key reach the client, a round trip after the change (a master
+//! whose connection dropped, after the reconnect and a read), not at the
+//! next extension. A word of change alone never reports a loss, nor does
+//! a dropped connection. It cannot stop the holder's own work: check
 //! [`Keeper::is_lost`](crate::Keeper::is_lost), or await
 //! [`Keeper::lost`](crate::Keeper::lost), before each step, as with
 //! `validity()`.

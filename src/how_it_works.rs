@@ -64,9 +64,10 @@
 //!   once; if nobody polls, it polls for everyone, hands each reply to its
 //!   round, and wakes the callers whose rounds are decided; otherwise it
 //!   parks until woken. A lone caller therefore writes, polls and reads on
-//!   its own thread, with no cross-thread wake-up; it first looks for its
+//!   its own thread, with no cross-thread wake-up; it looks for its
 //!   replies without sleeping, yielding between looks, for up to
-//!   [`spin`](crate::Builder::spin), so that no reply has to wake it.
+//!   [`spin`](crate::Builder::spin) (with remote masters, from the first
+//!   reply on), so that no reply has to wake it.
 //! - **Tasks** (the `*_async` methods) cannot block in a poll. A task
 //!   alone on the client writes its commands at once and polls for the
 //!   replies itself, yielding between polls, for up to

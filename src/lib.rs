@@ -286,8 +286,8 @@ mod sync;
 pub use addr::{AddrError, Endpoint, ServerAddr};
 pub use client::{
     AsyncLockGuard, Builder, Completion, EmbeddedRedlock, EngineStats, KeepOptions, Keeper, Lock,
-    LockGuard, LossSignal, MAX_BATCH, MAX_IN_FLIGHT, MAX_RESOURCE_LEN, MAX_TIMEOUT, MAX_TTL,
-    MasterStats, OnChange, Redlock, Require, Standing, Stats, TOKEN_LEN, Ticket,
+    LockGuard, LockLoss, LossSignal, MAX_BATCH, MAX_IN_FLIGHT, MAX_RESOURCE_LEN, MAX_TIMEOUT,
+    MAX_TTL, MasterStats, OnChange, Redlock, Require, Standing, Stats, TOKEN_LEN, Ticket,
 };
 pub use commands::{FENCE_KEY, FENCE_LOST_KEY, LONGEST_TTL_KEY, MARKER_KEY, RESERVED_PREFIX};
 pub use error::{ConfigError, Error};

@@ -76,7 +76,14 @@
 //!   of releases ([`wake_on_release(false)`](crate::Builder::wake_on_release))
 //!   or the server refuses `HELLO`
 //!   ([operations](crate::operations)). Pushes other than the client's
-//!   wake-ups are read and skipped.
+//!   wake-ups and the tracked keys' invalidations are read and skipped.
+//! - The loss watch ([`Redlock::watch`](crate::Redlock::watch)) hears a
+//!   master only on a RESP3 connection whose server tracks keys
+//!   (`CLIENT TRACKING`, Redis 6 or later, an ACL that allows `client`):
+//!   elsewhere a loss shows at the lock's reads (when the watch starts,
+//!   after each extension, after a reconnect) and at its next extension,
+//!   as without a watch. The embedded client
+//!   ([`EmbeddedRedlock`](crate::EmbeddedRedlock)) has no watch.
 //! - No Redis Cluster, Sentinel or replicas: Redlock needs independent
 //!   primaries, and the handshake refuses the others.
 //!
@@ -89,16 +96,21 @@
 //!   figures).
 //! - A caller (thread or task) alone on the client looks for its own
 //!   replies without sleeping, yielding between looks, for up to
-//!   [`Builder::spin`](crate::Builder::spin) (1 ms) per round: it keeps
-//!   a core busy that long in exchange for the wake-ups it saves. Set it
-//!   to zero to sleep instead, at the price of a wake-up per reply that
-//!   finds the caller asleep (a cross-thread one per round for a task).
+//!   [`Builder::spin`](crate::Builder::spin) (1 ms) per round (a thread
+//!   with remote masters from the first reply on): it keeps a core busy
+//!   that long in exchange for the wake-ups it saves. Set it to zero to
+//!   sleep instead, at the price of a wake-up per reply that finds the
+//!   caller asleep (a cross-thread one per round for a task).
 //! - A lone blocking caller whose masters all run on the same machine
 //!   yields its CPU before it waits for replies
 //!   ([`Builder::yield_to_local_masters`](crate::Builder::yield_to_local_masters),
 //!   on by default). With other threads ready on the same CPU it may wait
 //!   up to a time slice: a service that keeps its CPUs busy next to local
 //!   masters should turn it off.
+//! - While a lock is watched, the client's background thread polls
+//!   whenever no caller does, to hear the masters at once: a lone caller
+//!   of that client is then woken by it, a cross-thread wake-up per round,
+//!   instead of polling for itself.
 //!
 //! # Platforms
 //!

@@ -134,6 +134,7 @@ fn main() -> ExitCode {
     // `--rtt`: the workers reach the masters through the delay line; the
     // probe reads master 0 directly.
     let line = args.rtt.map(|ms| {
+        variants::REMOTE_MASTERS.store(true, std::sync::atomic::Ordering::Relaxed);
         let addrs: Vec<std::net::SocketAddr> = cluster
             .nodes()
             .iter()

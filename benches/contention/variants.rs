@@ -92,9 +92,12 @@ impl Variant {
     }
 
     /// A client of this crate with the variant's settings (none but the
-    /// retry delay and its jitter differ from the defaults).
+    /// retry delay and its jitter differ from the defaults; and behind the
+    /// delay line, the masters stand for remote ones, to which the client
+    /// never yields, though it sees loopback addresses).
     fn client(self, urls: &[String]) -> Redlock {
-        let builder = Redlock::builder(urls);
+        let builder = Redlock::builder(urls)
+            .yield_to_local_masters(!REMOTE_MASTERS.load(std::sync::atomic::Ordering::Relaxed));
         let builder = match self {
             Variant::MioFast => builder
                 .retry_delay(Duration::from_millis(5))
@@ -104,6 +107,11 @@ impl Variant {
         builder.build().expect("build a client")
     }
 }
+
+/// Set by `--rtt`: the masters are reached through the delay line and
+/// stand for masters on other hosts.
+pub(crate) static REMOTE_MASTERS: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
 /// A worker's client, driven by blocking calls.
 pub(crate) trait Worker: Send {

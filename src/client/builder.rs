@@ -722,14 +722,18 @@ impl Builder {
     /// flight) looks for its replies itself without waiting, yielding its
     /// CPU between looks (a task also yields to its executor), before it
     /// waits: a thread in the poll, a task until the client's background
-    /// thread wakes it. Default 1 ms: a round on a local network is decided
-    /// well within it, and the lone caller pays no wake-up (which costs
-    /// about as much as a local master's whole answer, tens of
-    /// microseconds for a task woken from another thread); the price is a
-    /// busy caller, though one that yields, for as long as the round takes.
-    /// Zero turns it off: a thread then sleeps in the poll at once. Under
-    /// load (other rounds in flight) whoever polls waits in the poll for
-    /// every caller, and this does not apply.
+    /// thread wakes it. Default 1 ms: the lone caller pays no wake-up for
+    /// the replies that would find it asleep (each costs about as much as a
+    /// local master's whole answer; tens of microseconds for a task woken
+    /// from another thread); the price is a busy caller, though one that
+    /// yields. A thread whose masters run on this machine spins from the
+    /// start (their replies come within microseconds); one with remote
+    /// masters sleeps until the first reply and spins from there, for the
+    /// others, which come within the spread of the masters' round trips,
+    /// so that it never burns a whole round trip of CPU. A task spins from
+    /// the start. Zero turns it off: a thread then sleeps in the poll at
+    /// once. Under load (other rounds in flight) whoever polls waits in the
+    /// poll for every caller, and this does not apply.
     pub fn spin(mut self, spin: Duration) -> Builder {
         self.spin = spin;
         self

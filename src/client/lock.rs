@@ -220,6 +220,32 @@ impl Lock {
         self.watch.as_ref().is_some_and(|w| w.wait_lost(timeout))
     }
 
+    /// A future that completes with `true` once the lock's loss watch
+    /// ([`Redlock::watch`]) finds it lost, and at once with `false` for a
+    /// lock that is not watched. It owns what it needs, so that it can be
+    /// moved into another task, or raced against the work the lock
+    /// guards:
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # use redlock_mio::Redlock;
+    /// # async fn work() {}
+    /// # async fn demo(redlock: &Redlock) -> Result<(), redlock_mio::Error> {
+    /// let mut lock = redlock.try_lock_async("orders:42", Duration::from_secs(30)).await?;
+    /// redlock.watch(&mut lock);
+    /// let lost = lock.lost();
+    /// // e.g. tokio::select! { _ = work() => {}, _ = lost => { /* stop: the lock is gone */ } }
+    /// # drop(lost);
+    /// redlock.unlock_async(&mut lock).await
+    /// # }
+    /// ```
+    pub fn lost(&self) -> super::watch::LockLoss {
+        self.watch.as_ref().map_or_else(
+            super::watch::LockLoss::unwatched,
+            super::watch::Watched::signal,
+        )
+    }
+
     /// A lock over nothing, already expired: what a guard keeps once it
     /// gave its lock back.
     pub(super) fn gone() -> Lock {

@@ -57,6 +57,7 @@ pub use keeper::{KeepOptions, Keeper, LossSignal, OnChange, Standing};
 pub use lock::{Lock, LockGuard};
 pub use stats::{EngineStats, MasterStats, Stats};
 pub use tasks::AsyncLockGuard;
+pub use watch::LockLoss;
 
 use builder::Config;
 pub(crate) use rounds::RoundEnd;

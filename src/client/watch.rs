@@ -4,7 +4,10 @@
 //! its token (see [`crate::flights::Watches`] for the rules, and the
 //! engine's side in `driver/engine/watches.rs`).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use smallvec::SmallVec;
@@ -26,6 +29,49 @@ impl Watched {
 
     pub(super) fn wait_lost(&self, timeout: Duration) -> bool {
         self.loss.wait(timeout)
+    }
+
+    pub(super) fn signal(&self) -> LockLoss {
+        LockLoss {
+            loss: Some(Arc::clone(&self.loss)),
+        }
+    }
+}
+
+/// Completes with `true` once a watched lock is found lost, at once with
+/// `false` for a lock that is not watched: see [`Lock::lost`]. It holds no
+/// borrow of the lock, so that it can move into another task.
+#[derive(Clone)]
+#[must_use = "futures do nothing unless awaited"]
+pub struct LockLoss {
+    loss: Option<Arc<Loss>>,
+}
+
+impl LockLoss {
+    /// The signal of a lock that is not watched.
+    pub(super) fn unwatched() -> LockLoss {
+        LockLoss { loss: None }
+    }
+}
+
+impl std::fmt::Debug for LockLoss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockLoss")
+            .field("watched", &self.loss.is_some())
+            .field("lost", &self.loss.as_ref().is_some_and(|l| l.is_lost()))
+            .finish()
+    }
+}
+
+impl Future for LockLoss {
+    type Output = bool;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<bool> {
+        match &self.loss {
+            None => Poll::Ready(false),
+            Some(loss) if loss.poll_lost(cx.waker()) => Poll::Ready(true),
+            Some(_) => Poll::Pending,
+        }
     }
 }
 
@@ -52,7 +98,8 @@ impl Redlock {
     /// operator's `DEL` or `FLUSHALL`, an eviction, an overwrite, an early
     /// expiry, a master restarted empty), reads the key there again, and
     /// once fewer masters than a quorum can still hold the lock's token,
-    /// [`Lock::is_lost`] says so and [`Lock::wait_lost`] returns. A word
+    /// [`Lock::is_lost`] says so, and [`Lock::wait_lost`] and
+    /// [`Lock::lost`] (a future) return. A word
     /// of change is never a verdict by itself, nor is a dropped connection
     /// (its master is unknown until a read after the reconnect).
     ///

@@ -5,8 +5,8 @@
 //! write to each master) and then waits for their decisions. While nobody
 //! polls, it polls itself, for everyone: it reads every reply that
 //! arrives, hands each to its round, and wakes the callers whose rounds
-//! are decided (alone, it first looks without waiting, yielding between
-//! looks, for up to [`Builder::spin`]). Otherwise it parks until its
+//! are decided (alone, it looks without waiting, yielding between looks,
+//! for up to [`Builder::spin`]; with remote masters from the first reply). Otherwise it parks until its
 //! rounds are decided or their deadline passes. A lone caller therefore
 //! never pays a cross-thread wake-up: it writes, polls and reads on its
 //! own thread, as a client without sharing would. When the polling caller's rounds are decided it
@@ -319,12 +319,16 @@ impl Engine {
     /// else does, else parked until woken or the earliest deadline. The
     /// time is `now`.
     ///
-    /// A caller alone on the client first looks for its replies without
-    /// waiting, yielding its CPU between looks, for up to
-    /// [`spin`](Self::spin): a thread that sleeps in the poll pays a
-    /// wake-up per reply that wakes it, which costs as much as a local
-    /// master's whole answer. Once other rounds are in flight, or the spin
-    /// is over, it waits in the poll.
+    /// A caller alone on the client looks for its replies without waiting,
+    /// yielding its CPU between looks, for up to [`spin`](Self::spin): a
+    /// thread that sleeps in the poll pays a wake-up per reply that wakes
+    /// it, which costs as much as a local master's whole answer. With the
+    /// masters on this machine it spins from the start (they answer within
+    /// microseconds); with remote ones, from the first reply on (the others
+    /// come within the spread of the masters' round trips, where a sleeper
+    /// would wake once more for each; before it, a spin would only burn a
+    /// round trip of CPU). Once other rounds are in flight, or the spin is
+    /// over, it waits in the poll.
     fn wait<'a>(
         &'a self,
         mut shared: MutexGuard<'a, Shared>,
@@ -333,10 +337,18 @@ impl Engine {
         mut now: Instant,
         wakes: &mut Wakes,
     ) -> (MutexGuard<'a, Shared>, io::Result<()>) {
-        let spin_until = now.checked_add(self.spin).unwrap_or(now);
+        let spin_from = |now: Instant| Some(now.checked_add(self.spin).unwrap_or(now));
+        let mut spin_until = if self.yield_first {
+            spin_from(now)
+        } else {
+            None
+        };
         loop {
             let alone = poller.is_some() && shared.driver.core.flights.len() == ids.len();
-            let spinning = alone && now < spin_until;
+            if spin_until.is_none() && heard(&shared.driver.core.flights, ids) {
+                spin_until = spin_from(now);
+            }
+            let spinning = alone && spin_until.is_some_and(|until| now < until);
             if alone && (self.yield_first || (spinning && !shared.driver.core.decided(ids))) {
                 // Alone, with the masters on this machine: their processes,
                 // woken by the requests, may be waiting for this CPU. Once
@@ -515,6 +527,16 @@ impl Engine {
     }
 }
 
+/// Whether a master has answered one of the rounds `ids` (or failed it).
+fn heard(flights: &crate::flights::Flights<Waiter>, ids: &[RoundId]) -> bool {
+    ids.iter().filter_map(|&id| flights.round(id)).any(|round| {
+        round
+            .nodes()
+            .iter()
+            .any(|state| *state != crate::rules::NodeState::Pending)
+    })
+}
+
 /// The longest that commands queued for a tick wait for the callers still
 /// to come back (a caller whose future is never polled again must not
 /// hold the others' commands back for long).
@@ -589,12 +611,18 @@ impl Shared {
         self.tell_losses();
     }
 
-    /// Tells the holders of the watches found lost since the last call.
+    /// Tells the holders of the watches found lost since the last call. A
+    /// watch whose holder is gone (a watched `Lock` dropped unreleased)
+    /// ends here: its key's expiry finds it lost at the latest.
     fn tell_losses(&mut self) {
         while let Some(id) = self.driver.core.watches.take_lost() {
             let holder = self.losses.iter().find(|(w, _)| *w == id);
-            if let Some(loss) = holder.and_then(|(_, loss)| loss.upgrade()) {
-                loss.tell();
+            match holder.and_then(|(_, loss)| loss.upgrade()) {
+                Some(loss) => loss.tell(),
+                None => {
+                    self.driver.core.watches.unwatch(id);
+                    self.losses.retain(|&(w, _)| w != id);
+                }
             }
         }
     }

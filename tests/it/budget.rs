@@ -3,10 +3,12 @@
 //! call that may wait) costs in writes, reads, polls, wake-ups and scans
 //! of the client's tables, read from the client's own counters
 //! ([`redlock_mio::EngineStats`]), with the lone caller's spin
-//! ([`redlock_mio::Builder::spin`]) off and on. The counts do not depend on
-//! timing (how many looks a spin takes does, so each is held to a yield
-//! before it), so an extra system call or an extra pass over a table fails
-//! here on any machine, where a timed benchmark would need a quiet one.
+//! ([`redlock_mio::Builder::spin`]) off, on with the masters on this
+//! machine, and on as with remote masters (the client yields nothing to
+//! them). The counts do not depend on timing (how many looks a spin takes
+//! does, so each is held to a yield, or to the first reply, before it), so
+//! an extra system call or an extra pass over a table fails here on any
+//! machine, where a timed benchmark would need a quiet one.
 
 use std::time::Duration;
 
@@ -69,10 +71,23 @@ fn cost(client: &Redlock, cycle: impl Fn()) -> Cost {
     cost
 }
 
+/// How a lone caller waits for its replies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waits {
+    /// In the poll (`spin(Duration::ZERO)`).
+    Sleeping,
+    /// Looking without waiting from the start, yielding to the masters on
+    /// this machine between looks.
+    Spinning,
+    /// As with remote masters: in the poll until the first reply, then
+    /// looking without waiting.
+    SpinningFromTheFirstReply,
+}
+
 /// The budget of `rounds` rounds per cycle of a lone caller, whose calls
 /// use `tables` of the client's tables (the rounds in flight; the waits
-/// too for a call that may wait), and that spins or not.
-fn assert_within_budget(cost: &Cost, rounds: u64, tables: u64, spin: bool, what: &str) {
+/// too for a call that may wait), and that waits as `waits` says.
+fn assert_within_budget(cost: &Cost, rounds: u64, tables: u64, waits: Waits, what: &str) {
     let rounds = rounds * CYCLES;
     // One write per master per round: the round's command, in one write.
     assert_eq!(cost.writes, MASTERS * rounds, "{what}: writes");
@@ -100,31 +115,46 @@ fn assert_within_budget(cost: &Cost, rounds: u64, tables: u64, spin: bool, what:
         "{what}: {found} polls and looks that returned events, {} reads",
         cost.reads
     );
-    if spin {
-        // A caller that may spin until its deadlines never sleeps in the
-        // poll: its replies find it looking.
-        assert!(
-            cost.polls <= CYCLES / 100,
-            "{what}: {} polls that waited",
-            cost.polls
-        );
-        // It yields its CPU before each look, so that the masters answer
-        // meanwhile: a look without a yield before it would be a wasted
-        // system call.
-        assert!(
-            cost.idle_looks <= cost.yields,
-            "{what}: {} idle looks, {} yields",
-            cost.idle_looks,
-            cost.yields
-        );
-    } else {
-        // A look without waiting comes at most once per call, and only
-        // after a pause of a millisecond (a busy machine's doing).
-        assert!(
-            cost.looks <= rounds,
-            "{what}: {} looks in {rounds} calls",
-            cost.looks
-        );
+    match waits {
+        Waits::Spinning => {
+            // A caller that may spin until its deadlines never sleeps in
+            // the poll: its replies find it looking.
+            assert!(
+                cost.polls <= CYCLES / 100,
+                "{what}: {} polls that waited",
+                cost.polls
+            );
+            // It yields its CPU before each look, so that the masters
+            // answer meanwhile: a look without a yield before it would be
+            // a wasted system call.
+            assert!(
+                cost.idle_looks <= cost.yields,
+                "{what}: {} idle looks, {} yields",
+                cost.idle_looks,
+                cost.yields
+            );
+        }
+        Waits::SpinningFromTheFirstReply => {
+            // A sleep per round at least, until the first reply: a spin
+            // before it would burn a remote master's whole round trip of
+            // CPU. (A late reply to the round before, which the quorum did
+            // not wait for, may end a sleep too: then the caller sleeps
+            // again, as it must, its own replies still a round trip away.)
+            let woke = cost.polls - cost.idle_polls;
+            assert!(
+                woke >= rounds,
+                "{what}: {woke} polls that returned events in {rounds} rounds"
+            );
+        }
+        Waits::Sleeping => {
+            // A look without waiting comes at most once per call, and only
+            // after a pause of a millisecond (a busy machine's doing).
+            assert!(
+                cost.looks <= rounds,
+                "{what}: {} looks in {rounds} calls",
+                cost.looks
+            );
+        }
     }
     // A lone caller polls for itself: nobody wakes it, it wakes nobody.
     assert_eq!(cost.wakes, 0, "{what}: wake-ups");
@@ -140,7 +170,7 @@ fn assert_within_budget(cost: &Cost, rounds: u64, tables: u64, spin: bool, what:
         cost.scanned
     );
     // A lone caller on local masters yields its CPU before each poll or
-    // look and once more per round.
+    // look and once more per round (as with remote ones, never).
     assert!(
         cost.yields <= rounds + cost.polls + cost.looks,
         "{what}: {} yields, {} polls",
@@ -149,48 +179,55 @@ fn assert_within_budget(cost: &Cost, rounds: u64, tables: u64, spin: bool, what:
     );
 }
 
-/// A lone caller's client; `spin`: for as long as a round may take, so
-/// that a busy machine does not end the spin.
-fn client(cluster: &Cluster, spin: bool) -> Redlock {
+/// A lone caller's client that waits as `waits` says; a spin lasts as
+/// long as a round may take, so that a busy machine does not end it.
+fn client(cluster: &Cluster, waits: Waits) -> Redlock {
     // Deadlines far away: on a busy machine a round may wait for a core
     // longer than the default request timeout, and this test counts.
     let request_timeout = Duration::from_secs(1);
-    let spin = if spin {
-        request_timeout
-    } else {
-        Duration::ZERO
+    let spin = match waits {
+        Waits::Sleeping => Duration::ZERO,
+        Waits::Spinning | Waits::SpinningFromTheFirstReply => request_timeout,
     };
     one_try(cluster.urls(), request_timeout)
         .stall_timeout(Duration::from_secs(2))
         .spin(spin)
+        // Not yielding to them is what the client does with remote masters.
+        .yield_to_local_masters(waits != Waits::SpinningFromTheFirstReply)
         .build()
         .expect("build the client")
 }
 
+const ALL_WAITS: [Waits; 3] = [
+    Waits::Sleeping,
+    Waits::Spinning,
+    Waits::SpinningFromTheFirstReply,
+];
+
 #[test]
 fn a_lone_try_lock_and_unlock_stay_within_the_engines_budget() {
     let cluster = Cluster::start(MASTERS as usize);
-    for spin in [false, true] {
-        let client = client(&cluster, spin);
+    for waits in ALL_WAITS {
+        let client = client(&cluster, waits);
         let cost = cost(&client, || {
             let mut lock = client.try_lock("budget:try", TTL).expect("acquire");
             client.unlock(&mut lock).expect("release");
         });
-        let what = format!("try_lock + unlock, spin {spin}");
-        assert_within_budget(&cost, 2, 1, spin, &what);
+        let what = format!("try_lock + unlock, {waits:?}");
+        assert_within_budget(&cost, 2, 1, waits, &what);
     }
 }
 
 #[test]
 fn a_lone_lock_that_need_not_wait_stays_within_the_engines_budget() {
     let cluster = Cluster::start(MASTERS as usize);
-    for spin in [false, true] {
-        let client = client(&cluster, spin);
+    for waits in ALL_WAITS {
+        let client = client(&cluster, waits);
         let cost = cost(&client, || {
             let mut lock = client.lock("budget:lock", TTL).expect("acquire");
             client.unlock(&mut lock).expect("release");
         });
-        let what = format!("lock + unlock, spin {spin}");
-        assert_within_budget(&cost, 2, 2, spin, &what);
+        let what = format!("lock + unlock, {waits:?}");
+        assert_within_budget(&cost, 2, 2, waits, &what);
     }
 }

@@ -162,6 +162,27 @@ fn a_released_lock_is_no_longer_watched_and_an_unwatched_one_never_reports() {
     }
     assert!(!unwatched.wait_lost(Duration::ZERO));
     assert!(!unwatched.is_lost(), "nobody watches it");
+    assert!(
+        !futures_executor::block_on(unwatched.lost()),
+        "its future says at once that nobody watches it"
+    );
+}
+
+#[test]
+fn a_watched_locks_future_completes_at_the_loss() {
+    let cluster = Cluster::start(MASTERS);
+    let client = client(&cluster);
+    let lock = watched(&client, &cluster, "watch:future");
+    let lost = lock.lost();
+    let waiter = std::thread::spawn(move || futures_executor::block_on(lost));
+    for i in 0..3 {
+        cluster.command(i, &[b"FLUSHALL"]);
+    }
+    assert!(
+        waiter.join().expect("the waiting thread"),
+        "the future saw the loss"
+    );
+    assert!(lock.is_lost());
 }
 
 #[test]
@@ -221,4 +242,28 @@ fn with_lock_ends_lost_when_a_majority_loses_the_keys_mid_work() {
         "{result:?}"
     );
     assert_eq!(client.stats().extends, 0, "no extension found it");
+}
+
+#[test]
+fn a_watched_lock_dropped_unreleased_is_forgotten_once_its_keys_expire() {
+    let cluster = Cluster::start(MASTERS);
+    let client = client(&cluster);
+    let before: Vec<u64> = (0..MASTERS).map(|i| gets(&cluster, i)).collect();
+    let mut lock = client
+        .try_lock("watch:dropped", Duration::from_secs(3))
+        .expect("acquire");
+    client.watch(&mut lock);
+    assert!(
+        eventually(REPORT, || (0..MASTERS)
+            .all(|i| gets(&cluster, i) > before[i])),
+        "the watch read every master"
+    );
+    drop(lock);
+    assert_eq!(client.stats().engine.watched, 1);
+    // The masters tell of the expiry; the reads find the key gone; the
+    // watch, its holder gone, ends.
+    assert!(
+        eventually(REPORT, || client.stats().engine.watched == 0),
+        "the watch of a dropped lock ended with its keys"
+    );
 }

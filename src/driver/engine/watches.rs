@@ -5,6 +5,7 @@
 //! as it comes, not at the next call (see [`crate::flights::Watches`]).
 
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use super::Engine;
@@ -13,8 +14,8 @@ use crate::ids::WatchId;
 use crate::sync::lock;
 
 /// Whether a watched lock was found lost: set once by the engine, read by
-/// the holder (at once, or by a blocking wait), and told to an optional
-/// callback (a keeper's thread).
+/// the holder (at once, by a blocking wait, or by a future), and told to
+/// an optional callback (a keeper's thread).
 pub(crate) struct Loss {
     state: Mutex<LossState>,
     changed: Condvar,
@@ -22,6 +23,7 @@ pub(crate) struct Loss {
 
 struct LossState {
     lost: bool,
+    wakers: Vec<Waker>,
     on_loss: Option<Box<dyn Fn() + Send>>,
 }
 
@@ -39,6 +41,7 @@ impl Loss {
         Loss {
             state: Mutex::new(LossState {
                 lost: false,
+                wakers: Vec::new(),
                 on_loss,
             }),
             changed: Condvar::new(),
@@ -53,15 +56,16 @@ impl Loss {
     /// The lock was found lost: wakes whoever waits, and runs the
     /// callback once.
     pub(crate) fn tell(&self) {
-        let on_loss = {
+        let (wakers, on_loss) = {
             let mut state = lock(&self.state);
             if state.lost {
                 return;
             }
             state.lost = true;
-            state.on_loss.take()
+            (std::mem::take(&mut state.wakers), state.on_loss.take())
         };
         self.changed.notify_all();
+        wakers.into_iter().for_each(Waker::wake);
         if let Some(on_loss) = on_loss {
             on_loss();
         }
@@ -85,6 +89,18 @@ impl Loss {
                 .0;
         }
         true
+    }
+}
+
+impl Loss {
+    /// Whether the lock was found lost; if not, `waker` is woken when it
+    /// is.
+    pub(crate) fn poll_lost(&self, waker: &Waker) -> bool {
+        let mut state = lock(&self.state);
+        if !state.lost && !state.wakers.iter().any(|w| w.will_wake(waker)) {
+            state.wakers.push(waker.clone());
+        }
+        state.lost
     }
 }
 
