@@ -16,6 +16,7 @@
 //! | a tokio service, or tasks on any executor | one client shared by every task (in an [`Arc`](std::sync::Arc)): [`lock_guard_until_async`](Redlock::lock_guard_until_async) waits up to a deadline and releases on drop, or [`lock_until_async`](Redlock::lock_until_async) then [`unlock_async`](Redlock::unlock_async); [`lock_async`](Redlock::lock_async) and [`lock_guard_async`](Redlock::lock_guard_async) try a few times, [`try_lock_async`](Redlock::try_lock_async) once; [`extend_async`](Redlock::extend_async) |
 //! | a thread pool | one [`Redlock`] shared by every thread (in an [`Arc`](std::sync::Arc), or borrowed by scoped threads): [`lock_guard_until`](Redlock::lock_guard_until) (wait up to a deadline, release on drop), [`lock_until`](Redlock::lock_until), [`lock_guard`](Redlock::lock_guard), [`lock`](Redlock::lock), [`try_lock`](Redlock::try_lock); [`LockGuard::new`] guards a lock taken otherwise |
 //! | a long job that must keep its lock | [`with_lock`](Redlock::with_lock) (a closure) or [`with_lock_async`](Redlock::with_lock_async) (a future): the lock is extended while the work runs, released at its end, and the call fails with [`Error::Lost`] if the lock was lost meanwhile; or [`keep`](Redlock::keep) a lock and watch its [`Keeper`] |
+//! | to hear at once that a held lock's keys vanished (deleted, flushed, evicted on a majority) | [`watch`](Redlock::watch) the lock, then [`Lock::is_lost`], [`Lock::wait_lost`] or [`Lock::lost`]; keepers and the scoped calls watch theirs |
 //! | writes that a stale holder must not make | [`Builder::fencing`], then send [`Lock::fence`] with every write ([`fencing`]) |
 //! | several resources at once | [`try_lock_all`](Redlock::try_lock_all) (all or nothing), [`try_lock_many`](Redlock::try_lock_many) (a batch of separate locks) |
 //! | shell scripts and cron jobs | `redlock run RESOURCE -- COMMAND`, the command-line tool ([`operations`](crate::operations#the-redlock-command)) |
@@ -141,8 +142,10 @@
 //! extends it every `ttl / 3` ([`KeepOptions`] sets the period, a hold
 //! limit and a callback). The keeper says at once how the lock stands, its
 //! [*standing*](Standing): held, at risk when an extension missed a
-//! quorum, lost when the masters no longer hold it, released (not lost) at
-//! the end of a normal holding. Check it before each step of the work:
+//! quorum, lost when the masters no longer hold it (as soon as they say its
+//! keys changed and a read finds them gone from a majority: the keeper's
+//! lock is watched, see [`Redlock::watch`]), released (not lost) at the end
+//! of a normal holding. Check it before each step of the work:
 //!
 //! ```no_run
 //! use std::time::Duration;
