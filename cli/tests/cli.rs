@@ -246,9 +246,13 @@ fn the_commands_status_token_and_lock_status() {
 fn a_lost_lock_stops_the_command() {
     let cluster = Cluster::start(3);
     let marker = temp_file("lost");
+    let ready = temp_file("lost-ready");
+    // The command says when its trap is set: the loss is reported within
+    // milliseconds of the deletion, which must not come before the trap.
     let script = format!(
-        "trap 'echo terminated > {}; exit 0' TERM; while true; do sleep 0.05; done",
-        marker.display()
+        "trap 'echo terminated > {}; exit 0' TERM; echo ready > {}; while true; do sleep 0.05; done",
+        marker.display(),
+        ready.display()
     );
     let started = Instant::now();
     let mut running = redlock(
@@ -263,6 +267,11 @@ fn a_lost_lock_stops_the_command() {
     assert!(
         eventually(Duration::from_secs(5), || cluster.exists(0, "doomed")),
         "never locked"
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || fs::read_to_string(&ready)
+            .is_ok()),
+        "the command never set its trap"
     );
     for i in 0..3 {
         cluster.command(i, &[b"DEL", b"doomed"]);
@@ -287,6 +296,7 @@ fn a_lost_lock_stops_the_command() {
         started.elapsed()
     );
     let _ = fs::remove_file(marker);
+    let _ = fs::remove_file(ready);
 }
 
 #[test]
