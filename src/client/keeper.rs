@@ -575,9 +575,11 @@ impl Redlock {
     /// [`extend`](Self::extend)) until it is released, lost, or held for
     /// `max_hold`. The returned [`Keeper`] says at once when the lock is
     /// [at risk](Standing::AtRisk) (an extension missed a quorum; the
-    /// keeper retries after a quarter period) or [lost](Standing::Lost) (a
-    /// quorum said the token is gone: within one period of the key's loss;
-    /// or its validity ran out: by the end of it), through
+    /// keeper retries after a quarter period) or [lost](Standing::Lost) (the
+    /// lock's watch found its keys gone from a majority: a round trip and a
+    /// read after the masters' word, see [`watch`](Self::watch); or an
+    /// extension's quorum said the token is gone: within one period of the
+    /// key's loss; or its validity ran out: by the end of it), through
     /// [`Keeper::is_lost`], [`Keeper::wait_lost`], the future
     /// [`Keeper::lost`] and an optional callback; at the end of a normal
     /// holding it says [released](Standing::Released), not lost.
