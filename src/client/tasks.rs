@@ -284,15 +284,28 @@ impl Drop for Abandon<'_, '_> {
 /// Caps (or expires) a lock whose extend (or release) future is dropped
 /// with its round in flight.
 struct OnDrop<'l> {
+    client: &'l Redlock,
     lock: &'l mut Lock,
     /// The lock's validity should the future be dropped now.
     armed: Option<Validity>,
+    /// The command in flight: its watch, if it has one, must hear of it
+    /// should the future be dropped now.
+    op: Op,
 }
 
 impl Drop for OnDrop<'_> {
     fn drop(&mut self) {
         if let Some(validity) = self.armed {
             self.lock.apply(validity);
+            // A dropped extend may have reached the masters, which then
+            // forget the key for this client's watch: it reads it again
+            // (behind the extend on each connection). A dropped release
+            // may have freed the key, of which this client hears nothing:
+            // the watch ends.
+            match self.op {
+                Op::Extend => self.client.rearm(self.lock),
+                _ => self.client.unwatch(self.lock),
+            }
         }
     }
 }
@@ -504,8 +517,10 @@ impl Redlock {
         let call = Extend::new(&self.limits(), copied.holding(), ttl, crate::clock::now())?;
         let command = call.command();
         let mut guard = OnDrop {
+            client: self,
             lock,
             armed: Some(call.dropped(crate::clock::now())),
+            op: Op::Extend,
         };
         let mut ends = RoundsFuture::new(self, std::slice::from_ref(&command), None, false).await;
         guard.armed = None;
@@ -529,8 +544,10 @@ impl Redlock {
         let copied = Copied::of(lock);
         let command = Release::new(copied.holding()).command();
         let mut guard = OnDrop {
+            client: self,
             lock,
             armed: Some(Release::begun(crate::clock::now())),
+            op: Op::Release,
         };
         let mut ends = RoundsFuture::new(self, std::slice::from_ref(&command), None, false).await;
         guard.armed = None;
