@@ -213,7 +213,12 @@
 //! `volatile-*` policy, keys with an expiry only, or an `allkeys-*` one,
 //! any key; the crate asks for `noeviction`, so a lock's key evicted
 //! counts as a loss, and a fence counter or loss id evicted leaves
-//! fencing's assumptions), and other clients' writes (foreign holders, junk
+//! fencing's assumptions), an operator's removal of a watched lock's key
+//! on one master (a `DEL`, an overwrite, a `FLUSHALL`: in half of the
+//! worlds a share of the locks won are watched for a loss,
+//! `redlock_mio::sim::Client::watch` as `Redlock::watch` does it, read
+//! again after each extend, stopped at the release), and other clients'
+//! writes (foreign holders, junk
 //! and strangers in the wait queues, keys of the wrong type, wake-ups
 //! nobody sent, `SCRIPT FLUSH`).
 //!
@@ -251,7 +256,11 @@
 //! before it and put ahead of it by the bound on a client's clock error
 //! (a place within a second of the master's clock), is still queued
 //! (the queues watched before and after every script that touches them,
-//! `world/places.rs`). Each is proved able to fail by a
+//! `world/places.rs`); a watch that reports its lock lost only once
+//! fewer than a quorum of masters held its token since it started, and
+//! that reports a loss to an operator's removal within the push's and the
+//! read's trips (`world/watch.rs` says what excuses it). Each is proved
+//! able to fail by a
 //! deliberate [`Regression`], or, where the bug would be the client's,
 //! by a patch of `.ci/regressions`.
 //! `tests/simulate.rs` runs the short form and says how to run a long

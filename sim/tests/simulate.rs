@@ -161,8 +161,8 @@ fn the_checkers_catch_deliberate_regressions() {
         (Regression::TurnIgnored, 2966),
         (Regression::PlaceAsClaimed, 0),
         (Regression::SlowExtendSucceeds, 126),
-        (Regression::WatchSkipsRearm, 0),
-        (Regression::DropIsLoss, 0),
+        (Regression::WatchSkipsRearm, 16),
+        (Regression::DropIsLoss, 4),
     ] {
         if only
             .as_ref()
