@@ -9,6 +9,7 @@
 //! table ([`execute`]), as `redis.call` does.
 
 mod admin;
+mod client;
 mod keys;
 mod pubsub;
 mod session;
@@ -46,6 +47,9 @@ struct Spec {
     when_subscribed: bool,
     /// A script may call it (Redis flags the others `noscript`).
     in_scripts: bool,
+    /// It only reads the keys it names (Redis's `readonly`): a connection
+    /// that tracks remembers them.
+    reads: bool,
     run: Run,
 }
 
@@ -57,7 +61,16 @@ impl Spec {
             before_auth: false,
             when_subscribed: false,
             in_scripts: true,
+            reads: false,
             run,
+        }
+    }
+
+    /// A command that only reads the keys it names.
+    fn reads(self) -> Spec {
+        Spec {
+            reads: true,
+            ..self
         }
     }
 
@@ -105,26 +118,27 @@ fn lookup(words: &[Vec<u8>]) -> Result<Spec, Reply> {
         .unwrap_or_default();
     Ok(match name.as_slice() {
         // Keys.
-        b"GET" => Spec::new("get", 2, keys::get),
+        b"GET" => Spec::new("get", 2, keys::get).reads(),
         b"SET" => Spec::new("set", -3, keys::set),
         b"DEL" => Spec::new("del", -2, keys::del),
-        b"EXISTS" => Spec::new("exists", -2, keys::exists),
-        b"TYPE" => Spec::new("type", 2, keys::type_of),
-        b"PTTL" => Spec::new("pttl", 2, keys::pttl),
+        b"EXISTS" => Spec::new("exists", -2, keys::exists).reads(),
+        b"TYPE" => Spec::new("type", 2, keys::type_of).reads(),
+        b"PTTL" => Spec::new("pttl", 2, keys::pttl).reads(),
         b"PEXPIRE" => Spec::new("pexpire", -3, keys::pexpire),
         b"INCR" => Spec::new("incr", 2, keys::incr),
         b"RPUSH" => Spec::new("rpush", -3, keys::rpush),
         // Sorted sets: the wait queues.
         b"ZADD" => Spec::new("zadd", -4, zsets::zadd),
         b"ZREM" => Spec::new("zrem", -3, zsets::zrem),
-        b"ZRANGE" => Spec::new("zrange", -4, zsets::zrange),
-        b"ZCARD" => Spec::new("zcard", 2, zsets::zcard),
-        b"ZSCORE" => Spec::new("zscore", 3, zsets::zscore),
-        b"ZRANK" => Spec::new("zrank", -3, zsets::zrank),
+        b"ZRANGE" => Spec::new("zrange", -4, zsets::zrange).reads(),
+        b"ZCARD" => Spec::new("zcard", 2, zsets::zcard).reads(),
+        b"ZSCORE" => Spec::new("zscore", 3, zsets::zscore).reads(),
+        b"ZRANK" => Spec::new("zrank", -3, zsets::zrank).reads(),
         // Scripts.
         b"EVAL" => Spec::new("eval", -3, scripts::eval).noscript(),
         b"EVALSHA" => Spec::new("evalsha", -3, scripts::evalsha).noscript(),
         b"SCRIPT" => return script_subcommand(words),
+        b"CLIENT" => return client_subcommand(words),
         // The connection.
         b"AUTH" => Spec::new("auth", -2, session::auth)
             .before_auth()
@@ -177,6 +191,24 @@ fn script_subcommand(words: &[Vec<u8>]) -> Result<Spec, Reply> {
     .noscript())
 }
 
+/// `CLIENT <subcommand>`: client tracking only.
+fn client_subcommand(words: &[Vec<u8>]) -> Result<Spec, Reply> {
+    let Some(sub) = words.get(1) else {
+        return Ok(Spec::new("client", -2, client::tracking).noscript());
+    };
+    Ok(match sub.to_ascii_uppercase().as_slice() {
+        b"TRACKING" => Spec::new("client|tracking", -3, client::tracking),
+        b"CACHING" => Spec::new("client|caching", 3, client::caching),
+        _ => {
+            let sub = String::from_utf8_lossy(sub);
+            return Err(Reply::error(format!(
+                "ERR unknown subcommand '{sub}'. Try CLIENT HELP."
+            )));
+        }
+    }
+    .noscript())
+}
+
 /// Runs the command `words` on behalf of `session`: the reply, an error
 /// one if the command is unknown, has the wrong number of arguments,
 /// needs a login the connection has not made, or is not one a RESP2
@@ -188,6 +220,15 @@ pub(crate) fn execute(
     words: &[Vec<u8>],
     now: Now,
 ) -> Reply {
+    // `CLIENT CACHING YES` holds for the next command, whatever becomes
+    // of it, but for another `CLIENT` command (Redis's `resetClient`).
+    let caching = std::mem::take(&mut session.caching);
+    if words
+        .first()
+        .is_some_and(|w| w.eq_ignore_ascii_case(b"CLIENT"))
+    {
+        session.caching = caching;
+    }
     let spec = match lookup(words) {
         Ok(spec) => spec,
         Err(reply) => return reply,
@@ -207,12 +248,30 @@ pub(crate) fn execute(
             spec.name
         ));
     }
-    (spec.run)(&mut Ctx {
+    let reply = (spec.run)(&mut Ctx {
         server,
         session,
         words,
         now,
-    })
+    });
+    // Tracking, in Redis's order: the keys the command changed are told
+    // of (a read that expired its key included), then the keys it read
+    // are remembered.
+    server.signal_changes(Some(session.id));
+    if let Some(mode) = server.tracking.mode(session.id)
+        && spec.reads
+        && (!mode.optin || caching)
+    {
+        let keys = if spec.name == "exists" {
+            &words[1..]
+        } else {
+            &words[1..2]
+        };
+        for key in keys {
+            server.tracking.remember(session.id, key);
+        }
+    }
+    reply
 }
 
 /// Runs the command `words` for a script (`redis.call`, `redis.pcall`),

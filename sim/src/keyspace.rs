@@ -70,6 +70,11 @@ struct Entry {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Keyspace {
     entries: BTreeMap<Vec<u8>, Entry>,
+    /// The keys changed since the master last took them
+    /// ([`take_changed`](Self::take_changed)), for client tracking:
+    /// written, deleted, expired on access, evicted. Empty between
+    /// commands, so a snapshot never holds any.
+    changed: Vec<Vec<u8>>,
 }
 
 impl Keyspace {
@@ -83,6 +88,7 @@ impl Keyspace {
             .is_some_and(|at| now.ms() > at);
         if expired {
             self.entries.remove(key);
+            self.changed.push(key.to_vec());
         }
         self.entries.get_mut(key)
     }
@@ -121,6 +127,7 @@ impl Keyspace {
             let value = Value::List(VecDeque::new());
             self.set(key, value, None);
         }
+        self.touch(key);
         match self.entries.get_mut(key).map(|entry| &mut entry.value) {
             Some(Value::List(list)) => Ok(list),
             _ => Err(WrongType),
@@ -151,6 +158,19 @@ impl Keyspace {
     pub(crate) fn set(&mut self, key: &[u8], value: Value, expires_at: Option<i64>) {
         self.entries
             .insert(key.to_vec(), Entry { value, expires_at });
+        self.touch(key);
+    }
+
+    /// Records that `key` changed, for a change made through a reference
+    /// the keyspace handed out (a sorted set's members).
+    pub(crate) fn touch(&mut self, key: &[u8]) {
+        self.changed.push(key.to_vec());
+    }
+
+    /// The keys changed since the last call, in the order they changed
+    /// (a key changed twice is there twice).
+    pub(crate) fn take_changed(&mut self) -> Vec<Vec<u8>> {
+        std::mem::take(&mut self.changed)
     }
 
     /// Replaces the value of a live `key`, keeping its expiry (`INCR`,
@@ -160,11 +180,16 @@ impl Keyspace {
             Some(entry) => entry.value = value,
             None => self.set(key, value, None),
         }
+        self.touch(key);
     }
 
     /// Deletes `key`; whether it was live.
     pub(crate) fn remove(&mut self, key: &[u8], now: Now) -> bool {
-        self.live(key, now).is_some() && self.entries.remove(key).is_some()
+        let removed = self.live(key, now).is_some() && self.entries.remove(key).is_some();
+        if removed {
+            self.touch(key);
+        }
+        removed
     }
 
     /// The expiry of `key`: `None` if missing, `Some(None)` if it never
@@ -178,6 +203,7 @@ impl Keyspace {
         match self.live(key, now) {
             Some(entry) => {
                 entry.expires_at = at;
+                self.touch(key);
                 true
             }
             None => false,
@@ -205,11 +231,14 @@ impl Keyspace {
         let (key, _) = candidates().nth(pick.checked_rem(n)? as usize)?;
         let key = key.to_vec();
         self.entries.remove(&key);
+        self.touch(&key);
         Some(key)
     }
 
-    /// Deletes every key (`FLUSHALL`).
+    /// Deletes every key (`FLUSHALL`, a restart): the caller tells the
+    /// tracking connections, all at once.
     pub(crate) fn clear(&mut self) {
         self.entries.clear();
+        self.changed.clear();
     }
 }

@@ -50,6 +50,7 @@
 //! | `ZADD key [NX\|XX] [GT\|LT] [CH] score member...`, `ZREM`, `ZRANGE key start stop [REV]`, `ZCARD`, `ZSCORE`, `ZRANK key member` | the wait queues (`redlock-mio:queue:<key>`): members ordered by score (a double, read as `strtod` reads it), then by their bytes; a set left empty is deleted. `ZADD INCR` and `ZRANGE`'s `BYSCORE`, `BYLEX`, `LIMIT` and `WITHSCORES` are refused with an error that says so |
 //! | `SUBSCRIBE channel...`, `UNSUBSCRIBE [channel...]`, `PUBLISH channel message` | the wake-ups: `SUBSCRIBE` and `UNSUBSCRIBE` confirm each channel with a push (`subscribe <channel> <count>`); `PUBLISH` gives how many connections listen and writes `message <channel> <payload>` to each |
 //! | `RPUSH` | a key of another type (`WRONGTYPE` where a script expects a string or a sorted set) |
+//! | `CLIENT TRACKING ON\|OFF [OPTIN] [NOLOOP]`, `CLIENT CACHING YES` | the loss watch: a RESP3 connection that tracks remembers the keys its read-only commands name (with `OPTIN`, only right after `CLIENT CACHING YES`), and any change of such a key (written, deleted, its expiry changed, expired on access, evicted) pushes `invalidate [key]` to it once and forgets the key; `NOLOOP` leaves a connection untold of its own changes (its scripts' too), the key forgotten all the same; `FLUSHALL` pushes `invalidate` with a null to every tracking connection. `REDIRECT`, `BCAST`, `PREFIX`, `OPTOUT`, `CACHING NO` and tracking on RESP2 are refused |
 //! | `TIME`, `FLUSHALL`, `PING`, `QUIT` | the fence scripts' clock, a wiped master, probes |
 //!
 //! Every script of [`redlock_mio::scripts`] (release and the release of
@@ -119,9 +120,12 @@
 //!   server would run them. The client never sends them.
 //! - Everything not in the table above: transactions, pattern and shard
 //!   subscriptions (`PSUBSCRIBE`, `SSUBSCRIBE`), `RESET`, `PUBSUB`,
-//!   keyspace notifications and client tracking, blocking commands, other
+//!   keyspace notifications, client tracking but as the table says (a
+//!   script's reads are never tracked, even after `CLIENT CACHING YES`),
+//!   blocking commands, other
 //!   data types and their commands, the sorted-set options named above,
-//!   `EXAT`/`PXAT`, ACL users other than `default`, `CLIENT`, `CONFIG`,
+//!   `EXAT`/`PXAT`, ACL users other than `default`, `CLIENT` but its
+//!   tracking, `CONFIG`,
 //!   `DEBUG`, the other `INFO` fields.
 //! - Orders a server leaves to its hash tables: `UNSUBSCRIBE` without a
 //!   channel confirms the channels in byte order, where servers differ.
@@ -209,7 +213,12 @@
 //! `volatile-*` policy, keys with an expiry only, or an `allkeys-*` one,
 //! any key; the crate asks for `noeviction`, so a lock's key evicted
 //! counts as a loss, and a fence counter or loss id evicted leaves
-//! fencing's assumptions), and other clients' writes (foreign holders, junk
+//! fencing's assumptions), an operator's removal of a watched lock's key
+//! on one master (a `DEL`, an overwrite, a `FLUSHALL`: in half of the
+//! worlds a share of the locks won are watched for a loss,
+//! `redlock_mio::sim::Client::watch` as `Redlock::watch` does it, read
+//! again after each extend, stopped at the release), and other clients'
+//! writes (foreign holders, junk
 //! and strangers in the wait queues, keys of the wrong type, wake-ups
 //! nobody sent, `SCRIPT FLUSH`).
 //!
@@ -247,7 +256,11 @@
 //! before it and put ahead of it by the bound on a client's clock error
 //! (a place within a second of the master's clock), is still queued
 //! (the queues watched before and after every script that touches them,
-//! `world/places.rs`). Each is proved able to fail by a
+//! `world/places.rs`); a watch that reports its lock lost only once
+//! fewer than a quorum of masters held its token since it started, and
+//! that reports a loss to an operator's removal within the push's and the
+//! read's trips (`world/watch.rs` says what excuses it). Each is proved
+//! able to fail by a
 //! deliberate [`Regression`], or, where the bug would be the client's,
 //! by a patch of `.ci/regressions`.
 //! `tests/simulate.rs` runs the short form and says how to run a long
@@ -275,6 +288,7 @@ mod reply;
 mod request;
 mod scripts;
 mod server;
+mod tracking;
 mod world;
 mod zset;
 

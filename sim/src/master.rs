@@ -268,7 +268,9 @@ impl Master {
     /// Appends to `out` the pushes written to `conn` since its last call
     /// or its last [`handle`](Self::handle): the messages published on the
     /// channels it listens to (`>3 message <channel> <payload>` in RESP3,
-    /// an array of the same in RESP2), in the order they were published.
+    /// an array of the same in RESP2) and the invalidations of the keys it
+    /// tracks (`>2 invalidate <keys or null>`), in the order they were
+    /// written.
     /// A real server writes them to the socket at once; a simulation
     /// reads them when it delivers that connection's bytes.
     pub fn take_pushes(&mut self, conn: &Conn, out: &mut Vec<u8>) {
@@ -307,6 +309,7 @@ impl Master {
     fn end(&mut self, conn: &mut Conn) {
         conn.closed = true;
         self.server.pubsub.forget(conn.session.id);
+        self.server.tracking.disable(conn.session.id);
     }
 
     /// A restart at `now_us` that lost every key (no persistence): a new
@@ -336,7 +339,8 @@ impl Master {
     }
 
     /// A key of database `db` evicted at `now_us`, as a server short of
-    /// memory does under `policy`: the `pick`-th (modulo their number, in
+    /// memory does under `policy` (the connections that track it are
+    /// told): the `pick`-th (modulo their number, in
     /// key order) of the live keys `policy` may evict. The model keeps no
     /// access times, so the least recently used and a random key are
     /// alike to it: which one goes is the caller's draw. The key, if
@@ -349,10 +353,13 @@ impl Master {
         now_us: u64,
     ) -> Option<Vec<u8>> {
         let volatile = policy == Eviction::Volatile;
-        self.server
+        let key = self
+            .server
             .dbs
             .get_mut(db)?
-            .evict(volatile, pick, Now(now_us))
+            .evict(volatile, pick, Now(now_us));
+        self.server.signal_changes(None);
+        key
     }
 
     /// The run id `INFO` gives: 40 hex digits, new at every start.
@@ -403,6 +410,7 @@ impl Master {
         self.generation += 1;
         self.server.scripts.clear();
         self.server.pubsub.clear();
+        self.server.tracking.clear();
         self.server.started = now;
         self.server.run_id = run_id(self.seed, self.generation);
     }

@@ -75,6 +75,12 @@ impl PubSub {
         receivers
     }
 
+    /// Writes `push` to connection `client` (an invalidation of client
+    /// tracking).
+    pub(crate) fn push(&mut self, client: u64, push: Reply) {
+        self.outbox.entry(client).or_default().push(push);
+    }
+
     /// The pushes written to `client` since the last call.
     pub(crate) fn take(&mut self, client: u64) -> Vec<Reply> {
         self.outbox.remove(&client).unwrap_or_default()

@@ -7,6 +7,7 @@ use crate::keyspace::{Keyspace, Now};
 use crate::pubsub::PubSub;
 use crate::reply::Protocol;
 use crate::scripts::Interpreter;
+use crate::tracking::Tracking;
 
 /// Databases a master has (`SELECT 0` to `SELECT 15`), as Redis by default.
 pub(crate) const DATABASES: usize = 16;
@@ -29,6 +30,8 @@ pub(crate) struct Server {
     pub(crate) last_client: u64,
     /// Who listens to which channels, and what was published to them.
     pub(crate) pubsub: PubSub,
+    /// Which connections track which keys (`CLIENT TRACKING`).
+    pub(crate) tracking: Tracking,
     /// A deliberate fault: `SET NX` sets a key that exists (see
     /// [`Master::with_double_grants`](crate::Master::with_double_grants)).
     pub(crate) double_grants: bool,
@@ -49,6 +52,7 @@ impl Server {
             password,
             last_client: 0,
             pubsub: PubSub::default(),
+            tracking: Tracking::default(),
             double_grants: false,
             handoff_fault: None,
         }
@@ -58,6 +62,17 @@ impl Server {
     pub(crate) fn db(&mut self, session: &Session) -> &mut Keyspace {
         // `SELECT` keeps `session.db` below DATABASES.
         &mut self.dbs[session.db]
+    }
+
+    /// Tells the connections that track the keys changed since the last
+    /// call (by a command of connection `by`; `None`: by the server
+    /// itself) that they changed.
+    pub(crate) fn signal_changes(&mut self, by: Option<u64>) {
+        for db in 0..self.dbs.len() {
+            for key in self.dbs[db].take_changed() {
+                self.tracking.changed(&key, by, &mut self.pubsub);
+            }
+        }
     }
 
     /// Whether `session` is in subscribe mode: a RESP2 connection that
@@ -76,6 +91,7 @@ impl Server {
             protocol: Protocol::Resp2,
             id: self.last_client,
             closing: false,
+            caching: false,
         }
     }
 }
@@ -90,4 +106,7 @@ pub(crate) struct Session {
     pub(crate) id: u64,
     /// `QUIT` was received: the connection closes after its reply.
     pub(crate) closing: bool,
+    /// `CLIENT CACHING YES` was the last command: the next one's reads
+    /// are tracked (`OPTIN`).
+    pub(crate) caching: bool,
 }

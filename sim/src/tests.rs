@@ -8,6 +8,7 @@ use redlock_mio::scripts::{RELEASE_SCRIPT, RELEASE_SHA1};
 
 use crate::{ConnState, Master};
 
+mod tracking;
 mod waits;
 
 const T0: u64 = 1_700_000_000_000_000;

@@ -95,6 +95,7 @@ fn every_seed_keeps_every_guarantee() {
     let (mut at_limit, mut handoffs) = (0u64, 0u64);
     let (mut failed_rounds, mut failed_releases, mut extends) = (0u64, 0u64, 0u64);
     let mut overtakes = 0u64;
+    let (mut watch_reports, mut watch_losses) = (0u64, 0u64);
     let mut failures = Vec::new();
     while cpu() - start < budget {
         let outcome = simulate(options(base.wrapping_add(seeds)));
@@ -111,6 +112,8 @@ fn every_seed_keeps_every_guarantee() {
         failed_releases += outcome.failed_releases;
         extends += outcome.extends;
         overtakes += outcome.overtakes;
+        watch_reports += outcome.watch_reports;
+        watch_losses += outcome.watch_losses;
         if !outcome.violations.is_empty() {
             println!("FAILED {}", report(&outcome));
             failures.push(report(&outcome));
@@ -121,7 +124,7 @@ fn every_seed_keeps_every_guarantee() {
     }
     let spent = (cpu() - start).as_secs_f64();
     println!(
-        "{seeds} seeds, {rounds} rounds, {acquired} locks won ({fenced} fenced, {kept} kept: {extensions} keeper extensions; {at_limit} extensions at the limit), {handoffs} hand-offs checked, {failed_rounds} failed rounds checked for partial grants ({failed_releases} of their releases run), {extends} successful extends checked for validity left, {overtakes} overtakes in the queues checked against the bound on clock errors, {:.1}s simulated in {spent:.1}s of CPU: {:.0} rounds per CPU-minute",
+        "{seeds} seeds, {rounds} rounds, {acquired} locks won ({fenced} fenced, {kept} kept: {extensions} keeper extensions; {at_limit} extensions at the limit), {handoffs} hand-offs checked, {failed_rounds} failed rounds checked for partial grants ({failed_releases} of their releases run), {extends} successful extends checked for validity left, {overtakes} overtakes in the queues checked against the bound on clock errors, {watch_reports} losses reported by watches checked against the masters, {watch_losses} losses to a removal a watch had to report on time, {:.1}s simulated in {spent:.1}s of CPU: {:.0} rounds per CPU-minute",
         simulated as f64 / 1e9,
         rounds as f64 / spent * 60.0
     );
@@ -158,6 +161,8 @@ fn the_checkers_catch_deliberate_regressions() {
         (Regression::TurnIgnored, 2966),
         (Regression::PlaceAsClaimed, 0),
         (Regression::SlowExtendSucceeds, 126),
+        (Regression::WatchSkipsRearm, 16),
+        (Regression::DropIsLoss, 4),
     ] {
         if only
             .as_ref()

@@ -59,7 +59,7 @@ fn a_stale_extend_from_a_dropped_connection_cannot_shorten_a_held_lock() {
     rig.exchange(1);
     rig.exchange(2);
     rig.client
-        .end_extend(ext1, &mut held)
+        .end_extend(ext1, &mut held, rig.instant())
         .expect("two of three");
     // The client gives up on master 0's connection (stalled): the master
     // has not seen it close yet.
@@ -77,7 +77,7 @@ fn a_stale_extend_from_a_dropped_connection_cannot_shorten_a_held_lock() {
     rig.exchange(1);
     let _paused = rig.take(2);
     rig.client
-        .end_extend(ext2, &mut held)
+        .end_extend(ext2, &mut held, rig.instant())
         .expect("two of three");
 
     // The stale extend reaches master 0 at last.

@@ -48,7 +48,7 @@ use crate::calls::{
 use crate::commands::{self, Command, Keys, WakeChannel};
 use crate::driver::core::Core;
 use crate::error::Error;
-use crate::ids::RoundId;
+use crate::ids::{RoundId, WatchId};
 use crate::link::LinkConfig;
 use crate::rules::wait::Terms;
 use crate::rules::{self, Decision, NodeError, Report, Round};
@@ -154,6 +154,9 @@ pub struct Held {
     extensions: u32,
     reach: u64,
     fence: Option<u64>,
+    /// Its watch, one per key, if [`Client::watch`] started one (as a
+    /// `Lock`'s).
+    watch: Vec<WatchId>,
 }
 
 impl Held {
@@ -176,6 +179,7 @@ impl Held {
             extensions: lock.extensions(),
             reach: lock.reach(),
             fence: lock.fence(),
+            watch: Vec::new(),
         }
     }
 
@@ -213,6 +217,13 @@ impl Held {
     /// Its fence, if it was acquired with fencing.
     pub fn fence(&self) -> Option<u64> {
         self.fence
+    }
+
+    /// The ids of its watch, one per key ([`Client::watch`]): what
+    /// [`Client::take_lost`] gives when the watch finds it lost. Empty
+    /// if it is not watched.
+    pub fn watch_ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.watch.iter().map(|id| id.0)
     }
 }
 
@@ -281,6 +292,15 @@ pub struct Client {
     skip_raises: bool,
     /// A deliberate fault: an extend decided too slow succeeds.
     slow_extends_succeed: bool,
+    /// A deliberate fault: extensions never have their watch read again.
+    skip_rearms: bool,
+    /// A deliberate fault: a dropped connection is a loss of every lock
+    /// watched (see [`drops_are_losses`](Self::drops_are_losses)).
+    drops_are_losses: bool,
+    /// The watches started and not stopped, for that fault.
+    watched: Vec<WatchId>,
+    /// The watches that fault found lost, not yet taken.
+    dropped_lost: Vec<WatchId>,
 }
 
 impl std::fmt::Debug for Client {
@@ -324,6 +344,10 @@ impl Client {
             token: [0; TOKEN_LEN],
             skip_raises: false,
             slow_extends_succeed: false,
+            skip_rearms: false,
+            drops_are_losses: false,
+            watched: Vec::new(),
+            dropped_lost: Vec::new(),
         }
     }
 
@@ -378,6 +402,9 @@ impl Client {
     /// Master `i`'s socket failed after `error`.
     pub fn handle_failure(&mut self, i: usize, error: NodeError, now: Instant) {
         self.core.handle_failure(i, error, now);
+        if self.drops_are_losses {
+            self.dropped_lost.append(&mut self.watched);
+        }
     }
 
     /// The time is `now`: timers and deadlines.
@@ -385,9 +412,14 @@ impl Client {
         self.core.handle_timeout(now);
     }
 
-    /// After reads: tells the waits of reconnects.
-    pub fn handle_handshakes(&mut self) {
+    /// After reads at `now`: tells the waits of reconnects, and sends the
+    /// watches' reads due (those of a master back after a drop), as the
+    /// driver does.
+    pub fn handle_handshakes(&mut self, now: Instant) {
         self.core.handle_handshakes();
+        if self.core.watches.has_reads() {
+            self.core.send_reads(now);
+        }
     }
 
     /// When [`handle_timeout`](Self::handle_timeout) is next due.
@@ -548,9 +580,10 @@ impl Client {
         self.submit(&call.command(), None, now)
     }
 
-    /// Ends the extend round `id` of `held`: its validity as the table in
-    /// [`Lock`](crate::Lock)'s docs says.
-    pub fn end_extend(&mut self, id: RoundId, held: &mut Held) -> Result<(), Error> {
+    /// Ends the extend round `id` of `held` at `now`: its validity as the
+    /// table in [`Lock`](crate::Lock)'s docs says; its watch, if it has
+    /// one, reads its keys again.
+    pub fn end_extend(&mut self, id: RoundId, held: &mut Held, now: Instant) -> Result<(), Error> {
         let Some(round) = self.take(id) else {
             return Err(self.busy());
         };
@@ -562,10 +595,75 @@ impl Client {
                 round.started(),
                 round.valid_until(),
             ));
+            self.rearm(held, now);
             return ok;
         }
         held.apply(validity);
+        self.rearm(held, now);
         result
+    }
+
+    /// This client extended `held`: its watch reads its keys again on
+    /// every master, as the front ends have it after every extend.
+    fn rearm(&mut self, held: &Held, now: Instant) {
+        if self.skip_rearms {
+            return;
+        }
+        for &id in &held.watch {
+            self.core.rearm(id, |_| true, now);
+        }
+    }
+
+    /// Watches `held` for a loss at `now`, as `Redlock::watch` does: one
+    /// watch per key, its reads sent at once. A lock already watched, or
+    /// expired, is left as it is.
+    pub fn watch(&mut self, held: &mut Held, now: Instant) {
+        if !held.watch.is_empty() || now >= held.valid_until {
+            return;
+        }
+        let token = held.token;
+        held.watch = (held.names.resources().into_iter())
+            .map(|key| self.core.watch(key, token, now))
+            .collect();
+        self.watched.extend_from_slice(&held.watch);
+    }
+
+    /// Stops `held`'s watch, if it has one: its release ended or began
+    /// unwatched, or its holder forgot it.
+    pub fn unwatch(&mut self, held: &mut Held) {
+        for id in held.watch.drain(..) {
+            self.core.watches.unwatch(id);
+            self.watched.retain(|&w| w != id);
+        }
+    }
+
+    /// Stops watch `id` (an id of [`Held::watch_ids`]) whose lock is gone
+    /// without a release (its holder forgot it, its keeper ended).
+    pub fn unwatch_id(&mut self, id: u64) {
+        self.core.watches.unwatch(WatchId(id));
+        self.watched.retain(|&w| w.0 != id);
+    }
+
+    /// The next watch found lost since the last call (an id of
+    /// [`Held::watch_ids`]); the caller tells its holder.
+    pub fn take_lost(&mut self) -> Option<u64> {
+        let id = self.dropped_lost.pop();
+        id.or_else(|| self.core.watches.take_lost()).map(|id| id.0)
+    }
+
+    /// A deliberate fault, to prove that a simulation's checkers catch
+    /// it: an extension leaves its watch as it was, though the servers
+    /// forget a key the watching connection changed itself (`NOLOOP`):
+    /// a later change of it is told to nobody.
+    pub fn skip_rearms(&mut self) {
+        self.skip_rearms = true;
+    }
+
+    /// A deliberate fault, to prove that a simulation's checkers catch
+    /// it: a connection that drops is taken for the loss of every lock
+    /// this client watches, where it only leaves its master unknown.
+    pub fn drops_are_losses(&mut self) {
+        self.drops_are_losses = true;
     }
 
     /// A deliberate fault, to prove that a simulation's checkers catch
@@ -603,8 +701,9 @@ impl Client {
     }
 
     /// Ends the release round `id` of `held`: expired, whatever the
-    /// outcome.
+    /// outcome, and no longer watched.
     pub fn end_release(&mut self, id: RoundId, held: &mut Held) -> Result<(), Error> {
+        self.unwatch(held);
         let Some(round) = self.take(id) else {
             return Err(self.busy());
         };
@@ -631,6 +730,7 @@ impl Client {
     /// gone: the lock is expired, and the round goes on until every master
     /// has answered it, as the async front end has it.
     pub fn drop_release(&mut self, id: RoundId, held: &mut Held, begun: Instant) {
+        self.unwatch(held);
         held.apply(Release::begun(begun));
         self.core.flights.orphan(id);
     }
@@ -640,6 +740,7 @@ impl Client {
     /// waiting for it, followed until every master has answered if a slot
     /// is free (returns whether one was), else only queued.
     pub fn drop_guard(&mut self, held: &mut Held, now: Instant) -> bool {
+        self.unwatch(held);
         held.apply(Release::begun(now));
         let release = Release::new(held.holding()).command();
         self.core.release_orphan(&release, now)

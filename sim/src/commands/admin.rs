@@ -42,7 +42,7 @@ pub(super) fn time(c: &mut Ctx<'_>) -> Reply {
 }
 
 /// `FLUSHALL [ASYNC|SYNC]`: every key of every database (the scripts
-/// stay).
+/// stay); every connection that tracks keys is told, with a null.
 pub(super) fn flushall(c: &mut Ctx<'_>) -> Reply {
     match c.words {
         [_] => {}
@@ -52,5 +52,6 @@ pub(super) fn flushall(c: &mut Ctx<'_>) -> Reply {
     for db in &mut c.server.dbs {
         db.clear();
     }
+    c.server.tracking.flushed(&mut c.server.pubsub);
     Reply::OK
 }

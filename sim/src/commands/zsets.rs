@@ -113,6 +113,9 @@ pub(super) fn zadd(c: &mut Ctx<'_>) -> Reply {
         }
         zset.insert(member, score);
     }
+    if added + changed > 0 {
+        db.touch(key);
+    }
     Reply::Integer(if options.ch { added + changed } else { added })
 }
 
@@ -128,6 +131,8 @@ pub(super) fn zrem(c: &mut Ctx<'_>) -> Reply {
     let removed = c.words[2..].iter().filter(|m| zset.remove(m)).count();
     if zset.is_empty() {
         db.remove(key, c.now);
+    } else if removed > 0 {
+        db.touch(key);
     }
     Reply::Integer(removed as i64)
 }

@@ -60,6 +60,12 @@ impl ClientProc {
         if params.regression == super::Regression::SlowExtendSucceeds {
             client.slow_extends_succeed();
         }
+        if params.regression == super::Regression::WatchSkipsRearm {
+            client.skip_rearms();
+        }
+        if params.regression == super::Regression::DropIsLoss {
+            client.drops_are_losses();
+        }
         ClientProc {
             client,
             clock,
@@ -131,7 +137,8 @@ impl World {
     /// After an event of client `c`: identities, wake-ups of its callers,
     /// its sockets, its writes and its timer.
     pub(crate) fn settle(&mut self, c: usize) {
-        self.clients[c].client.handle_handshakes();
+        let now = self.local(c);
+        self.clients[c].client.handle_handshakes(now);
         // Until nothing more happens: callers whose rounds are decided run
         // (and may start others); the sockets follow (a socket that cannot
         // be opened decides rounds too).
@@ -144,6 +151,7 @@ impl World {
                 break;
             }
         }
+        self.follow_watches(c);
         self.arm_timer(c);
     }
 

@@ -309,6 +309,7 @@ impl World {
             to,
         };
         self.history.disturbed.push(d);
+        self.watching.cut(what, client, from, to);
     }
 
     /// How long a fault of a moment may hold waiters up after it: a
@@ -422,7 +423,7 @@ impl World {
 
     /// Master `m`, if it runs, runs `words` from the other clients'
     /// connection, and writes the pushes it caused; whether it ran.
-    fn command(&mut self, m: usize, words: &[&[u8]]) -> bool {
+    pub(crate) fn command(&mut self, m: usize, words: &[&[u8]]) -> bool {
         if !self.masters[m].runs(self.t) {
             return false;
         }

@@ -62,6 +62,7 @@ mod params;
 mod places;
 mod rng;
 mod task;
+mod watch;
 mod wire;
 
 use std::cmp::Reverse;
@@ -79,6 +80,7 @@ use params::Params;
 pub use params::Regression;
 use places::Places;
 use rng::Rng;
+use watch::Watching;
 
 /// What to simulate.
 #[derive(Debug, Clone, Copy)]
@@ -129,6 +131,12 @@ pub struct Outcome {
     /// client took the key there: each checked against the bound on a
     /// client's clock error (`places`).
     pub overtakes: u64,
+    /// Losses the watches reported, each checked against the masters'
+    /// true state, and losses to a removal fault a watch had to report
+    /// within its bound (`watch`).
+    pub watch_reports: u64,
+    /// See [`watch_reports`](Self::watch_reports).
+    pub watch_losses: u64,
     /// Simulated time, in nanoseconds.
     pub simulated: u64,
     /// Events handled.
@@ -171,6 +179,8 @@ pub(crate) enum Ev {
     Snapshot { master: usize },
     /// A crashed master starts again.
     Restart { master: usize },
+    /// A watched lock's key removed behind its holder's back.
+    Remove,
     /// The end of the faults: heal everything, and let the clients finish.
     Calm,
 }
@@ -193,6 +203,8 @@ pub(crate) struct World {
     /// The masters' wait queues as watched, for the bound on a client's
     /// clock error.
     places: Places,
+    /// The watched locks, for the loss watch's checkers.
+    watching: Watching,
     /// The faults are over: no new calls, no new faults.
     calm: bool,
     /// A fenced attempt so far had a step that could not start, a master
@@ -242,6 +254,7 @@ impl World {
             history: History::new(params.proc_of.clone()),
             leftovers: Leftovers::new(params.clients, params.masters),
             places: Places::new(params.procs, channels),
+            watching: Watching::new(options.seed, &params),
             rng,
             params,
             net,
@@ -283,6 +296,7 @@ impl World {
             let gap = self.params.snapshot_gap(&mut self.rng);
             self.at(gap, Ev::Snapshot { master: m });
         }
+        self.start_watching();
         self.at(self.params.duration, Ev::Calm);
         let give_up = self.params.duration + self.params.calm_limit();
         let mut quiet_since = None;
@@ -298,7 +312,14 @@ impl World {
             }
             self.t = at;
             self.outcome.events += 1;
+            let watched = self.watching.any_open();
+            if watched {
+                self.sample_watches();
+            }
             self.handle(ev);
+            if watched {
+                self.sample_watches();
+            }
             if self.calm {
                 if self.is_quiet() {
                     let since = *quiet_since.get_or_insert(self.t);
@@ -361,6 +382,13 @@ impl World {
                 }
             }
             Ev::Restart { master } => self.restart(master),
+            Ev::Remove => {
+                if !self.calm {
+                    self.remove_fault();
+                    let gap = self.watching.next_gap();
+                    self.at(self.t + gap, Ev::Remove);
+                }
+            }
             Ev::Calm => self.calm_down(),
         }
     }
@@ -417,6 +445,8 @@ impl World {
         violations.extend(self.leftovers());
         violations.extend(self.partial_grants());
         violations.append(&mut self.places.errors);
+        violations.extend(self.watch_checks());
+        (self.outcome.watch_reports, self.outcome.watch_losses) = self.watching.checked;
         self.outcome.overtakes = self.places.overtakes;
         self.outcome.violations = violations;
         self.outcome.simulated = self.t;

@@ -76,6 +76,13 @@ pub enum Regression {
     /// The clients report an extend decided too slow (its quorum answered
     /// once the validity it asked for was gone) as a success.
     SlowExtendSucceeds,
+    /// The clients never read a watched key again after extending it:
+    /// the masters forget a key the watching connection changed itself
+    /// (`NOLOOP`), so a later removal of it is told to nobody.
+    WatchSkipsRearm,
+    /// The clients take a dropped connection for the loss of every lock
+    /// they watch, where it only leaves its master unknown.
+    DropIsLoss,
 }
 
 impl Regression {

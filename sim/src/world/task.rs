@@ -186,6 +186,15 @@ impl Task {
         matches!(&self.state, State::Acquire(call) if call.waits() && call.res.contains(&r))
     }
 
+    /// The lock it holds, if any, and whether its release has begun.
+    pub(crate) fn held(&self) -> Option<(&Held, bool)> {
+        match &self.state {
+            State::Hold(lock) | State::Extend(lock, _) => Some((&lock.held, false)),
+            State::Release(lock, _) => Some((&lock.held, true)),
+            _ => None,
+        }
+    }
+
     pub(crate) fn describe(&self) -> &'static str {
         match &self.state {
             State::Idle => "idle",
@@ -269,6 +278,7 @@ impl World {
             State::Extend(mut lock, pending) => {
                 let client = &mut self.clients[c].client;
                 client.drop_extend(pending.id, &mut lock.held, pending.ttl, pending.begun);
+                self.extend_dropped(c, &lock.held, true);
                 let until = self.clients[c].clock.global(lock.held.valid_until());
                 lock.holding.until = lock.holding.until.min(until);
                 self.keep_holding(c, k, lock);

@@ -343,6 +343,8 @@ impl World {
                 held.fence()
             )),
         }
+        let mut held = held;
+        self.maybe_watch(c, holding.lock, &call.res, &mut held);
         let lock = Box::new(Lock {
             res: call.res,
             held,

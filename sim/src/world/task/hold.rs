@@ -191,9 +191,11 @@ impl World {
     pub(super) fn extended(&mut self, c: usize, k: usize, mut lock: Box<Lock>, pending: Pending) {
         let round = self.clients[c].client.round(pending.id).cloned();
         let before = lock.held.clone();
+        let now = self.local(c);
         let result = self.clients[c]
             .client
-            .end_extend(pending.id, &mut lock.held);
+            .end_extend(pending.id, &mut lock.held, now);
+        self.extend_dropped(c, &lock.held, false);
         self.note(|| {
             format!(
                 "client {c} task {k}: extend of lock {} ended {result:?}",
