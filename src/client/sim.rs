@@ -713,10 +713,17 @@ impl Client {
     }
 
     /// The caller of extend round `id` of `held`, begun at `begun` with
-    /// `ttl`, is gone (a dropped future): the round ends now, and the lock
-    /// keeps no more than that extend could have granted, as the async
-    /// front end has it.
-    pub fn drop_extend(&mut self, id: RoundId, held: &mut Held, ttl: Duration, begun: Instant) {
+    /// `ttl`, is gone at `now` (a dropped future): the round ends, the lock
+    /// keeps no more than that extend could have granted, and its watch
+    /// reads its keys again, as the async front end has it.
+    pub fn drop_extend(
+        &mut self,
+        id: RoundId,
+        held: &mut Held,
+        ttl: Duration,
+        begun: Instant,
+        now: Instant,
+    ) {
         let ttl_ms = ttl.as_millis() as u64;
         held.apply(Validity::after_dropped_extend(
             begun,
@@ -724,6 +731,9 @@ impl Client {
             self.settings.drift_factor,
         ));
         self.core.abandon(&[id]);
+        // The masters the extend reached forget the key for this client's
+        // watch.
+        self.rearm(held, now);
     }
 
     /// The caller of release round `id` of `held`, begun at `begun`, is

@@ -267,3 +267,34 @@ fn a_watched_lock_dropped_unreleased_is_forgotten_once_its_keys_expire() {
         "the watch of a dropped lock ended with its keys"
     );
 }
+
+#[test]
+fn an_extend_dropped_in_flight_keeps_the_watch() {
+    let cluster = Cluster::start(MASTERS);
+    let client = client(&cluster);
+    let mut lock = watched(&client, &cluster, "watch:dropped-extend");
+    let before: Vec<u64> = (0..MASTERS).map(|i| gets(&cluster, i)).collect();
+    // Paused masters leave the extend in flight when its future is
+    // dropped; once they resume they apply it, and forget the key for
+    // the watching connection.
+    for i in 0..MASTERS {
+        cluster.pause(i);
+    }
+    {
+        let mut extend = std::pin::pin!(client.extend_async(&mut lock, TTL));
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(extend.as_mut().poll(&mut context).is_pending());
+    }
+    for i in 0..MASTERS {
+        cluster.resume(i);
+    }
+    assert!(
+        eventually(REPORT, || (0..MASTERS)
+            .all(|i| gets(&cluster, i) > before[i])),
+        "the dropped extend's masters were read again"
+    );
+    for i in 0..3 {
+        cluster.command(i, &[b"DEL", b"watch:dropped-extend"]);
+    }
+    assert!(lock.wait_lost(REPORT), "the watch still hears the masters");
+}

@@ -276,9 +276,9 @@ impl World {
             State::Acquire(call) => self.between(c, k, call),
             State::Hold(lock) => self.hold(c, k, lock),
             State::Extend(mut lock, pending) => {
+                let now = self.local(c);
                 let client = &mut self.clients[c].client;
-                client.drop_extend(pending.id, &mut lock.held, pending.ttl, pending.begun);
-                self.extend_dropped(c, &lock.held, true);
+                client.drop_extend(pending.id, &mut lock.held, pending.ttl, pending.begun, now);
                 let until = self.clients[c].clock.global(lock.held.valid_until());
                 lock.holding.until = lock.holding.until.min(until);
                 self.keep_holding(c, k, lock);

@@ -15,10 +15,7 @@
 //!   it), the watch reports the loss within three one-way trips (the
 //!   push, the read and its reply), plus the time its client was paused
 //!   on the way. Excused: a watch whose holder began its release or let
-//!   the lock go before that bound; a watch whose lock had an extend
-//!   dropped in flight since its last extend that ended (the front ends
-//!   read the keys again only after an extend that ends: see
-//!   `World::extend_dropped`); a connection of its client cut or
+//!   the lock go before that bound; a connection of its client cut or
 //!   its master paused, crashed or cut off, a socket not opened, a
 //!   latency spike on its client's paths, from before the fault (within
 //!   a reconnect's bound, a partition's twice its length for the
@@ -58,9 +55,6 @@ pub(crate) struct Watch {
     released: Option<u64>,
     /// Stopped: its lock is gone.
     closed: bool,
-    /// An extend of its lock was dropped in flight since its last read
-    /// again (see [`World::extend_dropped`]).
-    blind: bool,
     reported: Option<u64>,
     /// The removal fault that left fewer than a quorum, and the latest
     /// the watch may report it.
@@ -176,7 +170,6 @@ impl World {
                 removed: vec![false; n],
                 released: None,
                 closed: false,
-                blind: false,
                 reported: None,
                 due: None,
             };
@@ -269,26 +262,6 @@ impl World {
         }
     }
 
-    /// An extend of `held` (client `c`'s) was dropped in flight, or ended:
-    /// its watch is blind, or reads again. The front ends read a watched
-    /// key again after an extend they see end, not after one dropped
-    /// (`extend_async`'s future), though the masters it reached forget
-    /// the key for the watching connection all the same (`NOLOOP`): until
-    /// the next extend ends, a removal there is told to nobody, and the
-    /// progress checker does not hold the watch to it.
-    pub(crate) fn extend_dropped(
-        &mut self,
-        c: usize,
-        held: &redlock_mio::sim::Held,
-        dropped: bool,
-    ) {
-        for watch in &mut self.watching.watches {
-            if watch.client == c && held.watch_ids().any(|id| id == watch.id) {
-                watch.blind = dropped;
-            }
-        }
-    }
-
     /// The removal fault: a watched lock's key is removed on one master
     /// that holds it (an operator's `DEL`, an overwrite, a `FLUSHALL`).
     pub(crate) fn remove_fault(&mut self) {
@@ -373,7 +346,6 @@ impl World {
                 && !twice
                 && resp3
                 && watch.released.is_none()
-                && !watch.blind
                 && watch.reported.is_none()
                 && watch.due.is_none()
             {

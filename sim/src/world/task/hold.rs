@@ -195,7 +195,6 @@ impl World {
         let result = self.clients[c]
             .client
             .end_extend(pending.id, &mut lock.held, now);
-        self.extend_dropped(c, &lock.held, false);
         self.note(|| {
             format!(
                 "client {c} task {k}: extend of lock {} ended {result:?}",
