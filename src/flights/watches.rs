@@ -47,6 +47,11 @@ struct Watch {
     token: [u8; TOKEN_LEN],
     /// Per master.
     seen: Vec<Seen>,
+    /// Per master: reads sent and not yet answered. Only the last one's
+    /// finding stands for holding (and it alone tracks the key again after
+    /// an extension sent since an earlier one); any that finds the key
+    /// gone stands.
+    out: Vec<u16>,
     lost: bool,
 }
 
@@ -101,6 +106,7 @@ impl Watches {
             key: key.to_vec(),
             token,
             seen: vec![Seen::Reading; self.masters],
+            out: vec![0; self.masters],
             lost: false,
         });
         self.reads.extend((0..self.masters).map(|i| (id, i)));
@@ -126,14 +132,16 @@ impl Watches {
     /// This client changed watch `id`'s key itself on the masters in
     /// `masters` (an extension): the servers no longer track it for this
     /// connection and say nothing of its own change (`NOLOOP`), so each
-    /// of those masters that held it, or was unknown, is read again.
+    /// of those masters that may hold it is read again, also one with a
+    /// read out (sent before the extension, it tracked the key only until
+    /// the extension).
     pub(crate) fn rearm(&mut self, id: WatchId, masters: impl Fn(usize) -> bool) {
         let Some(at) = self.position(id) else {
             return;
         };
         let watch = &mut self.watches[at];
         for (i, seen) in watch.seen.iter_mut().enumerate() {
-            if masters(i) && matches!(seen, Seen::Holds | Seen::Unknown) {
+            if masters(i) && *seen != Seen::Gone {
                 self.unknown -= usize::from(*seen == Seen::Unknown);
                 *seen = Seen::Reading;
                 self.reads.push((id, i));
@@ -142,7 +150,9 @@ impl Watches {
     }
 
     /// Master `master` said that `what` changed: each watch of such a key
-    /// that master held is read there again.
+    /// that master held is read there again. (One with a read out needs
+    /// none: that read reaches the server after the change, and finds
+    /// what it left.)
     pub(crate) fn handle_invalidate(&mut self, master: usize, what: Invalidated<'_>) {
         for watch in &mut self.watches {
             let hit = match what {
@@ -162,13 +172,18 @@ impl Watches {
             return;
         };
         let watch = &mut self.watches[at];
+        let out = &mut watch.out[master];
+        *out = out.saturating_sub(1);
         if watch.seen[master] != Seen::Reading {
             return;
         }
+        let last = *out == 0;
         watch.seen[master] = match read {
-            KeyRead::Value(value) if value == watch.token => Seen::Holds,
+            KeyRead::Value(value) if value == watch.token && last => Seen::Holds,
+            KeyRead::Value(value) if value == watch.token => Seen::Reading,
             KeyRead::Value(_) | KeyRead::Missing => Seen::Gone,
-            KeyRead::Failed => Seen::Unknown,
+            KeyRead::Failed if last => Seen::Unknown,
+            KeyRead::Failed => Seen::Reading,
         };
         self.unknown += usize::from(watch.seen[master] == Seen::Unknown);
         self.judge(at);
@@ -177,8 +192,10 @@ impl Watches {
     /// The read of watch `id` on master `master` could not be sent.
     pub(crate) fn handle_unsent(&mut self, id: WatchId, master: usize) {
         if let Some(at) = self.position(id) {
-            let seen = &mut self.watches[at].seen[master];
-            if *seen == Seen::Reading {
+            let watch = &mut self.watches[at];
+            watch.out[master] = watch.out[master].saturating_sub(1);
+            let seen = &mut watch.seen[master];
+            if *seen == Seen::Reading && watch.out[master] == 0 {
                 *seen = Seen::Unknown;
                 self.unknown += 1;
             }
@@ -189,6 +206,7 @@ impl Watches {
     /// until a read after the reconnect (its reads out are lost).
     pub(crate) fn handle_down(&mut self, master: usize) {
         for watch in &mut self.watches {
+            watch.out[master] = 0;
             let seen = &mut watch.seen[master];
             if matches!(seen, Seen::Holds | Seen::Reading) {
                 *seen = Seen::Unknown;
@@ -219,12 +237,16 @@ impl Watches {
         !self.reads.is_empty()
     }
 
-    /// The next read due: the watch, its key, the master.
+    /// The next read due: the watch, its key, the master. Taken, it is
+    /// out until answered ([`handle_read`](Self::handle_read)) or found
+    /// unsent ([`handle_unsent`](Self::handle_unsent)).
     pub(crate) fn next_read(&mut self) -> Option<(WatchId, &[u8], usize)> {
         loop {
             let (id, master) = self.reads.pop()?;
             if let Some(at) = self.position(id) {
-                return Some((id, &self.watches[at].key, master));
+                let watch = &mut self.watches[at];
+                watch.out[master] += 1;
+                return Some((id, &watch.key, master));
             }
         }
     }
@@ -345,6 +367,31 @@ mod tests {
             table.handle_read(id, master, KeyRead::Missing);
         }
         assert_eq!(table.take_lost(), Some(id));
+    }
+
+    #[test]
+    fn only_the_last_read_out_stands_for_holding_and_any_read_for_gone() {
+        let (mut table, id) = held();
+        // A read out (the key changed), then an extension: the read sent
+        // before it tracked the key only until the extension.
+        table.handle_invalidate(0, Invalidated::Key(b"orders:42"));
+        assert_eq!(table.next_read().map(|(w, _, m)| (w, m)), Some((id, 0)));
+        table.rearm(id, |i| i == 0);
+        assert_eq!(
+            table.next_read().map(|(w, _, m)| (w, m)),
+            Some((id, 0)),
+            "read again"
+        );
+        table.handle_read(id, 0, KeyRead::Value(&TOKEN));
+        // The second read finds the key gone: deleted after the extension,
+        // which the server no longer told this client of.
+        table.handle_read(id, 0, KeyRead::Missing);
+        table.handle_invalidate(1, Invalidated::Key(b"orders:42"));
+        table.handle_invalidate(2, Invalidated::Key(b"orders:42"));
+        while let Some((w, _, m)) = table.next_read() {
+            table.handle_read(w, m, KeyRead::Missing);
+        }
+        assert_eq!(table.take_lost(), Some(id), "masters 0, 1 and 2 are gone");
     }
 
     #[test]

@@ -6,8 +6,11 @@
 //!
 //! - No false loss: a watch reports its lock lost only if, at some moment
 //!   between its start and the report, fewer than a quorum of the
-//!   masters' addresses held the lock's token (a master that is down
-//!   holds nothing).
+//!   masters' addresses had held the lock's token at every moment since
+//!   the start (a master that is down holds nothing; one that comes back
+//!   from a snapshot that holds the token again does not count: a watch
+//!   that saw the key gone there does not take it back, and the restart
+//!   guard quarantines such a master's grants).
 //! - Progress: once such a fault leaves fewer than a quorum holding the
 //!   token, and every address without it lost it to such a fault while
 //!   watched or never held it while watched (so the watch's reads know
@@ -49,6 +52,9 @@ pub(crate) struct Watch {
     /// Per address: whether it held the token at some moment since the
     /// start.
     ever_held: Vec<bool>,
+    /// Per address: whether it held the token at every moment since the
+    /// start.
+    kept: Vec<bool>,
     /// Per address: whether a removal fault took the token from it.
     removed: Vec<bool>,
     /// When its release began, or it was let go.
@@ -167,6 +173,7 @@ impl World {
                 from: self.t,
                 dipped: None,
                 ever_held: vec![false; n],
+                kept: vec![true; n],
                 removed: vec![false; n],
                 released: None,
                 closed: false,
@@ -197,10 +204,11 @@ impl World {
     /// What the masters hold of `watch`'s token now.
     fn sample(&self, watch: &mut Watch) {
         let held = self.holders(watch.resource, &watch.token);
-        for (ever, now) in watch.ever_held.iter_mut().zip(&held) {
+        for ((ever, kept), now) in watch.ever_held.iter_mut().zip(&mut watch.kept).zip(&held) {
             *ever |= now;
+            *kept &= now;
         }
-        if held.iter().filter(|&&h| h).count() < self.quorum() {
+        if watch.kept.iter().filter(|&&k| k).count() < self.quorum() {
             watch.dipped.get_or_insert(self.t);
         }
     }

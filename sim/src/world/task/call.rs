@@ -190,7 +190,8 @@ impl World {
     /// its release: owed to each master the round reached over a
     /// connection that is up now (a session down drops what it queued),
     /// but for those that refused the acquire, which must hold no key with
-    /// its token.
+    /// its token (unless their server, named twice, did not refuse it
+    /// through its other address).
     fn failed_round(&mut self, c: usize, call: &Call, round: &Round) {
         let up = (0..self.params.masters).filter(|&i| {
             self.clients[c].socks[i].is_some_and(|conn| {
@@ -209,7 +210,15 @@ impl World {
             owed: round.reached() & !refused & up.fold(0, |mask, i| mask | 1 << i),
             answered: vec![None; self.params.masters],
         };
-        for a in (0..self.params.masters).filter(|a| refused >> a & 1 == 1) {
+        // (A server named twice may have refused through one address what
+        // it granted through the other: the release through that one frees
+        // the key.)
+        let twin_granted = |a: usize| {
+            (0..self.params.masters).any(|b| {
+                b != a && self.params.proc_of[b] == self.params.proc_of[a] && refused >> b & 1 == 0
+            })
+        };
+        for a in (0..self.params.masters).filter(|&a| refused >> a & 1 == 1 && !twin_granted(a)) {
             let m = self.params.proc_of[a];
             let now_us = self.masters[m].clock.now_us(self.t);
             self.leftovers
