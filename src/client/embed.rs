@@ -322,7 +322,7 @@ impl Builder {
             pursuits: Vec::with_capacity(config.max_in_flight),
             last_pursuit: 0,
             base: Base {
-                spare_reports: Vec::with_capacity(config.max_in_flight),
+                spare_reports: super::rounds::spare_reports(config.max_in_flight),
                 driver,
                 config,
                 masters,

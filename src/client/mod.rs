@@ -146,7 +146,8 @@ pub struct Redlock {
     counters: Arc<Counters>,
     /// Boxes of reports that callers waiting for a lock dropped, for the
     /// next reports ([`recycle`](Self::recycle)); room for one per round
-    /// in flight, allocated at build.
+    /// in flight, allocated at build, and the first boxes made then
+    /// (`rounds::spare_reports`).
     #[allow(
         clippy::vec_box,
         reason = "the boxes are what is kept: each goes back into an error"
@@ -190,7 +191,7 @@ impl Redlock {
         Redlock {
             fences: Arc::new(Mutex::new(fence::FenceBook::new(masters.len()))),
             tokens: Arc::new(Mutex::new(TokenSource::new())),
-            spare_reports: Arc::new(Mutex::new(Vec::with_capacity(config.max_in_flight))),
+            spare_reports: Arc::new(Mutex::new(rounds::spare_reports(config.max_in_flight))),
             _open: Arc::new(Open(Arc::clone(&engine))),
             engine,
             config,

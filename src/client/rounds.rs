@@ -65,6 +65,23 @@ pub(super) fn spans(commands: &[Command<'_>]) -> Spans {
         .collect()
 }
 
+/// Boxes for the reports of the failed attempts of waiting callers made
+/// ahead, so that up to this many callers that wait at once allocate
+/// nothing from the start (more do until as many boxes came back).
+const SPARE_REPORTS: usize = 16;
+
+/// The spare report boxes of a client with `max_in_flight` rounds in
+/// flight: room for one per round, [`SPARE_REPORTS`] of them made now.
+#[allow(
+    clippy::vec_box,
+    reason = "the boxes are what is kept: each goes back into an error"
+)]
+pub(super) fn spare_reports(max_in_flight: usize) -> Vec<Box<Report>> {
+    let mut spares = Vec::with_capacity(max_in_flight);
+    spares.extend((0..SPARE_REPORTS.min(max_in_flight)).map(|_| Box::new(Report::blank())));
+    spares
+}
+
 impl Redlock {
     /// Counts the round just run, of `op`, that ended with `result` (and
     /// records it in its span and the metrics, with those features).
@@ -237,7 +254,7 @@ impl Redlock {
     /// A caller that waits for a lock drops `error` and tries again: the
     /// box of its report goes back to the client, for the next report (up
     /// to one per round in flight), so that a wait allocates nothing once
-    /// the client is warm.
+    /// the client is warm ([`spare_reports`] made the first boxes).
     pub(super) fn recycle(&self, error: Error) {
         if let Some(report) = error.into_report() {
             let mut spares = lock(&self.spare_reports);

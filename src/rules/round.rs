@@ -520,6 +520,19 @@ pub struct Report {
 }
 
 impl Report {
+    /// A report of no round: room for a report, made before any is needed
+    /// (see `Redlock::recycle`).
+    pub(crate) fn blank() -> Report {
+        Report {
+            op: Op::Acquire,
+            quorum: 0,
+            elapsed: Duration::ZERO,
+            nodes: SmallVec::new(),
+            masters: None,
+            waited: None,
+        }
+    }
+
     /// Names the nodes, in order (say, by their addresses, passwords
     /// masked): [`Display`](fmt::Display) then shows the names instead of
     /// `#0`, `#1`, …. Names are used only if there is one per node.
