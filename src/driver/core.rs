@@ -250,8 +250,7 @@ impl<W> Core<W> {
     ) -> WatchId {
         let id = self.watches.watch(key, token);
         for master in &mut self.masters {
-            master.link.track(now);
-            master.write_due = true;
+            master.write_due |= master.link.track(now);
         }
         self.send_reads(now);
         id

@@ -124,13 +124,15 @@ impl Link {
     /// on a ready connection, else in the next handshake, once `HELLO 3`
     /// has succeeded (pushes need RESP3). A link without the wake channel
     /// speaks RESP2 and is never tracked: its watched keys are read, and
-    /// their losses found, only at their reads.
-    pub(crate) fn track(&mut self, now: Instant) {
+    /// their losses found, only at their reads. Returns whether it queued
+    /// the ask, to be written.
+    pub(crate) fn track(&mut self, now: Instant) -> bool {
         if self.tracking != Tracking::Off || self.config.wake.is_none() {
-            return;
+            return false;
         }
         self.tracking = Tracking::Wanted;
-        if self.is_ready() && self.wakes {
+        let asked = self.is_ready() && self.wakes;
+        if asked {
             encode_tracking(&mut self.out);
             self.tracking = Tracking::Asked;
             let step = Request::new(
@@ -140,6 +142,7 @@ impl Link {
             );
             self.requests.push_back(step);
         }
+        asked
     }
 
     /// The reply to `CLIENT TRACKING`. A server that will not track (too

@@ -28,16 +28,27 @@ fn client(cluster: &Cluster) -> Redlock {
 
 /// A watched lock on `resource`, every master read.
 fn watched(client: &Redlock, cluster: &Cluster, resource: &str) -> Lock {
-    let before: Vec<u64> = (0..MASTERS).map(|i| gets(cluster, i)).collect();
+    let before = reads(cluster);
     let mut lock = client.try_lock(resource, TTL).expect("acquire");
     client.watch(&mut lock);
     // Every master answered the watch's first read (and tracks the key).
+    assert_read_again(cluster, &before, "the watch read every master");
+    lock
+}
+
+/// Every master's count of a watch's reads ([`gets`]).
+fn reads(cluster: &Cluster) -> Vec<u64> {
+    (0..MASTERS).map(|i| gets(cluster, i)).collect()
+}
+
+/// Waits until every master has run a watch's read since `before` was
+/// counted ([`reads`]); fails with `what` if one has not.
+fn assert_read_again(cluster: &Cluster, before: &[u64], what: &str) {
     assert!(
         eventually(REPORT, || (0..MASTERS)
             .all(|i| gets(cluster, i) > before[i])),
-        "the watch read every master"
+        "{what}"
     );
-    lock
 }
 
 /// How many reads of a watch master `i` has run: each asks first that
@@ -169,6 +180,28 @@ fn a_released_lock_is_no_longer_watched_and_an_unwatched_one_never_reports() {
 }
 
 #[test]
+fn an_unlock_dropped_in_flight_ends_the_watch() {
+    let cluster = Cluster::start(MASTERS);
+    let client = client(&cluster);
+    let mut lock = watched(&client, &cluster, "watch:dropped-unlock");
+    // The release may free the key, of which this client's connections
+    // hear nothing (NOLOOP): the watch must not outlive it.
+    for i in 0..MASTERS {
+        cluster.pause(i);
+    }
+    {
+        let mut unlock = std::pin::pin!(client.unlock_async(&mut lock));
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(unlock.as_mut().poll(&mut context).is_pending());
+    }
+    for i in 0..MASTERS {
+        cluster.resume(i);
+    }
+    assert_eq!(client.stats().engine.watched, 0, "the watch ended");
+    assert!(!lock.is_lost());
+}
+
+#[test]
 fn a_watched_locks_future_completes_at_the_loss() {
     let cluster = Cluster::start(MASTERS);
     let client = client(&cluster);
@@ -189,17 +222,13 @@ fn a_watched_locks_future_completes_at_the_loss() {
 fn a_keeper_hears_of_a_loss_before_its_next_extension() {
     let cluster = Cluster::start(MASTERS);
     let client = client(&cluster);
-    let before: Vec<u64> = (0..MASTERS).map(|i| gets(&cluster, i)).collect();
+    let before = reads(&cluster);
     let lock = client.try_lock("watch:kept", TTL).expect("acquire");
     // The first extension is a third of the TTL away.
     let keeper = client
         .keep(lock, KeepOptions::new(TTL))
         .expect("keep the lock");
-    assert!(
-        eventually(REPORT, || (0..MASTERS)
-            .all(|i| gets(&cluster, i) > before[i])),
-        "the keeper's watch read every master"
-    );
+    assert_read_again(&cluster, &before, "the keeper's watch read every master");
     for i in 0..3 {
         cluster.command(i, &[b"DEL", b"watch:kept"]);
     }
@@ -248,16 +277,12 @@ fn with_lock_ends_lost_when_a_majority_loses_the_keys_mid_work() {
 fn a_watched_lock_dropped_unreleased_is_forgotten_once_its_keys_expire() {
     let cluster = Cluster::start(MASTERS);
     let client = client(&cluster);
-    let before: Vec<u64> = (0..MASTERS).map(|i| gets(&cluster, i)).collect();
+    let before = reads(&cluster);
     let mut lock = client
         .try_lock("watch:dropped", Duration::from_secs(3))
         .expect("acquire");
     client.watch(&mut lock);
-    assert!(
-        eventually(REPORT, || (0..MASTERS)
-            .all(|i| gets(&cluster, i) > before[i])),
-        "the watch read every master"
-    );
+    assert_read_again(&cluster, &before, "the watch read every master");
     drop(lock);
     assert_eq!(client.stats().engine.watched, 1);
     // The masters tell of the expiry; the reads find the key gone; the
@@ -273,7 +298,7 @@ fn an_extend_dropped_in_flight_keeps_the_watch() {
     let cluster = Cluster::start(MASTERS);
     let client = client(&cluster);
     let mut lock = watched(&client, &cluster, "watch:dropped-extend");
-    let before: Vec<u64> = (0..MASTERS).map(|i| gets(&cluster, i)).collect();
+    let before = reads(&cluster);
     // Paused masters leave the extend in flight when its future is
     // dropped; once they resume they apply it, and forget the key for
     // the watching connection.
@@ -288,10 +313,10 @@ fn an_extend_dropped_in_flight_keeps_the_watch() {
     for i in 0..MASTERS {
         cluster.resume(i);
     }
-    assert!(
-        eventually(REPORT, || (0..MASTERS)
-            .all(|i| gets(&cluster, i) > before[i])),
-        "the dropped extend's masters were read again"
+    assert_read_again(
+        &cluster,
+        &before,
+        "the dropped extend's masters were read again",
     );
     for i in 0..3 {
         cluster.command(i, &[b"DEL", b"watch:dropped-extend"]);
