@@ -7,7 +7,9 @@ use crate::scripts::*;
 
 mod command;
 
-pub(crate) use command::{Command, Keys, Shape, SyncMode};
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub use command::{Command, Keys};
+pub(crate) use command::{Shape, SyncMode};
 
 /// Bytes of a lock token.
 pub const TOKEN_LEN: usize = 20;
@@ -63,11 +65,13 @@ pub const FENCE_LOST_KEY: &str = "redlock-mio:fence-lost";
 /// (see [`WakeChannel`]).
 pub(crate) const WAKE_PREFIX: &str = "redlock-mio:wake:";
 
-/// A client's wake channel: [`WAKE_PREFIX`] and 16 hexadecimal digits.
-pub(crate) type WakeChannel = [u8; WAKE_PREFIX.len() + 16];
+/// A client's wake channel: `WAKE_PREFIX` and 16 hexadecimal digits.
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub type WakeChannel = [u8; WAKE_PREFIX.len() + 16];
 
 /// A wake channel named by `id`.
-pub(crate) fn wake_channel(id: u64) -> WakeChannel {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub fn wake_channel(id: u64) -> WakeChannel {
     let mut channel = [0; WAKE_PREFIX.len() + 16];
     channel[..WAKE_PREFIX.len()].copy_from_slice(WAKE_PREFIX.as_bytes());
     for (i, byte) in channel[WAKE_PREFIX.len()..].iter_mut().enumerate() {
@@ -93,8 +97,9 @@ pub(crate) fn pack_key(out: &mut impl Extend<u8>, key: &[u8]) {
     out.extend(key[..usize::from(len)].iter().copied());
 }
 
-/// The keys of a list packed by [`pack_key`]; a truncated tail is dropped.
-pub(crate) fn unpack_keys(mut packed: &[u8]) -> impl Iterator<Item = &[u8]> {
+/// The keys of a list packed by `pack_key`; a truncated tail is dropped.
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub fn unpack_keys(mut packed: &[u8]) -> impl Iterator<Item = &[u8]> {
     std::iter::from_fn(move || {
         let (len, rest) = packed.split_first_chunk::<2>()?;
         let len = usize::from(u16::from_be_bytes(*len));

@@ -22,12 +22,14 @@ pub struct RoundId(u64);
 /// their queue entries and publish when they hand the lock over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(transparent)]
-pub(crate) struct WaitId(u64);
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct WaitId(u64);
 
 /// The id of a watch over one held key (see `flights::Watches`): a
 /// sequence, never reused while the client lives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) struct WatchId(pub(crate) u64);
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct WatchId(pub u64);
 
 impl RoundId {
     /// The id of no round: a free slot's.

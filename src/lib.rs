@@ -305,24 +305,55 @@ pub mod fuzzing {
     pub use crate::flights::fuzz::{FlightsSeen, flights};
     pub use crate::link::fuzz::{Seen, session};
 }
-/// A client for a deterministic simulator: the driver's sans-IO core with
-/// the front ends' checks and turns, driven with bytes and the time
-/// passed in, for the `redlock-mio-sim` crate, and the lock rules'
-/// rounds for the `redlock-mio-model` crate (feature `sim`; not a stable
-/// API: it changes with the library's internals).
+/// The sans-IO machines, for the `redlock-mio-sim` crate's client and the
+/// `redlock-mio-model` crate's tie to the library (feature `sim`; not a
+/// stable API: it changes with the library's internals).
+///
+/// A simulator drives what the front ends drive: the driver's [`Core`](sim::Core)
+/// (the sessions, the tables of rounds, waits and watches, moved with
+/// bytes and the time passed in), the calls' machines (`calls`) and the
+/// fenced acquire ([`FencedAcquire`](sim::FencedAcquire) with its [`Host`](sim::Host)). Nothing here
+/// decides on the simulator's behalf; what it owns is the moving of bytes,
+/// time and callers.
 #[cfg(feature = "sim")]
 #[doc(hidden)]
 pub mod sim {
-    /// The keeping of a lock, as the keeper's thread drives it.
-    pub use crate::calls::{Keeping, KeepingStep};
-    pub use crate::client::sim::{
-        Client, FenceMachine, Fenced, Held, Names, Next, Pursue, Settings,
-    };
-    /// A round's id, as the simulator's client hands it out.
-    pub use crate::ids::RoundId;
-    /// The lock rules the simulator's and the model's clients feed: one
-    /// round, the replies it is told, its decision, the drift formula.
-    pub use crate::rules::{Decision, Reply, Round, drift};
+    /// The calls as machines, as every front end drives them.
+    pub mod calls {
+        pub use crate::calls::{
+            Acquire, Acquired, Attempted, Claim, Extend, Fenced, Granted, Holding, Keeping,
+            KeepingStep, Leave, Limits, Pursue, Release, Rewatch, Step, Times, Validity, Wait,
+            Waited, check_resource, decision, longest_ttl, pack_names, release_behind, restarter,
+            timeout, unknown,
+        };
+    }
+    /// The configuration a front end derives from its builder's settings.
+    pub mod builder {
+        pub use crate::client::builder::{backoff_min, default_stall};
+    }
+    /// The commands' keys and wake channel.
+    pub mod commands {
+        pub use crate::commands::{unpack_keys, wake_channel};
+    }
+    /// The lock rules a client's rounds follow.
+    pub mod rules {
+        pub use crate::rules::identity::CLIENT_MARKER;
+        pub use crate::rules::{drift, outlived};
+    }
+    pub use crate::client::fence::{FenceBook, FencedAcquire, Host};
+    pub use crate::client::rounds::{Ends, RoundEnd};
+    pub use crate::commands::{Command, Keys, WakeChannel};
+    pub use crate::driver::core::Core;
+    pub use crate::flights::{Flights, Waits, Watches};
+    pub use crate::ids::{RoundId, WatchId};
+    pub use crate::link::LinkConfig;
+    pub use crate::rules::wait::Terms;
+    pub use crate::rules::{Decision, Reply, Round};
+
+    /// What `lock` holds, as an extend or a release of it reads it.
+    pub fn holding(lock: &crate::Lock) -> calls::Holding<'_> {
+        lock.holding()
+    }
 }
 /// The rustls version this crate uses, to build a
 /// [`Builder::tls_config`](crate::Builder::tls_config) (feature `tls`).

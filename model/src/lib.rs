@@ -72,7 +72,7 @@
 //! the same inputs and fail where they differ:
 //!
 //! - the client: the library's fenced acquire machine (`FencedAcquire`
-//!   and `FenceBook`, driven through `redlock_mio::sim::FenceMachine`, the
+//!   and `FenceBook`, driven through `tie::machine::FenceMachine`, the
 //!   rounds' decisions those of `rules::Round`) and the model's client take
 //!   the same seeded sequences of round outcomes (50 000 cases of up to
 //!   four attempts: counts, losses with their ids and clocks, grants,

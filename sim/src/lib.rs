@@ -181,7 +181,9 @@
 //! # The simulator
 //!
 //! [`simulate`] runs one world from a seed: two to five clients, each the
-//! library's core with its own clock (rates up to 0.3% off), against one
+//! library's core with its own clock (rates up to 0.3% off), driven by
+//! this crate's front end ([`client::Client`], which runs the library's
+//! own machines through the door `redlock_mio::sim`), against one
 //! to five masters with theirs, over a network of FIFO streams with their
 //! own delays, spikes and writes cut in pieces. The wall clocks (a
 //! waiter's place is its client's) are hours or days apart, or, in half
@@ -192,8 +194,8 @@
 //! resources (binary names among them), and ask for names in the crate's
 //! key space, which must be refused before anything is sent. In some
 //! worlds some locks are kept: the caller hands the lock to a keeper, the
-//! keeper thread's own machine (`redlock_mio::sim::Keeping`, the library's
-//! `calls::Keeping`, which takes every decision of the keeping) driven
+//! keeper thread's own machine (`redlock_mio::sim::calls::Keeping`, the
+//! library's `calls::Keeping`, which takes every decision of the keeping) driven
 //! with the simulated time as the thread drives it: it wakes when the
 //! keeping says (late only when its client is paused), extends and
 //! releases when it says so, hands each result in, and reports the
@@ -216,7 +218,7 @@
 //! fencing's assumptions), an operator's removal of a watched lock's key
 //! on one master (a `DEL`, an overwrite, a `FLUSHALL`: in half of the
 //! worlds a share of the locks won are watched for a loss,
-//! `redlock_mio::sim::Client::watch` as `Redlock::watch` does it, read
+//! [`client::Client::watch`] as `Redlock::watch` does it, read
 //! again after each extend, stopped at the release), and other clients'
 //! writes (foreign holders, junk
 //! and strangers in the wait queues, keys of the wrong type, wake-ups
@@ -279,6 +281,7 @@
 //! Then cases for it in the differential test's generator, so that a real
 //! server checks what was written.
 
+pub mod client;
 mod commands;
 mod keyspace;
 mod master;

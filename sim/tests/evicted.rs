@@ -14,8 +14,8 @@ mod rig;
 
 use std::time::Duration;
 
-use redlock_mio::sim::Names;
 use redlock_mio_sim::Eviction;
+use redlock_mio_sim::client::Names;
 
 use rig::Rig;
 

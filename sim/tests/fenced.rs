@@ -12,7 +12,7 @@ mod rig;
 
 use std::time::Duration;
 
-use redlock_mio::sim::{Fenced, Held, Names};
+use redlock_mio_sim::client::{Fenced, Held, Names};
 
 use rig::{EPOCH_US, Rig};
 
@@ -20,7 +20,7 @@ const TOKEN: [u8; 20] = [7; 20];
 
 /// Three fenced masters, the second's clock 3 s ahead of the others'.
 fn fenced_rig() -> Rig {
-    let settings = redlock_mio::sim::Settings {
+    let settings = redlock_mio_sim::client::Settings {
         fencing: Some(Duration::from_secs(2)),
         ..rig::settings()
     };
@@ -70,7 +70,9 @@ fn a_fenced_acquire_starts_from_the_largest_clock_and_raises_everywhere() {
     let now = rig.instant();
     let id = rig.client.begin_release(&held, now).unwrap();
     rig.exchange_all();
-    rig.client.end_release(id, &mut held).unwrap();
+    rig.client
+        .end_release(id, &mut held, rig.instant())
+        .unwrap();
     let now = rig.instant();
     let fenced = rig
         .client

@@ -13,7 +13,7 @@ mod rig;
 use std::time::Duration;
 
 use redlock_mio::scripts::LEAVE_SCRIPT;
-use redlock_mio::sim::{Names, Settings};
+use redlock_mio_sim::client::{Names, Settings};
 
 use rig::{EPOCH_US, Rig};
 
@@ -57,7 +57,9 @@ fn a_wait_that_met_contention_leaves_the_queues_of_the_masters_still_to_answer()
 
     let id = rig.client.begin_release(&held, rig.instant()).unwrap();
     rig.exchange_all();
-    rig.client.end_release(id, &mut held).unwrap();
+    rig.client
+        .end_release(id, &mut held, rig.instant())
+        .unwrap();
 
     let now = rig.instant();
     assert!(rig.client.resume(&mut pursue, true, now), "told: attempts");

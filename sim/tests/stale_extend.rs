@@ -18,7 +18,7 @@ mod rig;
 use std::time::Duration;
 
 use redlock_mio::NodeError;
-use redlock_mio::sim::Names;
+use redlock_mio_sim::client::Names;
 
 use rig::Rig;
 

@@ -12,19 +12,21 @@ use crate::rules::{Decision, Report, Round};
 use super::errors::{acquire_result, unknown};
 
 /// One plain acquire attempt of `keys` by a new token, its arguments
-/// checked before ([`Limits::acquire`](super::Limits::acquire) or
-/// [`acquire_all`](super::Limits::acquire_all): a call that waits checks
+/// checked before (`Limits::acquire` or
+/// `acquire_all`: a call that waits checks
 /// them once for all its attempts).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Acquire<'k> {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct Acquire<'k> {
     keys: Keys<&'k [u8]>,
     token: [u8; TOKEN_LEN],
     ttl_ms: u64,
 }
 
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 impl<'k> Acquire<'k> {
     /// An attempt to acquire `keys` by `token` for `ttl_ms`.
-    pub(crate) fn new(keys: Keys<&'k [u8]>, token: [u8; TOKEN_LEN], ttl_ms: u64) -> Acquire<'k> {
+    pub fn new(keys: Keys<&'k [u8]>, token: [u8; TOKEN_LEN], ttl_ms: u64) -> Acquire<'k> {
         Acquire {
             keys,
             token,
@@ -33,7 +35,7 @@ impl<'k> Acquire<'k> {
     }
 
     /// The command to submit.
-    pub(crate) fn command(&self) -> Command<'_> {
+    pub fn command(&self) -> Command<'_> {
         Command::acquire(self.keys, &self.token, self.ttl_ms)
     }
 
@@ -48,14 +50,16 @@ impl<'k> Acquire<'k> {
 /// means, and the release that must follow it if it failed or its caller
 /// is gone.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Claim<'k> {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct Claim<'k> {
     keys: Keys<&'k [u8]>,
     token: &'k [u8; TOKEN_LEN],
 }
 
 /// How an acquire ended for its caller.
 #[derive(Debug)]
-pub(crate) enum Acquired<'k> {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub enum Acquired<'k> {
     /// A quorum granted it in time: the lock, valid until the round's
     /// `t0 + ttl - drift`.
     Won(Lock),
@@ -70,9 +74,10 @@ pub(crate) enum Acquired<'k> {
     },
 }
 
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 impl<'k> Claim<'k> {
     /// The claim of an acquire of `keys` by `token`.
-    pub(crate) fn new(keys: Keys<&'k [u8]>, token: &'k [u8; TOKEN_LEN]) -> Claim<'k> {
+    pub fn new(keys: Keys<&'k [u8]>, token: &'k [u8; TOKEN_LEN]) -> Claim<'k> {
         Claim { keys, token }
     }
 
@@ -80,7 +85,7 @@ impl<'k> Claim<'k> {
     /// ([`decision`](super::decision)): the lock, or the error (`report`
     /// gives the round's report, asked for errors only) and the release
     /// that follows it.
-    pub(crate) fn handle(
+    pub fn handle(
         &self,
         round: &Round,
         decision: Result<Decision, io::ErrorKind>,
@@ -116,7 +121,7 @@ impl<'k> Claim<'k> {
     /// nothing needs to wait for its replies) to every master where the
     /// acquire may have set its key (not those that refused it), every
     /// master when the round is unknown.
-    pub(crate) fn release(&self, round: Option<&Round>) -> Command<'k> {
+    pub fn release(&self, round: Option<&Round>) -> Command<'k> {
         let release = Command::release(self.keys, self.token).with_script();
         let masters = round.map_or(u64::MAX, Round::may_have_set);
         release.reaching(masters).only_to(masters)
@@ -126,10 +131,8 @@ impl<'k> Claim<'k> {
 /// The release that must follow `command`, if it is an acquire whose
 /// caller is gone with its round (`round`, while it is known) in flight,
 /// as [`Claim::release`] says.
-pub(crate) fn release_behind<'c>(
-    command: &Command<'c>,
-    round: Option<&Round>,
-) -> Option<Command<'c>> {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub fn release_behind<'c>(command: &Command<'c>, round: Option<&Round>) -> Option<Command<'c>> {
     let undo = command.undo()?;
     let masters = round.map_or(u64::MAX, Round::may_have_set);
     Some(undo.reaching(masters).only_to(masters))

@@ -12,34 +12,34 @@ use crate::rules;
 /// restart guard's and fencing's (the same when both are on, as the
 /// builder requires): a longer lock could outlive a quarantine or a fence
 /// counter's repair.
-pub(crate) fn longest_ttl(
-    restart_guard: Option<Duration>,
-    fencing: Option<Duration>,
-) -> Option<Duration> {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub fn longest_ttl(restart_guard: Option<Duration>, fencing: Option<Duration>) -> Option<Duration> {
     restart_guard.or(fencing)
 }
 
 /// What a client's settings bound a call's arguments by.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Limits {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct Limits {
     /// How long a round waits for the masters.
-    pub(crate) request_timeout: Duration,
+    pub request_timeout: Duration,
     /// The clock drift allowed, a fraction of the TTL.
-    pub(crate) drift_factor: f64,
+    pub drift_factor: f64,
     /// The longest TTL ([`longest_ttl`]), if the restart guard or fencing
     /// is on.
-    pub(crate) longest_ttl: Option<Duration>,
+    pub longest_ttl: Option<Duration>,
     /// How often one lock may be extended, if there is a limit.
-    pub(crate) max_extensions: Option<u32>,
+    pub max_extensions: Option<u32>,
 }
 
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 impl Limits {
     /// Checks a TTL: the TTL in whole milliseconds.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidTtl`], saying why.
-    pub(crate) fn ttl(&self, ttl: Duration) -> Result<u64, Error> {
+    pub fn ttl(&self, ttl: Duration) -> Result<u64, Error> {
         let invalid = |reason| Err(Error::InvalidTtl { ttl, reason });
         if ttl > MAX_TTL {
             return invalid("longer than MAX_TTL (2^31 - 1 ms)");
@@ -132,9 +132,10 @@ impl Limits {
 /// # Errors
 ///
 /// [`Error::InvalidResources`] for none or more than
-/// [`commands::MAX_KEYS`]; [`Error::InvalidResource`] or
+/// `commands::MAX_KEYS`; [`Error::InvalidResource`] or
 /// [`Error::ReservedResource`] for a bad name.
-pub(crate) fn pack_names<'r>(
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub fn pack_names<'r>(
     resources: impl ExactSizeIterator<Item = &'r [u8]>,
     packed: &mut impl Extend<u8>,
 ) -> Result<(), Error> {
@@ -155,7 +156,8 @@ pub(crate) fn pack_names<'r>(
 /// # Errors
 ///
 /// [`Error::InvalidResource`], [`Error::ReservedResource`].
-pub(crate) fn check_resource(resource: &[u8]) -> Result<(), Error> {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub fn check_resource(resource: &[u8]) -> Result<(), Error> {
     if resource.is_empty() || resource.len() > MAX_RESOURCE_LEN {
         return Err(Error::InvalidResource {
             len: resource.len(),

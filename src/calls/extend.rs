@@ -13,13 +13,15 @@ use super::{Holding, Limits, Validity};
 
 /// One extend of a lock to a new TTL.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Extend<'k> {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct Extend<'k> {
     keys: Keys<&'k [u8]>,
     token: &'k [u8; TOKEN_LEN],
     ttl_ms: u64,
     drift_factor: f64,
 }
 
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 impl<'k> Extend<'k> {
     /// An extend of `lock` to `ttl` at `now`, checked against `limits`
     /// before anything is sent (the lock is then unchanged).
@@ -28,7 +30,7 @@ impl<'k> Extend<'k> {
     ///
     /// [`Error::InvalidTtl`], [`Error::Expired`],
     /// [`Error::ExtensionLimit`].
-    pub(crate) fn new(
+    pub fn new(
         limits: &Limits,
         lock: Holding<'k>,
         ttl: Duration,
@@ -44,7 +46,7 @@ impl<'k> Extend<'k> {
     }
 
     /// The command to submit.
-    pub(crate) fn command(&self) -> Command<'k> {
+    pub fn command(&self) -> Command<'k> {
         Command::extend(self.keys, self.token, self.ttl_ms)
     }
 
@@ -53,7 +55,7 @@ impl<'k> Extend<'k> {
     /// the round's report, asked for errors only), and the lock's validity
     /// after it. (What the end means depends on the round alone: a caller
     /// that kept the round's id and not the call reads it the same way.)
-    pub(crate) fn handle(
+    pub fn handle(
         round: &Round,
         decision: Result<Decision, io::ErrorKind>,
         report: impl FnOnce() -> Box<Report>,

@@ -29,41 +29,82 @@ use std::io;
 use std::time::{Duration, Instant};
 
 use crate::commands::{Command, Keys, TOKEN_LEN};
-use crate::rules::{self, Decision, Round};
+use crate::rules::{self, Decision, Op, Round};
 
-pub(crate) use acquire::{Acquire, Acquired, Claim, release_behind};
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub use acquire::{Acquire, Acquired, Claim, release_behind};
 #[cfg(feature = "sim")]
-pub(crate) use checks::pack_names;
-pub(crate) use checks::{Limits, check_resource, longest_ttl};
-pub(crate) use errors::{acquire_refused, unknown};
-pub(crate) use extend::Extend;
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub use checks::pack_names;
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub use checks::{Limits, check_resource, longest_ttl};
+pub(crate) use errors::acquire_refused;
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub use errors::unknown;
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub use extend::Extend;
 #[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 pub use keeping::{Keeping, KeepingStep};
-pub(crate) use pursue::{Fenced, Leave, Pursue, Step, Waited};
-pub(crate) use release::Release;
-pub(crate) use validity::Validity;
-pub(crate) use wait::{Times, Wait};
+#[cfg(feature = "sim")]
+pub use pursue::{Attempted, Granted};
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub use pursue::{Fenced, Leave, Pursue, Step, Waited};
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub use release::Release;
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub use validity::Validity;
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub use wait::{Times, Wait};
+
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+/// What a lock's loss watch does once an extend or a release of the lock
+/// has gone out, whether its round ended or its caller dropped it in
+/// flight: one rule, which every front end follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rewatch {
+    /// Its keys are read again on every master: a master that an extend
+    /// reached forgets the key for this client's tracking connection,
+    /// which is told nothing of its own changes (`NOLOOP`).
+    ReadAgain,
+    /// The watch ends: the release may have freed the keys, and this
+    /// client hears nothing of its own changes.
+    End,
+}
+
+impl Rewatch {
+    /// What the watch does after a call of `op` on the lock: `None` for an
+    /// operation that is not a call on a held lock.
+    pub fn after(op: Op) -> Option<Rewatch> {
+        match op {
+            Op::Extend => Some(Rewatch::ReadAgain),
+            Op::Release => Some(Rewatch::End),
+            Op::Acquire | Op::Raise | Op::FenceRead | Op::FenceSync | Op::Leave => None,
+        }
+    }
+}
 
 /// What a lock holds, as an extend or a release of it reads it: the
 /// front ends' [`Lock`](crate::Lock) or the simulator's lock.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Holding<'k> {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct Holding<'k> {
     /// Its names.
-    pub(crate) keys: Keys<&'k [u8]>,
+    pub keys: Keys<&'k [u8]>,
     /// Its token.
-    pub(crate) token: &'k [u8; TOKEN_LEN],
+    pub token: &'k [u8; TOKEN_LEN],
     /// Until when it may be trusted, on the client's clock.
-    pub(crate) valid_until: Instant,
+    pub valid_until: Instant,
     /// How many times it was extended.
-    pub(crate) extensions: u32,
+    pub extensions: u32,
     /// The masters its acquire went out to.
-    pub(crate) reach: u64,
+    pub reach: u64,
 }
 
 /// How a round ended: its decision, one still undecided counting as
 /// without a quorum, or the poller's error (`polled`: the commands may
 /// have gone out before it failed).
-pub(crate) fn decision(
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub fn decision(
     round: &Round,
     polled: Result<(), io::ErrorKind>,
 ) -> Result<Decision, io::ErrorKind> {
@@ -72,7 +113,8 @@ pub(crate) fn decision(
 
 /// How long a round started at `now` waits for the masters: the request
 /// timeout, and never past `cap`.
-pub(crate) fn timeout(request_timeout: Duration, cap: Option<Instant>, now: Instant) -> Duration {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub fn timeout(request_timeout: Duration, cap: Option<Instant>, now: Instant) -> Duration {
     match cap {
         Some(cap) => request_timeout.min(cap.saturating_duration_since(now)),
         None => request_timeout,
@@ -82,7 +124,8 @@ pub(crate) fn timeout(request_timeout: Duration, cap: Option<Instant>, now: Inst
 /// Sets up a round of a command over `masters` masters, waiting for them
 /// at most `timeout`: its operation, and the TTL of a grant with the drift
 /// `drift_factor` allows.
-pub(crate) fn restarter(
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub fn restarter(
     drift_factor: f64,
     masters: usize,
     timeout: Duration,

@@ -38,12 +38,14 @@ use crate::rules::wait::{Entries, Next, Pursuit, Terms};
 use crate::rules::{self, Decision, NodeState, Report, Round, free_in};
 
 /// How a fenced attempt's acquire round ended for a call that waits: the
-/// round, and when the keys that refused it expire ([`free_in`]).
-pub(crate) type Waited = Option<(Round, Option<Duration>)>;
+/// round, and when the keys that refused it expire (`free_in`).
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub type Waited = Option<(Round, Option<Duration>)>;
 
 /// One call that waits for a lock of `keys` (their bytes: `K`), from its
 /// start to its end (see the module docs).
-pub(crate) struct Pursue<K> {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct Pursue<K> {
     keys: Keys<K>,
     ttl_ms: u64,
     pursuit: Pursuit,
@@ -63,6 +65,14 @@ pub(crate) struct Pursue<K> {
     left: bool,
 }
 
+impl<K: AsRef<[u8]>> std::fmt::Debug for Pursue<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pursue")
+            .field("wait", &self.wait_id())
+            .finish_non_exhaustive()
+    }
+}
+
 /// Where a call is.
 enum State {
     /// An attempt is due now.
@@ -78,7 +88,8 @@ enum State {
 
 /// What a call that waits does next ([`Pursue::poll`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Step {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub enum Step {
     /// Make an attempt now, its round cut short at `cap`: first forget
     /// what told wait `arm` so far (only what comes after counts for the
     /// next wait), then send [`Pursue::command`] (or a fenced attempt with
@@ -109,15 +120,16 @@ pub(crate) enum Step {
 
 /// How a plain attempt ended ([`Pursue::handle_attempt`]).
 #[derive(Debug)]
-pub(crate) struct Attempted<'p> {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct Attempted<'p> {
     /// After a failed attempt, the release to queue on every master the
     /// command went out to, without waiting.
-    pub(crate) release: Option<Command<'p>>,
+    pub release: Option<Command<'p>>,
     /// The attempt's outcome, to count.
-    pub(crate) outcome: Result<(), &'p Error>,
+    pub outcome: Result<(), &'p Error>,
     /// After a failed attempt, the masters to count as having told the
     /// wait ([`Granted`]).
-    pub(crate) granted: Option<Granted>,
+    pub granted: Option<Granted>,
 }
 
 /// The masters whose grant a failed attempt of a call with a wait had,
@@ -130,42 +142,46 @@ pub(crate) struct Attempted<'p> {
 ///
 /// [`Waits::handle_granted`]: crate::flights::Waits::handle_granted
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Granted {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct Granted {
     /// The wait.
-    pub(crate) wait: WaitId,
+    pub wait: WaitId,
     /// The masters that granted, bit `i` for master `i` (masters past the
     /// 64th in bit 63, as the table of waits counts them).
-    pub(crate) masters: u64,
+    pub masters: u64,
 }
 
 /// A fenced attempt's arguments ([`Pursue::fenced`]).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Fenced<'p> {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct Fenced<'p> {
     /// The keys it acquires.
-    pub(crate) keys: Keys<&'p [u8]>,
+    pub keys: Keys<&'p [u8]>,
     /// The TTL, in milliseconds.
-    pub(crate) ttl_ms: u64,
+    pub ttl_ms: u64,
     /// The queue member, place and margin its acquire queues the caller
     /// with, if the call has a wait.
-    pub(crate) queue: Option<(&'p [u8], u64, u64)>,
+    pub queue: Option<(&'p [u8], u64, u64)>,
 }
 
 /// What a call leaves behind when it ends, returned or dropped
 /// ([`Pursue::leave`]).
 #[derive(Debug)]
-pub(crate) struct Leave<'p> {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct Leave<'p> {
     /// The slot of the table of waits to free.
-    pub(crate) wait: WaitId,
+    pub wait: WaitId,
     /// The command that takes the caller off the queues, to queue on every
     /// master without waiting, if a master may hold an entry of it.
-    pub(crate) command: Option<Command<'p>>,
+    pub command: Option<Command<'p>>,
 }
 
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 impl<K: AsRef<[u8]>> Pursue<K> {
     /// A call that acquires `keys` (checked before) for `ttl_ms` on
     /// `terms`, in a client with these `times`, holding `wait` if it got
     /// one: its first attempt is due at once.
-    pub(crate) fn new(
+    pub fn new(
         keys: Keys<K>,
         ttl_ms: u64,
         terms: Terms,
@@ -194,7 +210,7 @@ impl<K: AsRef<[u8]>> Pursue<K> {
     }
 
     /// Its slot in the table of waits, if it has one and has not left.
-    pub(crate) fn wait_id(&self) -> Option<WaitId> {
+    pub fn wait_id(&self) -> Option<WaitId> {
         self.wait
             .as_ref()
             .filter(|_| !self.left)
@@ -202,7 +218,7 @@ impl<K: AsRef<[u8]>> Pursue<K> {
     }
 
     /// What to do next.
-    pub(crate) fn poll(&self) -> Step {
+    pub fn poll(&self) -> Step {
         match &self.state {
             State::Ready => Step::Attempt {
                 arm: self.wait_id(),
@@ -221,7 +237,7 @@ impl<K: AsRef<[u8]>> Pursue<K> {
     /// where it is refused, if the call has a wait). Until its round says
     /// otherwise, any master may queue the caller (a call dropped
     /// meanwhile leaves).
-    pub(crate) fn command(&mut self, token: [u8; TOKEN_LEN]) -> Command<'_> {
+    pub fn command(&mut self, token: [u8; TOKEN_LEN]) -> Command<'_> {
         self.start();
         self.token = token;
         let keys = self.keys();
@@ -232,7 +248,7 @@ impl<K: AsRef<[u8]>> Pursue<K> {
     }
 
     /// Starts a fenced attempt: what the fenced machine is made with.
-    pub(crate) fn fenced(&mut self) -> Fenced<'_> {
+    pub fn fenced(&mut self) -> Fenced<'_> {
         self.start();
         Fenced {
             keys: self.keys(),
@@ -256,7 +272,7 @@ impl<K: AsRef<[u8]>> Pursue<K> {
     /// release that follows it, after which the pursuit decides, with a
     /// retry delay and a jitter drawn from `draw` (twice, in that order,
     /// after a failure only).
-    pub(crate) fn handle_attempt(
+    pub fn handle_attempt(
         &mut self,
         round: &Round,
         decision: Result<Decision, io::ErrorKind>,
@@ -312,7 +328,7 @@ impl<K: AsRef<[u8]>> Pursue<K> {
     /// read, at `now`: its outcome is unknown, and its release goes to
     /// every master (returned, to queue); the pursuit decides as after
     /// any failure.
-    pub(crate) fn handle_lost(&mut self, draw: impl FnMut() -> f64, now: Instant) -> Command<'_> {
+    pub fn handle_lost(&mut self, draw: impl FnMut() -> f64, now: Instant) -> Command<'_> {
         self.failed(super::unknown(), None, draw, now);
         Claim::new(self.keys(), &self.token).release(None)
     }
@@ -333,7 +349,7 @@ impl<K: AsRef<[u8]>> Pursue<K> {
     /// released what it must. The pursuit decides as after a plain one.
     /// Returns, after a failure, the masters to count as having told the
     /// wait ([`Granted`]).
-    pub(crate) fn handle_fenced(
+    pub fn handle_fenced(
         &mut self,
         waited: Waited,
         result: Result<Lock, Error>,
@@ -385,7 +401,7 @@ impl<K: AsRef<[u8]>> Pursue<K> {
     /// the next attempt is due, unless it could end past the deadline
     /// (the call ends with the last error). Returns the last error if it
     /// is not the outcome (its report's box may serve the next one).
-    pub(crate) fn handle_told(&mut self, now: Instant) -> Option<Error> {
+    pub fn handle_told(&mut self, now: Instant) -> Option<Error> {
         if self.pursuit.may_attempt(now) {
             return self.handle_timeout();
         }
@@ -398,7 +414,7 @@ impl<K: AsRef<[u8]>> Pursue<K> {
     /// The wait is over, nobody having told it: the next attempt is due.
     /// Returns the last error, which is not the outcome (its report's box
     /// may serve the next one).
-    pub(crate) fn handle_timeout(&mut self) -> Option<Error> {
+    pub fn handle_timeout(&mut self) -> Option<Error> {
         match std::mem::replace(&mut self.state, State::Ready) {
             State::Waiting { error, .. } => Some(error),
             other => {
@@ -417,7 +433,7 @@ impl<K: AsRef<[u8]>> Pursue<K> {
     }
 
     /// What the call returns, once it is over ([`Step::Done`]), once.
-    pub(crate) fn result(&mut self) -> Option<Result<Lock, Error>> {
+    pub fn result(&mut self) -> Option<Result<Lock, Error>> {
         match &mut self.state {
             State::Done(result) => result.take(),
             _ => None,
@@ -427,7 +443,7 @@ impl<K: AsRef<[u8]>> Pursue<K> {
     /// What the call leaves behind, when it ends or is dropped at any
     /// point (an attempt under way counts as queued), once: its slot to
     /// free and the leave to send, if it has a wait.
-    pub(crate) fn leave(&mut self) -> Option<Leave<'_>> {
+    pub fn leave(&mut self) -> Option<Leave<'_>> {
         if self.left {
             return None;
         }

@@ -13,15 +13,17 @@ use super::{Holding, Validity};
 
 /// One release of a lock, on every master its acquire went out to.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Release<'k> {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct Release<'k> {
     keys: Keys<&'k [u8]>,
     token: &'k [u8; TOKEN_LEN],
     reach: u64,
 }
 
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 impl<'k> Release<'k> {
     /// The release of `lock` (a release takes no argument to check).
-    pub(crate) fn new(lock: Holding<'k>) -> Release<'k> {
+    pub fn new(lock: Holding<'k>) -> Release<'k> {
         Release {
             keys: lock.keys,
             token: lock.token,
@@ -30,7 +32,7 @@ impl<'k> Release<'k> {
     }
 
     /// The command to submit.
-    pub(crate) fn command(&self) -> Command<'k> {
+    pub fn command(&self) -> Command<'k> {
         Command::release(self.keys, self.token).reaching(self.reach)
     }
 
@@ -39,7 +41,7 @@ impl<'k> Release<'k> {
     /// (`report` gives the round's report, asked for errors only), and the
     /// lock's validity after it: expired since the round's start, whatever
     /// the outcome.
-    pub(crate) fn handle(
+    pub fn handle(
         round: &Round,
         decision: Result<Decision, io::ErrorKind>,
         report: impl FnOnce() -> Box<Report>,
@@ -53,7 +55,7 @@ impl<'k> Release<'k> {
     /// The lock's validity once its release has begun at `at`, before its
     /// outcome is known (its caller is gone, or reads it later): expired,
     /// as whatever the outcome leaves it.
-    pub(crate) fn begun(at: Instant) -> Validity {
+    pub fn begun(at: Instant) -> Validity {
         Validity::after_release(at)
     }
 }

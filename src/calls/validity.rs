@@ -11,20 +11,22 @@ use crate::rules;
 /// it. The machines of the calls say which; the front ends apply it to
 /// their `Lock`, the simulator's client to its `Held`: one rule for both.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Validity {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub enum Validity {
     /// An extension reached a quorum: valid until then, extended once more.
     Renewed(Instant),
     /// Valid no later than this.
     Capped(Instant),
 }
 
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 impl Validity {
     /// After an extend round that started at `started`, would grant
     /// validity until `granted` and came to `result`: renewed on success;
     /// gone since the round's start when a quorum said the token no longer
     /// owns the resource; else no more than it granted (masters that
     /// applied it expire the key at its TTL).
-    pub(crate) fn after_extend(
+    pub fn after_extend(
         result: &Result<(), Error>,
         started: Instant,
         granted: Instant,
@@ -39,7 +41,7 @@ impl Validity {
     /// After an extend to `ttl_ms`, begun at `begun` by a client that
     /// allows `drift_factor`, whose caller is gone with its round in
     /// flight: no more than it could have granted.
-    pub(crate) fn after_dropped_extend(begun: Instant, ttl_ms: u64, drift_factor: f64) -> Validity {
+    pub fn after_dropped_extend(begun: Instant, ttl_ms: u64, drift_factor: f64) -> Validity {
         let whole = Duration::from_millis(ttl_ms);
         let most = whole.saturating_sub(rules::drift(whole, drift_factor));
         Validity::Capped(begun.checked_add(most).unwrap_or(begun))
@@ -53,7 +55,7 @@ impl Validity {
 
     /// Applies it to a lock valid until `valid_until` and extended
     /// `extensions` times.
-    pub(crate) fn apply(self, valid_until: &mut Instant, extensions: &mut u32) {
+    pub fn apply(self, valid_until: &mut Instant, extensions: &mut u32) {
         match self {
             Validity::Renewed(until) => {
                 *valid_until = until;

@@ -22,20 +22,23 @@ const MIN_WINDOW: Duration = Duration::from_millis(50);
 /// A client's times that a call that waits reads: its attempts' request
 /// timeout, and the retry delay with its jitter.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Times {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct Times {
     /// How long a round waits for the masters.
-    pub(crate) request_timeout: Duration,
+    pub request_timeout: Duration,
     /// The retry delay.
-    pub(crate) retry_delay: Duration,
+    pub retry_delay: Duration,
     /// How far a retry delay strays from `retry_delay`, either way.
-    pub(crate) retry_jitter: Duration,
+    pub retry_jitter: Duration,
 }
 
 /// A call's place in the client's table of waits and in the masters'
 /// queues.
-pub(crate) struct Wait {
+#[derive(Debug)]
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct Wait {
     /// Its slot's id: what releases publish to tell it.
-    pub(crate) id: WaitId,
+    pub id: WaitId,
     member: [u8; MEMBER],
     member_len: usize,
     /// When it began to wait, in microseconds of the wall clock: its place
@@ -48,11 +51,12 @@ pub(crate) struct Wait {
     pub(crate) entries: Entries,
 }
 
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 impl Wait {
     /// The wait of slot `id` of a client whose connections hear `channel`,
     /// which began to wait at `place`, for a client with these `times`:
     /// its queue member and margin; `None` if the member does not fit.
-    pub(crate) fn new(id: WaitId, channel: &WakeChannel, place: u64, times: Times) -> Option<Wait> {
+    pub fn new(id: WaitId, channel: &WakeChannel, place: u64, times: Times) -> Option<Wait> {
         let window = (times.request_timeout * 4).clamp(MIN_WINDOW, MAX_WINDOW);
         let mut member = [0; MEMBER];
         let mut out = &mut member[..];

@@ -8,6 +8,7 @@ use super::{Builder, Lock, LockGuard, Redlock, waited};
 use crate::calls::Extend;
 use crate::commands::Keys;
 use crate::error::Error;
+use crate::rules::Op;
 use crate::rules::wait::Terms;
 
 impl Redlock {
@@ -187,7 +188,7 @@ impl Redlock {
         let end = self.round(&call.command(), None)?;
         let (result, validity) = self.extended(&end);
         lock.apply(validity);
-        self.rearm(lock);
+        self.rewatch(Op::Extend, lock);
         result
     }
 

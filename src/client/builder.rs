@@ -766,7 +766,8 @@ impl Builder {
 
 /// The stall timeout when none is given: twice the request timeout, at
 /// least 1 s (and never below the request timeout itself).
-pub(super) fn default_stall(request_timeout: Duration) -> Duration {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub fn default_stall(request_timeout: Duration) -> Duration {
     request_timeout
         .saturating_mul(2)
         .max(Duration::from_secs(1))
@@ -776,7 +777,8 @@ pub(super) fn default_stall(request_timeout: Duration) -> Duration {
 
 /// The shortest back-off between reconnects, for a longest of
 /// `backoff_max`.
-pub(super) fn backoff_min(backoff_max: Duration) -> Duration {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub fn backoff_min(backoff_max: Duration) -> Duration {
     Duration::from_millis(10).min(backoff_max)
 }
 

@@ -1,8 +1,8 @@
 //! Fenced acquisitions: their rounds (a read of the counters and a sync
 //! when due, the acquire, the raise) as a state machine free of I/O,
 //! [`FencedAcquire`], which the blocking driver here and the async one
-//! (`tasks`) both run, as does the simulator's client (`client::sim`,
-//! through [`Host`]); and putting masters that lost their fence counter
+//! (`tasks`) both run, as does the simulator's client (the
+//! `redlock-mio-sim` crate's, through [`Host`]); and putting masters that lost their fence counter
 //! back in sync. Why this is sound: [`crate::fencing`].
 //!
 //! Fenced acquires of one client need no turns: the masters serve many
@@ -33,7 +33,8 @@ const READ_EVERY: Duration = Duration::from_secs(1);
 
 /// What this client knows of the masters' fence counters.
 #[derive(Debug, Default)]
-pub(crate) struct FenceBook {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct FenceBook {
     /// Per master: the loss id it reported when its counter was missing,
     /// and when this client first saw that id.
     lost: SmallVec<[Option<(u64, Instant)>; 8]>,
@@ -43,8 +44,10 @@ pub(crate) struct FenceBook {
     last_read: Option<Instant>,
 }
 
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 impl FenceBook {
-    pub(crate) fn new(masters: usize) -> FenceBook {
+    /// A book of `masters` masters that knows of no loss and no read.
+    pub fn new(masters: usize) -> FenceBook {
         FenceBook {
             lost: SmallVec::from_elem(None, masters),
             last_read: None,
@@ -52,16 +55,15 @@ impl FenceBook {
     }
 
     /// Per master, the loss id it reported and when this client first saw
-    /// it: what the simulator's `FenceMachine` shows of the book, for the
-    /// model check to compare.
+    /// it: what the model check compares with its own book.
     #[cfg(feature = "sim")]
-    pub(crate) fn losses(&self) -> &[Option<(u64, Instant)>] {
+    pub fn losses(&self) -> &[Option<(u64, Instant)>] {
         &self.lost
     }
 
     /// When the counters were last read (see [`losses`](Self::losses)).
     #[cfg(feature = "sim")]
-    pub(crate) fn last_read(&self) -> Option<Instant> {
+    pub fn last_read(&self) -> Option<Instant> {
         self.last_read
     }
 
@@ -139,7 +141,8 @@ fn due(seen: Instant, now: Instant, wait: Duration) -> bool {
 /// What a [`FencedAcquire`] needs of the client that runs its rounds: the
 /// front ends' [`Redlock`] (as `&Redlock`), or the simulator's client, so
 /// that both run this one machine.
-pub(crate) trait Host {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub trait Host {
     /// A new token.
     fn token(&mut self) -> [u8; TOKEN_LEN];
     /// How long a lost counter waits before it is put back: the longest
@@ -309,14 +312,16 @@ enum Part {
 }
 
 /// The rounds a [`FencedAcquire`] runs next, all in the same tick.
-pub(crate) struct NextRounds<'a> {
+#[derive(Debug)]
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct NextRounds<'a> {
     /// One round per command.
-    pub(crate) commands: SmallVec<[Command<'a>; 1]>,
+    pub commands: SmallVec<[Command<'a>; 1]>,
     /// No round runs past this.
-    pub(crate) cap: Option<Instant>,
+    pub cap: Option<Instant>,
     /// The rounds are acquires: a caller that gives up on them while in
     /// flight queues each one's release behind it.
-    pub(crate) release_on_drop: bool,
+    pub release_on_drop: bool,
 }
 
 /// A fenced acquire attempt of one or more locks (each its own lock: a
@@ -334,7 +339,8 @@ pub(crate) struct NextRounds<'a> {
 /// The names (and a waiter's queue member) are borrowed by the front
 /// ends, which run an attempt within one call, and owned by the
 /// simulator, which keeps an attempt between its events.
-pub(crate) struct FencedAcquire<'r> {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct FencedAcquire<'r> {
     /// Each lock's name, or packed names (`many`).
     keys: SmallVec<[Cow<'r, [u8]>; 1]>,
     many: bool,
@@ -363,13 +369,22 @@ pub(crate) struct FencedAcquire<'r> {
     queue: Option<(Cow<'r, [u8]>, u64, u64)>,
     /// How the acquire round ended for a caller that waits, and when the
     /// keys that refused it expire.
-    pub(crate) waited: Option<(Round, Option<Duration>)>,
+    pub waited: Option<(Round, Option<Duration>)>,
 }
 
+impl std::fmt::Debug for FencedAcquire<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FencedAcquire")
+            .field("waiting", &self.waited.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 impl<'r> FencedAcquire<'r> {
     /// An attempt to acquire each of `keys` for `ttl_ms`, no round running
     /// past `deadline`, by `client` (which has fencing on).
-    pub(crate) fn new<K: Into<Cow<'r, [u8]>>>(
+    pub fn new<K: Into<Cow<'r, [u8]>>>(
         mut client: impl Host,
         keys: impl IntoIterator<Item = K>,
         many: bool,
@@ -412,7 +427,7 @@ impl<'r> FencedAcquire<'r> {
 
     /// The same attempt for a caller that waits: its acquire queues it
     /// where it is refused (see [`Command::fenced_wait_acquire`]).
-    pub(crate) fn waiting(
+    pub fn waiting(
         self,
         (member, place, margin): (impl Into<Cow<'r, [u8]>>, u64, u64),
     ) -> FencedAcquire<'r> {
@@ -423,7 +438,7 @@ impl<'r> FencedAcquire<'r> {
     }
 
     /// The rounds to run next, or `None` once the attempt has ended.
-    pub(crate) fn next(&self) -> Option<NextRounds<'_>> {
+    pub fn next(&self) -> Option<NextRounds<'_>> {
         let one = |command| NextRounds {
             commands: SmallVec::from_buf([command]),
             cap: self.deadline,
@@ -487,7 +502,7 @@ impl<'r> FencedAcquire<'r> {
 
     /// Takes how the rounds [`next`](Self::next) gave ended, in its order
     /// ([`Error::TooManyInFlight`] for those that could not start).
-    pub(crate) fn handle(&mut self, mut client: impl Host, ends: Ends) {
+    pub fn handle(&mut self, mut client: impl Host, ends: Ends) {
         let client = &mut client;
         let mut ends = ends.into_iter();
         match self.phase {
@@ -703,7 +718,7 @@ impl<'r> FencedAcquire<'r> {
     /// The releases of the locks won whose raise has yet to end (a lock
     /// is in that state only while the attempt raises): what a caller
     /// that gives up on the attempt now releases.
-    pub(crate) fn won(&self) -> impl Iterator<Item = Command<'_>> {
+    pub fn won(&self) -> impl Iterator<Item = Command<'_>> {
         self.parts
             .iter()
             .enumerate()
@@ -714,7 +729,7 @@ impl<'r> FencedAcquire<'r> {
     }
 
     /// Each lock's result, in the order of the keys.
-    pub(crate) fn finish(self, client: impl Host) -> SmallVec<[Result<Lock, Error>; 1]> {
+    pub fn finish(self, client: impl Host) -> SmallVec<[Result<Lock, Error>; 1]> {
         self.parts
             .into_iter()
             .map(|part| match part {

@@ -22,14 +22,12 @@ mod keeper;
 mod batch;
 
 // These hold no public method of `Redlock`.
-mod builder;
+pub(crate) mod builder;
 mod embed;
-mod fence;
+pub(crate) mod fence;
 mod lock;
 mod observe;
-mod rounds;
-#[cfg(feature = "sim")]
-pub(crate) mod sim;
+pub(crate) mod rounds;
 mod stats;
 #[cfg(feature = "tls")]
 mod tls;

@@ -18,9 +18,10 @@ use crate::rules::{Decision, Op, Report, Round};
 use crate::sync::lock;
 
 /// How a round ended, with its timing, whether or not the driver failed.
-pub(crate) struct RoundEnd {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct RoundEnd {
     /// The round as it ended: its nodes' states, for reports and counts.
-    pub(crate) round: Round,
+    pub round: Round,
     /// The decision, or the poller's error.
     pub(super) result: Result<Decision, io::ErrorKind>,
     /// `t0` of the round.
@@ -32,14 +33,26 @@ pub(crate) struct RoundEnd {
     pub(super) span: RoundSpan,
 }
 
-/// How each round of a call ended, in the order of its commands.
-pub(crate) type Ends = SmallVec<[Result<RoundEnd, Error>; 1]>;
+impl std::fmt::Debug for RoundEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoundEnd")
+            .field("result", &self.result)
+            .field("started", &self.started)
+            .field("ended", &self.ended)
+            .finish_non_exhaustive()
+    }
+}
 
+/// How each round of a call ended, in the order of its commands.
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub type Ends = SmallVec<[Result<RoundEnd, Error>; 1]>;
+
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 impl RoundEnd {
     /// How `round` ended, decided, its caller getting control back at
     /// `ended`: a round of the simulator's client, which no poller runs.
     #[cfg(feature = "sim")]
-    pub(crate) fn decided(round: Round, ended: Instant) -> RoundEnd {
+    pub fn decided(round: Round, ended: Instant) -> RoundEnd {
         RoundEnd {
             result: calls::decision(&round, Ok(())),
             started: round.started(),
@@ -304,7 +317,7 @@ impl Redlock {
 
     /// After a release round of `lock`: expired, whatever the outcome.
     pub(super) fn unlocked(&self, lock: &mut Lock, end: &RoundEnd) -> Result<(), Error> {
-        self.unwatch(lock);
+        self.rewatch(Op::Release, lock);
         let (result, validity) = Release::handle(&end.round, end.result, || self.report(end));
         lock.apply(validity);
         self.tally(Op::Release, end, result.as_ref().map(|_| ()));

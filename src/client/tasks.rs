@@ -297,15 +297,8 @@ impl Drop for OnDrop<'_> {
     fn drop(&mut self) {
         if let Some(validity) = self.armed {
             self.lock.apply(validity);
-            // A dropped extend may have reached the masters, which then
-            // forget the key for this client's watch: it reads it again
-            // (behind the extend on each connection). A dropped release
-            // may have freed the key, of which this client hears nothing:
-            // the watch ends.
-            match self.op {
-                Op::Extend => self.client.rearm(self.lock),
-                _ => self.client.unwatch(self.lock),
-            }
+            // The call may have reached the masters (`Rewatch`).
+            self.client.rewatch(self.op, self.lock);
         }
     }
 }
@@ -527,7 +520,7 @@ impl Redlock {
         let end = self.first(&mut ends)?;
         let (result, validity) = self.extended(&end);
         guard.lock.apply(validity);
-        self.rearm(guard.lock);
+        self.rewatch(Op::Extend, guard.lock);
         result
     }
 

@@ -13,8 +13,10 @@ use std::time::Duration;
 use smallvec::SmallVec;
 
 use super::{Lock, Redlock};
+use crate::calls::Rewatch;
 use crate::driver::Loss;
 use crate::ids::WatchId;
+use crate::rules::Op;
 
 /// A lock's watch: one per resource it covers, one cell for the holder.
 pub(crate) struct Watched {
@@ -138,17 +140,21 @@ impl Redlock {
         lock.watch = Some(Watched { ids, loss });
     }
 
-    /// Stops `lock`'s watch, if it has one (it is being released).
-    pub(super) fn unwatch(&self, lock: &mut Lock) {
-        if let Some(watched) = lock.watch.take() {
-            watched.ids.iter().for_each(|&id| self.engine.unwatch(id));
-        }
-    }
-
-    /// This client extended `lock`: its watch reads its keys again.
-    pub(super) fn rearm(&self, lock: &Lock) {
-        if let Some(watched) = &lock.watch {
-            watched.ids.iter().for_each(|&id| self.engine.rearm(id));
+    /// A call of `op` on `lock` went out, its round ended or its caller
+    /// gone: `lock`'s watch, if it has one, does what [`Rewatch`] says.
+    pub(super) fn rewatch(&self, op: Op, lock: &mut Lock) {
+        match Rewatch::after(op) {
+            Some(Rewatch::ReadAgain) => {
+                if let Some(watched) = &lock.watch {
+                    watched.ids.iter().for_each(|&id| self.engine.rearm(id));
+                }
+            }
+            Some(Rewatch::End) => {
+                if let Some(watched) = lock.watch.take() {
+                    watched.ids.iter().for_each(|&id| self.engine.unwatch(id));
+                }
+            }
+            None => {}
         }
     }
 }

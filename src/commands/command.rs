@@ -16,21 +16,23 @@ use crate::rules::Op;
 use crate::scripts::*;
 
 /// The keys a lock command names: one resource, or several packed by
-/// [`pack_key`](super::pack_key) (a lock over several resources, which the
+/// `pack_key` (a lock over several resources, which the
 /// all-or-nothing scripts take). `B` is the bytes: borrowed in a
-/// [`Command`], their length in a [`Shape`].
+/// [`Command`], their length in a `Shape`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Keys<B> {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub enum Keys<B> {
     /// One resource name.
     One(B),
-    /// Several resource names, packed by [`pack_key`](super::pack_key).
+    /// Several resource names, packed by `pack_key`.
     Packed(B),
 }
 
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 impl<B> Keys<B> {
     /// `bytes`: several names packed by [`pack_key`](super::pack_key) if
     /// `packed`, else one name.
-    pub(crate) fn new(bytes: B, packed: bool) -> Keys<B> {
+    pub fn new(bytes: B, packed: bool) -> Keys<B> {
         if packed {
             Keys::Packed(bytes)
         } else {
@@ -39,7 +41,7 @@ impl<B> Keys<B> {
     }
 
     /// The bytes, and whether they are several names packed.
-    pub(crate) fn parts(self) -> (B, bool) {
+    pub fn parts(self) -> (B, bool) {
         match self {
             Keys::One(bytes) => (bytes, false),
             Keys::Packed(bytes) => (bytes, true),
@@ -281,7 +283,8 @@ impl<B: Copy> Args<B> {
 
 /// One lock command, borrowed from the caller's lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Command<'a> {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct Command<'a> {
     args: Args<&'a [u8]>,
     /// Send scripts as `EVAL` with their text instead of `EVALSHA`, which
     /// cannot fail with `NOSCRIPT`.
@@ -290,6 +293,7 @@ pub(crate) struct Command<'a> {
     to: u64,
 }
 
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 impl<'a> Command<'a> {
     fn new(args: Args<&'a [u8]>) -> Command<'a> {
         Command {
@@ -454,7 +458,7 @@ impl<'a> Command<'a> {
     }
 
     /// The operation.
-    pub(crate) fn op(&self) -> Op {
+    pub fn op(&self) -> Op {
         self.args.op()
     }
 
@@ -536,7 +540,7 @@ impl<'a> Command<'a> {
     }
 
     /// Writes the command into `out`.
-    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+    pub fn encode(&self, out: &mut Vec<u8>) {
         match self.args {
             Args::Acquire {
                 keys: Keys::One(key),

@@ -63,17 +63,18 @@ struct Master {
 
 /// The connections' sessions and the rounds in flight, each waited for by
 /// an optional `W` (see the module docs).
-pub(crate) struct Core<W> {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct Core<W> {
     masters: Vec<Master>,
     /// The rounds in flight. Callers reach the table directly where the
     /// core adds nothing (a round, its waiter, orphaning it, the counts);
     /// the core's own methods are those that also touch the sessions.
-    pub(crate) flights: Flights<W>,
+    pub flights: Flights<W>,
     /// Callers waiting to be told that a lock was handed to them, reached
     /// directly as `flights` is.
-    pub(crate) waits: Waits<W>,
+    pub waits: Waits<W>,
     /// The held keys watched for a loss; the core sends their reads.
-    pub(crate) watches: Watches,
+    pub watches: Watches,
     /// The command being queued, encoded once for all the masters.
     encoded: Vec<u8>,
     /// Rounds were started since the last [`flush_all`](Self::flush_all):
@@ -88,10 +89,20 @@ pub(crate) struct Core<W> {
     on_orphan_end: Option<OnOrphanEnd>,
 }
 
+impl<W> std::fmt::Debug for Core<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core")
+            .field("masters", &self.masters.len())
+            .field("in_flight", &self.flights.len())
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 impl<W> Core<W> {
     /// A core for `addrs` with room for `config.in_flight` rounds in
     /// flight; every session is down and may connect at once.
-    pub(crate) fn new(addrs: &[ServerAddr], config: LinkConfig, now: Instant) -> Core<W> {
+    pub fn new(addrs: &[ServerAddr], config: LinkConfig, now: Instant) -> Core<W> {
         let masters: Vec<Master> = addrs
             .iter()
             .map(|addr| Master {
@@ -159,7 +170,7 @@ impl<W> Core<W> {
 
     /// Which start of master `i`'s session needs a socket now: `None`
     /// while the session is down (then no socket may stay open).
-    pub(crate) fn socket(&self, i: usize) -> Option<u64> {
+    pub fn socket(&self, i: usize) -> Option<u64> {
         let master = &self.masters[i];
         (!master.link.is_down()).then_some(master.starts)
     }
@@ -179,40 +190,40 @@ impl<W> Core<W> {
     /// The socket of master `i`'s current start could not be opened: the
     /// session is down, with its back-off doubled like any other failure,
     /// and no connect was made.
-    pub(crate) fn handle_unopened(&mut self, i: usize, error: NodeError, now: Instant) {
+    pub fn handle_unopened(&mut self, i: usize, error: NodeError, now: Instant) {
         self.masters[i].unopened += 1;
         self.handle_failure(i, error, now);
     }
 
     /// Whether master `i`'s session waits for its socket to connect.
-    pub(crate) fn is_connecting(&self, i: usize) -> bool {
+    pub fn is_connecting(&self, i: usize) -> bool {
         self.masters[i].link.is_connecting()
     }
 
     /// Master `i`'s socket connected: its handshake may be written.
-    pub(crate) fn handle_connected(&mut self, i: usize, now: Instant) {
+    pub fn handle_connected(&mut self, i: usize, now: Instant) {
         self.masters[i].link.connected(now);
     }
 
     /// Whether what master `i`'s session holds is due to be written now
     /// (once: the flag is cleared).
-    pub(crate) fn take_write_due(&mut self, i: usize) -> bool {
+    pub fn take_write_due(&mut self, i: usize) -> bool {
         std::mem::take(&mut self.masters[i].write_due)
     }
 
     /// The bytes to write to master `i` now.
-    pub(crate) fn transmit(&self, i: usize) -> &[u8] {
+    pub fn transmit(&self, i: usize) -> &[u8] {
         self.masters[i].link.transmit()
     }
 
     /// `n` bytes of [`transmit`](Self::transmit) were written to master
     /// `i`.
-    pub(crate) fn advance(&mut self, i: usize, n: usize) {
+    pub fn advance(&mut self, i: usize, n: usize) {
         self.masters[i].link.advance(n);
     }
 
     /// Where the next bytes read from master `i` go.
-    pub(crate) fn read_buf(&mut self, i: usize) -> Result<&mut [u8], NodeError> {
+    pub fn read_buf(&mut self, i: usize) -> Result<&mut [u8], NodeError> {
         self.masters[i].link.read_buf()
     }
 
@@ -222,12 +233,7 @@ impl<W> Core<W> {
     /// ([`handle_failure`](Self::handle_failure)): among them
     /// [`NodeError::SameServer`] for a handshake that completed here with
     /// the `run_id` of another ready master.
-    pub(crate) fn handle_read(
-        &mut self,
-        i: usize,
-        n: usize,
-        now: Instant,
-    ) -> Result<(), NodeError> {
+    pub fn handle_read(&mut self, i: usize, n: usize, now: Instant) -> Result<(), NodeError> {
         let mut sink = MasterSink {
             flights: &mut self.flights,
             waits: &mut self.waits,
@@ -242,7 +248,7 @@ impl<W> Core<W> {
 
     /// Watches `key`, held with `token`, for a loss (see [`Watches`]): its
     /// reads go out at once.
-    pub(crate) fn watch(
+    pub fn watch(
         &mut self,
         key: &[u8],
         token: [u8; crate::commands::TOKEN_LEN],
@@ -258,14 +264,14 @@ impl<W> Core<W> {
 
     /// This client extended watch `id`'s key on the masters in `masters`:
     /// those are read again, at once (see [`Watches::rearm`]).
-    pub(crate) fn rearm(&mut self, id: WatchId, masters: impl Fn(usize) -> bool, now: Instant) {
+    pub fn rearm(&mut self, id: WatchId, masters: impl Fn(usize) -> bool, now: Instant) {
         self.watches.rearm(id, masters);
         self.send_reads(now);
     }
 
     /// Queues the watches' reads that are due, each due to be written now;
     /// one that cannot be queued leaves its master unknown.
-    pub(crate) fn send_reads(&mut self, now: Instant) {
+    pub fn send_reads(&mut self, now: Instant) {
         while let Some((id, key, i)) = self.watches.next_read() {
             let master = &mut self.masters[i];
             if master.link.queue_read(id, key, now).is_ok() {
@@ -302,7 +308,7 @@ impl<W> Core<W> {
     /// Master `i`'s socket failed after `error` (or the core failed it):
     /// the session is down, and each round in flight it owed a reply
     /// learns that master `i` failed.
-    pub(crate) fn handle_failure(&mut self, i: usize, error: NodeError, now: Instant) {
+    pub fn handle_failure(&mut self, i: usize, error: NodeError, now: Instant) {
         self.flights.fail_master(i, &error, now);
         self.watches.handle_down(i);
         self.masters[i].link.close(error, now);
@@ -313,7 +319,7 @@ impl<W> Core<W> {
     /// to be told, those that are down and whose back-off ended (see
     /// [`next_timer`](Self::next_timer)), and lets the rounds in flight
     /// count the masters that missed their deadlines.
-    pub(crate) fn handle_timeout(&mut self, now: Instant) {
+    pub fn handle_timeout(&mut self, now: Instant) {
         for i in 0..self.masters.len() {
             if let Err(error) = self.masters[i].link.check_timers(now) {
                 self.handle_failure(i, error, now);
@@ -346,7 +352,7 @@ impl<W> Core<W> {
     /// after a healthy connection dropped): it has nothing to hear, and an
     /// idle client (an embedded one's `next_timeout`, a master gone for
     /// good) keeps no timer and makes no connect for nothing.
-    pub(crate) fn next_timer(&self) -> Option<Instant> {
+    pub fn next_timer(&self) -> Option<Instant> {
         let waiting = self.keeps_connected();
         let reconnects = self
             .masters
@@ -375,7 +381,7 @@ impl<W> Core<W> {
     /// watched keys it left unknown, and a master the restart guard just
     /// quarantined is told of (with `tracing`). The reads are queued by
     /// [`send_reads`](Self::send_reads).
-    pub(crate) fn handle_handshakes(&mut self) {
+    pub fn handle_handshakes(&mut self) {
         for (i, master) in self.masters.iter_mut().enumerate() {
             if master.link.take_reconnected() {
                 self.waits.handle_reconnect();
@@ -394,7 +400,7 @@ impl<W> Core<W> {
 
     /// Starts every session that is down, back-off or not (the
     /// handshakes go on as their sockets connect).
-    pub(crate) fn connect(&mut self, now: Instant) {
+    pub fn connect(&mut self, now: Instant) {
         for i in 0..self.masters.len() {
             if self.masters[i].link.is_down() {
                 self.start(i, now);
@@ -411,7 +417,7 @@ impl<W> Core<W> {
     ///
     /// `now` is the rounds' start: taken before anything of theirs is sent
     /// (an earlier time only shortens what a grant is worth).
-    pub(crate) fn submit(
+    pub fn submit(
         &mut self,
         commands: &[Command<'_>],
         mut restart: impl FnMut(&mut Round, &Command<'_>, Instant),
@@ -513,7 +519,7 @@ impl<W> Core<W> {
     /// handshake, a full socket buffer or a reply. What is left goes out
     /// as the sockets become ready later; the replies are matched and
     /// dropped. A master that is paused or down costs nothing here.
-    pub(crate) fn queue(&mut self, command: &Command<'_>, now: Instant) {
+    pub fn queue(&mut self, command: &Command<'_>, now: Instant) {
         if !(0..self.masters.len()).any(|i| command.goes_to(i)) {
             return;
         }
@@ -545,12 +551,7 @@ impl<W> Core<W> {
     /// once: the key there, if the acquire set one, expires with its TTL.
     /// Returns whether round `id` was in flight (if not, `release` is only
     /// queued, as [`queue`](Self::queue) does).
-    pub(crate) fn release_after(
-        &mut self,
-        id: RoundId,
-        release: &Command<'_>,
-        now: Instant,
-    ) -> bool {
+    pub fn release_after(&mut self, id: RoundId, release: &Command<'_>, now: Instant) -> bool {
         let Some(next) = self.flights.pass_to_release(id) else {
             // Not in flight (never, for a caller that holds its rounds).
             self.queue(release, now);
@@ -566,7 +567,7 @@ impl<W> Core<W> {
     /// [`release_after`](Self::release_after)'s does. Returns whether it
     /// started; if not, `release` is only queued, as
     /// [`queue`](Self::queue) does.
-    pub(crate) fn release_orphan(&mut self, release: &Command<'_>, now: Instant) -> bool {
+    pub fn release_orphan(&mut self, release: &Command<'_>, now: Instant) -> bool {
         let Some(id) = self.flights.begin() else {
             self.queue(release, now);
             return false;
@@ -592,13 +593,13 @@ impl<W> Core<W> {
     // The rounds in flight and the waits: their callers' side.
 
     /// Whether every round of `ids` is decided (or over).
-    pub(crate) fn decided(&self, ids: &[RoundId]) -> bool {
+    pub fn decided(&self, ids: &[RoundId]) -> bool {
         ids.iter().all(|&id| self.flights.is_decided(id))
     }
 
     /// Ends the rounds `ids`: a session that let one of them time out is
     /// marked late (see [`crate::link`]); their slots are freed.
-    pub(crate) fn finish(&mut self, ids: &[RoundId]) {
+    pub fn finish(&mut self, ids: &[RoundId]) {
         for &id in ids {
             if let Some(round) = self.flights.round(id) {
                 note_late(&mut self.masters, round);
@@ -609,7 +610,7 @@ impl<W> Core<W> {
 
     /// Ends the rounds `ids` now, decided or not: their slots are freed
     /// and their late replies will be dropped.
-    pub(crate) fn abandon(&mut self, ids: &[RoundId]) {
+    pub fn abandon(&mut self, ids: &[RoundId]) {
         for &id in ids {
             self.flights.finish(id);
         }
@@ -619,7 +620,7 @@ impl<W> Core<W> {
     /// the client of each (a session that let one time out is marked
     /// late, as [`finish`](Self::finish) does); returns how many slots
     /// that freed.
-    pub(crate) fn reap(&mut self) -> usize {
+    pub fn reap(&mut self) -> usize {
         let (masters, on_end) = (&mut self.masters, &mut self.on_orphan_end);
         self.flights.reap(|round| {
             note_late(masters, round);
@@ -631,7 +632,7 @@ impl<W> Core<W> {
 
     /// Hands `wake` the waiters of the rounds decided so far, and those of
     /// the waits told.
-    pub(crate) fn wake_decided(&mut self, mut wake: impl FnMut(W)) {
+    pub fn wake_decided(&mut self, mut wake: impl FnMut(W)) {
         self.flights.wake_decided(|waiter| {
             wake(waiter);
             // Either comes back for its rounds.

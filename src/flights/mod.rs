@@ -29,8 +29,10 @@ mod tests;
 mod waits;
 mod watches;
 
-pub(crate) use waits::Waits;
-pub(crate) use watches::Watches;
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub use waits::Waits;
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub use watches::Watches;
 
 use std::cell::Cell;
 use std::time::Instant;
@@ -45,7 +47,8 @@ use crate::ids::RoundId;
 
 /// Rounds in flight, each with an optional waiter `W` to wake when it is
 /// decided.
-pub(crate) struct Flights<W> {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct Flights<W> {
     slots: Vec<Slot<W>>,
     /// Indices of free slots.
     free: Vec<u32>,
@@ -77,6 +80,14 @@ pub(crate) struct Flights<W> {
     scanned: Cell<u64>,
 }
 
+impl<W> std::fmt::Debug for Flights<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Flights")
+            .field("len", &self.len())
+            .finish_non_exhaustive()
+    }
+}
+
 struct Slot<W> {
     /// The id of the round in this slot; `RoundId::FREE` when free.
     id: RoundId,
@@ -102,6 +113,7 @@ impl<W> Slot<W> {
     }
 }
 
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 impl<W> Flights<W> {
     /// One past the highest slot in use, for a scan, which is counted.
     fn scan(&self) -> usize {
@@ -160,7 +172,11 @@ impl<W> Flights<W> {
     }
 
     /// Rounds in flight now.
-    pub(crate) fn len(&self) -> usize {
+    #[allow(
+        clippy::len_without_is_empty,
+        reason = "a count of rounds, not a collection's length"
+    )]
+    pub fn len(&self) -> usize {
         self.live
     }
 
@@ -197,7 +213,7 @@ impl<W> Flights<W> {
     }
 
     /// Round `id`, if it is in flight.
-    pub(crate) fn round(&self, id: RoundId) -> Option<&Round> {
+    pub fn round(&self, id: RoundId) -> Option<&Round> {
         self.slot(id).map(|slot| &slot.round)
     }
 
@@ -248,7 +264,7 @@ impl<W> Flights<W> {
     /// (see [`reap`](Self::reap)). Its replies still reach it, so that the
     /// client knows when each master has applied (or failed) its command.
     /// Returns whether it was in flight.
-    pub(crate) fn orphan(&mut self, id: RoundId) -> bool {
+    pub fn orphan(&mut self, id: RoundId) -> bool {
         self.claim(id);
         let Some(slot) = self.slot_mut(id) else {
             return false;
@@ -379,7 +395,7 @@ impl<W> Flights<W> {
     }
 
     /// Sets who waits for round `id` (replacing any earlier waiter).
-    pub(crate) fn set_waiter(&mut self, id: RoundId, waiter: W) {
+    pub fn set_waiter(&mut self, id: RoundId, waiter: W) {
         let Some(slot) = self.slot_mut(id) else {
             return;
         };

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 use crate::ids::{INDEX_BITS, WaitId};
 
 /// Callers waiting to be told, each with an optional waiter `W` to wake.
-pub(crate) struct Waits<W> {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct Waits<W> {
     slots: Vec<Slot<W>>,
     /// Indices of free slots.
     free: Vec<u32>,
@@ -55,6 +56,12 @@ pub(crate) struct Waits<W> {
     spread: Duration,
 }
 
+impl<W> std::fmt::Debug for Waits<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Waits").finish_non_exhaustive()
+    }
+}
+
 struct Slot<W> {
     /// The id of the wait in this slot; `WaitId::FREE` when free.
     id: WaitId,
@@ -79,6 +86,7 @@ struct Slot<W> {
     waiter: Option<W>,
 }
 
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 impl<W> Waits<W> {
     /// One past the highest slot in use, for a scan, which is counted.
     fn scan(&self) -> usize {
@@ -126,7 +134,7 @@ impl<W> Waits<W> {
 
     /// Takes a free slot for a new wait and returns its id, or `None` when
     /// all are taken.
-    pub(crate) fn begin(&mut self) -> Option<WaitId> {
+    pub fn begin(&mut self) -> Option<WaitId> {
         let index = self.free.pop()?;
         let id = WaitId::new(self.seq, u64::from(index));
         self.seq += 1;
@@ -149,7 +157,7 @@ impl<W> Waits<W> {
 
     /// Ends wait `id`: its slot is free, later wake-ups for it are
     /// dropped, its waiter (if any) is returned.
-    pub(crate) fn end(&mut self, id: WaitId) -> Option<W> {
+    pub fn end(&mut self, id: WaitId) -> Option<W> {
         let index = id.index() as u32;
         let slot = self.slot_mut(id)?;
         slot.id = WaitId::FREE;
@@ -167,7 +175,7 @@ impl<W> Waits<W> {
     /// waits out (a reservation, the windows before a turn), and nobody
     /// tells the time again. It is carried, not of the next hand-off: a
     /// time a later release tells replaces it, earlier or later.
-    pub(crate) fn arm(&mut self, id: WaitId, now: Instant) {
+    pub fn arm(&mut self, id: WaitId, now: Instant) {
         if let Some(slot) = self.slot_mut(id) {
             slot.masters = 0;
             slot.listed = false;
@@ -182,7 +190,7 @@ impl<W> Waits<W> {
 
     /// Whether a quorum of masters told wait `id` since it was armed (or
     /// it is not a wait any more: nothing to wait for).
-    pub(crate) fn is_told(&self, id: WaitId) -> bool {
+    pub fn is_told(&self, id: WaitId) -> bool {
         match self.slots.get(id.index()) {
             Some(slot) if id != WaitId::FREE && slot.id == id => {
                 slot.masters.count_ones() >= self.quorum
@@ -192,14 +200,14 @@ impl<W> Waits<W> {
     }
 
     /// Sets `waiter` to be woken when wait `id` is told.
-    pub(crate) fn set_waiter(&mut self, id: WaitId, waiter: W) {
+    pub fn set_waiter(&mut self, id: WaitId, waiter: W) {
         if let Some(slot) = self.slot_mut(id) {
             slot.waiter = Some(waiter);
         }
     }
 
     /// Takes wait `id`'s waiter back (its caller stopped waiting).
-    pub(crate) fn take_waiter(&mut self, id: WaitId) -> Option<W> {
+    pub fn take_waiter(&mut self, id: WaitId) -> Option<W> {
         self.slot_mut(id)?.waiter.take()
     }
 
@@ -215,7 +223,7 @@ impl<W> Waits<W> {
     /// took its queue entry); a tell from there that came before the
     /// attempt was armed was forgotten with the arming. Without this, a
     /// waiter whose quorum includes such a master waits for its fallback.
-    pub(crate) fn handle_granted(&mut self, id: WaitId, masters: u64) {
+    pub fn handle_granted(&mut self, id: WaitId, masters: u64) {
         self.tell(id, masters);
     }
 
@@ -306,7 +314,7 @@ impl<W> Waits<W> {
 
     /// The latest time a master told wait `id` to try at, since it was
     /// armed.
-    pub(crate) fn hinted(&self, id: WaitId) -> Option<Instant> {
+    pub fn hinted(&self, id: WaitId) -> Option<Instant> {
         match self.slots.get(id.index()) {
             Some(slot) if id != WaitId::FREE && slot.id == id => slot.hinted,
             _ => None,

@@ -57,7 +57,8 @@ struct Watch {
 
 /// The table of watches (see the module docs).
 #[derive(Debug)]
-pub(crate) struct Watches {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct Watches {
     watches: Vec<Watch>,
     masters: usize,
     quorum: usize,
@@ -71,6 +72,7 @@ pub(crate) struct Watches {
     unknown: usize,
 }
 
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 impl Watches {
     /// An empty table for `masters` masters, a lock needing `quorum` of
     /// them.
@@ -115,7 +117,7 @@ impl Watches {
 
     /// Stops watching `id` (its lock was released, or its holder is
     /// gone). Its reads still out find no watch.
-    pub(crate) fn unwatch(&mut self, id: WatchId) {
+    pub fn unwatch(&mut self, id: WatchId) {
         if let Some(at) = self.position(id) {
             let watch = self.watches.swap_remove(at);
             self.unknown -= watch.seen.iter().filter(|&&s| s == Seen::Unknown).count();
@@ -233,7 +235,7 @@ impl Watches {
     }
 
     /// Whether reads are due ([`next_read`](Self::next_read)).
-    pub(crate) fn has_reads(&self) -> bool {
+    pub fn has_reads(&self) -> bool {
         !self.reads.is_empty()
     }
 
@@ -252,7 +254,7 @@ impl Watches {
     }
 
     /// The next watch found lost since the last call.
-    pub(crate) fn take_lost(&mut self) -> Option<WatchId> {
+    pub fn take_lost(&mut self) -> Option<WatchId> {
         self.lost.pop()
     }
 

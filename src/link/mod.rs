@@ -94,37 +94,38 @@ impl<F: FnMut(u64, Op, Outcome, Instant)> Sink for (std::ops::Range<u64>, F) {
 
 /// Timing of a connection.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct LinkConfig {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub struct LinkConfig {
     /// How long a request may take before its reply counts as late.
-    pub(crate) request_timeout: Duration,
+    pub request_timeout: Duration,
     /// How long a connect may take, and then the handshake.
-    pub(crate) connect_timeout: Duration,
+    pub connect_timeout: Duration,
     /// How long the oldest request may go unanswered before the
     /// connection counts as stalled.
-    pub(crate) stall_timeout: Duration,
+    pub stall_timeout: Duration,
     /// The first back-off after a failure, and the most it doubles to.
-    pub(crate) backoff_min: Duration,
+    pub backoff_min: Duration,
     /// See `backoff_min`.
-    pub(crate) backoff_max: Duration,
+    pub backoff_max: Duration,
     /// Ask each server who it is at the handshake (`INFO`).
-    pub(crate) identify: bool,
+    pub identify: bool,
     /// Load the fence scripts in the handshake.
-    pub(crate) fencing: bool,
+    pub fencing: bool,
     /// The most rounds the client keeps in flight: each may have a request
     /// queued here.
-    pub(crate) in_flight: usize,
+    pub in_flight: usize,
     /// The restart guard: how long a suspect master stays quarantined (the
     /// longest TTL in use plus its drift), and the marker value this client
     /// sets. `None`: off.
-    pub(crate) guard: Option<(Duration, [u8; 31])>,
+    pub guard: Option<(Duration, [u8; 31])>,
     /// The deployment's longest TTL in milliseconds, with the restart
     /// guard or fencing on: set on each master unless it has one, and
     /// compared with the one it has.
-    pub(crate) longest_ttl: Option<u64>,
+    pub longest_ttl: Option<u64>,
     /// The client's wake channel: speak RESP3 and subscribe to it, so that
-    /// releases tell its waiters (see [`crate::rules::free_in`]'s module).
+    /// releases tell its waiters (see `crate::rules::free_in`'s module).
     /// `None`: no wake-ups.
-    pub(crate) wake: Option<WakeChannel>,
+    pub wake: Option<WakeChannel>,
 }
 
 /// Where the connection is in its life.

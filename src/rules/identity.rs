@@ -47,7 +47,8 @@ use crate::rules::NodeError;
 
 /// How every marker a client sets begins; any other value was provisioned
 /// by an operator.
-pub(crate) const CLIENT_MARKER: &[u8] = b"client:";
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub const CLIENT_MARKER: &[u8] = b"client:";
 
 /// What `INFO server replication cluster` says of a server.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -44,7 +44,8 @@ pub(crate) const fn quorum(n: usize) -> usize {
 /// client: the TTL plus the drift allowed for it. A restart guard keeps a
 /// fresh master out of quorums this long, and a fence counter's repair
 /// waits this long, so that no lock granted before can still be held.
-pub(crate) fn outlived(ttl: Duration, drift_factor: f64) -> Duration {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub fn outlived(ttl: Duration, drift_factor: f64) -> Duration {
     ttl.saturating_add(drift(ttl, drift_factor))
 }
 

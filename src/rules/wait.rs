@@ -44,7 +44,8 @@ pub(crate) fn free_in(round: &Round) -> Option<Duration> {
 
 /// The terms of a call that waits: a number of retries, or a deadline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Terms {
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
+pub enum Terms {
     /// Up to this many more attempts, each after at most a retry delay.
     Retries(u32),
     /// Attempts until this deadline; each must fit its whole request

@@ -25,9 +25,11 @@
 use std::time::{Duration, Instant};
 
 use redlock_mio::scripts;
-use redlock_mio::sim::{Decision as LibDecision, FenceMachine, Reply, Round, drift};
+use redlock_mio::sim::rules::drift;
+use redlock_mio::sim::{Decision as LibDecision, Reply, Round};
 use redlock_mio::{Error, NodeError};
 
+use super::machine::FenceMachine;
 use super::{Rng, resp_args};
 use crate::client as model;
 use crate::config::{Config, N};

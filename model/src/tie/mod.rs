@@ -3,8 +3,8 @@
 //! compare what they do.
 //!
 //! - [`client`]: the library's fenced acquire machine (`FencedAcquire`
-//!   and `FenceBook` of `src/client/fence.rs`, driven through the
-//!   simulator's `FenceMachine`, with the rounds of `sim::Round`) and the
+//!   and `FenceBook` of `src/client/fence.rs`, driven through
+//!   `machine::FenceMachine`, with the rounds of `sim::Round`) and the
 //!   model's client ([`crate::client`]) take the same sequences of round
 //!   outcomes and must decide the same thing at every step.
 //! - [`scripts`]: the library's Lua fence scripts, run on a real
@@ -13,6 +13,7 @@
 //!   replies and leave the same keys.
 
 mod client;
+mod machine;
 mod scripts;
 
 /// A small deterministic generator (SplitMix64): the cases are the same on

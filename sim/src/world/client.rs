@@ -8,8 +8,8 @@
 use std::io::ErrorKind;
 use std::time::Instant;
 
+use crate::client::Client;
 use redlock_mio::NodeError;
-use redlock_mio::sim::Client;
 
 use super::clock::ClientClock;
 use super::net::Up;

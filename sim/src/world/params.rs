@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use redlock_mio::sim::Settings;
+use crate::client::Settings;
 
 use crate::Eviction;
 

@@ -22,8 +22,9 @@
 
 use std::time::{Duration, Instant};
 
+use crate::client::{Fenced, Held, Names, Pursue};
 use redlock_mio::NodeState;
-use redlock_mio::sim::{Fenced, Held, Keeping, Names, Pursue};
+use redlock_mio::sim::calls::Keeping;
 use redlock_mio::sim::{Round, RoundId};
 
 use super::history::{self, Holding};
@@ -284,8 +285,9 @@ impl World {
                 self.keep_holding(c, k, lock);
             }
             State::Release(mut lock, pending) => {
+                let now = self.local(c);
                 let client = &mut self.clients[c].client;
-                client.drop_release(pending.id, &mut lock.held, pending.begun);
+                client.drop_release(pending.id, &mut lock.held, pending.begun, now);
                 self.think(c, k, self.params.think_mean);
             }
             State::Done => self.put_state(c, k, State::Done),

@@ -152,7 +152,7 @@ impl World {
         c: usize,
         lock: u64,
         res: &[usize],
-        held: &mut redlock_mio::sim::Held,
+        held: &mut crate::client::Held,
     ) {
         let share = self.watching.share;
         if share == 0.0 || !self.watching.rng.chance(share) {

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use redlock_mio::ServerAddr;
-use redlock_mio::sim::{Client, Settings};
+use redlock_mio_sim::client::{Client, Settings};
 use redlock_mio_sim::{Conn, Master};
 
 /// The masters' wall clock at the start, in microseconds.

@@ -3,9 +3,9 @@
 
 use std::time::{Duration, Instant};
 
+use crate::client::{Names, Next};
 use redlock_mio::Error;
 use redlock_mio::sim::Round;
-use redlock_mio::sim::{Names, Next};
 
 use super::*;
 use crate::world::World;

@@ -244,9 +244,10 @@ impl World {
 
     /// The release of `lock` is decided.
     pub(super) fn released(&mut self, c: usize, k: usize, mut lock: Box<Lock>, pending: Pending) {
+        let now = self.local(c);
         let result = self.clients[c]
             .client
-            .end_release(pending.id, &mut lock.held);
+            .end_release(pending.id, &mut lock.held, now);
         if result.is_ok() {
             self.history.releases.push(super::history::Release {
                 client: c,

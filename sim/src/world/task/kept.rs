@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use redlock_mio::sim::{Held, KeepingStep};
+use crate::client::Held;
+use redlock_mio::sim::calls::KeepingStep;
 use redlock_mio::{Error, Standing};
 
 use super::*;

@@ -1,6 +1,8 @@
-//! A client for a deterministic simulator (feature `sim`; not a stable
-//! API): the driver's [`Core`] with the settings, checks and turns of the
-//! front ends, single-threaded and free of sockets and of the clock.
+//! The simulator's client: a front end of the library, as the blocking,
+//! async and embedded ones are, single-threaded and free of sockets and
+//! of the clock. It drives the library's sans-IO machines through the
+//! hidden door `redlock_mio::sim` (feature `sim`): the driver's [`Core`]
+//! and the calls' machines.
 //!
 //! The simulator owns the sockets (simulated ones) and the time: it moves
 //! bytes between them and the client as the `mio` driver does
@@ -13,21 +15,24 @@
 //! ends' own machine of the acquire that waits (`calls::Pursue`: its
 //! attempts, its waits, its queue entries and its leave). With
 //! [`Settings::fencing`], an acquire is a [`Fenced`]: the front ends' own
-//! state machine of its rounds (`client/fence.rs`), which this client runs
-//! step by step (`sim/fenced.rs`).
+//! state machine of its rounds (`FencedAcquire`), which this client runs
+//! step by step (`client/fenced.rs`).
 //!
 //! The front ends' own rules are called, not copied: the machines of the
-//! plain calls (`crate::calls`: the checks of a resource, a TTL and an
-//! extend, the limit on extensions included; a round's set-up; what each
-//! round's decision means, its errors' kinds, the validity a lock keeps
-//! after each outcome, the table in [`Lock`](crate::Lock)'s docs; the
-//! release that follows a failed or dropped acquire; the acquire that
-//! waits, `calls::Pursue`), the fenced acquire (`client/fence.rs`), and
-//! the keeping of a lock (`calls::Keeping`, which [`Client::keep`] hands
-//! out: the keeper thread's own machine, which the simulator drives as
-//! the thread does). This client only moves their commands and rounds
-//! through its [`Core`], so the simulator's checkers hold the front ends'
-//! own decisions to the guarantees.
+//! plain calls (`calls`: the checks of a resource, a TTL and an extend,
+//! the limit on extensions included; a round's set-up; what each round's
+//! decision means, its errors' kinds, the validity a lock keeps after each
+//! outcome, the table in [`Lock`](redlock_mio::Lock)'s docs; the release
+//! that follows a failed or dropped acquire; what a lock's loss watch
+//! does after a call on it; the acquire that waits, `calls::Pursue`), the
+//! fenced acquire (`FencedAcquire`), and the keeping of a lock
+//! (`calls::Keeping`, which [`Client::keep`] hands out: the keeper
+//! thread's own machine, which the simulator drives as the thread does).
+//! This client only moves their commands and rounds through its [`Core`],
+//! so the simulator's checkers hold the front ends' own decisions to the
+//! guarantees. What it adds of its own are the deliberate faults
+//! ([`Client::skip_raises`], ...), which prove that the checkers catch
+//! them.
 
 mod fenced;
 
@@ -35,25 +40,20 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-pub use fenced::{FenceMachine, Fenced};
+pub use fenced::Fenced;
 
-use super::builder;
-use super::fence::FenceBook;
-use crate::TOKEN_LEN;
-use crate::addr::ServerAddr;
-use crate::calls::{
-    self, Acquire, Acquired, Claim, Extend, Holding, Keeping, Limits, Release, Step, Validity,
-    Wait, check_resource,
+use redlock_mio::sim::calls::{
+    self, Acquire, Acquired, Claim, Extend, Holding, Keeping, Limits, Release, Rewatch, Step,
+    Validity, Wait, check_resource,
 };
-use crate::commands::{self, Command, Keys, WakeChannel};
-use crate::driver::core::Core;
-use crate::error::Error;
-use crate::ids::{RoundId, WatchId};
-use crate::link::LinkConfig;
-use crate::rules::wait::Terms;
-use crate::rules::{self, Decision, NodeError, Report, Round};
+use redlock_mio::sim::{
+    Command, Core, FenceBook, Keys, LinkConfig, RoundId, Terms, WakeChannel, WatchId, builder,
+    commands,
+};
+use redlock_mio::sim::{Decision, Round, rules};
+use redlock_mio::{Error, NodeError, Op, Report, ServerAddr, TOKEN_LEN};
 
-/// A client's settings: those of [`Builder`](crate::Builder), which the
+/// A client's settings: those of [`Builder`](redlock_mio::Builder), which the
 /// front end turns into the sessions' and the rounds' as [`Client::new`]
 /// does.
 #[derive(Debug, Clone, Copy)]
@@ -145,7 +145,7 @@ impl Names {
     }
 }
 
-/// One acquisition: what the front end's [`Lock`](crate::Lock) keeps.
+/// One acquisition: what the front end's [`Lock`](redlock_mio::Lock) keeps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Held {
     names: Names,
@@ -167,17 +167,18 @@ impl Held {
     }
 
     /// The lock the front end's machine won, as the simulator keeps it.
-    fn from_lock(lock: &super::Lock) -> Held {
-        let (bytes, many) = lock.keys().parts();
+    fn from_lock(lock: &redlock_mio::Lock) -> Held {
+        let holding = redlock_mio::sim::holding(lock);
+        let (bytes, many) = holding.keys.parts();
         Held {
             names: Names {
                 bytes: bytes.to_vec(),
                 many,
             },
-            token: *lock.token(),
-            valid_until: lock.valid_until_here(),
-            extensions: lock.extensions(),
-            reach: lock.reach(),
+            token: *holding.token,
+            valid_until: holding.valid_until,
+            extensions: holding.extensions,
+            reach: holding.reach,
             fence: lock.fence(),
             watch: Vec::new(),
         }
@@ -581,7 +582,7 @@ impl Client {
     }
 
     /// Ends the extend round `id` of `held` at `now`: its validity as the
-    /// table in [`Lock`](crate::Lock)'s docs says; its watch, if it has
+    /// table in [`Lock`](redlock_mio::Lock)'s docs says; its watch, if it has
     /// one, reads its keys again.
     pub fn end_extend(&mut self, id: RoundId, held: &mut Held, now: Instant) -> Result<(), Error> {
         let Some(round) = self.take(id) else {
@@ -595,22 +596,26 @@ impl Client {
                 round.started(),
                 round.valid_until(),
             ));
-            self.rearm(held, now);
+            self.rewatch(Op::Extend, held, now);
             return ok;
         }
         held.apply(validity);
-        self.rearm(held, now);
+        self.rewatch(Op::Extend, held, now);
         result
     }
 
-    /// This client extended `held`: its watch reads its keys again on
-    /// every master, as the front ends have it after every extend.
-    fn rearm(&mut self, held: &Held, now: Instant) {
-        if self.skip_rearms {
-            return;
-        }
-        for &id in &held.watch {
-            self.core.rearm(id, |_| true, now);
+    /// A call of `op` on `held` went out, its round ended or its caller
+    /// gone: `held`'s watch, if it has one, does what [`Rewatch`] says,
+    /// as the front ends' watches do.
+    fn rewatch(&mut self, op: Op, held: &mut Held, now: Instant) {
+        match Rewatch::after(op) {
+            Some(Rewatch::ReadAgain) if !self.skip_rearms => {
+                for &id in &held.watch {
+                    self.core.rearm(id, |_| true, now);
+                }
+            }
+            Some(Rewatch::End) => self.unwatch(held),
+            Some(Rewatch::ReadAgain) | None => {}
         }
     }
 
@@ -702,8 +707,8 @@ impl Client {
 
     /// Ends the release round `id` of `held`: expired, whatever the
     /// outcome, and no longer watched.
-    pub fn end_release(&mut self, id: RoundId, held: &mut Held) -> Result<(), Error> {
-        self.unwatch(held);
+    pub fn end_release(&mut self, id: RoundId, held: &mut Held, now: Instant) -> Result<(), Error> {
+        self.rewatch(Op::Release, held, now);
         let Some(round) = self.take(id) else {
             return Err(self.busy());
         };
@@ -731,16 +736,14 @@ impl Client {
             self.settings.drift_factor,
         ));
         self.core.abandon(&[id]);
-        // The masters the extend reached forget the key for this client's
-        // watch.
-        self.rearm(held, now);
+        self.rewatch(Op::Extend, held, now);
     }
 
     /// The caller of release round `id` of `held`, begun at `begun`, is
     /// gone: the lock is expired, and the round goes on until every master
     /// has answered it, as the async front end has it.
-    pub fn drop_release(&mut self, id: RoundId, held: &mut Held, begun: Instant) {
-        self.unwatch(held);
+    pub fn drop_release(&mut self, id: RoundId, held: &mut Held, begun: Instant, now: Instant) {
+        self.rewatch(Op::Release, held, now);
         held.apply(Release::begun(begun));
         self.core.flights.orphan(id);
     }
@@ -750,7 +753,7 @@ impl Client {
     /// waiting for it, followed until every master has answered if a slot
     /// is free (returns whether one was), else only queued.
     pub fn drop_guard(&mut self, held: &mut Held, now: Instant) -> bool {
-        self.unwatch(held);
+        self.rewatch(Op::Release, held, now);
         held.apply(Release::begun(now));
         let release = Release::new(held.holding()).command();
         self.core.release_orphan(&release, now)
@@ -926,7 +929,7 @@ fn report(round: &Round) -> Box<Report> {
 /// The restart guard's marker of client `id`: `client:` and 24 hex digits.
 fn marker(id: u64) -> [u8; 31] {
     let mut marker = [b'0'; 31];
-    marker[..7].copy_from_slice(rules::identity::CLIENT_MARKER);
+    marker[..7].copy_from_slice(rules::CLIENT_MARKER);
     let digits = format!("{id:024x}");
     marker[7..].copy_from_slice(&digits.as_bytes()[..24]);
     marker
