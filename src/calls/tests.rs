@@ -1,4 +1,5 @@
-//! Rounds as they ended, for the machines' tests: a fake clock, no socket.
+//! Rounds as they ended, for the machines' tests (a fake clock, no
+//! socket), and the test of `Rewatch`, the rule the machines share.
 
 use std::time::Duration;
 
@@ -55,4 +56,23 @@ fn a_round_waits_the_request_timeout_and_never_past_its_cap() {
     let far = now + Duration::from_secs(60);
     assert_eq!(super::timeout(request, Some(far), now), request);
     assert_eq!(super::timeout(request, Some(now), now), Duration::ZERO);
+}
+
+/// A lock's watch reads its keys again after an extend, ends at a release,
+/// and is left alone by the calls that hold no lock: one rule for an ended
+/// call and a dropped one alike.
+#[test]
+fn an_extend_reads_the_watch_again_and_a_release_ends_it() {
+    use super::Rewatch;
+    assert_eq!(Rewatch::after(Op::Extend), Some(Rewatch::ReadAgain));
+    assert_eq!(Rewatch::after(Op::Release), Some(Rewatch::End));
+    for op in [
+        Op::Acquire,
+        Op::Raise,
+        Op::FenceRead,
+        Op::FenceSync,
+        Op::Leave,
+    ] {
+        assert_eq!(Rewatch::after(op), None, "{op:?}");
+    }
 }
