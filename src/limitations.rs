@@ -79,7 +79,8 @@
 //!   wake-ups and the tracked keys' invalidations are read and skipped.
 //! - The loss watch ([`Redlock::watch`](crate::Redlock::watch)) hears a
 //!   master only on a RESP3 connection whose server tracks keys
-//!   (`CLIENT TRACKING`, Redis 6 or later, an ACL that allows `client`):
+//!   (`CLIENT TRACKING`, Redis 6 or later, an ACL that allows
+//!   `client|tracking` and `client|caching`: see [operations](crate::operations)):
 //!   elsewhere a loss shows at the lock's reads (when the watch starts,
 //!   after each extension, after a reconnect) and at its next extension,
 //!   as without a watch. The embedded client

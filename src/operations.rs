@@ -177,6 +177,20 @@
 //! frees its key. Waiters then try again when the key that refused them
 //! expires, or after their retry delay.
 //!
+//! For the loss watch ([`Redlock::watch`](crate::Redlock::watch), and the
+//! keepers' and `with_lock`'s own), add `+client|tracking
+//! +client|caching` to the user above (its reads are `GET`s of the lock's
+//! keys, over RESP3, which needs `+hello`):
+//!
+//! ```text
+//! ACL SETUSER locker reset on >password ~lock:* ~redlock-mio:* resetchannels &redlock-mio:wake:* -@all +set +evalsha +eval +script|load +get +del +pexpire +info +hello +subscribe +publish +pttl +exists +zadd +zrange +zrem +zrank +time +client|tracking +client|caching
+//! ```
+//!
+//! Without them nothing fails either: the master refuses to track, and a
+//! lock's loss there shows at its watch's reads (when the watch starts,
+//! after each extension, after a reconnect) and at its next extension, as
+//! without a watch.
+//!
 //! Each connection is a subscriber: `CLIENT KILL TYPE pubsub` (not `TYPE
 //! normal`) closes it, and its output buffer falls under the `pubsub`
 //! class of `client-output-buffer-limit`, which the client's small replies

@@ -71,6 +71,7 @@ pub enum Rewatch {
     End,
 }
 
+#[cfg_attr(not(feature = "sim"), allow(unreachable_pub))]
 impl Rewatch {
     /// What the watch does after a call of `op` on the lock: `None` for an
     /// operation that is not a call on a held lock.

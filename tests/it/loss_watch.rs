@@ -323,3 +323,127 @@ fn an_extend_dropped_in_flight_keeps_the_watch() {
     }
     assert!(lock.wait_lost(REPORT), "the watch still hears the masters");
 }
+
+/// The operator's guide's least-privilege user (`operations`): its
+/// `ACL SETUSER` line that ends with `last`, the password `pw`.
+fn guide_user(last: &str, pw: &str) -> Vec<String> {
+    let guide = include_str!("../../src/operations.rs");
+    let line = guide
+        .lines()
+        .filter_map(|line| line.strip_prefix("//! ACL SETUSER locker "))
+        .find(|line| line.ends_with(last))
+        .expect("the guide's ACL line");
+    ["ACL", "SETUSER", "locker"]
+        .into_iter()
+        .map(String::from)
+        .chain(line.split_whitespace().map(|word| match word {
+            ">password" => format!(">{pw}"),
+            word => word.to_owned(),
+        }))
+        .collect()
+}
+
+/// A client of `cluster` as user `locker` (password `pw`), made on every
+/// master with the guide's ACL line that ends with `last`.
+fn client_as_guide_user(cluster: &Cluster, last: &str) -> Redlock {
+    let pw = "watch-pw";
+    let args = guide_user(last, pw);
+    let args: Vec<&[u8]> = args.iter().map(|a| a.as_bytes()).collect();
+    let urls: Vec<String> = (0..MASTERS)
+        .map(|i| {
+            assert_eq!(cluster.command(i, &args), b"+OK\r\n", "ACL SETUSER");
+            let port = (cluster.nodes()[i].addr().socket_addr())
+                .expect("a TCP node")
+                .port();
+            format!("redis://locker:{pw}@127.0.0.1:{port}")
+        })
+        .collect();
+    one_try(urls, Duration::from_secs(2))
+        .stall_timeout(Duration::from_secs(4))
+        .build()
+        .expect("the guide's user passes the handshake")
+}
+
+/// Whether master `i` tracks keys for the connections of user `locker`
+/// (the `t` flag of `CLIENT LIST`), and how many it has.
+fn locker_tracks(cluster: &Cluster, i: usize) -> (bool, usize) {
+    let list = cluster.command(i, &[b"CLIENT", b"LIST"]);
+    let text = String::from_utf8_lossy(&list);
+    let flags: Vec<&str> = (text.lines())
+        .filter(|line| line.contains(" user=locker "))
+        .filter_map(|line| line.split(' ').find_map(|kv| kv.strip_prefix("flags=")))
+        .collect();
+    (
+        !flags.is_empty() && flags.iter().all(|flags| flags.contains('t')),
+        flags.len(),
+    )
+}
+
+/// How many `CLIENT TRACKING` calls master `i` refused for want of a
+/// permission (`rejected_calls` of `INFO commandstats`).
+fn tracking_refused(cluster: &Cluster, i: usize) -> u64 {
+    let info = cluster.command(i, &[b"INFO", b"commandstats"]);
+    let text = String::from_utf8_lossy(&info);
+    (text.lines())
+        .find_map(|line| line.strip_prefix("cmdstat_client|tracking:"))
+        .and_then(|stats| {
+            (stats.split(','))
+                .find_map(|kv| kv.strip_prefix("rejected_calls="))
+                .and_then(|n| n.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// The guide's user for the watch is tracked, and hears a loss on a
+/// majority without an extension.
+#[test]
+fn the_guides_user_for_the_watch_hears_a_loss_at_once() {
+    let cluster = Cluster::start(MASTERS);
+    let client = client_as_guide_user(&cluster, "+client|tracking +client|caching");
+    let mut lock = client.try_lock("lock:acl-watch", TTL).expect("acquire");
+    client.watch(&mut lock);
+    for i in 0..MASTERS {
+        assert!(
+            eventually(REPORT, || locker_tracks(&cluster, i).0),
+            "master {i} tracks the watch's keys"
+        );
+        assert_eq!(tracking_refused(&cluster, i), 0, "master {i}");
+    }
+    delete_and_wait_for_reads(&cluster, &[0, 1, 2], "lock:acl-watch");
+    assert!(lock.wait_lost(REPORT), "the loss is reported");
+    assert_eq!(client.stats().extends, 0, "reported with no extension");
+}
+
+/// A user without `CLIENT` is refused the tracking: the client keeps its
+/// connections and serves the lock all the same, and a loss shows at the
+/// next extension, as the guide says.
+#[test]
+fn a_user_without_client_is_refused_the_tracking_and_a_loss_shows_at_the_extension() {
+    let cluster = Cluster::start(MASTERS);
+    let client = client_as_guide_user(&cluster, "+zrank +time");
+    let mut lock = client.try_lock("lock:acl-refused", TTL).expect("acquire");
+    client.watch(&mut lock);
+    for i in 0..MASTERS {
+        assert!(
+            eventually(REPORT, || tracking_refused(&cluster, i) > 0),
+            "master {i} refused the tracking"
+        );
+        let (tracks, connections) = locker_tracks(&cluster, i);
+        assert!(!tracks && connections > 0, "master {i}: {connections}");
+    }
+    client
+        .extend(&mut lock, TTL)
+        .expect("an extension of a lock still held");
+    for i in 0..3 {
+        cluster.command(i, &[b"DEL", b"lock:acl-refused"]);
+    }
+    assert!(matches!(
+        client.extend(&mut lock, TTL),
+        Err(redlock_mio::Error::NotHeld { .. })
+    ));
+    assert!(lock.wait_lost(REPORT), "the read after the extension");
+    let stats = client.stats();
+    for (i, master) in stats.masters.iter().enumerate() {
+        assert_eq!(master.connects, 1, "master {i} kept its connection");
+    }
+}
