@@ -275,6 +275,21 @@ impl Script {
     }
 }
 
+/// The length of the longest script's text: what a command sent with its
+/// script's text (`EVAL`) may carry.
+pub(crate) const LONGEST_TEXT: usize = {
+    let mut longest = 0;
+    let mut i = 0;
+    while i < Script::ALL.len() {
+        let len = Script::ALL[i].text().len();
+        if len > longest {
+            longest = len;
+        }
+        i += 1;
+    }
+    longest
+};
+
 /// [`Script::Release`]'s text.
 pub const RELEASE_SCRIPT: &str = Script::Release.text();
 /// [`Script::Release`]'s SHA-1.

@@ -42,11 +42,12 @@ use crate::rules::{NodeError, NodeState, Op, Round};
 /// one, whose caller is gone), for the client's statistics.
 pub(crate) type OnOrphanEnd = Box<dyn FnMut(&Round) + Send>;
 
-/// Room for an encoded command, allocated at build: enough for the
-/// commands sent with their script's text (a failed acquire's release, a
-/// wait's leave) on the names a `Lock` keeps inline; a larger one (a
-/// batch's, many long names) grows it once.
-const ENCODED_CAPACITY: usize = 2048;
+/// Room for an encoded command, allocated at build: enough for a command
+/// sent with its script's text (a failed acquire's release, a wait's
+/// leave), whichever script it is, on the names a `Lock` keeps inline and
+/// the other arguments; a larger one (a batch's, many long names) grows
+/// it once.
+const ENCODED_CAPACITY: usize = crate::scripts::LONGEST_TEXT + 512;
 
 /// One master: its address and session, and what its socket owes it.
 struct Master {

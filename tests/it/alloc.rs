@@ -1,8 +1,10 @@
 //! Steady-state heap allocations of the lock's hot paths, against five real
 //! masters: acquire + release (plain and fenced) and extend must allocate
 //! nothing; a contended
-//! acquire that fails allocates exactly its error's boxed report. The RESP
-//! decoder allocates nothing per reply, whatever counts the replies declare.
+//! acquire that fails allocates exactly its error's boxed report. Sixteen
+//! waiters of a client just built allocate nothing from their first call.
+//! The RESP decoder allocates nothing per reply, whatever counts the
+//! replies declare.
 //!
 //! The counting global allocator of this binary (`support::counting`,
 //! installed in `main.rs`) counts per thread, so the other tests running
@@ -336,5 +338,48 @@ fn a_wait_that_is_handed_the_lock_does_not_allocate() {
     );
     for (count, _) in counts {
         assert_eq!(count, 0, "a wait allocated");
+    }
+}
+
+/// Sixteen callers of a client just built wait at once for a lock held
+/// elsewhere, each attempt refused until its deadline: none of them
+/// allocates, from its first call, its refusals' reports included (the
+/// client made the boxes for sixteen of them at build).
+#[test]
+fn sixteen_waiters_of_a_new_client_do_not_allocate_from_the_first_call() {
+    const WAITERS: usize = 16;
+    let cluster = Cluster::start(5);
+    let holder = builder(&cluster).build().expect("build the holder");
+    let _held = holder.try_lock(RESOURCE, TTL).expect("acquire");
+    let client = builder(&cluster)
+        .retry_delay(Duration::from_millis(20))
+        .build()
+        .expect("build the waiters' client");
+    let start = std::sync::Barrier::new(WAITERS);
+    let counts: Vec<(u64, bool)> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..WAITERS)
+            .map(|_| {
+                let (client, start) = (&client, &start);
+                scope.spawn(move || {
+                    start.wait();
+                    let mut result = None;
+                    let (count, _) = allocations(|| {
+                        let deadline = std::time::Instant::now() + Duration::from_millis(300);
+                        result = Some(client.lock_until(RESOURCE, TTL, deadline));
+                    });
+                    let refused = matches!(result, Some(Err(Error::Contended(_))));
+                    (count, refused)
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().expect("a waiter panicked"))
+            .collect()
+    });
+    println!("{WAITERS} waiters of a new client: (allocations, refused) {counts:?}");
+    for (count, refused) in counts {
+        assert!(refused, "the lock is held elsewhere");
+        assert_eq!(count, 0, "a waiter allocated");
     }
 }
