@@ -109,9 +109,15 @@
 //!   up to a time slice: a service that keeps its CPUs busy next to local
 //!   masters should turn it off.
 //! - While a lock is watched, the client's background thread polls
-//!   whenever no caller does, to hear the masters at once: a lone caller
-//!   of that client is then woken by it, a cross-thread wake-up per round,
-//!   instead of polling for itself.
+//!   whenever no caller does, to hear the masters at once. A lone thread
+//!   that calls takes the poller over (at the cost of one wake-up of the
+//!   background thread, within [`Builder::spin`](crate::Builder::spin)),
+//!   and keeps it while it calls again within a millisecond of its last
+//!   call; meanwhile it reads the watch's pushes with its own replies, and
+//!   a push that comes between its calls waits for the next one, a
+//!   millisecond at most. With `spin(Duration::ZERO)` the background
+//!   thread keeps the poller, and reads that caller's replies and wakes
+//!   it: a cross-thread wake-up per round.
 //!
 //! # Platforms
 //!

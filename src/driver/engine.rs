@@ -21,7 +21,12 @@
 //! per master, however many rounds that holds, polls, and wakes the tasks
 //! whose rounds are decided. It also keeps the timers of the tasks' retry
 //! delays. While a thread polls, the background thread leaves the polling
-//! to it.
+//! to it. While a lock is watched, the background thread polls for the
+//! masters' pushes whenever nobody else does; a thread alone on the
+//! client writes its commands at once, asks it for the poller and polls
+//! for itself ([`Engine::take_poller`]), and the background thread leaves
+//! the polling to the threads as long as one comes back within
+//! a millisecond (`RESUME`) of the last one's poll.
 //!
 //! Ticks: the callers woken at their rounds' decisions usually come back
 //! with new rounds at once (a release after an acquire, the next
@@ -170,6 +175,17 @@ pub(crate) struct Shared {
     next_timer: u64,
     /// The client is gone: the background thread ends.
     closed: bool,
+    /// The background thread holds the poller (polls, or is about to).
+    background_polls: bool,
+    /// A thread alone on the client asks the background thread, which
+    /// polls for a watched lock, for the poller (see
+    /// [`Engine::take_poller`]).
+    poller_wanted: bool,
+    /// The background thread let the threads poll for the watched locks:
+    /// since when, or when a thread last let go of the poller since then.
+    /// It polls again once none has come back for a while, or a task
+    /// needs it.
+    threads_poll: Option<Instant>,
     /// The watched keys' holders, told when their watch finds the lock
     /// lost (see [`crate::flights::Watches`]); a holder that is gone is
     /// forgotten, and its watch stopped.
@@ -208,6 +224,9 @@ impl Engine {
                 timers: Vec::new(),
                 next_timer: 1,
                 closed: false,
+                background_polls: false,
+                poller_wanted: false,
+                threads_poll: None,
                 losses: Vec::new(),
                 yields: 0,
                 polls: 0,
@@ -262,8 +281,11 @@ impl Engine {
             // While another caller polls, the commands are queued for it
             // to write, with whatever else is queued, once its poll
             // returns (woken for it): one write per master per tick
-            // however many callers start rounds meanwhile.
-            let flush = poller.is_some();
+            // however many callers start rounds meanwhile. A caller alone
+            // on the client (the poll in progress, if any, is the
+            // background thread's for a watched lock, or a waiter's) has
+            // nothing to share a write with: it writes at once.
+            let flush = poller.is_some() || shared.alone();
             let started =
                 shared
                     .driver
@@ -304,6 +326,10 @@ impl Engine {
                     &mut wakes,
                 )
                 .0;
+            now = crate::clock::now();
+        }
+        if poller.is_none() && shared.driver.core.flights.len() == ids.len() {
+            shared = self.take_poller(shared, &mut poller, &ids, &mut wakes);
             now = crate::clock::now();
         }
         let (mut shared, result) = self.wait(shared, &mut poller, &ids, now, &mut wakes);
@@ -393,6 +419,44 @@ impl Engine {
                 return (shared, Err(error));
             }
         }
+    }
+
+    /// A caller alone on the client (its rounds `ids` the only ones in
+    /// flight, written) found the poller taken by the background thread,
+    /// which polls while a lock is watched. Rather than wait for the
+    /// background thread to read its replies and wake it (two wake-ups
+    /// across threads per round), it asks for the poller and looks for it
+    /// as a lone caller looks for its replies, yielding between looks, for
+    /// up to [`spin`](Self::spin): the background thread lets go at its
+    /// poll's next return (woken now), while the masters answer, and leaves
+    /// the polling to the threads while they keep coming back. Taken, the
+    /// caller waits as a lone caller does. Not taken in time, or with the
+    /// spin off, it waits as it would have.
+    fn take_poller<'a>(
+        &'a self,
+        mut shared: MutexGuard<'a, Shared>,
+        poller: &mut Option<MutexGuard<'a, Poller>>,
+        ids: &[RoundId],
+        wakes: &mut Wakes,
+    ) -> MutexGuard<'a, Shared> {
+        if self.spin.is_zero() || !shared.background_polls {
+            return shared;
+        }
+        let now = crate::clock::now();
+        let until = now.checked_add(self.spin).unwrap_or(now);
+        shared.poller_wanted = true;
+        shared.wakes += 1;
+        // (A failed wake leaves the caller to wait as it would have.)
+        let _ = self.waker.wake();
+        while poller.is_none() && !shared.driver.core.decided(ids) && crate::clock::now() < until {
+            drop(shared);
+            wakes.wake_all();
+            thread::yield_now();
+            *poller = self.poller.try_lock().ok();
+            shared = lock(&self.driver);
+        }
+        shared.poller_wanted = false;
+        shared
     }
 
     /// Waits until wait `id` is told (a release handed its caller a lock;
@@ -580,6 +644,12 @@ impl Engine {
 }
 
 impl Shared {
+    /// Whether no round is in flight and nothing waits to be written: a
+    /// caller's commands would go out alone.
+    fn alone(&self) -> bool {
+        self.driver.core.flights.len() == 0 && !self.kicked && self.deferred.is_none()
+    }
+
     /// The engine's counters, with the driver's.
     pub(crate) fn engine_stats(&self) -> crate::EngineStats {
         self.driver.engine_stats(
@@ -683,6 +753,15 @@ fn leave<'a>(
     if let Some(held) = held {
         drop(held);
         if !shared.driver.hand_over(wakes) && shared.driver.tasks_waiting() {
+            if shared.threads_poll.is_some()
+                && !shared.driver.core.needs_polling(|w| !w.is_thread())
+            {
+                // Only the watched locks need a poll: the background thread
+                // takes it back by itself unless a thread comes back soon.
+                shared.threads_poll = Some(crate::clock::now());
+                return;
+            }
+            shared.threads_poll = None;
             if let Some(background) = &shared.background {
                 background.unpark();
                 shared.wakes += 1;

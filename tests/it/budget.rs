@@ -231,3 +231,36 @@ fn a_lone_lock_that_need_not_wait_stays_within_the_engines_budget() {
         assert_within_budget(&cost, 2, 2, waits, &what);
     }
 }
+
+/// A lock watched on the client keeps its background thread polling for
+/// the masters' pushes; a lone caller of that client takes the poller
+/// over and reads its own replies, as a lone caller does, rather than
+/// have the background thread read them and wake it (two wake-ups per
+/// round). The background thread leaves the polling to the caller while
+/// it keeps coming back, so at most one wake-up per round is left (when
+/// a busy machine held a cycle up past the background thread's patience).
+#[test]
+fn a_lone_caller_beside_a_watched_lock_reads_its_own_replies() {
+    let cluster = Cluster::start(MASTERS as usize);
+    let client = client(&cluster, Waits::Spinning);
+    let mut watched = client.try_lock("budget:watched", TTL).expect("acquire");
+    client.watch(&mut watched);
+    let cost = cost(&client, || {
+        let mut lock = client.try_lock("budget:beside", TTL).expect("acquire");
+        client.unlock(&mut lock).expect("release");
+    });
+    let rounds = 2 * CYCLES;
+    assert_eq!(cost.writes, MASTERS * rounds, "writes");
+    assert!(
+        cost.looks >= rounds,
+        "{} looks in {rounds} rounds",
+        cost.looks
+    );
+    assert!(
+        cost.wakes <= rounds,
+        "{} wake-ups in {rounds} rounds",
+        cost.wakes
+    );
+    assert!(!watched.is_lost(), "the watched lock is still held");
+    client.unlock(&mut watched).expect("release");
+}

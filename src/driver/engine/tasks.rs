@@ -14,6 +14,11 @@ use crate::ids::{RoundId, WaitId};
 use crate::rules::Round;
 use crate::sync::lock;
 
+/// How long the background thread leaves the polling for watched locks to
+/// the threads after one of them last polled: a thread that calls again
+/// within it finds the poller free, and wakes nobody.
+const RESUME: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// Who polls for a task's rounds until they are decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Polling {
@@ -300,12 +305,37 @@ impl Engine {
                 }
             });
             shared.wakes += fired;
-            if !shared.driver.tasks_waiting() {
-                // Nothing to poll for: leave the poller to the threads.
-                leave(&self, &mut shared, &mut poller, &mut wakes);
+            let for_tasks = shared.driver.core.needs_polling(|w| !w.is_thread());
+            if shared.poller_wanted && !for_tasks {
+                // A thread alone on the client takes the poller over
+                // (`Engine::take_poller`): it reads what comes for the
+                // watched locks too while it polls.
+                shared.poller_wanted = false;
+                shared.threads_poll = Some(now);
+                shared.background_polls = false;
+                drop(poller.take());
+            }
+            // While threads come back within `RESUME` of their last poll,
+            // they read what comes for the watched locks, and this thread
+            // stays parked: a wake-up per call would cost each of them
+            // more than their round.
+            let resting = (shared.threads_poll)
+                .filter(|_| !for_tasks)
+                .map(|since| since.checked_add(RESUME).unwrap_or(since))
+                .filter(|&until| now < until);
+            if resting.is_none() {
+                shared.threads_poll = None;
+            }
+            if !shared.driver.tasks_waiting() || resting.is_some() {
+                // Nothing to poll for, or a thread polls: leave the poller
+                // to the threads.
+                if resting.is_none() {
+                    leave(&self, &mut shared, &mut poller, &mut wakes);
+                }
+                shared.background_polls = false;
                 drop(shared);
                 wakes.wake_all();
-                match next_timer {
+                match next_timer.into_iter().chain(resting).min() {
                     Some(at) => thread::park_timeout(at.saturating_duration_since(now)),
                     None => thread::park(),
                 }
@@ -316,6 +346,10 @@ impl Engine {
                 now.checked_add(std::time::Duration::from_secs(1))
                     .unwrap_or(now)
             });
+            if poller.is_none() {
+                poller = self.poller.try_lock().ok();
+            }
+            shared.background_polls = poller.is_some();
             // A poller error is the waiting tasks' rounds' timeout.
             shared = self
                 .turn(
@@ -328,6 +362,7 @@ impl Engine {
                 )
                 .0;
         }
+        shared.background_polls = false;
         leave(&self, &mut shared, &mut poller, &mut wakes);
     }
 }
