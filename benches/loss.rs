@@ -5,7 +5,14 @@
 //! the change reaches the client and a read confirms it; without it
 //! (`KeepOptions::watch(false)`), the next extension finds the key gone, a
 //! period (a third of the TTL) later at most. A plain `Lock` under
-//! `Redlock::watch` is timed the same way (`Lock::wait_lost`). See
+//! `Redlock::watch` is timed the same way (`Lock::wait_lost`).
+//!
+//! Then what a watch costs the client's other calls: a lone thread's
+//! `try_lock` + `unlock` cycles on the same client, with no lock watched
+//! and with one watched beside them (its background thread then polls for
+//! the masters' pushes), in alternating blocks; and the same beside a
+//! watch with the spin off (`Builder::spin(Duration::ZERO)`), where the
+//! background thread reads the caller's replies and wakes it. See
 //! `benches/README.md`.
 //!
 //! ```text
@@ -110,7 +117,39 @@ fn main() {
             missed
         );
     }
+    let costs = watch_costs(&cluster, if quick { 500 } else { 5_000 });
+    println!();
+    println!("a lone thread's try_lock + unlock cycle on the same client (µs)");
+    println!(
+        "{:<42} {:>8} {:>8} {:>8}",
+        "beside it", "cycles", "p50", "p99"
+    );
+    for (name, cycles) in &costs {
+        println!(
+            "{:<42} {:>8} {:>8.1} {:>8.1}",
+            name,
+            cycles.len(),
+            us(percentile(cycles, 0.50)),
+            us(percentile(cycles, 0.99)),
+        );
+    }
     if markdown {
+        println!();
+        println!(
+            "{} (µs per `try_lock` + `unlock` of a lone thread on the same client; {MASTERS} local masters; alternating blocks):",
+            markdown::command("loss")
+        );
+        println!();
+        println!("| beside it | cycles | p50 | p99 |");
+        println!("|---|--:|--:|--:|");
+        for (name, cycles) in &costs {
+            println!(
+                "| {name} | {} | {:.1} | {:.1} |",
+                cycles.len(),
+                us(percentile(cycles, 0.50)),
+                us(percentile(cycles, 0.99)),
+            );
+        }
         println!();
         println!(
             "{} (ms from the third `DEL`'s reply to the report; {MASTERS} local masters; TTL 3 s, keepers extend every 1 s):",
@@ -171,6 +210,56 @@ fn time_one(
             lost.then_some(delay)
         }
     }
+}
+
+/// A lone thread's cycle times on a client with nothing watched, on the
+/// same client with a lock watched beside, and on a client with the spin
+/// off and a lock watched beside: `blocks` blocks of each, taken in turn,
+/// sorted.
+fn watch_costs(cluster: &Cluster, cycles: usize) -> Vec<(&'static str, Vec<Duration>)> {
+    const BLOCKS: usize = 5;
+    let client = Redlock::builder(cluster.urls())
+        .build()
+        .expect("build the client");
+    let sleeper = Redlock::builder(cluster.urls())
+        .spin(Duration::ZERO)
+        .build()
+        .expect("build the client");
+    let mut rows = vec![
+        ("nothing watched", Vec::new()),
+        ("a lock watched", Vec::new()),
+        ("a lock watched, `spin(Duration::ZERO)`", Vec::new()),
+    ];
+    let block = |client: &Redlock, times: &mut Vec<Duration>| {
+        for _ in 0..cycles / BLOCKS {
+            let start = Instant::now();
+            let mut lock = client.try_lock("loss:cycle", TTL).expect("acquire");
+            client.unlock(&mut lock).expect("release");
+            times.push(start.elapsed());
+        }
+    };
+    // Warm-up of both clients.
+    block(&client, &mut Vec::new());
+    block(&sleeper, &mut Vec::new());
+    for _ in 0..BLOCKS {
+        block(&client, &mut rows[0].1);
+        let mut watched = client.try_lock("loss:beside", TTL).expect("acquire");
+        client.watch(&mut watched);
+        block(&client, &mut rows[1].1);
+        client.unlock(&mut watched).expect("release");
+        let mut watched = sleeper.try_lock("loss:beside", TTL).expect("acquire");
+        sleeper.watch(&mut watched);
+        block(&sleeper, &mut rows[2].1);
+        sleeper.unlock(&mut watched).expect("release");
+    }
+    for (_, times) in &mut rows {
+        times.sort_unstable();
+    }
+    rows
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
 }
 
 fn percentile(sorted: &[Duration], q: f64) -> Duration {
