@@ -10,9 +10,10 @@
 //! Then what a watch costs the client's other calls: a lone thread's
 //! `try_lock` + `unlock` cycles on the same client, with no lock watched
 //! and with one watched beside them (its background thread then polls for
-//! the masters' pushes), in alternating blocks; and the same beside a
-//! watch with the spin off (`Builder::spin(Duration::ZERO)`), where the
-//! background thread reads the caller's replies and wakes it. See
+//! the masters' pushes), in alternating blocks; the same beside a watch
+//! with the spin off (`Builder::spin(Duration::ZERO)`), where the
+//! background thread reads the caller's replies and wakes it; and a lone
+//! task's async cycles, without and with a watch. See
 //! `benches/README.md`.
 //!
 //! ```text
@@ -119,7 +120,7 @@ fn main() {
     }
     let costs = watch_costs(&cluster, if quick { 500 } else { 5_000 });
     println!();
-    println!("a lone thread's try_lock + unlock cycle on the same client (µs)");
+    println!("a lone caller's try_lock + unlock cycle on the same client (µs)");
     println!(
         "{:<42} {:>8} {:>8} {:>8}",
         "beside it", "cycles", "p50", "p99"
@@ -136,7 +137,7 @@ fn main() {
     if markdown {
         println!();
         println!(
-            "{} (µs per `try_lock` + `unlock` of a lone thread on the same client; {MASTERS} local masters; alternating blocks):",
+            "{} (µs per `try_lock` + `unlock` of a lone thread, or their async forms in a lone task, on the same client; {MASTERS} local masters; alternating blocks):",
             markdown::command("loss")
         );
         println!();
@@ -229,28 +230,44 @@ fn watch_costs(cluster: &Cluster, cycles: usize) -> Vec<(&'static str, Vec<Durat
         ("nothing watched", Vec::new()),
         ("a lock watched", Vec::new()),
         ("a lock watched, `spin(Duration::ZERO)`", Vec::new()),
+        ("async: nothing watched", Vec::new()),
+        ("async: a lock watched", Vec::new()),
     ];
-    let block = |client: &Redlock, times: &mut Vec<Duration>| {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime");
+    let block = |client: &Redlock, tasks: bool, times: &mut Vec<Duration>| {
         for _ in 0..cycles / BLOCKS {
             let start = Instant::now();
-            let mut lock = client.try_lock("loss:cycle", TTL).expect("acquire");
-            client.unlock(&mut lock).expect("release");
+            if tasks {
+                runtime.block_on(async {
+                    let lock = client.try_lock_async("loss:cycle", TTL).await;
+                    let mut lock = lock.expect("acquire");
+                    client.unlock_async(&mut lock).await.expect("release");
+                });
+            } else {
+                let mut lock = client.try_lock("loss:cycle", TTL).expect("acquire");
+                client.unlock(&mut lock).expect("release");
+            }
             times.push(start.elapsed());
         }
     };
-    // Warm-up of both clients.
-    block(&client, &mut Vec::new());
-    block(&sleeper, &mut Vec::new());
-    for _ in 0..BLOCKS {
-        block(&client, &mut rows[0].1);
+    let beside = |client: &Redlock, tasks: bool, times: &mut Vec<Duration>| {
         let mut watched = client.try_lock("loss:beside", TTL).expect("acquire");
         client.watch(&mut watched);
-        block(&client, &mut rows[1].1);
+        block(client, tasks, times);
         client.unlock(&mut watched).expect("release");
-        let mut watched = sleeper.try_lock("loss:beside", TTL).expect("acquire");
-        sleeper.watch(&mut watched);
-        block(&sleeper, &mut rows[2].1);
-        sleeper.unlock(&mut watched).expect("release");
+    };
+    // Warm-up of both clients.
+    block(&client, false, &mut Vec::new());
+    block(&client, true, &mut Vec::new());
+    block(&sleeper, false, &mut Vec::new());
+    for _ in 0..BLOCKS {
+        block(&client, false, &mut rows[0].1);
+        beside(&client, false, &mut rows[1].1);
+        beside(&sleeper, false, &mut rows[2].1);
+        block(&client, true, &mut rows[3].1);
+        beside(&client, true, &mut rows[4].1);
     }
     for (_, times) in &mut rows {
         times.sort_unstable();

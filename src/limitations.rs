@@ -109,13 +109,13 @@
 //!   up to a time slice: a service that keeps its CPUs busy next to local
 //!   masters should turn it off.
 //! - While a lock is watched, the client's background thread polls
-//!   whenever no caller does, to hear the masters at once. A lone thread
-//!   that calls takes the poller over (at the cost of one wake-up of the
-//!   background thread, within [`Builder::spin`](crate::Builder::spin)),
-//!   and keeps it while it calls again within a millisecond of its last
-//!   call; meanwhile it reads the watch's pushes with its own replies, and
-//!   a push that comes between its calls waits for the next one, a
-//!   millisecond at most. With `spin(Duration::ZERO)` the background
+//!   whenever no caller does, to hear the masters at once. A lone caller
+//!   (a thread, or a task within its spin) takes the poller over, at the
+//!   cost of one wake-up of the background thread, and the background
+//!   thread leaves it to the callers while one calls again within a
+//!   millisecond of the last one's poll; meanwhile they read the watch's
+//!   pushes with their own replies, and a push that comes between two
+//!   calls waits for the next one, a millisecond at most. With `spin(Duration::ZERO)` the background
 //!   thread keeps the poller, and reads that caller's replies and wakes
 //!   it: a cross-thread wake-up per round.
 //!

@@ -22,11 +22,12 @@
 //! whose rounds are decided. It also keeps the timers of the tasks' retry
 //! delays. While a thread polls, the background thread leaves the polling
 //! to it. While a lock is watched, the background thread polls for the
-//! masters' pushes whenever nobody else does; a thread alone on the
-//! client writes its commands at once, asks it for the poller and polls
-//! for itself ([`Engine::take_poller`]), and the background thread leaves
-//! the polling to the threads as long as one comes back within
-//! a millisecond (`RESUME`) of the last one's poll.
+//! masters' pushes whenever nobody else does; a caller alone on the
+//! client (a thread, or a task that polls for itself) writes its commands
+//! at once, asks it for the poller and polls for itself
+//! ([`Engine::take_poller`]), and the background thread leaves the
+//! polling to the callers as long as one comes back within a millisecond
+//! (`RESUME`) of the last one's poll.
 //!
 //! Ticks: the callers woken at their rounds' decisions usually come back
 //! with new rounds at once (a release after an acquire, the next

@@ -251,11 +251,13 @@ fn a_lone_caller_beside_a_watched_lock_reads_its_own_replies() {
     });
     let rounds = 2 * CYCLES;
     assert_eq!(cost.writes, MASTERS * rounds, "writes");
-    assert!(
-        cost.looks >= rounds,
-        "{} looks in {rounds} rounds",
-        cost.looks
-    );
+    // The caller looks for itself: with the background thread keeping
+    // the poller, it never would. (How often depends on the machine: a
+    // round the background thread decides before it lets go needs no
+    // look.)
+    assert!(cost.looks > 0, "the caller never held the poller");
+    // At most its ask for the poller per round, where the background
+    // thread would wake twice per round.
     assert!(
         cost.wakes <= rounds,
         "{} wake-ups in {rounds} rounds",

@@ -113,7 +113,16 @@ impl Engine {
         let mut wakes = Wakes::new();
         let mut shared = lock(&self.driver);
         if polling == Polling::Myself && !shared.driver.core.decided(ids) {
-            if let Ok(mut poller) = self.poller.try_lock() {
+            let taken = self.poller.try_lock();
+            if taken.is_err() && shared.background_polls && !shared.poller_wanted {
+                // The background thread polls for a watched lock: it lets
+                // a task that polls for itself have the poller, as it lets
+                // a lone thread (`Engine::take_poller`).
+                shared.poller_wanted = true;
+                shared.wakes += 1;
+                let _ = self.waker.wake();
+            }
+            if let Ok(mut poller) = taken {
                 let polled = poller.poll(std::time::Duration::ZERO);
                 shared.count_poll(&poller.events, std::time::Duration::ZERO);
                 if polled.is_ok() {
@@ -306,11 +315,11 @@ impl Engine {
             });
             shared.wakes += fired;
             let for_tasks = shared.driver.core.needs_polling(|w| !w.is_thread());
-            if shared.poller_wanted && !for_tasks {
-                // A thread alone on the client takes the poller over
-                // (`Engine::take_poller`): it reads what comes for the
-                // watched locks too while it polls.
-                shared.poller_wanted = false;
+            if std::mem::take(&mut shared.poller_wanted) && !for_tasks {
+                // A caller alone on the client takes the poller over
+                // (`Engine::take_poller`, or a task that polls for
+                // itself): it reads what comes for the watched locks too
+                // while it polls.
                 shared.threads_poll = Some(now);
                 shared.background_polls = false;
                 drop(poller.take());
