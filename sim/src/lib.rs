@@ -155,7 +155,8 @@
 //! The differential test (`cargo test -p redlock-mio-sim`, in
 //! `tests/differential/`) generates seeded random cases of what the client
 //! really sends — its pipelined handshake (with failed logins, `HELLO 3`,
-//! `SELECT`, the `SUBSCRIBE` to its wake channel), `SET NX PX`, every
+//! `SELECT`, the `SUBSCRIBE` to its wake channel, `CLIENT TRACKING`),
+//! `SET NX PX`, every
 //! script by `EVALSHA` or `EVAL` — from four connections, some listening
 //! to wake channels and some not (one now and then in RESP2 subscribe
 //! mode), mixed with other clients' writes (foreign values and keys of
@@ -167,17 +168,27 @@
 //! clock moves around the millisecond and second boundaries (which expire
 //! reservations and queues), restarts and restores from snapshots. Every
 //! other case is mostly the wait queue's, so that queues build up and
-//! releases hand keys off. Each case runs on a real `redis-server`
-//! (`REDIS_SERVER` picks the binary; `valkey-server` passes too) and on
-//! the model; the model receives the same bytes cut at random places.
-//! Every frame each connection receives is compared, replies and pushes,
-//! in order: exactly, except error wording (by code), `INFO` (by the
-//! fields above) and `HELLO` (by protocol and role). The server runs
-//! under an `LD_PRELOAD` shim whose wall clock the test sets, so expiry,
-//! `PTTL`, `TIME` and the fence scripts' loss ids compare exactly, with no
-//! tolerance and no sleep. A failure prints the seed, the steps up to the
-//! first difference and a smaller failing case. `SIM_DIFF_CASES=N` runs a
-//! longer campaign, `SIM_DIFF_SEED=S` one case.
+//! releases hand keys off. Client tracking is in the cases as the loss
+//! watch uses it: connections that speak RESP3 turn on `CLIENT TRACKING
+//! ON OPTIN NOLOOP` (now and then another mode, `OFF`, or tracking on
+//! RESP2) and read lock keys after `CLIENT CACHING YES` (now and then
+//! without it, or with a command or a script between), while the other
+//! traffic changes those keys from the same connection and others; the
+//! forms the model refuses are sent as a server refuses them too. Each
+//! case runs on a real `redis-server` (`REDIS_SERVER` picks the binary;
+//! `valkey-server` passes too, the model told where that server puts a
+//! push and which keys a script's reads track) and on the model; the
+//! model receives the same bytes cut at random places. Every frame each
+//! connection receives is compared, replies and pushes (messages and
+//! invalidations), in order: exactly, except error wording (by code),
+//! `INFO` (by the fields above) and `HELLO` (by protocol and role). The
+//! server runs under an `LD_PRELOAD` shim whose wall clock the test sets,
+//! with its background expiry off, so expiry, `PTTL`, `TIME`, the fence
+//! scripts' loss ids and the invalidations of expired keys compare
+//! exactly, with no tolerance and no sleep. A failure prints the seed,
+//! the steps up to the first difference and a smaller failing case.
+//! `SIM_DIFF_CASES=N` runs a longer campaign, `SIM_DIFF_SEED=S` one
+//! case.
 //!
 //! # The simulator
 //!
