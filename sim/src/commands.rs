@@ -15,6 +15,7 @@ mod pubsub;
 mod session;
 mod zsets;
 
+use crate::ScriptReads;
 use crate::keyspace::{Now, WrongType};
 pub(crate) use crate::numbers::parse_int;
 use crate::reply::Reply;
@@ -220,19 +221,31 @@ pub(crate) fn execute(
     words: &[Vec<u8>],
     now: Now,
 ) -> Reply {
-    // `CLIENT CACHING YES` holds for the next command, whatever becomes
-    // of it, but for another `CLIENT` command (Redis's `resetClient`).
-    let caching = std::mem::take(&mut session.caching);
-    if words
-        .first()
-        .is_some_and(|w| w.eq_ignore_ascii_case(b"CLIENT"))
-    {
-        session.caching = caching;
-    }
     let spec = match lookup(words) {
         Ok(spec) => spec,
-        Err(reply) => return reply,
+        Err(reply) => {
+            session.caching = false;
+            return reply;
+        }
     };
+    let reply = checked_run(server, session, spec, words, now);
+    // `CLIENT CACHING YES` holds through the next command (the scripts it
+    // runs included), whatever becomes of it, but for a `CLIENT` command
+    // of a known subcommand (Redis's `resetClient`).
+    if !spec.name.starts_with("client|") {
+        session.caching = false;
+    }
+    reply
+}
+
+/// Runs the command of `spec` for [`execute`], once its checks pass.
+fn checked_run(
+    server: &mut Server,
+    session: &mut Session,
+    spec: Spec,
+    words: &[Vec<u8>],
+    now: Now,
+) -> Reply {
     if !spec.fits(words.len()) {
         return Reply::error(format!(
             "ERR wrong number of arguments for '{}' command",
@@ -254,24 +267,35 @@ pub(crate) fn execute(
         words,
         now,
     });
-    // Tracking, in Redis's order: the keys the command changed are told
-    // of (a read that expired its key included), then the keys it read
-    // are remembered.
+    track(server, session, spec, read_keys(spec, words));
+    reply
+}
+
+/// The keys a read-only command names (none for another command). Its
+/// arity has been checked: a read names a key at least.
+fn read_keys(spec: Spec, words: &[Vec<u8>]) -> &[Vec<u8>] {
+    match spec.name {
+        _ if !spec.reads => &[],
+        "exists" => &words[1..],
+        _ => &words[1..2],
+    }
+}
+
+/// Client tracking after a command ran for `session` (a client's or a
+/// script's, which tracks for its caller), in Redis's order: the keys it
+/// changed are told of (a read that expired its key included), then, if
+/// it is a read and the connection tracks every read or this one follows
+/// `CLIENT CACHING YES`, `keys` are remembered.
+fn track(server: &mut Server, session: &Session, spec: Spec, keys: &[Vec<u8>]) {
     server.signal_changes(Some(session.id));
     if let Some(mode) = server.tracking.mode(session.id)
         && spec.reads
-        && (!mode.optin || caching)
+        && (!mode.optin || session.caching)
     {
-        let keys = if spec.name == "exists" {
-            &words[1..]
-        } else {
-            &words[1..2]
-        };
         for key in keys {
             server.tracking.remember(session.id, key);
         }
     }
-    reply
 }
 
 /// Runs the command `words` for a script (`redis.call`, `redis.pcall`),
@@ -293,12 +317,21 @@ pub(crate) fn execute_in_script(
     if !spec.in_scripts {
         return Reply::error("ERR This Redis command is not allowed from script");
     }
-    (spec.run)(&mut Ctx {
+    let reply = (spec.run)(&mut Ctx {
         server,
         session,
         words,
         now,
-    })
+    });
+    // A script's read tracks, for its caller, the keys the server picks.
+    let declared = std::mem::take(&mut server.declared);
+    let keys = match server.script_reads {
+        ScriptReads::DeclaredKeys => &declared,
+        ScriptReads::CalledKeys => read_keys(spec, words),
+    };
+    track(server, session, spec, keys);
+    server.declared = declared;
+    reply
 }
 
 /// The error for an argument that is not an integer.

@@ -127,6 +127,16 @@ impl Keyspace {
             let value = Value::List(VecDeque::new());
             self.set(key, value, None);
         }
+        // A key of another type is left as it was: no change to tell.
+        if !matches!(
+            self.entries.get(key),
+            Some(Entry {
+                value: Value::List(_),
+                ..
+            })
+        ) {
+            return Err(WrongType);
+        }
         self.touch(key);
         match self.entries.get_mut(key).map(|entry| &mut entry.value) {
             Some(Value::List(list)) => Ok(list),
@@ -233,6 +243,13 @@ impl Keyspace {
         self.entries.remove(&key);
         self.touch(&key);
         Some(key)
+    }
+
+    /// Deletes the keys expired at `now` without telling anyone: a master
+    /// that loads an RDB file skips them.
+    pub(crate) fn drop_expired(&mut self, now: Now) {
+        self.entries
+            .retain(|_, entry| entry.expires_at.is_none_or(|at| now.ms() <= at));
     }
 
     /// Deletes every key (`FLUSHALL`, a restart): the caller tells the

@@ -50,7 +50,7 @@
 //! | `ZADD key [NX\|XX] [GT\|LT] [CH] score member...`, `ZREM`, `ZRANGE key start stop [REV]`, `ZCARD`, `ZSCORE`, `ZRANK key member` | the wait queues (`redlock-mio:queue:<key>`): members ordered by score (a double, read as `strtod` reads it), then by their bytes; a set left empty is deleted. `ZADD INCR` and `ZRANGE`'s `BYSCORE`, `BYLEX`, `LIMIT` and `WITHSCORES` are refused with an error that says so |
 //! | `SUBSCRIBE channel...`, `UNSUBSCRIBE [channel...]`, `PUBLISH channel message` | the wake-ups: `SUBSCRIBE` and `UNSUBSCRIBE` confirm each channel with a push (`subscribe <channel> <count>`); `PUBLISH` gives how many connections listen and writes `message <channel> <payload>` to each |
 //! | `RPUSH` | a key of another type (`WRONGTYPE` where a script expects a string or a sorted set) |
-//! | `CLIENT TRACKING ON\|OFF [OPTIN] [NOLOOP]`, `CLIENT CACHING YES` | the loss watch: a RESP3 connection that tracks remembers the keys its read-only commands name (with `OPTIN`, only right after `CLIENT CACHING YES`), and any change of such a key (written, deleted, its expiry changed, expired on access, evicted) pushes `invalidate [key]` to it once and forgets the key; `NOLOOP` leaves a connection untold of its own changes (its scripts' too), the key forgotten all the same; `FLUSHALL` pushes `invalidate` with a null to every tracking connection. `REDIRECT`, `BCAST`, `PREFIX`, `OPTOUT`, `CACHING NO` and tracking on RESP2 are refused |
+//! | `CLIENT TRACKING ON\|OFF [OPTIN] [NOLOOP]`, `CLIENT CACHING YES` | the loss watch: a RESP3 connection that tracks remembers the keys its read-only commands name (with `OPTIN`, only right after `CLIENT CACHING YES`; a script's reads too, for the keys [`ScriptReads`] says), and any change of such a key (written, deleted, its expiry changed, expired on access, evicted) pushes `invalidate [key]` to it once and forgets the key (after the reply, if its own command changed it); `NOLOOP` leaves a connection untold of its own changes (its scripts' too), the key forgotten all the same; `FLUSHALL` pushes `invalidate` with a null to every tracking connection. `OFF` keeps the keys remembered for when tracking is on again; `ON` again switches the mode. A RESP2 connection may track and is told nothing. `REDIRECT`, `BCAST`, `PREFIX`, `OPTOUT` and `CACHING NO` are refused (with a server's own error where it refuses them) |
 //! | `TIME`, `FLUSHALL`, `PING`, `QUIT` | the fence scripts' clock, a wiped master, probes |
 //!
 //! Every script of [`redlock_mio::scripts`] (release and the release of
@@ -120,8 +120,7 @@
 //!   server would run them. The client never sends them.
 //! - Everything not in the table above: transactions, pattern and shard
 //!   subscriptions (`PSUBSCRIBE`, `SSUBSCRIBE`), `RESET`, `PUBSUB`,
-//!   keyspace notifications, client tracking but as the table says (a
-//!   script's reads are never tracked, even after `CLIENT CACHING YES`),
+//!   keyspace notifications, client tracking but as the table says,
 //!   blocking commands, other
 //!   data types and their commands, the sorted-set options named above,
 //!   `EXAT`/`PXAT`, ACL users other than `default`, `CLIENT` but its
@@ -141,8 +140,10 @@
 //!   where Redis's read-only tables hold; a script's own
 //!   `pcall(redis.call, ...)` catches an error of the model's, not the
 //!   error table.
-//! - What a real server does on its own: background expiry (never
-//!   observable, since every access expires first), memory and eviction
+//! - What a real server does on its own: background expiry (observable
+//!   only by a connection that tracks the key, which a server tells of
+//!   the expiry when its timers find it, and the model at the access
+//!   that expires it), memory and eviction
 //!   (a key goes only when the caller says, [`Master::evict`], under the
 //!   `maxmemory-policy` it names), query-buffer and output-buffer limits
 //!   (a listener that never reads is never cut off), persistence other
@@ -154,7 +155,8 @@
 //! The differential test (`cargo test -p redlock-mio-sim`, in
 //! `tests/differential/`) generates seeded random cases of what the client
 //! really sends — its pipelined handshake (with failed logins, `HELLO 3`,
-//! `SELECT`, the `SUBSCRIBE` to its wake channel), `SET NX PX`, every
+//! `SELECT`, the `SUBSCRIBE` to its wake channel, `CLIENT TRACKING`),
+//! `SET NX PX`, every
 //! script by `EVALSHA` or `EVAL` — from four connections, some listening
 //! to wake channels and some not (one now and then in RESP2 subscribe
 //! mode), mixed with other clients' writes (foreign values and keys of
@@ -166,17 +168,27 @@
 //! clock moves around the millisecond and second boundaries (which expire
 //! reservations and queues), restarts and restores from snapshots. Every
 //! other case is mostly the wait queue's, so that queues build up and
-//! releases hand keys off. Each case runs on a real `redis-server`
-//! (`REDIS_SERVER` picks the binary; `valkey-server` passes too) and on
-//! the model; the model receives the same bytes cut at random places.
-//! Every frame each connection receives is compared, replies and pushes,
-//! in order: exactly, except error wording (by code), `INFO` (by the
-//! fields above) and `HELLO` (by protocol and role). The server runs
-//! under an `LD_PRELOAD` shim whose wall clock the test sets, so expiry,
-//! `PTTL`, `TIME` and the fence scripts' loss ids compare exactly, with no
-//! tolerance and no sleep. A failure prints the seed, the steps up to the
-//! first difference and a smaller failing case. `SIM_DIFF_CASES=N` runs a
-//! longer campaign, `SIM_DIFF_SEED=S` one case.
+//! releases hand keys off. Client tracking is in the cases as the loss
+//! watch uses it: connections that speak RESP3 turn on `CLIENT TRACKING
+//! ON OPTIN NOLOOP` (now and then another mode, `OFF`, or tracking on
+//! RESP2) and read lock keys after `CLIENT CACHING YES` (now and then
+//! without it, or with a command or a script between), while the other
+//! traffic changes those keys from the same connection and others; the
+//! forms the model refuses are sent as a server refuses them too. Each
+//! case runs on a real `redis-server` (`REDIS_SERVER` picks the binary;
+//! `valkey-server` passes too, the model told where that server puts a
+//! push and which keys a script's reads track) and on the model; the
+//! model receives the same bytes cut at random places. Every frame each
+//! connection receives is compared, replies and pushes (messages and
+//! invalidations), in order: exactly, except error wording (by code),
+//! `INFO` (by the fields above) and `HELLO` (by protocol and role). The
+//! server runs under an `LD_PRELOAD` shim whose wall clock the test sets,
+//! with its background expiry off, so expiry, `PTTL`, `TIME`, the fence
+//! scripts' loss ids and the invalidations of expired keys compare
+//! exactly, with no tolerance and no sleep. A failure prints the seed,
+//! the steps up to the first difference and a smaller failing case.
+//! `SIM_DIFF_CASES=N` runs a longer campaign, `SIM_DIFF_SEED=S` one
+//! case.
 //!
 //! # The simulator
 //!
@@ -296,7 +308,8 @@ mod world;
 mod zset;
 
 pub use master::{
-    Conn, ConnState, Eviction, HandoffFault, Master, Moment, Observe, PushOrder, Snapshot,
+    Conn, ConnState, Eviction, HandoffFault, Master, Moment, Observe, PushOrder, ScriptReads,
+    Snapshot,
 };
 pub use reply::Protocol;
 pub use world::{Options, Outcome, Regression, simulate};

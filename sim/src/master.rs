@@ -85,7 +85,10 @@ pub enum Moment {
 /// (a `PUBLISH`, or a script that publishes, on a channel that connection
 /// listens to), against that command's reply. Pushes caused by other
 /// connections come before the replies to whatever the connection sends
-/// next, in either case.
+/// next, in either case. An invalidation of a key the connection tracks,
+/// caused by its own command, comes after that command's reply (and after
+/// what it published to itself) in either case: both servers hold it back
+/// until the command is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum PushOrder {
     /// Before the reply: Redis 7.0, the default.
@@ -95,6 +98,21 @@ pub enum PushOrder {
     /// pushes back until the command has replied (as, by its source,
     /// Redis does from 7.2 on).
     AfterReply,
+}
+
+/// Which keys a connection that tracks every read (or ran the script right
+/// after `CLIENT CACHING YES`) is told of when a script it runs calls a
+/// read-only command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ScriptReads {
+    /// The keys the script declared (`EVAL`'s, the whole of `KEYS`), at
+    /// each read-only command it calls, whatever that command names: Redis
+    /// 7.0, the default.
+    #[default]
+    DeclaredKeys,
+    /// The keys the command names: Valkey 8 (as, by its source, Redis
+    /// from 7.2 on).
+    CalledKeys,
 }
 
 /// One client connection to a [`Master`], from [`Master::connect`]. It
@@ -167,6 +185,13 @@ impl Master {
     /// where `order` says (see [`PushOrder`]).
     pub fn with_push_order(mut self, order: PushOrder) -> Master {
         self.push_order = order;
+        self
+    }
+
+    /// The same master remembering, for a connection that tracks, the
+    /// keys `reads` says when its script reads (see [`ScriptReads`]).
+    pub fn with_script_reads(mut self, reads: ScriptReads) -> Master {
+        self.server.script_reads = reads;
         self
     }
 
@@ -252,10 +277,11 @@ impl Master {
                     if self.push_order == PushOrder::AfterReply {
                         reply.encode(conn.session.protocol, out);
                     }
-                    self.take_pushes(conn, out);
+                    self.write_pushes(conn, out);
                     if self.push_order == PushOrder::BeforeReply {
                         reply.encode(conn.session.protocol, out);
                     }
+                    self.write_after_reply(conn, out);
                     if conn.session.closing {
                         self.end(conn);
                         return ConnState::Closed;
@@ -269,15 +295,31 @@ impl Master {
     /// or its last [`handle`](Self::handle): the messages published on the
     /// channels it listens to (`>3 message <channel> <payload>` in RESP3,
     /// an array of the same in RESP2) and the invalidations of the keys it
-    /// tracks (`>2 invalidate <keys or null>`), in the order they were
-    /// written.
+    /// tracks (`>2 invalidate <keys or null>`, RESP3 only), in the order
+    /// they were written.
     /// A real server writes them to the socket at once; a simulation
     /// reads them when it delivers that connection's bytes.
     pub fn take_pushes(&mut self, conn: &Conn, out: &mut Vec<u8>) {
         if self.is_closed(conn) {
             return;
         }
+        self.write_pushes(conn, out);
+        self.write_after_reply(conn, out);
+    }
+
+    /// Appends to `out` the pushes written to `conn` that wait for it.
+    fn write_pushes(&mut self, conn: &Conn, out: &mut Vec<u8>) {
         for push in self.server.pubsub.take(conn.session.id) {
+            push.encode(conn.session.protocol, out);
+        }
+    }
+
+    /// Appends to `out` the pushes `conn`'s own command caused that a
+    /// server writes after that command's reply: the invalidations of the
+    /// keys it tracks, which a server holds back until the command is
+    /// done, whatever its order for publications ([`PushOrder`]).
+    fn write_after_reply(&mut self, conn: &Conn, out: &mut Vec<u8>) {
+        for push in self.server.pubsub.take_after_reply(conn.session.id) {
             push.encode(conn.session.protocol, out);
         }
     }
@@ -297,6 +339,17 @@ impl Master {
             return Vec::new();
         }
         self.server.pubsub.channels(conn.session.id).collect()
+    }
+
+    /// Whether `conn` tracks keys (`CLIENT TRACKING ON`), and if so
+    /// whether only its reads after `CLIENT CACHING YES` (`OPTIN`): for a
+    /// test that picks what to send.
+    pub fn tracking(&self, conn: &Conn) -> Option<bool> {
+        if self.is_closed(conn) {
+            return None;
+        }
+        let mode = self.server.tracking.mode(conn.session.id)?;
+        Some(mode.optin)
     }
 
     /// Whether `conn` is closed: it was closed, or the master has
@@ -324,10 +377,14 @@ impl Master {
 
     /// A restart at `now_us` from `snapshot` (an RDB file, maybe an old
     /// one): its keys come back, with their expiry times (a key whose time
-    /// has passed is absent); a new run id, no script cached, every
-    /// connection closed.
+    /// has passed is not loaded, as a master loading an RDB file skips it:
+    /// no later access finds it to expire); a new run id, no script
+    /// cached, every connection closed.
     pub fn restore(&mut self, snapshot: &Snapshot, now_us: u64) {
         self.server.dbs = snapshot.dbs.clone();
+        for db in &mut self.server.dbs {
+            db.drop_expired(Now(now_us));
+        }
         self.start(Now(now_us));
     }
 

@@ -18,6 +18,10 @@ pub(crate) struct PubSub {
     channels: BTreeMap<u64, BTreeSet<Vec<u8>>>,
     /// Pushes written to a connection, in order, not yet taken.
     outbox: BTreeMap<u64, Vec<Reply>>,
+    /// Pushes a connection's own command caused that a server writes
+    /// only after that command's reply (invalidations of client
+    /// tracking), in order, not yet taken.
+    after_reply: BTreeMap<u64, Vec<Reply>>,
 }
 
 impl PubSub {
@@ -81,20 +85,35 @@ impl PubSub {
         self.outbox.entry(client).or_default().push(push);
     }
 
+    /// Writes `push` to connection `client`, whose command running caused
+    /// it, after that command's reply (an invalidation of a key it
+    /// tracks).
+    pub(crate) fn push_after_reply(&mut self, client: u64, push: Reply) {
+        self.after_reply.entry(client).or_default().push(push);
+    }
+
     /// The pushes written to `client` since the last call.
     pub(crate) fn take(&mut self, client: u64) -> Vec<Reply> {
         self.outbox.remove(&client).unwrap_or_default()
+    }
+
+    /// The pushes written to `client` to follow the reply of its command,
+    /// since the last call.
+    pub(crate) fn take_after_reply(&mut self, client: u64) -> Vec<Reply> {
+        self.after_reply.remove(&client).unwrap_or_default()
     }
 
     /// Connection `client` closed: its subscriptions and unread pushes go.
     pub(crate) fn forget(&mut self, client: u64) {
         self.channels.remove(&client);
         self.outbox.remove(&client);
+        self.after_reply.remove(&client);
     }
 
     /// Every connection closed (a restart).
     pub(crate) fn clear(&mut self) {
         self.channels.clear();
         self.outbox.clear();
+        self.after_reply.clear();
     }
 }

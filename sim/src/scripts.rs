@@ -94,7 +94,10 @@ fn run(c: &mut Ctx<'_>, find: impl FnOnce(&mut Server, &[u8]) -> Result<Script, 
     // The state leaves the server while it runs the script, whose
     // commands change the server.
     let mut lua = std::mem::take(&mut c.server.lua);
-    let reply = lua.run(c.server, c.session, c.now, script, args.split_at(numkeys));
+    let (keys, argv) = args.split_at(numkeys);
+    c.server.declared = keys.to_vec();
+    let reply = lua.run(c.server, c.session, c.now, script, (keys, argv));
+    c.server.declared.clear();
     c.server.lua = lua;
     reply
 }

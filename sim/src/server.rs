@@ -32,6 +32,10 @@ pub(crate) struct Server {
     pub(crate) pubsub: PubSub,
     /// Which connections track which keys (`CLIENT TRACKING`).
     pub(crate) tracking: Tracking,
+    /// Which keys a script's reads have tracked.
+    pub(crate) script_reads: crate::ScriptReads,
+    /// The keys the script running declared (`KEYS`).
+    pub(crate) declared: Vec<Vec<u8>>,
     /// A deliberate fault: `SET NX` sets a key that exists (see
     /// [`Master::with_double_grants`](crate::Master::with_double_grants)).
     pub(crate) double_grants: bool,
@@ -53,6 +57,8 @@ impl Server {
             last_client: 0,
             pubsub: PubSub::default(),
             tracking: Tracking::default(),
+            script_reads: crate::ScriptReads::default(),
+            declared: Vec::new(),
             double_grants: false,
             handoff_fault: None,
         }

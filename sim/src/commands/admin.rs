@@ -52,6 +52,8 @@ pub(super) fn flushall(c: &mut Ctx<'_>) -> Reply {
     for db in &mut c.server.dbs {
         db.clear();
     }
-    c.server.tracking.flushed(&mut c.server.pubsub);
+    c.server
+        .tracking
+        .flushed(c.session.id, &mut c.server.pubsub);
     Reply::OK
 }

@@ -1,79 +1,134 @@
 //! `CLIENT TRACKING` and `CLIENT CACHING`: client tracking, as the loss
 //! watch asks for it (see [`crate::tracking`]).
 
-use super::{Ctx, syntax_error};
-use crate::reply::{Protocol, Reply};
+use super::{Ctx, not_an_integer, parse_int, syntax_error};
+use crate::reply::Reply;
 use crate::tracking::Mode;
 
-/// `CLIENT TRACKING ON|OFF [OPTIN] [NOLOOP]`. `REDIRECT`, `BCAST`,
-/// `PREFIX` and `OPTOUT` are refused with an error that says so, and so is
-/// tracking on a RESP2 connection (which could be told only through a
-/// redirection).
+/// The options of a `CLIENT TRACKING`, as Redis parses them.
+#[derive(Default)]
+struct Options {
+    redirect: bool,
+    bcast: bool,
+    prefix: bool,
+    optin: bool,
+    optout: bool,
+    noloop: bool,
+}
+
+/// `CLIENT TRACKING ON|OFF [OPTIN] [NOLOOP]`, with Redis's checks of the
+/// options in Redis's order: each error a server gives, the model gives.
+/// What a server would accept of `REDIRECT`, `BCAST`, `PREFIX` and
+/// `OPTOUT` the model refuses with an error that says so. `OFF` ignores
+/// the options once they parse; `ON` again replaces the mode (a switch
+/// between the default mode and `OPTIN` included). A RESP2 connection
+/// may track: it remembers keys and is written nothing.
 pub(super) fn tracking(c: &mut Ctx<'_>) -> Reply {
-    let (on, options) = match c.words {
-        [_, _, on, options @ ..] if on.eq_ignore_ascii_case(b"ON") => (true, options),
-        [_, _, off, options @ ..] if off.eq_ignore_ascii_case(b"OFF") => (false, options),
-        _ => return syntax_error(),
-    };
-    let mut mode = Mode {
-        optin: false,
-        noloop: false,
-    };
-    for option in options {
+    let mut options = Options::default();
+    let mut words = c.words.iter().skip(3);
+    while let Some(option) = words.next() {
+        let more = words.len() > 0;
         match option.to_ascii_uppercase().as_slice() {
-            b"OPTIN" => mode.optin = true,
-            b"NOLOOP" => mode.noloop = true,
-            b"REDIRECT" | b"BCAST" | b"PREFIX" | b"OPTOUT" => {
-                let option = String::from_utf8_lossy(option);
-                return Reply::error(format!(
-                    "ERR the model does not implement CLIENT TRACKING's {option}"
-                ));
+            b"REDIRECT" if more => {
+                if options.redirect {
+                    return Reply::error("ERR A client can only redirect to a single other client");
+                }
+                let id = words.next().map(|id| parse_int(id));
+                if id.flatten().is_none() {
+                    return not_an_integer();
+                }
+                // A server checks that a client with this id is connected:
+                // the clients a case names are none.
+                options.redirect = true;
+            }
+            b"BCAST" => options.bcast = true,
+            b"OPTIN" => options.optin = true,
+            b"OPTOUT" => options.optout = true,
+            b"NOLOOP" => options.noloop = true,
+            b"PREFIX" if more => {
+                words.next();
+                options.prefix = true;
             }
             _ => return syntax_error(),
         }
     }
     let id = c.session.id;
-    if !on {
+    let on = &c.words[2];
+    if on.eq_ignore_ascii_case(b"OFF") {
+        if options.redirect {
+            return unimplemented("REDIRECT");
+        }
         c.server.tracking.disable(id);
         return Reply::OK;
     }
-    if c.session.protocol == Protocol::Resp2 {
-        return Reply::error("ERR the model tracks keys for RESP3 connections only (no REDIRECT)");
+    if !on.eq_ignore_ascii_case(b"ON") {
+        return syntax_error();
     }
-    if let Some(was) = c.server.tracking.mode(id)
-        && was.optin != mode.optin
-    {
+    let was = c.server.tracking.mode(id);
+    if options.prefix && !options.bcast {
+        return Reply::error("ERR PREFIX option requires BCAST mode to be enabled");
+    }
+    // The model never tracks in BCAST mode.
+    if was.is_some() && options.bcast {
+        return Reply::error(
+            "ERR You can't switch BCAST mode on/off before disabling tracking for this client, and then re-enabling it with a different mode.",
+        );
+    }
+    if options.bcast && (options.optin || options.optout) {
+        return Reply::error("ERR OPTIN and OPTOUT are not compatible with BCAST");
+    }
+    if options.optin && options.optout {
+        return Reply::error("ERR You can't specify both OPTIN mode and OPTOUT mode");
+    }
+    if options.optout && was.is_some_and(|mode| mode.optin) {
         return Reply::error(
             "ERR You can't switch OPTIN/OPTOUT mode before disabling tracking for this client, and then re-enabling it with a different mode.",
         );
     }
-    c.server.tracking.enable(id, mode);
+    for (given, name) in [
+        (options.redirect, "REDIRECT"),
+        (options.bcast, "BCAST"),
+        (options.optout, "OPTOUT"),
+    ] {
+        if given {
+            return unimplemented(name);
+        }
+    }
+    let mode = Mode {
+        optin: options.optin,
+        noloop: options.noloop,
+    };
+    c.server.tracking.enable(id, mode, c.session.protocol);
     Reply::OK
 }
 
-/// `CLIENT CACHING YES|NO`: with `OPTIN`, `YES` has the next command's
-/// reads tracked. `NO` needs `OPTOUT`, which the model lacks.
+/// The refusal of an option a server would accept.
+fn unimplemented(option: &str) -> Reply {
+    Reply::error(format!(
+        "ERR the model does not implement CLIENT TRACKING's {option}"
+    ))
+}
+
+/// `CLIENT CACHING YES|NO`, with Redis's checks in Redis's order: with
+/// `OPTIN`, `YES` has the next command's reads tracked. `NO` needs
+/// `OPTOUT`, which the model lacks.
 pub(super) fn caching(c: &mut Ctx<'_>) -> Reply {
-    let yes = match c.words[2].to_ascii_uppercase().as_slice() {
-        b"YES" => true,
-        b"NO" => false,
-        _ => return syntax_error(),
-    };
     let Some(mode) = c.server.tracking.mode(c.session.id) else {
         return Reply::error(
             "ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled",
         );
     };
-    if !mode.optin {
-        return Reply::error(
-            "ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled",
-        );
-    }
-    if !yes {
-        return Reply::error(
+    match c.words[2].to_ascii_uppercase().as_slice() {
+        b"YES" if mode.optin => {
+            c.session.caching = true;
+            Reply::OK
+        }
+        b"YES" => Reply::error(
+            "ERR CLIENT CACHING YES is only valid when tracking is enabled in OPTIN mode.",
+        ),
+        b"NO" => Reply::error(
             "ERR CLIENT CACHING NO is only valid when tracking is enabled in OPTOUT mode.",
-        );
+        ),
+        _ => syntax_error(),
     }
-    c.session.caching = true;
-    Reply::OK
 }

@@ -78,6 +78,7 @@ pub(super) fn hello(c: &mut Ctx<'_>) -> Reply {
     }
     if let Some(protocol) = protocol {
         c.session.protocol = protocol;
+        c.server.tracking.set_protocol(c.session.id, protocol);
     }
     let proto = match c.session.protocol {
         Protocol::Resp2 => 2,

@@ -2,10 +2,10 @@
 //! YES`), as the loss watch uses it: which reads are remembered, which
 //! changes are told, to whom, and once.
 
-use redlock_mio::scripts::EXTEND_SCRIPT;
+use redlock_mio::scripts::{EXTEND_SCRIPT, RELEASE_SCRIPT};
 
 use super::{T0, request};
-use crate::{ConnState, Eviction, Master};
+use crate::{ConnState, Eviction, Master, PushOrder, ScriptReads};
 
 /// What a tracking connection receives when `k` changes.
 const INVALIDATE_K: &[u8] = b">2\r\n$10\r\ninvalidate\r\n*1\r\n$1\r\nk\r\n";
@@ -121,12 +121,25 @@ fn every_change_of_a_remembered_key_is_told() {
     );
     assert_eq!(c.pushes(0), INVALIDATE_K, "eviction");
     // A command that changes nothing tells nothing: a `SET NX` refused,
-    // a `DEL` of a missing key, another key.
+    // an `RPUSH` refused (`WRONGTYPE`), a `DEL` of a missing key, another
+    // key.
     c.send(1, T0, &[b"SET", b"k", b"v"]);
     c.watch(0, T0);
     c.send(1, T0, &[b"SET", b"k", b"w", b"NX"]);
+    c.send(1, T0, &[b"RPUSH", b"k", b"x"]);
     c.send(1, T0, &[b"DEL", b"missing"]);
     c.send(1, T0, &[b"SET", b"k2", b"v"]);
+    assert_eq!(c.pushes(0), b"");
+    // A key expired in a snapshot is not loaded from it: no access finds
+    // it to expire.
+    c.send(1, T0, &[b"SET", b"k", b"v", b"PX", b"1"]);
+    let snapshot = c.master.snapshot();
+    c.master.restore(&snapshot, T0 + 2_000);
+    c.conns = (0..2).map(|_| c.master.connect()).collect();
+    c.track(0, &[]);
+    c.send(0, T0 + 2_000, &[b"GET", b"other"]);
+    c.send(0, T0 + 2_000, &[b"GET", b"k"]);
+    c.send(1, T0 + 2_000, &[b"GET", b"k"]);
     assert_eq!(c.pushes(0), b"");
 }
 
@@ -156,13 +169,17 @@ fn noloop_keeps_a_connection_untold_of_its_own_change_but_forgets_the_key() {
     // Connection 0 forgot the key: a change after it tells it nothing.
     c.send(2, T0, &[b"DEL", b"k"]);
     assert_eq!(c.pushes(0), b"");
-    // Without NOLOOP, a connection is told of its own change, before
-    // its reply (Redis 7.0's order).
-    c.watch(1, T0);
-    assert_eq!(
-        c.send(1, T0, &[b"SET", b"k", b"v"]),
-        [INVALIDATE_K, b"+OK\r\n"].concat()
-    );
+    // Without NOLOOP, a connection is told of its own change, after its
+    // reply: servers hold it back until the command is done, whatever
+    // their order for publications.
+    for order in [PushOrder::BeforeReply, PushOrder::AfterReply] {
+        c.master = c.master.with_push_order(order);
+        c.watch(1, T0);
+        assert_eq!(
+            c.send(1, T0, &[b"SET", b"k", b"v"]),
+            [b"+OK\r\n", INVALIDATE_K].concat()
+        );
+    }
 }
 
 #[test]
@@ -180,6 +197,12 @@ fn flushall_tells_every_tracking_connection_with_a_null() {
     // Every key is forgotten.
     c.send(2, T0, &[b"SET", b"k", b"v"]);
     assert_eq!(c.pushes(0), b"");
+    // The connection that flushes is told too, NOLOOP or not, after its
+    // reply.
+    assert_eq!(
+        c.send(0, T0, &[b"FLUSHALL"]),
+        [b"+OK\r\n", INVALIDATE_ALL].concat()
+    );
 }
 
 #[test]
@@ -205,12 +228,138 @@ fn tracking_ends_with_tracking_off_a_close_and_a_restart() {
 }
 
 #[test]
+fn tracking_off_keeps_the_keys_read_before_for_when_it_is_on_again() {
+    let mut c = Conns::new(2);
+    c.track(0, &[b"OPTIN", b"NOLOOP"]);
+    c.watch(0, T0);
+    c.send(0, T0, &[b"CLIENT", b"TRACKING", b"OFF"]);
+    c.send(0, T0, &[b"CLIENT", b"TRACKING", b"ON", b"OPTIN"]);
+    c.send(1, T0, &[b"SET", b"k", b"v"]);
+    assert_eq!(c.pushes(0), INVALIDATE_K);
+}
+
+#[test]
+fn the_mode_switches_between_the_default_and_optin() {
+    let mut c = Conns::new(2);
+    c.track(0, &[b"OPTIN", b"NOLOOP"]);
+    c.send(0, T0, &[b"GET", b"k"]);
+    c.send(1, T0, &[b"SET", b"k", b"v"]);
+    assert_eq!(c.pushes(0), b"", "OPTIN: not tracked");
+    // Every read from now on, its own changes told too.
+    assert_eq!(c.send(0, T0, &[b"CLIENT", b"TRACKING", b"ON"]), b"+OK\r\n");
+    c.send(0, T0, &[b"GET", b"k"]);
+    assert_eq!(
+        c.send(0, T0, &[b"DEL", b"k"]),
+        [b":1\r\n", INVALIDATE_K].concat()
+    );
+    assert_eq!(
+        c.send(0, T0, &[b"CLIENT", b"TRACKING", b"ON", b"OPTIN"]),
+        b"+OK\r\n"
+    );
+    c.send(0, T0, &[b"GET", b"k"]);
+    c.send(1, T0, &[b"SET", b"k", b"v"]);
+    assert_eq!(c.pushes(0), b"", "OPTIN again");
+}
+
+#[test]
+fn caching_yes_lapses_at_any_command_but_a_client_one() {
+    let mut c = Conns::new(2);
+    c.track(0, &[b"OPTIN"]);
+    c.send(0, T0, &[b"CLIENT", b"CACHING", b"YES"]);
+    c.send(0, T0, &[b"CLIENT", b"CACHING", b"YES"]);
+    c.send(0, T0, &[b"GET", b"k"]);
+    c.send(1, T0, &[b"SET", b"k", b"v"]);
+    assert_eq!(c.pushes(0), INVALIDATE_K, "held through a CLIENT command");
+    // An unknown `CLIENT` subcommand is no `CLIENT` command.
+    c.send(0, T0, &[b"CLIENT", b"CACHING", b"YES"]);
+    c.send(0, T0, &[b"CLIENT", b"NOSUCH"]);
+    c.send(0, T0, &[b"GET", b"k"]);
+    c.send(1, T0, &[b"SET", b"k", b"w"]);
+    assert_eq!(c.pushes(0), b"");
+}
+
+#[test]
+fn a_scripts_reads_are_tracked_for_its_caller() {
+    // The release of `k`, which `k` holds: it reads `k`, deletes it, and
+    // reads its wait queue (`EXISTS redlock-mio:queue:k`), which it does
+    // not declare.
+    let release: &[&[u8]] = &[b"EVAL", RELEASE_SCRIPT.as_bytes(), b"1", b"k", b"tok"];
+    let queue = b"redlock-mio:queue:k";
+    let invalidate_queue = b">2\r\n$10\r\ninvalidate\r\n*1\r\n$19\r\nredlock-mio:queue:k\r\n";
+    // Redis 7.0: each read remembers the keys the script declared.
+    let mut c = Conns::new(2);
+    c.track(0, &[b"NOLOOP"]);
+    c.send(1, T0, &[b"SET", b"k", b"tok"]);
+    assert_eq!(c.send(0, T0, release), b":1\r\n");
+    c.send(1, T0, &[b"SET", queue, b"v"]);
+    assert_eq!(c.pushes(0), b"", "the queue is not remembered");
+    c.send(1, T0, &[b"SET", b"k", b"v"]);
+    assert_eq!(c.pushes(0), INVALIDATE_K, "remembered again after the DEL");
+    // Valkey 8: the keys each command names; under OPTIN, in a script
+    // run right after `CLIENT CACHING YES`.
+    let mut c = Conns::new(2);
+    c.master = c.master.with_script_reads(ScriptReads::CalledKeys);
+    c.track(0, &[b"OPTIN", b"NOLOOP"]);
+    for caching in [false, true] {
+        c.send(1, T0, &[b"DEL", queue]);
+        c.send(1, T0, &[b"SET", b"k", b"tok"]);
+        if caching {
+            c.send(0, T0, &[b"CLIENT", b"CACHING", b"YES"]);
+        }
+        assert_eq!(c.send(0, T0, release), b":1\r\n");
+        c.send(1, T0, &[b"SET", b"k", b"v"]);
+        c.send(1, T0, &[b"SET", queue, b"v"]);
+        let told: &[u8] = if caching { invalidate_queue } else { b"" };
+        assert_eq!(c.pushes(0), told, "CACHING YES: {caching}");
+    }
+}
+
+#[test]
+fn a_resp2_connection_tracks_and_is_told_nothing() {
+    let mut c = Conns::new(2);
+    let on = c.send(0, T0, &[b"CLIENT", b"TRACKING", b"ON"]);
+    assert_eq!(on, b"+OK\r\n");
+    c.send(0, T0, &[b"GET", b"k"]);
+    c.send(1, T0, &[b"SET", b"k", b"v"]);
+    c.send(1, T0, &[b"FLUSHALL"]);
+    assert_eq!(c.pushes(0), b"");
+    // In RESP3 from now on: told.
+    c.send(0, T0, &[b"HELLO", b"3"]);
+    c.send(0, T0, &[b"GET", b"k"]);
+    c.send(1, T0, &[b"SET", b"k", b"v"]);
+    assert_eq!(c.pushes(0), INVALIDATE_K);
+    // Back to RESP2: a change forgets the key, and tells nothing.
+    c.send(0, T0, &[b"GET", b"k"]);
+    c.send(0, T0, &[b"HELLO", b"2"]);
+    c.send(1, T0, &[b"SET", b"k", b"w"]);
+    c.send(0, T0, &[b"HELLO", b"3"]);
+    assert_eq!(c.pushes(0), b"");
+}
+
+#[test]
 fn what_the_model_does_not_track_is_refused() {
     let mut c = Conns::new(1);
-    let resp2 = c.send(0, T0, &[b"CLIENT", b"TRACKING", b"ON", b"OPTIN"]);
-    assert!(resp2.starts_with(b"-ERR"), "{}", resp2.escape_ascii());
     let caching = c.send(0, T0, &[b"CLIENT", b"CACHING", b"YES"]);
     assert!(caching.starts_with(b"-ERR CLIENT CACHING can be called only"));
+    // As a server refuses them whatever the connection's mode, and as the
+    // model refuses what a server would grant.
+    let refused: [&[&[u8]]; 7] = [
+        &[b"ON", b"REDIRECT", b"0"],
+        &[b"ON", b"REDIRECT"],
+        &[b"ON", b"BCAST"],
+        &[b"ON", b"OPTOUT"],
+        &[b"ON", b"BCAST", b"OPTIN"],
+        &[b"ON", b"OPTIN", b"OPTOUT"],
+        &[b"ON", b"PREFIX", b"p"],
+    ];
+    for options in refused {
+        let mut words: Vec<&[u8]> = vec![b"CLIENT", b"TRACKING"];
+        words.extend(options);
+        let reply = c.send(0, T0, &words);
+        assert!(reply.starts_with(b"-ERR"), "{}", reply.escape_ascii());
+    }
+    let off = c.send(0, T0, &[b"CLIENT", b"TRACKING", b"OFF", b"BCAST"]);
+    assert_eq!(off, b"+OK\r\n", "OFF ignores the options");
     c.track(0, &[b"OPTIN"]);
     for refused in [&b"BCAST"[..], b"REDIRECT", b"OPTOUT"] {
         let reply = c.send(0, T0, &[b"CLIENT", b"TRACKING", b"ON", refused]);

@@ -42,9 +42,13 @@ pub(crate) struct Runner<'a> {
     model: Master,
     wires: [Option<Wire>; CONNS],
     conns: [Option<Conn>; CONNS],
-    /// The connections that have sent `SUBSCRIBE` since they opened: only
-    /// they can receive pushes.
+    /// The connections that have sent `SUBSCRIBE` since they opened: they
+    /// can receive published messages.
     listening: [bool; CONNS],
+    /// The connections that have sent `CLIENT TRACKING` since they
+    /// opened: they can receive invalidations, after any command of
+    /// another connection (a read that expires a key included).
+    tracking: [bool; CONNS],
     snapshot: Option<Snapshot>,
     run_ids: RunIds,
     now: u64,
@@ -71,13 +75,15 @@ impl<'a> Runner<'a> {
         server.set_clock(start);
         let model = Master::new(MODEL_SEED, SERVER_START)
             .with_password(PASSWORD)
-            .with_push_order(server.push_order());
+            .with_push_order(server.push_order())
+            .with_script_reads(server.script_reads());
         Runner {
             server,
             model,
             wires: Default::default(),
             conns: Default::default(),
             listening: [false; CONNS],
+            tracking: [false; CONNS],
             snapshot: None,
             run_ids: RunIds::default(),
             now: start,
@@ -146,6 +152,7 @@ impl<'a> Runner<'a> {
             Step::Restart { from_snapshot } => {
                 self.wires = Default::default();
                 self.listening = [false; CONNS];
+                self.tracking = [false; CONNS];
                 self.server.restart(*from_snapshot);
                 match (&self.snapshot, from_snapshot) {
                     (Some(snapshot), true) => self.model.restore(snapshot, self.now),
@@ -157,8 +164,8 @@ impl<'a> Runner<'a> {
     }
 
     /// Sends `commands` on `conn`, on both sides, and compares what comes
-    /// back; then, if they may have published, what the other connections
-    /// received.
+    /// back; then what the other connections received: those that listen,
+    /// if the commands may have published; those that track, always.
     fn send(&mut self, conn: usize, commands: &[Command], cuts: &[u64]) -> Result<(), String> {
         let words: Vec<Vec<Vec<u8>>> = commands.iter().map(|c| c.words.clone()).collect();
         let (model, state) = self.model_exchange(conn, &words, cuts)?;
@@ -176,11 +183,17 @@ impl<'a> Runner<'a> {
         })?;
         let named = |name: &[u8]| words.iter().any(|w| w[0].eq_ignore_ascii_case(name));
         self.listening[conn] |= named(b"SUBSCRIBE");
+        self.tracking[conn] |= words.iter().any(|w| {
+            w[0].eq_ignore_ascii_case(b"CLIENT")
+                && w.get(1)
+                    .is_some_and(|sub| sub.eq_ignore_ascii_case(b"TRACKING"))
+        });
         if state == ConnState::Closed {
             self.close(conn);
         }
-        if named(b"PUBLISH") || named(b"EVAL") || named(b"EVALSHA") {
-            for other in (0..CONNS).filter(|&other| other != conn) {
+        let published = named(b"PUBLISH") || named(b"EVAL") || named(b"EVALSHA");
+        for other in (0..CONNS).filter(|&other| other != conn) {
+            if (published && self.listening[other]) || self.tracking[other] {
                 self.drain(other)?;
             }
         }
@@ -188,9 +201,9 @@ impl<'a> Runner<'a> {
     }
 
     /// Compares the pushes `conn` has received and not read, if it
-    /// listens: a `PING` to the server, and the model's pushes.
+    /// listens or tracks: a `PING` to the server, and the model's pushes.
     fn drain(&mut self, conn: usize) -> Result<(), String> {
-        if !self.listening[conn] {
+        if !self.listening[conn] && !self.tracking[conn] {
             return Ok(());
         }
         let sentinel = self.sentinel();
@@ -226,6 +239,9 @@ impl<'a> Runner<'a> {
             self.model.close(old);
         }
         let had_wire = self.wires[conn].take().is_some();
+        // A connection that tracked needs no wait: nothing counts the
+        // connections that track.
+        self.tracking[conn] = false;
         if had_wire && std::mem::take(&mut self.listening[conn]) {
             let open = self.wires.iter().flatten().count();
             self.server.await_connections(open);

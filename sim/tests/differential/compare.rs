@@ -46,8 +46,13 @@ pub(crate) fn compare_frames(
         })?;
     }
     if model.len() != server.len() {
+        let (side, extra) = if server.len() > model.len() {
+            ("server", &server[model.len()..])
+        } else {
+            ("model", &model[server.len()..])
+        };
         return Err(format!(
-            "{} frames from the server, {} from the model",
+            "{} frames from the server, {} from the model; the {side}'s last: {extra:?}",
             server.len(),
             model.len()
         ));
@@ -107,6 +112,10 @@ pub(crate) fn count(tally: &mut Tally, value: &Value) {
                     _ => ">message",
                 }
                 .to_owned()
+            }
+            // A `FLUSHALL`'s invalidation names no key.
+            [Value::Bulk(kind), Value::Null(_)] if kind == b"invalidate" => {
+                ">invalidate null".to_owned()
             }
             [Value::Bulk(kind), ..] => format!(">{}", String::from_utf8_lossy(kind)),
             _ => ">push".to_owned(),

@@ -1,15 +1,17 @@
 //! Seeded random cases: the commands the client sends (its handshake, the
 //! lock's `SET NX PX` and scripts, the fence scripts, the wait queue's
-//! scripts), other clients' writes to the same keys (foreign values in
-//! the reserved space and the queues, keys of another type), subscriptions
-//! and publications on the wake channels, clock moves, restarts and
-//! snapshots. The wait queue's part is in `generate/waits.rs`.
+//! scripts, the loss watch's tracking and reads), other clients' writes to
+//! the same keys (foreign values in the reserved space and the queues,
+//! keys of another type), subscriptions and publications on the wake
+//! channels, clock moves, restarts and snapshots. The wait queue's part is
+//! in `generate/waits.rs`, client tracking's in `generate/tracking.rs`.
 //!
 //! The generator reads the model's keys to pick arguments that matter (a
 //! fence sync names the loss id the master holds, a raise the counter
 //! near its value): what the model holds is what the real server holds
 //! until the first difference, which ends the case anyway.
 
+mod tracking;
 mod waits;
 
 use redlock_mio::scripts::*;
@@ -257,12 +259,17 @@ impl Generator {
                     usize::MAX
                 };
                 let waits = if belief.wake { self.waits } else { 15 };
+                let tracks = conns[conn].as_ref();
+                let tracking = self.tracking_share(model, tracks);
+                let mode = tracks.and_then(|c| model.tracking(c));
                 let commands = (0..count)
-                    .map(|_| {
-                        if self.rng.chance(waits) {
-                            self.wait_command(conn, model, listens, now)
+                    .flat_map(|_| {
+                        if self.rng.chance(tracking) {
+                            self.tracking_commands(conn, model, mode, count == 1, now)
+                        } else if self.rng.chance(waits) {
+                            vec![self.wait_command(conn, model, listens, now)]
                         } else {
-                            self.command(conn, model, now)
+                            vec![self.command(conn, model, now)]
                         }
                     })
                     .collect();
@@ -284,8 +291,9 @@ impl Generator {
 
     /// A connection's handshake, as the client pipelines it (login,
     /// `HELLO 3` if releases tell its waiters, database, scripts, `INFO`,
-    /// marker, longest TTL, then `SUBSCRIBE` to its wake channel), with a
-    /// few of the ways it can go wrong.
+    /// marker, longest TTL, then `SUBSCRIBE` to its wake channel and
+    /// `CLIENT TRACKING` for its loss watch), with a few of the ways it
+    /// can go wrong.
     fn handshake(&mut self, conn: usize) -> Vec<Command> {
         let mut out = Vec::new();
         let pass = PASSWORD.as_bytes();
@@ -353,6 +361,12 @@ impl Generator {
         }
         if wake {
             out.push(exact(&[b"SUBSCRIBE", &self.channels[conn]]));
+        }
+        // The loss watch's tracking, which the client asks for once
+        // `HELLO 3` has succeeded; rarely on RESP2, where a server grants
+        // it and tells nothing.
+        if self.rng.chance(if wake { 60 } else { 5 }) {
+            out.push(exact(&[b"CLIENT", b"TRACKING", b"ON", b"OPTIN", b"NOLOOP"]));
         }
         out
     }

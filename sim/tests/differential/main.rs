@@ -19,9 +19,28 @@
 //! writes after everything before it, so the frames up to it are all the
 //! connection received. After a step that may publish, each other
 //! connection that listens is sent a `PING` too, and what came before its
-//! reply is held against the pushes the model wrote to it. Where a server
-//! puts a push to the connection that caused it (before or after that
-//! command's reply) depends on the server; the model is told which.
+//! reply is held against the pushes the model wrote to it; so is each
+//! other connection that has sent `CLIENT TRACKING`, after every step
+//! (any command may change a key it tracks, a read that expires one
+//! included). Where a server puts a message published to the connection
+//! that caused it (before or after that command's reply), and which keys
+//! a script's reads track (the script's declared keys, or those of the
+//! commands it calls), depends on the server; the model is told which.
+//!
+//! Client tracking is covered as the loss watch uses it: connections that
+//! speak RESP3 turn on `CLIENT TRACKING ON OPTIN NOLOOP` (in the
+//! handshake, or later; now and then the default mode, `OPTIN` or
+//! `NOLOOP` alone, or `OFF`, and rarely on RESP2, which a server grants
+//! and tells nothing) and read lock keys after `CLIENT CACHING YES`, now
+//! and then without it, or with a command or a script between; the case's
+//! other traffic changes those keys, from the same connection and others
+//! (writes, deletions, `PEXPIRE`, scripts, `FLUSHALL`, accesses after the
+//! clock passed an expiry), so that every `invalidate` push is compared in
+//! order with the replies. The forms of `CLIENT TRACKING` and `CLIENT
+//! CACHING` the model refuses (`REDIRECT`, `BCAST`, `PREFIX`, `OPTOUT`,
+//! `CACHING NO`) are sent as a server refuses them too, and compare by
+//! their error code. The server's background expiry is off (see
+//! `server.rs`): a key expires when a command touches it, on both sides.
 //!
 //! `SIM_DIFF_CASES=N` runs N cases (seeds `0..N`; the default keeps the
 //! test short); `SIM_DIFF_SEED=S` runs the case of seed S alone.

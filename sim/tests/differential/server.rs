@@ -5,6 +5,10 @@
 //! two moves of the test, exactly as the model's does, so that `TIME`,
 //! `PTTL`, expiry and the scripts' time-derived values compare exactly.
 //! The monotonic clock, on which the server's timers run, is left alone.
+//! The server's background expiry is off (`DEBUG SET-ACTIVE-EXPIRE 0`),
+//! so that a key expires only when a command touches it, as in the model:
+//! a connection that tracks the key is told then, not at a moment of the
+//! server's timers.
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
@@ -16,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use redlock_mio_sim::PushOrder;
+use redlock_mio_sim::{PushOrder, ScriptReads};
 
 use super::wire::{Value, Wire};
 
@@ -241,6 +245,17 @@ impl Server {
         );
     }
 
+    /// Which keys a script's reads track on this server: its declared
+    /// keys before Redis 7.2, the keys of the command it calls in Valkey
+    /// and in Redis from 7.2 on (Redis 7.0 and Valkey 8.1 are the ones
+    /// checked).
+    pub(crate) fn script_reads(&self) -> ScriptReads {
+        match self.push_order() {
+            PushOrder::BeforeReply => ScriptReads::DeclaredKeys,
+            PushOrder::AfterReply => ScriptReads::CalledKeys,
+        }
+    }
+
     /// Where the server writes a push to the connection that caused it,
     /// against that command's reply: before it in Redis 7.0 and 7.1, after
     /// it in Valkey and in Redis from 7.2 on (from `HELLO`'s `server` and
@@ -361,6 +376,7 @@ impl Server {
         let child = Command::new(binary())
             .args(["--port", "0", "--save", "", "--appendonly", "no"])
             .args(["--daemonize", "no", "--requirepass", PASSWORD])
+            .args(["--enable-debug-command", "local"])
             .arg("--unixsocket")
             .arg(&self.socket)
             .arg("--dir")
@@ -401,6 +417,18 @@ impl Server {
                 if logged_in
                     && wire.try_call(&[b"PING".to_vec()]) == Some(Value::Simple(b"PONG".to_vec()))
                 {
+                    // No background expiry: it would tell the connections
+                    // that track a key of its expiry at a moment of its
+                    // own, where the model (as a server does too) tells
+                    // them at the access that expires it.
+                    let words = [&b"DEBUG"[..], b"SET-ACTIVE-EXPIRE", b"0"].map(<[u8]>::to_vec);
+                    let reply = wire.call(&words);
+                    assert_eq!(
+                        reply,
+                        Value::Simple(b"OK".to_vec()),
+                        "{} refused to stop its background expiry",
+                        binary().display()
+                    );
                     return;
                 }
             }
