@@ -337,8 +337,9 @@ impl Engine {
             }
             if !shared.driver.tasks_waiting() || resting.is_some() {
                 // Nothing to poll for, or a thread polls: leave the poller
-                // to the threads.
-                if resting.is_none() {
+                // to the threads. (Resting, it holds none: it let go when
+                // asked, and takes it again only once it stops resting.)
+                if resting.is_none() || poller.is_some() {
                     leave(&self, &mut shared, &mut poller, &mut wakes);
                 }
                 shared.background_polls = false;
