@@ -153,7 +153,11 @@ impl<'a> Runner<'a> {
                 self.wires = Default::default();
                 self.listening = [false; CONNS];
                 self.tracking = [false; CONNS];
-                self.server.restart(*from_snapshot);
+                // A restart from a snapshot that this case never took (a
+                // shrunk case may have dropped it) starts empty on both
+                // sides: the server's file is an earlier case's.
+                let from_snapshot = *from_snapshot && self.snapshot.is_some();
+                self.server.restart(from_snapshot);
                 match (&self.snapshot, from_snapshot) {
                     (Some(snapshot), true) => self.model.restore(snapshot, self.now),
                     _ => self.model.restart(self.now),
