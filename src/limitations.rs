@@ -116,8 +116,8 @@
 //!   millisecond of the last one's poll; meanwhile they read the watch's
 //!   pushes with their own replies, and a push that comes between two
 //!   calls waits for the next one, a millisecond at most. With `spin(Duration::ZERO)` the background
-//!   thread keeps the poller, and reads that caller's replies and wakes
-//!   it: a cross-thread wake-up per round.
+//!   thread keeps the poller: it writes that caller's commands, reads its
+//!   replies and wakes it, two cross-thread wake-ups per round.
 //!
 //! # Platforms
 //!

@@ -105,23 +105,27 @@ impl Redlock {
     /// of change is never a verdict by itself, nor is a dropped connection
     /// (its master is unknown until a read after the reconnect).
     ///
-    /// It costs nothing until asked for: the connections ask the servers
-    /// to track keys (`CLIENT TRACKING ON OPTIN NOLOOP`, in the handshake),
-    /// but no key is tracked, and no command is sent, for a lock that is
-    /// not watched. A watch sends one read per master when it starts and
-    /// after each extension of the lock (the servers forget a key this
-    /// client changed itself), and one where a key changed. While a lock
-    /// is watched, the client's background thread polls whenever no call
-    /// does, to hear the masters at once. A keeper ([`Redlock::keep`]) and
-    /// the scoped calls ([`Redlock::with_lock`]) watch their lock by
-    /// themselves.
+    /// Nothing is sent for it until a lock is watched: then each
+    /// connection asks its server to track keys (`CLIENT TRACKING ON
+    /// OPTIN NOLOOP`, at once and in every later handshake), and only the
+    /// watch's own reads are tracked. A watch sends one read per master
+    /// when it starts and after each extension of the lock (the servers
+    /// forget a key this client changed itself), and one where a key
+    /// changed. While a lock is watched, the client's background thread
+    /// polls whenever no call does, to hear the masters at once (see
+    /// [`limitations`](crate::limitations) for what that costs other
+    /// calls). A keeper ([`Redlock::keep`]) and the scoped calls
+    /// ([`Redlock::with_lock`]) watch their lock by themselves.
     ///
-    /// Where a server does not track keys (an ACL without `CLIENT`, a
-    /// server older than Redis 6, or a client built with
+    /// Where a server does not track keys (an ACL without
+    /// `client|tracking` and `client|caching`, see
+    /// [`operations`](crate::operations); a server older than Redis 6; or
+    /// a client built with
     /// [`wake_on_release(false)`](crate::Builder::wake_on_release), which
     /// speaks RESP2) the watch hears nothing from it: a loss there shows
-    /// at the lock's next extension, as without a watch. A lock that is
-    /// already watched, or already expired, is left as it is.
+    /// at the watch's reads (when it starts, after each extension, after a
+    /// reconnect) and at the lock's next extension, as without a watch. A
+    /// lock that is already watched, or already expired, is left as it is.
     pub fn watch(&self, lock: &mut Lock) {
         self.watch_telling(lock, None);
     }

@@ -54,7 +54,7 @@ use std::time::{Duration, Instant};
 
 use smallvec::SmallVec;
 
-use super::{Driver, Poller};
+use super::{Driver, Need, Poller};
 use crate::commands::Command;
 use crate::ids::{RoundId, WaitId, WatchId};
 use crate::rules::Round;
@@ -283,10 +283,10 @@ impl Engine {
             // to write, with whatever else is queued, once its poll
             // returns (woken for it): one write per master per tick
             // however many callers start rounds meanwhile. A caller alone
-            // on the client (the poll in progress, if any, is the
-            // background thread's for a watched lock, or a waiter's) has
-            // nothing to share a write with: it writes at once.
-            let flush = poller.is_some() || shared.alone();
+            // on the client that will take the poller over from the
+            // background thread (`take_poller`) has nothing to share a
+            // write with: it writes at once.
+            let flush = poller.is_some() || (shared.alone() && self.may_take_poller(&shared));
             let started =
                 shared
                     .driver
@@ -440,15 +440,12 @@ impl Engine {
         ids: &[RoundId],
         wakes: &mut Wakes,
     ) -> MutexGuard<'a, Shared> {
-        if self.spin.is_zero() || !shared.background_polls {
+        if !self.may_take_poller(&shared) {
             return shared;
         }
         let now = crate::clock::now();
         let until = now.checked_add(self.spin).unwrap_or(now);
-        shared.poller_wanted = true;
-        shared.wakes += 1;
-        // (A failed wake leaves the caller to wait as it would have.)
-        let _ = self.waker.wake();
+        self.ask_for_poller(&mut shared);
         while poller.is_none() && !shared.driver.core.decided(ids) && crate::clock::now() < until {
             drop(shared);
             wakes.wake_all();
@@ -458,6 +455,25 @@ impl Engine {
         }
         shared.poller_wanted = false;
         shared
+    }
+
+    /// Whether a caller alone on the client may take the poller over from
+    /// the background thread: it holds it (for a watched lock), and the
+    /// caller may spin while it lets go.
+    pub(super) fn may_take_poller(&self, shared: &Shared) -> bool {
+        !self.spin.is_zero() && shared.background_polls
+    }
+
+    /// Asks the background thread for the poller: it lets go at its poll's
+    /// next return, woken now, unless tasks need it. (A failed wake leaves
+    /// the caller to wait as it would have.)
+    pub(super) fn ask_for_poller(&self, shared: &mut Shared) {
+        if shared.poller_wanted {
+            return;
+        }
+        shared.poller_wanted = true;
+        shared.wakes += 1;
+        let _ = self.waker.wake();
     }
 
     /// Waits until wait `id` is told (a release handed its caller a lock;
@@ -753,10 +769,12 @@ fn leave<'a>(
     let held = poller.take().or_else(|| engine.poller.try_lock().ok());
     if let Some(held) = held {
         drop(held);
-        if !shared.driver.hand_over(wakes) && shared.driver.tasks_waiting() {
-            if shared.threads_poll.is_some()
-                && !shared.driver.core.needs_polling(|w| !w.is_thread())
-            {
+        if shared.driver.hand_over(wakes) {
+            return;
+        }
+        let need = shared.driver.background_need();
+        if need != Need::Nothing {
+            if shared.threads_poll.is_some() && need == Need::Watches {
                 // Only the watched locks need a poll: the background thread
                 // takes it back by itself unless a thread comes back soon.
                 shared.threads_poll = Some(crate::clock::now());

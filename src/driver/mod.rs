@@ -77,6 +77,17 @@ impl Poller {
     }
 }
 
+/// What needs the background thread to poll ([`Driver::background_need`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Need {
+    /// Nothing.
+    Nothing,
+    /// Only the watched locks: a caller that polls reads for them too.
+    Watches,
+    /// Tasks' rounds or waits, or orphaned rounds.
+    Tasks,
+}
+
 /// The connections and the rounds in flight: the state callers share. The
 /// decisions are the [`Core`]'s; the driver holds the sockets, moves bytes
 /// between them and the core, and reads the clock.
@@ -236,11 +247,17 @@ impl Driver {
         }
     }
 
-    /// Whether a task (not a thread) waits for an undecided round or to
-    /// be told, or an orphaned round (whose task is gone) is in flight, or
-    /// a key is watched for a loss: each needs someone to poll.
-    pub(crate) fn tasks_waiting(&self) -> bool {
-        self.core.needs_polling(|w| !w.is_thread()) || !self.core.watches.is_empty()
+    /// What needs someone to poll when no thread does: a task (not a
+    /// thread) that waits for an undecided round or to be told, or an
+    /// orphaned round (whose task is gone); else a key watched for a loss.
+    pub(crate) fn background_need(&self) -> Need {
+        if self.core.needs_polling(|w| !w.is_thread()) {
+            Need::Tasks
+        } else if !self.core.watches.is_empty() {
+            Need::Watches
+        } else {
+            Need::Nothing
+        }
     }
 
     /// Watches `key`, held with `token`, for a loss: see [`Core::watch`];

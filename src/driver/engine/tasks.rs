@@ -10,6 +10,7 @@ use std::time::Instant;
 use super::{Engine, Full, Ids, Poller, Shared, Waiter, Waiting, Wakes, leave};
 use crate::commands::Command;
 use crate::driver::Driver;
+use crate::driver::Need;
 use crate::ids::{RoundId, WaitId};
 use crate::rules::Round;
 use crate::sync::lock;
@@ -114,13 +115,11 @@ impl Engine {
         let mut shared = lock(&self.driver);
         if polling == Polling::Myself && !shared.driver.core.decided(ids) {
             let taken = self.poller.try_lock();
-            if taken.is_err() && shared.background_polls && !shared.poller_wanted {
+            if taken.is_err() && self.may_take_poller(&shared) {
                 // The background thread polls for a watched lock: it lets
                 // a task that polls for itself have the poller, as it lets
                 // a lone thread (`Engine::take_poller`).
-                shared.poller_wanted = true;
-                shared.wakes += 1;
-                let _ = self.waker.wake();
+                self.ask_for_poller(&mut shared);
             }
             if let Ok(mut poller) = taken {
                 let polled = poller.poll(std::time::Duration::ZERO);
@@ -314,7 +313,8 @@ impl Engine {
                 }
             });
             shared.wakes += fired;
-            let for_tasks = shared.driver.core.needs_polling(|w| !w.is_thread());
+            let need = shared.driver.background_need();
+            let for_tasks = need == Need::Tasks;
             if std::mem::take(&mut shared.poller_wanted) && !for_tasks {
                 // A caller alone on the client takes the poller over
                 // (`Engine::take_poller`, or a task that polls for
@@ -335,7 +335,7 @@ impl Engine {
             if resting.is_none() {
                 shared.threads_poll = None;
             }
-            if !shared.driver.tasks_waiting() || resting.is_some() {
+            if need == Need::Nothing || resting.is_some() {
                 // Nothing to poll for, or a thread polls: leave the poller
                 // to the threads. (Resting, it holds none: it let go when
                 // asked, and takes it again only once it stops resting.)

@@ -114,21 +114,22 @@ impl Engine {
         loss: &Arc<Loss>,
         now: Instant,
     ) -> WatchId {
-        let mut shared = lock(&self.driver);
-        let gone: Vec<WatchId> = (shared.losses.iter())
-            .filter(|(_, holder)| holder.strong_count() == 0)
-            .map(|&(id, _)| id)
-            .collect();
-        for id in gone {
-            shared.driver.core.watches.unwatch(id);
-            shared.losses.retain(|&(w, _)| w != id);
-        }
+        let mut guard = lock(&self.driver);
+        let shared = &mut *guard;
+        let watches = &mut shared.driver.core.watches;
+        shared.losses.retain(|&(id, ref holder)| {
+            let alive = holder.strong_count() > 0;
+            if !alive {
+                watches.unwatch(id);
+            }
+            alive
+        });
         let id = shared.driver.watch(key, token, now);
         shared.losses.push((id, Arc::downgrade(loss)));
         // The masters' word comes while no call is made: the background
         // thread reads it.
-        self.spawn_background(&mut shared);
-        self.kick(&mut shared);
+        self.spawn_background(shared);
+        self.kick(shared);
         id
     }
 
