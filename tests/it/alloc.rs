@@ -48,13 +48,38 @@ fn builder(cluster: &Cluster) -> redlock_mio::Builder {
     one_try(cluster.urls(), Duration::from_secs(1)).stall_timeout(Duration::from_secs(2))
 }
 
-fn acquire_release(client: &Redlock) {
-    acquire_release_of(client, RESOURCE);
+fn acquire_release(client: &Redlock, cluster: &Cluster) {
+    acquire_release_of(client, cluster, RESOURCE);
 }
 
-fn acquire_release_of(client: &Redlock, resource: &str) {
-    let mut lock = client.try_lock(resource, TTL).expect("acquire");
+fn acquire_release_of(client: &Redlock, cluster: &Cluster, resource: &str) {
+    let mut lock = match client.try_lock(resource, TTL) {
+        Ok(lock) => lock,
+        Err(error) => panic!("acquire: {error:?}\n{}", held(client, cluster, resource)),
+    };
     client.unlock(&mut lock).expect("release");
+}
+
+/// What each master holds of `resource`, and what `client` counted of
+/// each: the failure's story, for a phase that should never fail.
+fn held(client: &Redlock, cluster: &Cluster, resource: &str) -> String {
+    let stats = client.stats();
+    let mut story = String::new();
+    for i in 0..cluster.len() {
+        let holds = if cluster.is_paused(i) {
+            "paused".to_owned()
+        } else {
+            let value = cluster.get(i, resource);
+            let pttl = cluster.command(i, &[b"PTTL", resource.as_bytes()]);
+            format!(
+                "{:?}, PTTL {}",
+                value.map(|v| String::from_utf8_lossy(&v).into_owned()),
+                String::from_utf8_lossy(&pttl).trim()
+            )
+        };
+        story += &format!("master {i}: {holds}; {:?}\n", stats.masters.get(i));
+    }
+    story
 }
 
 #[test]
@@ -65,11 +90,11 @@ fn hot_paths_do_not_allocate() {
 
     // Acquire + release.
     for _ in 0..WARM_UP {
-        acquire_release(&holder);
+        acquire_release(&holder, &cluster);
     }
     let (cycle, _) = allocations(|| {
         for _ in 0..CYCLES {
-            acquire_release(&holder);
+            acquire_release(&holder, &cluster);
         }
     });
     println!(
@@ -136,11 +161,11 @@ fn hot_paths_do_not_allocate() {
         .build()
         .expect("build the fenced client");
     for _ in 0..WARM_UP {
-        acquire_release(&fenced);
+        acquire_release(&fenced, &cluster);
     }
     let (fenced_cycle, _) = allocations(|| {
         for _ in 0..CYCLES {
-            acquire_release(&fenced);
+            acquire_release(&fenced, &cluster);
         }
     });
     println!("fenced try_lock + unlock: {fenced_cycle} allocations in {CYCLES} cycles");
@@ -172,7 +197,7 @@ fn hot_paths_do_not_allocate() {
         .try_lock("alloc-test:held", TTL)
         .expect("acquire the lock to extend");
     for _ in 0..WARM_UP {
-        acquire_release_of(&holder, PAUSED_RESOURCE);
+        acquire_release_of(&holder, &cluster, PAUSED_RESOURCE);
         holder.extend(&mut held, TTL).expect("extend");
     }
     // A quarter into the run, the measured thread asks for the pause and
@@ -195,7 +220,7 @@ fn hot_paths_do_not_allocate() {
                         std::thread::yield_now();
                     }
                 }
-                acquire_release_of(&holder, PAUSED_RESOURCE);
+                acquire_release_of(&holder, &cluster, PAUSED_RESOURCE);
                 holder
                     .extend(&mut held, TTL)
                     .expect("extend with a master paused");
