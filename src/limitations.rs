@@ -114,8 +114,12 @@
 //!   cost of one wake-up of the background thread, and the background
 //!   thread leaves it to the callers while one calls again within a
 //!   millisecond of the last one's poll; meanwhile they read the watch's
-//!   pushes with their own replies, and a push that comes between two
-//!   calls waits for the next one, a millisecond at most. With `spin(Duration::ZERO)` the background
+//!   pushes with their own replies. The background thread looks whether
+//!   they still call a millisecond after it let go, then at rests that
+//!   double up to 16 ms while they do (a thousand looks a second cost a
+//!   caller that keeps calling a tenth of its speed on a busy machine): a
+//!   push that comes after a lone call waits a millisecond at most, one
+//!   that comes after the last of many calls 17 ms at most. With `spin(Duration::ZERO)` the background
 //!   thread keeps the poller: it writes that caller's commands, reads its
 //!   replies and wakes it, two cross-thread wake-ups per round.
 //!

@@ -136,6 +136,12 @@ pub struct EngineStats {
     /// and the background thread unparked or a poll interrupted so that
     /// queued commands are written.
     pub wakes: u64,
+    /// Rests of the background thread while callers poll for the watched
+    /// locks, each ended by a look at whether they still do: they double
+    /// from a millisecond to 16 ms while the callers keep coming back, so
+    /// that a caller that keeps calling beside a watched lock costs a few
+    /// dozen a second (see [`limitations`](crate::limitations)).
+    pub rests: u64,
     /// Slots of the tables of rounds in flight and of waiting callers
     /// looked at by scans of the whole table (a scan stops at the highest
     /// slot ever used).

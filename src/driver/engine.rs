@@ -27,7 +27,9 @@
 //! at once, asks it for the poller and polls for itself
 //! ([`Engine::take_poller`]), and the background thread leaves the
 //! polling to the callers as long as one comes back within a millisecond
-//! (`RESUME`) of the last one's poll.
+//! (`RESUME`) of the last one's poll. It looks at that a millisecond after
+//! it let go, then at rests that double while the callers keep coming
+//! back (`LONGEST_REST`): its looks never cost a busy caller much CPU.
 //!
 //! Ticks: the callers woken at their rounds' decisions usually come back
 //! with new rounds at once (a release after an acquire, the next
@@ -204,6 +206,9 @@ pub(crate) struct Shared {
     /// timer (the callers woken at their rounds' decisions are the
     /// driver's count).
     pub(crate) wakes: u64,
+    /// The background thread's rests while threads poll for the watched
+    /// locks (see `tasks::LONGEST_REST`).
+    pub(crate) rests: u64,
 }
 
 impl Engine {
@@ -235,6 +240,7 @@ impl Engine {
                 looks: 0,
                 idle_looks: 0,
                 wakes: 0,
+                rests: 0,
             }),
             poller: Mutex::new(poller),
             waker,
@@ -672,6 +678,7 @@ impl Shared {
         self.driver.engine_stats(
             [self.polls, self.idle_polls, self.looks, self.idle_looks],
             self.wakes,
+            self.rests,
         )
     }
 

@@ -214,8 +214,14 @@ impl Driver {
     /// The engine's counters: the sockets' reads and writes, the scans of
     /// the tables and the callers woken here, with `polls` (the waits,
     /// those of them that returned no event, the looks and those that
-    /// found nothing) and `wakes`, the engine's own.
-    pub(crate) fn engine_stats(&self, polls: [u64; 4], wakes: u64) -> crate::EngineStats {
+    /// found nothing), `wakes`, the engine's own, and the background
+    /// thread's `rests`.
+    pub(crate) fn engine_stats(
+        &self,
+        polls: [u64; 4],
+        wakes: u64,
+        rests: u64,
+    ) -> crate::EngineStats {
         let (reads, writes) = self
             .conns
             .iter()
@@ -230,6 +236,7 @@ impl Driver {
             idle_looks: polls[3],
             watched: self.core.watches.len() as u64,
             wakes: wakes + self.woken,
+            rests,
             scanned: self.core.scanned(),
         }
     }

@@ -31,6 +31,7 @@ struct Cost {
     looks: u64,
     idle_looks: u64,
     wakes: u64,
+    rests: u64,
     scanned: u64,
     yields: u64,
 }
@@ -53,6 +54,7 @@ fn cost(client: &Redlock, cycle: impl Fn()) -> Cost {
         looks: a.looks - b.looks,
         idle_looks: a.idle_looks - b.idle_looks,
         wakes: a.wakes - b.wakes,
+        rests: a.rests - b.rests,
         scanned: a.scanned - b.scanned,
         yields: after.yields - before.yields,
     };
@@ -232,6 +234,16 @@ fn a_lone_lock_that_need_not_wait_stays_within_the_engines_budget() {
     }
 }
 
+/// Five masters, a spinning client of them, and a lock of that client
+/// under its watch.
+fn beside_a_watched_lock() -> (Cluster, Redlock, redlock_mio::Lock) {
+    let cluster = Cluster::start(MASTERS as usize);
+    let client = client(&cluster, Waits::Spinning);
+    let mut watched = client.try_lock("budget:watched", TTL).expect("acquire");
+    client.watch(&mut watched);
+    (cluster, client, watched)
+}
+
 /// A lock watched on the client keeps its background thread polling for
 /// the masters' pushes; a lone caller of that client takes the poller
 /// over and reads its own replies, as a lone caller does, rather than
@@ -241,10 +253,7 @@ fn a_lone_lock_that_need_not_wait_stays_within_the_engines_budget() {
 /// a busy machine held a cycle up past the background thread's patience).
 #[test]
 fn a_lone_caller_beside_a_watched_lock_reads_its_own_replies() {
-    let cluster = Cluster::start(MASTERS as usize);
-    let client = client(&cluster, Waits::Spinning);
-    let mut watched = client.try_lock("budget:watched", TTL).expect("acquire");
-    client.watch(&mut watched);
+    let (_cluster, client, mut watched) = beside_a_watched_lock();
     let cost = cost(&client, || {
         let mut lock = client.try_lock("budget:beside", TTL).expect("acquire");
         client.unlock(&mut lock).expect("release");
@@ -261,6 +270,42 @@ fn a_lone_caller_beside_a_watched_lock_reads_its_own_replies() {
     assert!(
         cost.wakes <= rounds,
         "{} wake-ups in {rounds} rounds",
+        cost.wakes
+    );
+    assert!(!watched.is_lost(), "the watched lock is still held");
+    client.unlock(&mut watched).expect("release");
+}
+
+/// While a lone caller keeps calling beside a watched lock, the background
+/// thread looks whether it still does at rests that double from a
+/// millisecond to 16 ms, rather than every millisecond: a thousand looks
+/// a second cost the caller about a tenth of its speed on a busy machine.
+/// Each time the background thread took the poller back (a cycle held up
+/// past a millisecond; the caller's ask to have it again is a wake-up),
+/// the rests start again from a millisecond: five rests to reach 16 ms.
+/// The time the cycles took is the yardstick, so a slower machine only
+/// loosens the bound.
+#[test]
+fn a_lone_caller_beside_a_watched_lock_wakes_the_background_thread_rarely() {
+    let (_cluster, client, mut watched) = beside_a_watched_lock();
+    let started = std::time::Instant::now();
+    let cost = cost(&client, || {
+        for _ in 0..3 {
+            let mut lock = client.try_lock("budget:beside", TTL).expect("acquire");
+            client.unlock(&mut lock).expect("release");
+        }
+    });
+    let elapsed = started.elapsed();
+    let longest = elapsed.as_millis() as u64 / 16 + 1;
+    let bound = 5 * (cost.wakes + 1) + longest;
+    println!(
+        "{} rests in {elapsed:?}, {} wake-ups: at most {bound}",
+        cost.rests, cost.wakes
+    );
+    assert!(
+        cost.rests <= bound,
+        "{} rests in {elapsed:?} ({} wake-ups)",
+        cost.rests,
         cost.wakes
     );
     assert!(!watched.is_lost(), "the watched lock is still held");

@@ -20,6 +20,15 @@ use crate::sync::lock;
 /// within it finds the poller free, and wakes nobody.
 const RESUME: std::time::Duration = std::time::Duration::from_millis(1);
 
+/// The longest the background thread rests between two looks at whether
+/// threads still poll for the watched locks. The first look comes
+/// [`RESUME`] after it let go; while the threads keep coming back, the
+/// rests double up to this: a look wakes a CPU, and a thousand a second
+/// cost a thread that keeps calling about a tenth of its speed on a busy
+/// machine. A push that comes after a busy thread's last call waits this
+/// and [`RESUME`] at most; after a lone call, [`RESUME`].
+const LONGEST_REST: std::time::Duration = std::time::Duration::from_millis(16);
+
 /// Who polls for a task's rounds until they are decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Polling {
@@ -293,6 +302,7 @@ impl Engine {
     fn background(self: Arc<Self>) {
         let mut wakes = Wakes::new();
         let mut poller: Option<MutexGuard<'_, Poller>> = None;
+        let mut rest = RESUME;
         let mut shared = lock(&self.driver);
         while !shared.closed {
             shared.kicked = false;
@@ -334,6 +344,7 @@ impl Engine {
                 .filter(|&until| now < until);
             if resting.is_none() {
                 shared.threads_poll = None;
+                rest = RESUME;
             }
             if need == Need::Nothing || resting.is_some() {
                 // Nothing to poll for, or a thread polls: leave the poller
@@ -345,11 +356,18 @@ impl Engine {
                 shared.background_polls = false;
                 drop(shared);
                 wakes.wake_all();
-                match next_timer.into_iter().chain(resting).min() {
+                // Rests that grow while the threads keep coming back.
+                let look = resting.map(|until| {
+                    let at = now.checked_add(rest).map_or(until, |at| at.max(until));
+                    rest = (rest * 2).min(LONGEST_REST);
+                    at
+                });
+                match next_timer.into_iter().chain(look).min() {
                     Some(at) => thread::park_timeout(at.saturating_duration_since(now)),
                     None => thread::park(),
                 }
                 shared = lock(&self.driver);
+                shared.rests += u64::from(look.is_some());
                 continue;
             }
             let until = next_timer.unwrap_or_else(|| {
