@@ -65,6 +65,14 @@ impl<'k> Extend<'k> {
         (result, validity)
     }
 
+    /// After an extend whose round was gone before its outcome was read
+    /// (never, for a caller that holds its rounds): the outcome is
+    /// unknown, and the lock expired from `now`, as the masters may have
+    /// applied a shorter TTL.
+    pub(crate) fn handle_lost(now: Instant) -> (Result<(), Error>, Validity) {
+        (Err(super::unknown()), Validity::Capped(now))
+    }
+
     /// The lock's validity once its caller is gone with the round, begun
     /// at `begun`, in flight: no more than it could have granted.
     pub(crate) fn dropped(&self, begun: Instant) -> Validity {
@@ -152,5 +160,15 @@ mod tests {
         let validity = call(0).expect("checked").dropped(begun);
         let most = TTL - rules::drift(TTL, 0.01);
         assert_eq!(validity, Validity::Capped(begun + most));
+    }
+
+    /// An extend whose outcome cannot be read fails, and the lock is
+    /// expired from then: the masters may have applied a shorter TTL.
+    #[test]
+    fn an_extend_whose_round_is_gone_expires_the_lock() {
+        let now = crate::clock::now();
+        let (result, validity) = Extend::handle_lost(now);
+        assert!(matches!(result, Err(Error::Io(_))), "{result:?}");
+        assert_eq!(validity, Validity::Capped(now));
     }
 }

@@ -15,7 +15,7 @@ use smallvec::SmallVec;
 use super::builder::{Builder, Config};
 use super::token::TokenSource;
 use super::{Lock, TOKEN_LEN};
-use crate::calls::{self, Acquire, Acquired, Claim, Release};
+use crate::calls::{self, Acquire, Acquired, Claim, Extend, Release};
 use crate::commands::{Command, Keys};
 use crate::driver::Driver;
 use crate::error::{ConfigError, Error};
@@ -66,6 +66,12 @@ pub struct Ticket(u64);
 ///             }
 ///             Completion::Acquired { ticket, result: Err(error) } => eprintln!("{ticket:?}: {error}"),
 ///             Completion::Released { result, .. } => result?,
+///             Completion::Extended { lock, result, .. } => {
+///                 // Renewed on success; expired if a quorum lost it.
+///                 if result.is_err() && !lock.is_expired() {
+///                     redlock.unlock(&mut { lock })?;
+///                 }
+///             }
 ///             _ => {} // more kinds may come
 ///         }
 ///     }
@@ -84,6 +90,18 @@ pub enum Completion {
         /// The lock, or why not.
         result: Result<Lock, Error>,
     },
+    /// An extend, as for [`Redlock::extend`](crate::Redlock::extend): the
+    /// lock comes back, its validity renewed on success; after an error
+    /// no longer than the extend may have left it on the masters (expired
+    /// when a quorum said the token no longer owns it).
+    Extended {
+        /// The extend's ticket.
+        ticket: Ticket,
+        /// The lock given to [`extend`](EmbeddedRedlock::extend).
+        lock: Lock,
+        /// Whether a quorum extended it.
+        result: Result<(), Error>,
+    },
     /// A release, as for [`Redlock::unlock`](crate::Redlock::unlock).
     Released {
         /// The release's ticket.
@@ -100,6 +118,8 @@ struct Started {
     resource: SmallVec<[u8; 64]>,
     many: bool,
     token: [u8; TOKEN_LEN],
+    /// The lock an extend holds until its completion gives it back.
+    extending: Option<Lock>,
 }
 
 impl Started {
@@ -193,6 +213,21 @@ impl Base {
         }
     }
 
+    /// After an extend of `lock` whose round ended as `round` (`None`:
+    /// gone from the table): whether a quorum extended it, the lock's
+    /// validity set by the outcome.
+    fn extended(&mut self, lock: &mut Lock, round: Option<&Round>) -> Result<(), Error> {
+        let (result, validity) = match round {
+            Some(round) => {
+                let decision = calls::decision(round, Ok(()));
+                Extend::handle(round, decision, || self.report(round))
+            }
+            None => Extend::handle_lost(crate::clock::now()),
+        };
+        lock.apply(validity);
+        result
+    }
+
     /// After a release whose round ended as `round` (`None`: gone from
     /// the table): whether a quorum released it.
     fn released(&mut self, round: Option<&Round>) -> Result<(), Error> {
@@ -230,7 +265,7 @@ fn report(masters: &Arc<[String]>, spares: &mut Vec<Box<Report>>, round: &Round)
 /// The client registers its sockets with the caller's [`Registry`] under a
 /// range of tokens the caller sets aside. The caller starts operations
 /// ([`try_lock`](Self::try_lock), [`lock_until`](Self::lock_until),
-/// [`unlock`](Self::unlock)), hands it the
+/// [`extend`](Self::extend), [`unlock`](Self::unlock)), hands it the
 /// events of each poll ([`handle_events`](Self::handle_events)), polls no
 /// longer than [`next_timeout`](Self::next_timeout), tells it the time
 /// ([`handle_timeout`](Self::handle_timeout)), and collects what completed
@@ -438,6 +473,41 @@ impl EmbeddedRedlock {
         Ok(ticket)
     }
 
+    /// Starts an extend of `lock` to `ttl` on every master, as
+    /// [`Redlock::extend`](crate::Redlock::extend) does: the client holds
+    /// the lock until the outcome, which gives it back
+    /// ([`Completion::Extended`], from
+    /// [`poll_completion`](Self::poll_completion), by the request
+    /// timeout), its validity renewed on success. While the extend is in
+    /// flight the lock is worth what it was worth before.
+    ///
+    /// # Errors
+    ///
+    /// Without sending anything, with the lock unchanged:
+    /// [`Error::InvalidTtl`], [`Error::Expired`],
+    /// [`Error::ExtensionLimit`], or [`Error::TooManyInFlight`] at the cap
+    /// of rounds in flight.
+    #[allow(
+        clippy::result_large_err,
+        reason = "the lock goes back to its caller, unchanged, as it came"
+    )]
+    pub fn extend(&mut self, lock: Lock, ttl: Duration) -> Result<Ticket, (Lock, Error)> {
+        let limits = self.base.config.limits();
+        let started = match Extend::new(&limits, lock.holding(), ttl, crate::clock::now()) {
+            Ok(call) => self.start(&call.command(), lock.keys(), *lock.token()),
+            Err(error) => Err(error),
+        };
+        match started {
+            Ok(ticket) => {
+                if let Some(started) = self.started.last_mut() {
+                    started.extending = Some(lock);
+                }
+                Ok(ticket)
+            }
+            Err(error) => Err((lock, error)),
+        }
+    }
+
     /// Starts the release of `lock` on every master. The outcome comes
     /// from [`poll_completion`](Self::poll_completion).
     ///
@@ -471,6 +541,7 @@ impl EmbeddedRedlock {
             resource: SmallVec::from_slice(resource),
             many,
             token,
+            extending: None,
         });
         Ok(Ticket(id.get()))
     }
@@ -532,9 +603,17 @@ impl EmbeddedRedlock {
             .started
             .iter()
             .position(|s| driver.core.decided(&[s.id]))?;
-        let started = self.started.swap_remove(k);
+        let mut started = self.started.swap_remove(k);
         let round = self.base.take(started.id);
         let ticket = Ticket(started.id.get());
+        if let Some(mut lock) = started.extending.take() {
+            let result = self.base.extended(&mut lock, round.as_ref());
+            return Some(Completion::Extended {
+                ticket,
+                lock,
+                result,
+            });
+        }
         Some(match started.op {
             Op::Release => Completion::Released {
                 ticket,

@@ -3,7 +3,7 @@
 //! deadline of a round whose masters do not answer, and `lock_until`
 //! (told by the release that hands it the lock, or waiting out a crashed
 //! holder's key, never polling; leaving the masters' queues when it
-//! gives up).
+//! gives up), and the extend that gives the lock back with its outcome.
 
 use std::time::{Duration, Instant};
 
@@ -349,4 +349,78 @@ fn lock_until_replaces_a_crashed_holder_once_its_key_expires() {
         .iter()
         .all(|&n| n >= 2)));
     assert!(eventually(PATIENCE, || queued_on(&cluster, RESOURCE, 1) == 0));
+}
+
+/// The one completion among `done`, an extend's: the lock it gives back
+/// and the outcome.
+fn extended(done: Vec<Completion>) -> (Lock, Result<(), Error>) {
+    match <[Completion; 1]>::try_from(done) {
+        Ok([Completion::Extended { lock, result, .. }]) => (lock, result),
+        Ok([other]) => panic!("not an extend's completion: {other:?}"),
+        Err(done) => panic!("{} completions", done.len()),
+    }
+}
+
+/// An extend holds the lock until its completion gives it back, renewed
+/// on success (on every master, and in the lock's validity and count);
+/// expired when a quorum no longer holds the key; and given back at once,
+/// unchanged, when nothing could be sent.
+#[test]
+fn extend_gives_the_lock_back_with_its_outcome() {
+    const SHORT: Duration = Duration::from_secs(2);
+    const LONG: Duration = Duration::from_secs(120);
+    let cluster = Cluster::start(3);
+    let mut poll = Poll::new().expect("poll");
+    let mut redlock = Redlock::builder(cluster.urls())
+        .max_in_flight(1)
+        .build_embedded(poll.registry(), Token(0))
+        .expect("build");
+    redlock.try_lock("embedded:extend", SHORT).expect("start");
+    let lock = acquired(drive(&mut poll, &mut redlock, 1)).expect("acquired");
+    let token = *lock.token();
+
+    redlock.extend(lock, LONG).expect("start the extend");
+    assert_eq!(redlock.in_flight(), 1);
+    let (lock, result) = extended(drive(&mut poll, &mut redlock, 1));
+    result.expect("extended");
+    assert_eq!(lock.token(), &token, "the same lock came back");
+    assert_eq!(lock.extensions(), 1);
+    assert!(lock.validity() > SHORT, "renewed: {:?}", lock.validity());
+    let pttl = |m: usize| {
+        let reply = cluster.command(m, &[b"PTTL", b"embedded:extend"]);
+        let text = String::from_utf8_lossy(&reply).into_owned();
+        text.trim()
+            .trim_start_matches(':')
+            .parse::<i64>()
+            .expect("PTTL")
+    };
+    // A quorum at least (the third master's reply was not waited for).
+    let renewed = (0..3)
+        .filter(|&m| pttl(m) > SHORT.as_millis() as i64)
+        .count();
+    assert!(renewed >= 2, "renewed on {renewed} masters");
+
+    // Refused before anything is sent: the lock comes back as it was.
+    let (lock, error) = redlock.extend(lock, Duration::ZERO).expect_err("no TTL");
+    assert!(matches!(error, Error::InvalidTtl { .. }), "{error}");
+    assert_eq!((lock.token(), lock.extensions()), (&token, 1));
+    redlock.try_lock("embedded:cap", TTL).expect("fill the cap");
+    let (lock, error) = redlock.extend(lock, LONG).expect_err("at the cap");
+    assert!(
+        matches!(error, Error::TooManyInFlight { limit: 1 }),
+        "{error}"
+    );
+    assert!(!lock.is_expired(), "unchanged");
+    assert_eq!(drive(&mut poll, &mut redlock, 1).len(), 1);
+
+    // The key gone from a quorum: the lock comes back expired.
+    for m in 0..2 {
+        cluster.command(m, &[b"DEL", b"embedded:extend"]);
+    }
+    redlock.extend(lock, LONG).expect("start the extend");
+    let (lock, result) = extended(drive(&mut poll, &mut redlock, 1));
+    assert!(matches!(result, Err(Error::NotHeld(_))), "{result:?}");
+    assert!(lock.is_expired(), "a lock a quorum no longer holds");
+    let (_, error) = redlock.extend(lock, LONG).expect_err("expired");
+    assert!(matches!(error, Error::Expired), "{error}");
 }
