@@ -3,6 +3,7 @@
 //! driven in `pursue.rs`.
 
 mod pursue;
+mod watch;
 
 use std::fmt;
 use std::sync::Arc;
@@ -17,9 +18,9 @@ use super::token::TokenSource;
 use super::{Lock, TOKEN_LEN};
 use crate::calls::{self, Acquire, Acquired, Claim, Extend, Release};
 use crate::commands::{Command, Keys};
-use crate::driver::Driver;
+use crate::driver::{Driver, Holders};
 use crate::error::{ConfigError, Error};
-use crate::ids::RoundId;
+use crate::ids::{RoundId, WatchId};
 use crate::rules::{Op, Report, Round};
 use pursue::LockUntil;
 
@@ -101,6 +102,12 @@ pub enum Completion {
         lock: Lock,
         /// Whether a quorum extended it.
         result: Result<(), Error>,
+    },
+    /// A watched lock was found lost (see
+    /// [`EmbeddedRedlock::watch`]): [`Lock::is_lost`] says so too.
+    Lost {
+        /// The watch's ticket.
+        ticket: Ticket,
     },
     /// A release, as for [`Redlock::unlock`](crate::Redlock::unlock).
     Released {
@@ -265,7 +272,8 @@ fn report(masters: &Arc<[String]>, spares: &mut Vec<Box<Report>>, round: &Round)
 /// The client registers its sockets with the caller's [`Registry`] under a
 /// range of tokens the caller sets aside. The caller starts operations
 /// ([`try_lock`](Self::try_lock), [`lock_until`](Self::lock_until),
-/// [`extend`](Self::extend), [`unlock`](Self::unlock)), hands it the
+/// [`extend`](Self::extend), [`unlock`](Self::unlock),
+/// [`watch`](Self::watch)), hands it the
 /// events of each poll ([`handle_events`](Self::handle_events)), polls no
 /// longer than [`next_timeout`](Self::next_timeout), tells it the time
 /// ([`handle_timeout`](Self::handle_timeout)), and collects what completed
@@ -307,6 +315,13 @@ pub struct EmbeddedRedlock {
     pursuits: Vec<LockUntil>,
     /// The last `lock_until` ticket's number.
     last_pursuit: u64,
+    /// The watched locks' holders (see [`watch`](Self::watch)).
+    holders: Holders,
+    /// Each watch's ticket.
+    watching: Vec<(WatchId, Ticket)>,
+    /// The tickets of the watches that found their lock lost, not yet
+    /// collected.
+    lost: Vec<Ticket>,
 }
 
 impl fmt::Debug for EmbeddedRedlock {
@@ -356,6 +371,9 @@ impl Builder {
             started: Vec::with_capacity(config.max_in_flight),
             pursuits: Vec::with_capacity(config.max_in_flight),
             last_pursuit: 0,
+            holders: Holders::default(),
+            watching: Vec::new(),
+            lost: Vec::new(),
             base: Base {
                 spare_reports: super::rounds::spare_reports(config.max_in_flight),
                 driver,
@@ -521,6 +539,7 @@ impl EmbeddedRedlock {
         let ticket = self.start(&lock.release(), lock.keys(), token)?;
         // Expired from now on: its completion comes without the lock.
         lock.apply(Release::begun(crate::clock::now()));
+        self.rewatch(Op::Release, lock);
         Ok(ticket)
     }
 
@@ -555,6 +574,7 @@ impl EmbeddedRedlock {
         }
         self.base.driver.after_events();
         self.step(crate::clock::now());
+        self.tell_losses();
     }
 
     /// The time is `now`: rounds past their deadline count the masters
@@ -565,6 +585,7 @@ impl EmbeddedRedlock {
         let now = crate::clock::from_std(now);
         self.base.driver.check_timers(now);
         self.step(now);
+        self.tell_losses();
     }
 
     /// Moves every `lock_until` call on, at `now`.
@@ -591,6 +612,9 @@ impl EmbeddedRedlock {
 
     /// The next operation that completed, if any.
     pub fn poll_completion(&mut self) -> Option<Completion> {
+        if let Some(ticket) = self.lost.pop() {
+            return Some(Completion::Lost { ticket });
+        }
         if let Some(k) = self.pursuits.iter().position(LockUntil::is_done) {
             let call = self.pursuits.swap_remove(k);
             let ticket = call.ticket();
@@ -608,6 +632,7 @@ impl EmbeddedRedlock {
         let ticket = Ticket(started.id.get());
         if let Some(mut lock) = started.extending.take() {
             let result = self.base.extended(&mut lock, round.as_ref());
+            self.rewatch(Op::Extend, &mut lock);
             return Some(Completion::Extended {
                 ticket,
                 lock,

@@ -25,6 +25,16 @@ pub(crate) struct Watched {
 }
 
 impl Watched {
+    /// The watch of a lock by `ids`, one per resource, told to `loss`.
+    pub(super) fn new(ids: SmallVec<[WatchId; 1]>, loss: Arc<Loss>) -> Watched {
+        Watched { ids, loss }
+    }
+
+    /// Its watches, one per resource.
+    pub(super) fn ids(&self) -> &[WatchId] {
+        &self.ids
+    }
+
     pub(super) fn is_lost(&self) -> bool {
         self.loss.is_lost()
     }

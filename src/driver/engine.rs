@@ -47,7 +47,7 @@
 //! [`Builder::spin`]: crate::Builder::spin
 
 use std::io;
-use std::sync::{Mutex, MutexGuard, Weak};
+use std::sync::{Mutex, MutexGuard};
 
 use crate::sync::lock;
 use std::task::Waker;
@@ -58,14 +58,14 @@ use smallvec::SmallVec;
 
 use super::{Driver, Need, Poller};
 use crate::commands::Command;
-use crate::ids::{RoundId, WaitId, WatchId};
+use crate::ids::{RoundId, WaitId};
 use crate::rules::Round;
 
 mod tasks;
 mod watches;
 
 pub(crate) use tasks::Polling;
-pub(crate) use watches::Loss;
+pub(crate) use watches::{Holders, Loss};
 
 /// The poller token of the engine's waker (never a connection's index).
 pub(crate) const WAKE: mio::Token = mio::Token(usize::MAX);
@@ -192,7 +192,7 @@ pub(crate) struct Shared {
     /// The watched keys' holders, told when their watch finds the lock
     /// lost (see [`crate::flights::Watches`]); a holder that is gone is
     /// forgotten, and its watch stopped.
-    losses: Vec<(WatchId, Weak<Loss>)>,
+    losses: Holders,
     /// How often a lone caller yielded its CPU (see `Engine::yield_first`).
     pub(crate) yields: u64,
     /// Waits on the poller so far, those that returned no event, and the
@@ -233,7 +233,7 @@ impl Engine {
                 background_polls: false,
                 poller_wanted: false,
                 threads_poll: None,
-                losses: Vec::new(),
+                losses: Holders::default(),
                 yields: 0,
                 polls: 0,
                 idle_polls: 0,
@@ -705,20 +705,9 @@ impl Shared {
         self.tell_losses();
     }
 
-    /// Tells the holders of the watches found lost since the last call. A
-    /// watch whose holder is gone (a watched `Lock` dropped unreleased)
-    /// ends here: its key's expiry finds it lost at the latest.
+    /// Tells the holders of the watches found lost since the last call.
     fn tell_losses(&mut self) {
-        while let Some(id) = self.driver.core.watches.take_lost() {
-            let holder = self.losses.iter().find(|(w, _)| *w == id);
-            match holder.and_then(|(_, loss)| loss.upgrade()) {
-                Some(loss) => loss.tell(),
-                None => {
-                    self.driver.core.watches.unwatch(id);
-                    self.losses.retain(|&(w, _)| w != id);
-                }
-            }
-        }
+        self.losses.tell(&mut self.driver.core.watches, |_| {});
     }
 
     /// Writes what the callers queued, unless it waits for callers still

@@ -33,7 +33,7 @@ use crate::rules::{NodeError, Round};
 use self::core::Core;
 use conn::Conn;
 pub(crate) use conn::TlsConfig;
-pub(crate) use engine::{Engine, Full, Ids, Loss, Polling, Waiter, Wakes};
+pub(crate) use engine::{Engine, Full, Holders, Ids, Loss, Polling, Waiter, Wakes};
 
 /// Readiness events handled per poll.
 const EVENTS: usize = 64;

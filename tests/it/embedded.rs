@@ -424,3 +424,57 @@ fn extend_gives_the_lock_back_with_its_outcome() {
     let (_, error) = redlock.extend(lock, LONG).expect_err("expired");
     assert!(matches!(error, Error::Expired), "{error}");
 }
+
+/// A watched lock whose key a quorum loses is reported by its watch's
+/// ticket, from the loop's own events: once after it was acquired, and
+/// again after an extend (which reads the keys anew); its release ends
+/// the watch.
+#[test]
+fn a_watch_reports_a_loss_through_the_loop() {
+    let cluster = Cluster::start(3);
+    let mut poll = Poll::new().expect("poll");
+    let mut redlock = Redlock::builder(cluster.urls())
+        .build_embedded(poll.registry(), Token(0))
+        .expect("build");
+    let lose = |key: &[u8]| {
+        for m in 0..2 {
+            cluster.command(m, &[b"DEL", key]);
+        }
+    };
+
+    redlock.try_lock("embedded:watched", TTL).expect("start");
+    let mut lock = acquired(drive(&mut poll, &mut redlock, 1)).expect("acquired");
+    let ticket = redlock.watch(&mut lock).expect("watched");
+    assert_eq!(redlock.watch(&mut lock), None, "watched once");
+    lose(b"embedded:watched");
+    let done = drive(&mut poll, &mut redlock, 1);
+    assert!(
+        matches!(done[..], [Completion::Lost { ticket: t }] if t == ticket),
+        "{done:?}"
+    );
+    assert!(lock.is_lost());
+    redlock.unlock(&mut lock).expect("start the release");
+    assert_eq!(drive(&mut poll, &mut redlock, 1).len(), 1);
+
+    redlock.try_lock("embedded:extended", TTL).expect("start");
+    let mut lock = acquired(drive(&mut poll, &mut redlock, 1)).expect("acquired");
+    let ticket = redlock.watch(&mut lock).expect("watched");
+    redlock.extend(lock, TTL).expect("start the extend");
+    let (mut lock, result) = extended(drive(&mut poll, &mut redlock, 1));
+    result.expect("extended");
+    assert!(!lock.is_lost());
+    lose(b"embedded:extended");
+    let done = drive(&mut poll, &mut redlock, 1);
+    assert!(
+        matches!(done[..], [Completion::Lost { ticket: t }] if t == ticket),
+        "{done:?}"
+    );
+    assert!(lock.is_lost());
+    redlock.unlock(&mut lock).expect("start the release");
+    assert_eq!(drive(&mut poll, &mut redlock, 1).len(), 1);
+    assert_eq!(
+        redlock.watch(&mut lock),
+        None,
+        "a released lock is not watched"
+    );
+}

@@ -4,12 +4,13 @@
 //! (when no caller does), so that the masters' word of a change is read
 //! as it comes, not at the next call (see [`crate::flights::Watches`]).
 
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use super::Engine;
 use crate::commands::TOKEN_LEN;
+use crate::flights::Watches;
 use crate::ids::WatchId;
 use crate::sync::lock;
 
@@ -54,12 +55,12 @@ impl Loss {
     }
 
     /// The lock was found lost: wakes whoever waits, and runs the
-    /// callback once.
-    pub(crate) fn tell(&self) {
+    /// callback once. Whether it was not lost before.
+    pub(crate) fn tell(&self) -> bool {
         let (wakers, on_loss) = {
             let mut state = lock(&self.state);
             if state.lost {
-                return;
+                return false;
             }
             state.lost = true;
             (std::mem::take(&mut state.wakers), state.on_loss.take())
@@ -69,6 +70,7 @@ impl Loss {
         if let Some(on_loss) = on_loss {
             on_loss();
         }
+        true
     }
 
     /// Waits until the lock is found lost (`true`) or `timeout` passes.
@@ -104,6 +106,62 @@ impl Loss {
     }
 }
 
+/// The holders of the watched keys, each told through its cell when its
+/// watch finds the lock lost. A holder that is gone (a watched `Lock`
+/// dropped unreleased) is forgotten, and its watch stopped: its key's
+/// expiry would find it lost at the latest.
+#[derive(Debug, Default)]
+pub(crate) struct Holders(Vec<(WatchId, Weak<Loss>)>);
+
+impl Holders {
+    /// Watch `id` tells `loss`.
+    pub(crate) fn add(&mut self, id: WatchId, loss: &Arc<Loss>) {
+        self.0.push((id, Arc::downgrade(loss)));
+    }
+
+    /// Whether watch `id` has a holder still.
+    pub(crate) fn has(&self, id: WatchId) -> bool {
+        self.0.iter().any(|&(w, _)| w == id)
+    }
+
+    /// Watch `id` stopped.
+    pub(crate) fn remove(&mut self, id: WatchId) {
+        self.0.retain(|&(w, _)| w != id);
+    }
+
+    /// Forgets the holders that are gone, stopping their watches.
+    pub(crate) fn sweep(&mut self, watches: &mut Watches) {
+        self.0.retain(|&(id, ref holder)| {
+            let alive = holder.strong_count() > 0;
+            if !alive {
+                watches.unwatch(id);
+            }
+            alive
+        });
+    }
+
+    /// Tells the holders of the watches found lost since the last call,
+    /// and `told` the id that first found each lock lost (a lock of
+    /// several resources has a watch per resource); stops the watches of
+    /// holders that are gone.
+    pub(crate) fn tell(&mut self, watches: &mut Watches, mut told: impl FnMut(WatchId)) {
+        while let Some(id) = watches.take_lost() {
+            let holder = self.0.iter().find(|(w, _)| *w == id);
+            match holder.and_then(|(_, loss)| loss.upgrade()) {
+                Some(loss) => {
+                    if loss.tell() {
+                        told(id);
+                    }
+                }
+                None => {
+                    watches.unwatch(id);
+                    self.remove(id);
+                }
+            }
+        }
+    }
+}
+
 impl Engine {
     /// Watches `key`, held with `token`, for a loss, told to `loss`.
     /// Forgets the watches whose holders are gone.
@@ -116,16 +174,9 @@ impl Engine {
     ) -> WatchId {
         let mut guard = lock(&self.driver);
         let shared = &mut *guard;
-        let watches = &mut shared.driver.core.watches;
-        shared.losses.retain(|&(id, ref holder)| {
-            let alive = holder.strong_count() > 0;
-            if !alive {
-                watches.unwatch(id);
-            }
-            alive
-        });
+        shared.losses.sweep(&mut shared.driver.core.watches);
         let id = shared.driver.watch(key, token, now);
-        shared.losses.push((id, Arc::downgrade(loss)));
+        shared.losses.add(id, loss);
         // The masters' word comes while no call is made: the background
         // thread reads it.
         self.spawn_background(shared);
@@ -144,6 +195,6 @@ impl Engine {
     pub(crate) fn unwatch(&self, id: WatchId) {
         let mut shared = lock(&self.driver);
         shared.driver.core.watches.unwatch(id);
-        shared.losses.retain(|&(w, _)| w != id);
+        shared.losses.remove(id);
     }
 }
