@@ -83,8 +83,9 @@
 //!   `client|tracking` and `client|caching`: see [operations](crate::operations)):
 //!   elsewhere a loss shows at the lock's reads (when the watch starts,
 //!   after each extension, after a reconnect) and at its next extension,
-//!   as without a watch. The embedded client
-//!   ([`EmbeddedRedlock`](crate::EmbeddedRedlock)) has no watch.
+//!   as without a watch. The embedded client's watch
+//!   ([`EmbeddedRedlock::watch`](crate::EmbeddedRedlock::watch)) hears the
+//!   masters only while its caller's loop hands it their events.
 //! - No Redis Cluster, Sentinel or replicas: Redlock needs independent
 //!   primaries, and the handshake refuses the others.
 //!
