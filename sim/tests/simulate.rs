@@ -158,7 +158,7 @@ fn the_checkers_catch_deliberate_regressions() {
         (Regression::EightDead, 0),
         (Regression::NoReconnectWhileWaiting, 434),
         (Regression::KeptForSeveral, 0),
-        (Regression::TurnIgnored, 2966),
+        (Regression::TurnIgnored, 95),
         (Regression::PlaceAsClaimed, 0),
         (Regression::SlowExtendSucceeds, 126),
         (Regression::WatchSkipsRearm, 16),

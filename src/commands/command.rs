@@ -11,6 +11,7 @@
 use smallvec::SmallVec;
 
 use super::{FENCE_KEY, FENCE_LOST_KEY, unpack_keys};
+use crate::ids::WaitId;
 use crate::resp::{Arg, encode_command};
 use crate::rules::Op;
 use crate::scripts::*;
@@ -507,6 +508,19 @@ impl<'a> Command<'a> {
         }
     }
 
+    /// For an acquire that waits: the leave of its waiter (its keys, its
+    /// member) and the wait its member names. `None` for another command,
+    /// or a member that names no wait.
+    pub(crate) fn leave_of_wait(&self) -> Option<(Command<'a>, WaitId)> {
+        let Args::Wait { keys, member, .. } = self.args else {
+            return None;
+        };
+        // `<window ms>|<wait id>|<channel>`
+        let id = member.split(|&b| b == b'|').nth(1)?;
+        let id = std::str::from_utf8(id).ok()?.parse().ok()?;
+        Some((Command::leave(keys, member), WaitId::from_wire(id)))
+    }
+
     /// The command taken apart: its [`Shape`], and its byte arguments, in
     /// the order [`join`](Self::join) takes them back.
     pub(crate) fn split(&self) -> (Shape, SmallVec<[&'a [u8]; 3]>) {
@@ -780,7 +794,7 @@ impl Shape {
     }
 
     /// Whether this is the acquire that waits.
-    pub(super) fn waits(&self) -> bool {
+    pub(crate) fn waits(&self) -> bool {
         self.args.waits()
     }
 }

@@ -706,6 +706,10 @@ impl<W> Sink for MasterSink<'_, W> {
         self.flights.is_live(id)
     }
 
+    fn is_waiting(&self, id: WaitId) -> bool {
+        self.waits.is_waiting(id)
+    }
+
     fn on_reply(&mut self, id: RoundId, _: Op, outcome: Outcome, now: Instant) {
         self.flights.deliver(id, self.master, outcome, now);
     }

@@ -188,6 +188,13 @@ impl<W> Waits<W> {
         }
     }
 
+    /// Whether wait `id` still waits: its call has not ended.
+    pub(crate) fn is_waiting(&self, id: WaitId) -> bool {
+        self.slots
+            .get(id.index())
+            .is_some_and(|slot| id != WaitId::FREE && slot.id == id)
+    }
+
     /// Whether a quorum of masters told wait `id` since it was armed (or
     /// it is not a wait any more: nothing to wait for).
     pub fn is_told(&self, id: WaitId) -> bool {

@@ -53,6 +53,13 @@ pub(crate) trait Sink {
     /// The outcome of a live round's command: the round's id, the
     /// command's operation, the outcome, and when it was read.
     fn on_reply(&mut self, id: RoundId, op: Op, outcome: Outcome, now: Instant);
+    /// Whether wait `id` of this client still waits (its call goes on).
+    /// Without a table of waits, every wait is taken to: nothing is left
+    /// on its behalf.
+    fn is_waiting(&self, id: WaitId) -> bool {
+        let _ = id;
+        true
+    }
     /// A release told waiter `id` of this client that it may try now
     /// (`later` is `None`), or once `later` has passed.
     fn on_wake(&mut self, id: WaitId, later: Option<Duration>, now: Instant) {

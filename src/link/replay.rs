@@ -11,7 +11,7 @@ use super::{Link, Sink};
 use crate::commands::{self, Command, Outcome, Shape};
 use crate::ids::RoundId;
 use crate::resp::Token;
-use crate::rules::{NodeError, Op, ServerError};
+use crate::rules::{NodeError, Op, Reply, ServerError};
 
 /// What is kept of a lock command sent, to classify its reply and to send
 /// it again with its script.
@@ -69,6 +69,11 @@ impl Link {
             // script, for this round, or a release of a finished one (it
             // frees a key; with its own token it cannot touch a newer lock).
             Outcome::NoScript => Some(self.resend_with_script(sent, args.end)?),
+            // The late refusal of an attempt decided without it: see
+            // `leave_late`.
+            Outcome::Reply(Reply::Queued { .. }) if !live && sent.shape.waits() => {
+                self.leave_late(sent, args.end, sink)?
+            }
             _ if live => {
                 self.deliver(sent, outcome, now, sink);
                 None
@@ -83,6 +88,45 @@ impl Link {
             self.replay.drain(..args.end);
         }
         Ok(again)
+    }
+
+    /// The refusal of an acquire that waits (`sent`, its arguments the
+    /// arena's first `used` bytes) read after its round was decided: the
+    /// master queued its waiter. If the wait is over (its call won with
+    /// the other masters, or ended), that entry is nobody's, and once
+    /// first in line it would hold the key for a window, for nobody: the
+    /// waiter leaves that queue at once, by the same member, its leave
+    /// last in the queue (returned) and its arguments at the arena's end.
+    /// `None` while the wait goes on: its call leaves the queues it may be
+    /// in when it ends.
+    fn leave_late(
+        &mut self,
+        sent: Sent,
+        used: usize,
+        sink: &dyn Sink,
+    ) -> Result<Option<Sent>, NodeError> {
+        let args = self.replay.get(..used).ok_or(NodeError::UnexpectedReply)?;
+        let wait = Command::join(sent.shape, args).ok_or(NodeError::UnexpectedReply)?;
+        let Some((leave, id)) = wait.leave_of_wait() else {
+            return Ok(None);
+        };
+        if sink.is_waiting(id) {
+            return Ok(None);
+        }
+        leave.encode(&mut self.out);
+        let (shape, bytes) = leave.split();
+        // The arena holds the keys, the token and the member; the leave
+        // keeps the keys and the member.
+        let keys = bytes.first().map_or(0, |keys| keys.len());
+        drop(bytes);
+        let kept = shape.args_len();
+        let token = used.checked_sub(kept).ok_or(NodeError::UnexpectedReply)?;
+        self.replay.drain(keys..keys + token);
+        self.replay.rotate_left(kept);
+        Ok(Some(Sent {
+            round: RoundId::FREE,
+            shape,
+        }))
     }
 
     /// Encodes `sent` again as `EVAL` with its script; its arguments (the

@@ -286,3 +286,60 @@ fn only_the_awaited_subscribe_push_confirms() {
     feed(&mut link, &late, t0, &mut seen).expect("the reply matched");
     assert_eq!(seen.replies, [(Op::Acquire, Outcome::Reply(Reply::Ok))]);
 }
+
+/// A sink whose round 1 is over and whose wait 7 is `waiting` or not.
+struct Late {
+    waiting: bool,
+}
+
+impl Sink for Late {
+    fn is_live(&self, _: RoundId) -> bool {
+        false
+    }
+
+    fn on_reply(&mut self, _: RoundId, _: Op, _: Outcome, _: Instant) {
+        panic!("no round is live");
+    }
+
+    fn is_waiting(&self, id: WaitId) -> bool {
+        assert_eq!(id.get(), 7, "the wait its member names");
+        self.waiting
+    }
+}
+
+/// The refusal of an acquire that waits, read after its round was
+/// decided: the master queued the waiter. Once its wait is over the
+/// waiter leaves that queue at once, by the same member (else the entry,
+/// first in line, would hold the key for a window, for nobody); while it
+/// goes on, the entry stays, for the wait's own leave.
+#[test]
+fn a_late_refusal_of_a_wait_that_is_over_leaves_the_queue() {
+    use crate::commands::{Command, Keys};
+    let member = b"4000|7|redlock-mio:wake:00c0ffee";
+    let token = [b't'; 20];
+    for waiting in [false, true] {
+        let t0 = Instant::now();
+        let mut link = subscribed(t0);
+        let wait = Command::wait_acquire(Keys::One(b"jobs"), &token, 30_000, (member, 1, 2));
+        link.queue(
+            &wait,
+            &super::encoded(&wait),
+            RoundId::from_raw(1),
+            false,
+            t0,
+        )
+        .expect("queued");
+        assert!(take(&mut link).contains(WAIT_ACQUIRE_SHA1));
+        feed(&mut link, b"+WAIT 100\r\n", t0, &mut Late { waiting }).expect("read");
+        let sent = take(&mut link);
+        if waiting {
+            assert_eq!(sent, "", "the wait goes on: its entry stays");
+        } else {
+            assert!(sent.contains(LEAVE_SHA1), "{sent}");
+            assert!(sent.contains("jobs") && sent.contains("4000|7|"), "{sent}");
+            assert!(!sent.contains("tttt"), "the leave carries no token: {sent}");
+            // Its reply is matched and dropped.
+            feed(&mut link, b":1\r\n", t0, &mut Late { waiting }).expect("read");
+        }
+    }
+}
