@@ -109,9 +109,9 @@ impl Entries {
     /// decided may have refused it (and queued it) once the wait has met
     /// contention; before that, as on the uncontended path, it is taken to
     /// grant too, so that a lock won at the first attempt sends nothing
-    /// more. (Should such a master refuse, its entry reaches the head of
-    /// its queue and is handed a reservation that nobody claims: that
-    /// master's key is reserved for one window, and the entry is gone.)
+    /// more. (Should such a master refuse, its late refusal is read on
+    /// the link, which leaves that queue at once once the wait is over:
+    /// see `Link::leave_late`.)
     pub(crate) fn note(&mut self, round: &Round) {
         let reached = round.reached();
         let sent = |node: usize| node >= 64 || reached >> node & 1 == 1;
