@@ -147,7 +147,7 @@ fn the_checkers_catch_deliberate_regressions() {
     // regression no seed shows within the minute fails the test.
     for (regression, first) in [
         (Regression::DoubleGrants, 0),
-        (Regression::NoDrift, 0),
+        (Regression::NoDrift, 89),
         (Regression::FastMaster, 0),
         (Regression::LongRounds, 0),
         (Regression::ForeignLeak, 0),
@@ -160,7 +160,7 @@ fn the_checkers_catch_deliberate_regressions() {
         (Regression::KeptForSeveral, 0),
         (Regression::TurnIgnored, 95),
         (Regression::PlaceAsClaimed, 0),
-        (Regression::SlowExtendSucceeds, 126),
+        (Regression::SlowExtendSucceeds, 396),
         (Regression::WatchSkipsRearm, 16),
         (Regression::DropIsLoss, 4),
     ] {
