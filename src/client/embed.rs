@@ -20,7 +20,7 @@ use crate::calls::{self, Acquire, Acquired, Claim, Extend, Release};
 use crate::commands::{Command, Keys};
 use crate::driver::{Driver, Holders};
 use crate::error::{ConfigError, Error};
-use crate::ids::{RoundId, WatchId};
+use crate::ids::RoundId;
 use crate::rules::{Op, Report, Round};
 use pursue::LockUntil;
 
@@ -315,10 +315,9 @@ pub struct EmbeddedRedlock {
     pursuits: Vec<LockUntil>,
     /// The last `lock_until` ticket's number.
     last_pursuit: u64,
-    /// The watched locks' holders (see [`watch`](Self::watch)).
-    holders: Holders,
-    /// Each watch's ticket.
-    watching: Vec<(WatchId, Ticket)>,
+    /// The watched locks' holders, each with its watch's ticket (see
+    /// [`watch`](Self::watch)).
+    holders: Holders<Ticket>,
     /// The tickets of the watches that found their lock lost, not yet
     /// collected.
     lost: Vec<Ticket>,
@@ -372,7 +371,6 @@ impl Builder {
             pursuits: Vec::with_capacity(config.max_in_flight),
             last_pursuit: 0,
             holders: Holders::default(),
-            watching: Vec::new(),
             lost: Vec::new(),
             base: Base {
                 spare_reports: super::rounds::spare_reports(config.max_in_flight),

@@ -707,7 +707,7 @@ impl Shared {
 
     /// Tells the holders of the watches found lost since the last call.
     fn tell_losses(&mut self) {
-        self.losses.tell(&mut self.driver.core.watches, |_| {});
+        self.losses.tell(&mut self.driver.core.watches, |()| {});
     }
 
     /// Writes what the callers queued, unless it waits for callers still

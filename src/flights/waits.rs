@@ -150,6 +150,11 @@ impl<W> Waits<W> {
         Some(id)
     }
 
+    fn slot(&self, id: WaitId) -> Option<&Slot<W>> {
+        let slot = self.slots.get(id.index())?;
+        (id != WaitId::FREE && slot.id == id).then_some(slot)
+    }
+
     fn slot_mut(&mut self, id: WaitId) -> Option<&mut Slot<W>> {
         let slot = self.slots.get_mut(id.index())?;
         (id != WaitId::FREE && slot.id == id).then_some(slot)
@@ -190,20 +195,14 @@ impl<W> Waits<W> {
 
     /// Whether wait `id` still waits: its call has not ended.
     pub(crate) fn is_waiting(&self, id: WaitId) -> bool {
-        self.slots
-            .get(id.index())
-            .is_some_and(|slot| id != WaitId::FREE && slot.id == id)
+        self.slot(id).is_some()
     }
 
     /// Whether a quorum of masters told wait `id` since it was armed (or
     /// it is not a wait any more: nothing to wait for).
     pub fn is_told(&self, id: WaitId) -> bool {
-        match self.slots.get(id.index()) {
-            Some(slot) if id != WaitId::FREE && slot.id == id => {
-                slot.masters.count_ones() >= self.quorum
-            }
-            _ => true,
-        }
+        self.slot(id)
+            .is_none_or(|slot| slot.masters.count_ones() >= self.quorum)
     }
 
     /// Sets `waiter` to be woken when wait `id` is told.

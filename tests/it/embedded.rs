@@ -439,23 +439,24 @@ fn a_watch_reports_a_loss_through_the_loop() {
     // The acquire returns at a quorum, and a master's `SET` may come
     // after a `DEL` there: a `DEL` on every master leaves the key on one
     // at most.
-    let lose = |key: &[u8]| {
+    // Then the watch's ticket completes, and the lock says it is lost.
+    let lose = |redlock: &mut EmbeddedRedlock, poll: &mut Poll, lock: &Lock, ticket| {
         for m in 0..3 {
-            cluster.command(m, &[b"DEL", key]);
+            cluster.command(m, &[b"DEL", lock.resource()]);
         }
+        let done = drive(poll, redlock, 1);
+        assert!(
+            matches!(done[..], [Completion::Lost { ticket: t }] if t == ticket),
+            "{done:?}"
+        );
+        assert!(lock.is_lost());
     };
 
     redlock.try_lock("embedded:watched", TTL).expect("start");
     let mut lock = acquired(drive(&mut poll, &mut redlock, 1)).expect("acquired");
     let ticket = redlock.watch(&mut lock).expect("watched");
     assert_eq!(redlock.watch(&mut lock), None, "watched once");
-    lose(b"embedded:watched");
-    let done = drive(&mut poll, &mut redlock, 1);
-    assert!(
-        matches!(done[..], [Completion::Lost { ticket: t }] if t == ticket),
-        "{done:?}"
-    );
-    assert!(lock.is_lost());
+    lose(&mut redlock, &mut poll, &lock, ticket);
     redlock.unlock(&mut lock).expect("start the release");
     assert_eq!(drive(&mut poll, &mut redlock, 1).len(), 1);
 
@@ -466,13 +467,7 @@ fn a_watch_reports_a_loss_through_the_loop() {
     let (mut lock, result) = extended(drive(&mut poll, &mut redlock, 1));
     result.expect("extended");
     assert!(!lock.is_lost());
-    lose(b"embedded:extended");
-    let done = drive(&mut poll, &mut redlock, 1);
-    assert!(
-        matches!(done[..], [Completion::Lost { ticket: t }] if t == ticket),
-        "{done:?}"
-    );
-    assert!(lock.is_lost());
+    lose(&mut redlock, &mut poll, &lock, ticket);
     redlock.unlock(&mut lock).expect("start the release");
     assert_eq!(drive(&mut poll, &mut redlock, 1).len(), 1);
     assert_eq!(

@@ -47,8 +47,6 @@ impl EmbeddedRedlock {
         let now = crate::clock::now();
         let driver = &mut self.base.driver;
         self.holders.sweep(&mut driver.core.watches);
-        let holders = &self.holders;
-        self.watching.retain(|&(id, _)| holders.has(id));
         let token = *lock.token();
         let ids: SmallVec<[WatchId; 1]> = (lock.resources())
             .map(|key| driver.watch(key, token, now))
@@ -56,8 +54,7 @@ impl EmbeddedRedlock {
         let first = ids.first()?.0;
         let ticket = Ticket(WATCH_TAG | first);
         for &id in &ids {
-            self.holders.add(id, &loss);
-            self.watching.push((id, ticket));
+            self.holders.add(id, &loss, ticket);
         }
         lock.watch = Some(Watched::new(ids, loss));
         Some(ticket)
@@ -80,7 +77,6 @@ impl EmbeddedRedlock {
                     for &id in watched.ids() {
                         self.base.driver.core.watches.unwatch(id);
                         self.holders.remove(id);
-                        self.watching.retain(|&(w, _)| w != id);
                     }
                 }
             }
@@ -91,11 +87,9 @@ impl EmbeddedRedlock {
     /// Tells the holders of the locks found lost since the last call, and
     /// queues each watch's ticket for [`poll_completion`](Self::poll_completion).
     pub(super) fn tell_losses(&mut self) {
-        let (watching, lost) = (&self.watching, &mut self.lost);
-        self.holders.tell(&mut self.base.driver.core.watches, |id| {
-            if let Some(&(_, ticket)) = watching.iter().find(|&&(w, _)| w == id) {
-                lost.push(ticket);
-            }
+        let lost = &mut self.lost;
+        (self.holders).tell(&mut self.base.driver.core.watches, |ticket| {
+            lost.push(ticket);
         });
     }
 }

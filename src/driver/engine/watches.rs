@@ -107,31 +107,33 @@ impl Loss {
 }
 
 /// The holders of the watched keys, each told through its cell when its
-/// watch finds the lock lost. A holder that is gone (a watched `Lock`
+/// watch finds the lock lost, with a `T` of the caller's (the embedded
+/// client's watch ticket). A holder that is gone (a watched `Lock`
 /// dropped unreleased) is forgotten, and its watch stopped: its key's
 /// expiry would find it lost at the latest.
-#[derive(Debug, Default)]
-pub(crate) struct Holders(Vec<(WatchId, Weak<Loss>)>);
+#[derive(Debug)]
+pub(crate) struct Holders<T = ()>(Vec<(WatchId, Weak<Loss>, T)>);
 
-impl Holders {
-    /// Watch `id` tells `loss`.
-    pub(crate) fn add(&mut self, id: WatchId, loss: &Arc<Loss>) {
-        self.0.push((id, Arc::downgrade(loss)));
+impl<T> Default for Holders<T> {
+    fn default() -> Self {
+        Holders(Vec::new())
     }
+}
 
-    /// Whether watch `id` has a holder still.
-    pub(crate) fn has(&self, id: WatchId) -> bool {
-        self.0.iter().any(|&(w, _)| w == id)
+impl<T: Copy> Holders<T> {
+    /// Watch `id` tells `loss`, and `tag` to [`tell`](Self::tell)'s caller.
+    pub(crate) fn add(&mut self, id: WatchId, loss: &Arc<Loss>, tag: T) {
+        self.0.push((id, Arc::downgrade(loss), tag));
     }
 
     /// Watch `id` stopped.
     pub(crate) fn remove(&mut self, id: WatchId) {
-        self.0.retain(|&(w, _)| w != id);
+        self.0.retain(|&(w, _, _)| w != id);
     }
 
     /// Forgets the holders that are gone, stopping their watches.
     pub(crate) fn sweep(&mut self, watches: &mut Watches) {
-        self.0.retain(|&(id, ref holder)| {
+        self.0.retain(|&(id, ref holder, _)| {
             let alive = holder.strong_count() > 0;
             if !alive {
                 watches.unwatch(id);
@@ -141,16 +143,16 @@ impl Holders {
     }
 
     /// Tells the holders of the watches found lost since the last call,
-    /// and `told` the id that first found each lock lost (a lock of
-    /// several resources has a watch per resource); stops the watches of
-    /// holders that are gone.
-    pub(crate) fn tell(&mut self, watches: &mut Watches, mut told: impl FnMut(WatchId)) {
+    /// and `told` the tag of the watch that first found each lock lost (a
+    /// lock of several resources has a watch per resource); stops the
+    /// watches of holders that are gone.
+    pub(crate) fn tell(&mut self, watches: &mut Watches, mut told: impl FnMut(T)) {
         while let Some(id) = watches.take_lost() {
-            let holder = self.0.iter().find(|(w, _)| *w == id);
-            match holder.and_then(|(_, loss)| loss.upgrade()) {
-                Some(loss) => {
+            let holder = self.0.iter().find(|(w, _, _)| *w == id);
+            match holder.and_then(|(_, loss, tag)| Some((loss.upgrade()?, *tag))) {
+                Some((loss, tag)) => {
                     if loss.tell() {
-                        told(id);
+                        told(tag);
                     }
                 }
                 None => {
@@ -176,7 +178,7 @@ impl Engine {
         let shared = &mut *guard;
         shared.losses.sweep(&mut shared.driver.core.watches);
         let id = shared.driver.watch(key, token, now);
-        shared.losses.add(id, loss);
+        shared.losses.add(id, loss, ());
         // The masters' word comes while no call is made: the background
         // thread reads it.
         self.spawn_background(shared);
