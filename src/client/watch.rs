@@ -30,11 +30,6 @@ impl Watched {
         Watched { ids, loss }
     }
 
-    /// Its watches, one per resource.
-    pub(super) fn ids(&self) -> &[WatchId] {
-        &self.ids
-    }
-
     pub(super) fn is_lost(&self) -> bool {
         self.loss.is_lost()
     }
@@ -157,18 +152,31 @@ impl Redlock {
     /// A call of `op` on `lock` went out, its round ended or its caller
     /// gone: `lock`'s watch, if it has one, does what [`Rewatch`] says.
     pub(super) fn rewatch(&self, op: Op, lock: &mut Lock) {
-        match Rewatch::after(op) {
-            Some(Rewatch::ReadAgain) => {
-                if let Some(watched) = &lock.watch {
-                    watched.ids.iter().for_each(|&id| self.engine.rearm(id));
-                }
+        rewatch(op, lock, |what, id| match what {
+            Rewatch::ReadAgain => self.engine.rearm(id),
+            Rewatch::End => self.engine.unwatch(id),
+        });
+    }
+}
+
+/// What a call of `op` on `lock` does to its watch, if it has one, as
+/// [`Rewatch`] says: `act` is told it for each of its watches (after
+/// [`Rewatch::End`], the lock has no watch any more). Every front end's
+/// one way to follow the rule, with its own I/O.
+pub(super) fn rewatch(op: Op, lock: &mut Lock, mut act: impl FnMut(Rewatch, WatchId)) {
+    let Some(what) = Rewatch::after(op) else {
+        return;
+    };
+    match what {
+        Rewatch::ReadAgain => {
+            if let Some(watched) = &lock.watch {
+                watched.ids.iter().for_each(|&id| act(what, id));
             }
-            Some(Rewatch::End) => {
-                if let Some(watched) = lock.watch.take() {
-                    watched.ids.iter().for_each(|&id| self.engine.unwatch(id));
-                }
+        }
+        Rewatch::End => {
+            if let Some(watched) = lock.watch.take() {
+                watched.ids.iter().for_each(|&id| act(what, id));
             }
-            None => {}
         }
     }
 }

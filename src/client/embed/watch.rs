@@ -64,24 +64,14 @@ impl EmbeddedRedlock {
     /// watch, if it has one, does what [`Rewatch`] says.
     pub(super) fn rewatch(&mut self, op: Op, lock: &mut Lock) {
         let now = crate::clock::now();
-        match Rewatch::after(op) {
-            Some(Rewatch::ReadAgain) => {
-                if let Some(watched) = &lock.watch {
-                    for &id in watched.ids() {
-                        self.base.driver.rearm(id, now);
-                    }
-                }
+        let (driver, holders) = (&mut self.base.driver, &mut self.holders);
+        crate::client::watch::rewatch(op, lock, |what, id| match what {
+            Rewatch::ReadAgain => driver.rearm(id, now),
+            Rewatch::End => {
+                driver.core.watches.unwatch(id);
+                holders.remove(id);
             }
-            Some(Rewatch::End) => {
-                if let Some(watched) = lock.watch.take() {
-                    for &id in watched.ids() {
-                        self.base.driver.core.watches.unwatch(id);
-                        self.holders.remove(id);
-                    }
-                }
-            }
-            None => {}
-        }
+        });
     }
 
     /// Tells the holders of the locks found lost since the last call, and
